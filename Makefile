@@ -1,0 +1,122 @@
+# dml: distributed machine learning inside PostgreSQL
+#
+#   make                  the extension library, dml-worker, dml-load-idx
+#   make install          library, SQL scripts, control file, binaries
+#   make check            everything the test suite runs (regress/run.sh)
+#   make gpu-check        CUDA kernels against the CPU reference (needs a GPU)
+#   make bench            benchmarks, written to bench/RESULTS.md
+#   make bench-quick      the same harness on small sizes
+
+EXTENSION = dml
+EXTVERSION = 0.1.0
+
+MODULE_big = dml
+KERNEL_OBJS = kernels/cpu.o kernels/net.o kernels/format.o kernels/solve.o \
+	kernels/metrics.o
+OBJS = extension/dml.o extension/train.o extension/predict.o \
+	extension/catalog.o extension/modelcache.o extension/manage.o \
+	extension/batch.o \
+	coordinator/plan.o coordinator/launch.o coordinator/supervise.o \
+	$(KERNEL_OBJS)
+
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
+EXTRA_CLEAN = $(DATA_built) build
+
+PG_CONFIG ?= pg_config
+# no LLVM bitcode: it would need clang at build time for no benefit here
+override with_llvm := no
+PG_CPPFLAGS = -I$(srcdir)/kernels -I$(srcdir)/coordinator -I$(srcdir)/extension
+PG_CFLAGS = -Werror -Wall -Wno-declaration-after-statement
+SHLIB_LINK = -lopenblas -lm
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# The install script is kept unversioned and copied at build time.
+sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
+	cp $< $@
+
+# ---------------------------------------------------------------------------
+# dml-worker: an MPI program, built with plain rules (not PGXS)
+# ---------------------------------------------------------------------------
+MPICC ?= mpicc
+PQ_INCLUDE := $(shell $(PG_CONFIG) --includedir)
+PQ_LIBDIR := $(shell $(PG_CONFIG) --libdir)
+WCFLAGS = -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Werror \
+	-Ikernels -Icoordinator -Iworkers -I$(PQ_INCLUDE)
+WLDLIBS = -L$(PQ_LIBDIR) -lpq -lopenblas -lm -lpthread
+
+WORKER_SRCS = workers/worker.c workers/spec.c workers/load.c workers/comm.c \
+	workers/control.c workers/prepare.c workers/train.c workers/exact.c
+KERNEL_SRCS = $(KERNEL_OBJS:.o=.c)
+WORKER_OBJS = $(patsubst %.c,build/%.o,$(WORKER_SRCS) $(KERNEL_SRCS))
+
+# CUDA: compiled and linked whenever the toolkit is there, GPU or not.
+CUDA_HOME ?= /usr/local/cuda
+HAVE_CUDA := $(shell test -x $(CUDA_HOME)/bin/nvcc && echo yes)
+NVCC = $(CUDA_HOME)/bin/nvcc
+NVCCFLAGS = -O3 -std=c++17 -Ikernels -Xcompiler -Wall,-Werror \
+	-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+	-gencode arch=compute_90,code=compute_90
+CUDA_SRCS = $(wildcard kernels/cuda/*.cu)
+CUDA_OBJS = $(patsubst %.cu,build/%.o,$(CUDA_SRCS))
+ifeq ($(HAVE_CUDA),yes)
+WCFLAGS += -DDML_HAVE_CUDA -I$(CUDA_HOME)/include
+WLDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lnccl -lstdc++
+WORKER_OBJS += $(CUDA_OBJS)
+endif
+
+all: build/dml-worker build/dml-load-idx
+
+build/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(WCFLAGS) -c -o $@ $<
+
+build/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
+
+build/dml-worker: $(WORKER_OBJS)
+	$(MPICC) -o $@ $^ $(WLDLIBS)
+
+build/dml-load-idx: build/workers/load_idx.o
+	$(CC) -o $@ $^ -L$(PQ_LIBDIR) -lpq -lz
+
+build/workers/load_idx.o: workers/load_idx.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Werror -I$(PQ_INCLUDE) -c -o $@ $<
+
+$(WORKER_OBJS) $(OBJS): kernels/kernels.h coordinator/protocol.h
+$(patsubst %.c,build/%.o,$(WORKER_SRCS)): workers/worker.h workers/comm.h
+
+install: install-bin
+install-bin: build/dml-worker build/dml-load-idx
+	$(INSTALL_PROGRAM) build/dml-worker '$(DESTDIR)$(bindir)/dml-worker'
+	$(INSTALL_PROGRAM) build/dml-load-idx '$(DESTDIR)$(bindir)/dml-load-idx'
+
+uninstall: uninstall-bin
+uninstall-bin:
+	rm -f '$(DESTDIR)$(bindir)/dml-worker' '$(DESTDIR)$(bindir)/dml-load-idx'
+
+# ---------------------------------------------------------------------------
+# Tests and benchmarks
+# ---------------------------------------------------------------------------
+UNIT_TESTS = build/test_kernels
+build/test_kernels: regress/unit/test_kernels.c $(patsubst %.c,build/%.o,$(KERNEL_SRCS))
+	$(CC) -O1 -g -Wall -Werror -Ikernels -o $@ $^ -lopenblas -lm
+
+unit: $(UNIT_TESTS)
+
+.PHONY: check gpu-check bench bench-quick unit install-bin uninstall-bin
+check:
+	bash regress/run.sh
+
+gpu-check:
+	bash regress/gpu_check.sh
+
+bench:
+	bash bench/run.sh full
+
+bench-quick:
+	bash bench/run.sh quick

@@ -1,0 +1,29 @@
+#!/bin/bash
+# build.sh: build the micro benchmarks with gcc and mpicc directly.
+#
+#   bench/micro/build.sh [OUTDIR]      (default: build/micro of the checkout)
+#
+# Then, for example:
+#   OUTDIR/stream -n 16777216 1 2                  memory bandwidth, 1 and 2 threads
+#   OPENBLAS_NUM_THREADS=1 OUTDIR/sgemm            MLP shapes + 2048^3, 1 thread
+#   OUTDIR/sgemm -t 1 256x784x256 4096x4096x4096
+#   mpirun --allow-run-as-root --oversubscribe -np 2 OUTDIR/allreduce -b 1K -e 64M
+#   OUTDIR/copy_reader -t fashion_train -r 3 [-j 2]   (PG* env or -d CONNINFO)
+set -euo pipefail
+
+src=$(cd "$(dirname "$0")" && pwd)
+out=${1:-$src/../../build/micro}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+CC=${CC:-gcc}
+MPICC=${MPICC:-mpicc}
+PG_INCLUDE=$(pg_config --includedir)
+PG_LIBDIR=$(pg_config --libdir)
+WARN="-Wall -Wextra -Wno-unused-parameter -Werror"
+
+set -x
+$CC -O3 $WARN -fopenmp -o "$out/stream" "$src/stream.c"
+$CC -O2 $WARN -o "$out/sgemm" "$src/sgemm.c" -lopenblas
+$MPICC -O2 $WARN -o "$out/allreduce" "$src/allreduce.c"
+$CC -O2 $WARN -I"$PG_INCLUDE" -o "$out/copy_reader" "$src/copy_reader.c" \
+    -L"$PG_LIBDIR" -lpq

@@ -1,0 +1,129 @@
+/*-------------------------------------------------------------------------
+ *
+ * coordinator.h
+ *	  The part of the backend that runs one training job: plan the slices,
+ *	  write the job spec, launch mpirun, supervise it, receive the model.
+ *
+ * The extension (extension/train.c) checks the arguments and resolves
+ * every name through the catalog; it hands the coordinator a DmlJob whose
+ * SQL fragments are already quoted.  The coordinator never blocks: it
+ * waits on the latch, the control socket and the child together.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DML_COORDINATOR_H
+#define DML_COORDINATOR_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+#include "storage/block.h"
+#include "protocol.h"
+
+/* What a feature column is to the worker */
+typedef enum DmlColKind
+{
+	DML_COL_NUM,				/* one float8 (numbers, booleans as 0/1) */
+	DML_COL_VEC,				/* a float4[] of fixed width */
+	DML_COL_CAT					/* text, one-hot over a vocabulary */
+} DmlColKind;
+
+typedef struct DmlColumn
+{
+	char	   *name;			/* attribute name, unquoted */
+	AttrNumber	attnum;
+	Oid			typid;
+	DmlColKind	kind;
+	int			width;			/* inputs this column becomes */
+	List	   *vocab;			/* DML_COL_CAT: level strings, in order */
+	char	   *expr;			/* quoted SQL expression the worker reads */
+} DmlColumn;
+
+/* One rank's share: block range [start, end) of one relation */
+typedef struct DmlSlice
+{
+	int			rank;
+	Oid			relid;
+	BlockNumber start;
+	BlockNumber end;			/* InvalidBlockNumber: to the end */
+	bool		whole;			/* a view or foreign table: read it all */
+} DmlSlice;
+
+typedef struct DmlJob
+{
+	/* what to train */
+	char	   *name;
+	Oid			relid;
+	char		relkind;
+	char	   *kind;			/* linear, logistic, softmax, mlp */
+	bool		classification;
+	DmlColumn	target;
+	List	   *features;		/* of DmlColumn * */
+	List	   *classes;		/* of char *, class labels as text */
+	Oid			label_type;		/* type of the target column */
+	int			ninputs;		/* sum of feature widths */
+	int			noutputs;
+	int			nhidden;
+	int			hidden[16];
+	char	   *activation;
+	char	   *loss;
+	char	   *optimizer;
+	double		learning_rate;
+	int			batch_size;
+	int			epochs;
+	double		weight_decay;
+	double		validation;
+	int			patience;
+	char	   *nulls;
+	int			workers;
+	char	   *device;
+	int64		seed;
+	/* optimizer details from options */
+	double		momentum;
+	double		beta1;
+	double		beta2;
+	double		eps;
+	char	   *schedule;
+	int			step_size;
+	double		gamma;
+	double		tolerance;
+
+	/* how to run it */
+	List	   *slices;			/* of DmlSlice * */
+	char	   *snapshot;
+	char	   *role;			/* role name the workers SET ROLE to */
+	char	   *conninfo;
+	char	   *hosts;
+	char	   *mpirun;
+	char	   *worker_path;
+	int			checkpoint_every;
+	int			max_restarts;
+	char	   *fault;			/* test hook: "rank:epoch:how" or NULL */
+} DmlJob;
+
+/* What came back */
+typedef struct DmlJobResult
+{
+	bytea	   *weights;
+	char	   *metrics_json;
+	int			epochs_run;
+	double		final_loss;
+	double		seconds;
+	double		rows_per_second;
+	char	   *device;
+	int			restarts;
+} DmlJobResult;
+
+/* Called for each epoch as its progress arrives */
+typedef void (*DmlProgressCallback) (const DmlProgress *p, void *arg);
+
+/* plan.c */
+extern List *DmlPlanSlices(Oid relid, char relkind, int nranks);
+extern char *DmlSliceQuery(DmlJob *job, DmlSlice *slice);
+
+/* launch.c, supervise.c */
+extern void DmlRunJob(DmlJob *job, DmlJobResult *result,
+					  DmlProgressCallback cb, void *cb_arg);
+extern void DmlKillActiveJob(void);
+
+#endif							/* DML_COORDINATOR_H */

@@ -1,0 +1,385 @@
+/*-------------------------------------------------------------------------
+ *
+ * launch.c
+ *	  Write a job's spec into a private directory and start mpirun.
+ *
+ * Process safety: a backend is one process among many, so the forked child
+ * does nothing but put itself in a process group of its own, ask to be
+ * killed when the backend dies, reset signals, close every inherited
+ * descriptor (the client socket, the postmaster pipe) and exec mpirun.
+ * Everything it needs (argv, envp, the log descriptor) is built before the
+ * fork; after it, no palloc, no elog.
+ *
+ * The spec is a text file of "key value" lines, values escaped so that
+ * newlines, tabs and backslashes survive (names may hold any of them).  No
+ * secret goes on mpirun's command line: it names only the spec's path.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "coordinator.h"
+#include "launch.h"
+
+extern char **environ;
+
+/* Append "key value\n" to buf with the value escaped */
+static void
+spec_put(StringInfo buf, const char *key, const char *value)
+{
+	appendStringInfoString(buf, key);
+	appendStringInfoChar(buf, ' ');
+	for (const char *p = value; *p; p++)
+	{
+		switch (*p)
+		{
+			case '\\':
+				appendStringInfoString(buf, "\\\\");
+				break;
+			case '\n':
+				appendStringInfoString(buf, "\\n");
+				break;
+			case '\r':
+				appendStringInfoString(buf, "\\r");
+				break;
+			case '\t':
+				appendStringInfoString(buf, "\\t");
+				break;
+			default:
+				appendStringInfoChar(buf, *p);
+		}
+	}
+	appendStringInfoChar(buf, '\n');
+}
+
+static void
+spec_putf(StringInfo buf, const char *key, const char *fmt,...) pg_attribute_printf(3, 4);
+
+static void
+spec_putf(StringInfo buf, const char *key, const char *fmt,...)
+{
+	StringInfoData v;
+
+	initStringInfo(&v);
+	for (;;)
+	{
+		va_list		args;
+		int			needed;
+
+		va_start(args, fmt);
+		needed = appendStringInfoVA(&v, fmt, args);
+		va_end(args);
+		if (needed == 0)
+			break;
+		enlargeStringInfo(&v, needed);
+	}
+	spec_put(buf, key, v.data);
+	pfree(v.data);
+}
+
+/* The spec text for one launch of a job */
+static char *
+spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	spec_put(&buf, "version", "1");
+	spec_put(&buf, "conninfo", job->conninfo);
+	spec_put(&buf, "snapshot", job->snapshot);
+	spec_put(&buf, "role", job->role);
+	spec_put(&buf, "socket", socket_path);
+	spec_putf(&buf, "world", "%d", job->workers);
+	spec_put(&buf, "kind", job->kind);
+	spec_put(&buf, "loss", job->loss);
+	spec_put(&buf, "activation", job->activation);
+	spec_putf(&buf, "outputs", "%d", job->noutputs);
+	for (int i = 0; i < job->nhidden; i++)
+		spec_putf(&buf, "hidden", "%d", job->hidden[i]);
+	spec_put(&buf, "optimizer", job->optimizer);
+	spec_putf(&buf, "learning_rate", "%.17g", job->learning_rate);
+	spec_putf(&buf, "momentum", "%.17g", job->momentum);
+	spec_putf(&buf, "beta1", "%.17g", job->beta1);
+	spec_putf(&buf, "beta2", "%.17g", job->beta2);
+	spec_putf(&buf, "eps", "%.17g", job->eps);
+	spec_put(&buf, "schedule", job->schedule);
+	spec_putf(&buf, "step_size", "%d", job->step_size);
+	spec_putf(&buf, "gamma", "%.17g", job->gamma);
+	spec_putf(&buf, "tolerance", "%.17g", job->tolerance);
+	spec_putf(&buf, "batch_size", "%d", job->batch_size);
+	spec_putf(&buf, "epochs", "%d", job->epochs);
+	spec_putf(&buf, "weight_decay", "%.17g", job->weight_decay);
+	spec_putf(&buf, "validation", "%.17g", job->validation);
+	spec_putf(&buf, "patience", "%d", job->patience);
+	spec_put(&buf, "nulls", job->nulls);
+	spec_put(&buf, "device", job->device);
+	spec_putf(&buf, "seed", INT64_FORMAT, job->seed);
+	spec_putf(&buf, "checkpoint_every", "%d", job->checkpoint_every);
+	if (job->fault)
+		spec_put(&buf, "fault", job->fault);
+	if (resume_path)
+		spec_put(&buf, "resume", resume_path);
+
+	spec_put(&buf, "target", job->classification ? "label" : "num");
+	foreach(lc, job->classes)
+		spec_put(&buf, "class", (char *) lfirst(lc));
+	foreach(lc, job->features)
+	{
+		DmlColumn  *col = lfirst(lc);
+		ListCell   *lv;
+
+		switch (col->kind)
+		{
+			case DML_COL_NUM:
+				spec_put(&buf, "feature_num", col->name);
+				break;
+			case DML_COL_VEC:
+				spec_putf(&buf, "feature_vec", "%d %s", col->width, col->name);
+				break;
+			case DML_COL_CAT:
+				spec_put(&buf, "feature_cat", col->name);
+				foreach(lv, col->vocab)
+					spec_put(&buf, "level", (char *) lfirst(lv));
+				break;
+		}
+	}
+	foreach(lc, job->slices)
+	{
+		DmlSlice   *slice = lfirst(lc);
+
+		spec_putf(&buf, "slice", "%d %d %s", slice->rank, slice->whole ? 1 : 0,
+				  DmlSliceQuery(job, slice));
+	}
+	spec_put(&buf, "end", "");
+	return buf.data;
+}
+
+/* write a file in the job directory, mode 0600 */
+static void
+write_private_file(const char *path, const char *data, size_t len)
+{
+	int			fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", path)));
+	while (len > 0)
+	{
+		ssize_t		n = write(fd, data, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+		{
+			int			save = errno;
+
+			close(fd);
+			errno = save;
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not write file \"%s\": %m", path)));
+		}
+		data += n;
+		len -= n;
+	}
+	close(fd);
+}
+
+/*
+ * DmlMakeJobDir
+ *		A fresh private directory (mode 0700) for one job.
+ */
+char *
+DmlMakeJobDir(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	char	   *path;
+
+	if (tmp == NULL || tmp[0] == '\0' || strlen(tmp) > 60)
+		tmp = "/tmp";
+	path = psprintf("%s/dml-job-%d-XXXXXX", tmp, MyProcPid);
+	if (mkdtemp(path) == NULL)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create job directory \"%s\": %m", path)));
+	if (chmod(path, 0700) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not set permissions of \"%s\": %m", path)));
+	return path;
+}
+
+/*
+ * DmlListen
+ *		The job's control socket, non-blocking, listening in dir.
+ */
+int
+DmlListen(const char *dir, char **path_out)
+{
+	struct sockaddr_un addr;
+	char	   *path = psprintf("%s/ctl.sock", dir);
+	int			fd;
+
+	if (strlen(path) >= sizeof(addr.sun_path))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("control socket path \"%s\" is too long", path),
+				 errhint("Set TMPDIR of the server to a shorter directory.")));
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_socket_access(),
+				 errmsg("could not create control socket: %m")));
+	memset(&addr, 0, sizeof(addr));
+	addr.sun_family = AF_UNIX;
+	strlcpy(addr.sun_path, path, sizeof(addr.sun_path));
+	if (bind(fd, (struct sockaddr *) &addr, sizeof(addr)) != 0 ||
+		listen(fd, 4) != 0)
+	{
+		int			save = errno;
+
+		close(fd);
+		errno = save;
+		ereport(ERROR,
+				(errcode_for_socket_access(),
+				 errmsg("could not listen on control socket \"%s\": %m", path)));
+	}
+	*path_out = path;
+	return fd;
+}
+
+/* "NAME=value" for envp */
+static char *
+env_entry(const char *name, const char *value)
+{
+	return psprintf("%s=%s", name, value);
+}
+
+/*
+ * DmlLaunch
+ *		Write the spec and start mpirun in its own process group.  Returns
+ *		the child's pid; the log (mpirun's stdout and stderr) goes to
+ *		dir/worker.log.
+ */
+pid_t
+DmlLaunch(DmlJob *job, const char *dir, const char *socket_path,
+		  const char *resume_path)
+{
+	char	   *spec_path = psprintf("%s/job-%d.spec", dir, (int) random());
+	char	   *log_path = psprintf("%s/worker.log", dir);
+	char	   *spec = spec_text(job, socket_path, resume_path);
+	char	   *np = psprintf("%d", job->workers);
+	const char *argv[32];
+	char	  **envp;
+	int			argc = 0;
+	int			nenv = 0;
+	int			logfd;
+	pid_t		parent = getpid();
+	pid_t		pid;
+	int			maxfd = (int) sysconf(_SC_OPEN_MAX);
+
+	if (maxfd < 1024)
+		maxfd = 1024;
+	write_private_file(spec_path, spec, strlen(spec));
+
+	argv[argc++] = job->mpirun;
+	argv[argc++] = "-np";
+	argv[argc++] = np;
+	argv[argc++] = "--oversubscribe";
+	argv[argc++] = "--bind-to";
+	argv[argc++] = "none";
+	argv[argc++] = "-x";
+	argv[argc++] = "OPENBLAS_NUM_THREADS";
+	argv[argc++] = "-x";
+	argv[argc++] = "OMP_NUM_THREADS";
+	if (job->hosts && job->hosts[0])
+	{
+		argv[argc++] = "--hostfile";
+		argv[argc++] = job->hosts;
+	}
+	argv[argc++] = job->worker_path;
+	argv[argc++] = spec_path;
+	argv[argc] = NULL;
+
+	for (char **e = environ; *e; e++)
+		nenv++;
+	envp = palloc(sizeof(char *) * (nenv + 8));
+	nenv = 0;
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, "OPENBLAS_NUM_THREADS=", 21) != 0 &&
+			strncmp(*e, "OMP_NUM_THREADS=", 16) != 0)
+			envp[nenv++] = *e;
+	envp[nenv++] = env_entry("OPENBLAS_NUM_THREADS", "1");
+	envp[nenv++] = env_entry("OMP_NUM_THREADS", "1");
+	/* CMA needs ptrace rights that containers often withhold */
+	envp[nenv++] = env_entry("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+	envp[nenv] = NULL;
+
+	logfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+	if (logfd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", log_path)));
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+	{
+		close(logfd);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("could not fork mpirun: %m")));
+	}
+	if (pid == 0)
+	{
+		/* child: async-signal-safe calls only, then exec */
+		sigset_t	all;
+		int			devnull;
+
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		for (int sig = 1; sig < NSIG; sig++)
+			if (sig != SIGKILL && sig != SIGSTOP)
+				signal(sig, SIG_DFL);
+		sigemptyset(&all);
+		sigprocmask(SIG_SETMASK, &all, NULL);
+		devnull = open("/dev/null", O_RDONLY);
+		if (devnull >= 0)
+			dup2(devnull, 0);
+		dup2(logfd, 1);
+		dup2(logfd, 2);
+		if (syscall(SYS_close_range, 3, ~0U, 0) != 0)
+			for (int fd = 3; fd < maxfd; fd++)
+				close(fd);
+		execvpe(argv[0], (char *const *) argv, envp);
+		{
+			static const char msg[] = "dml: could not execute mpirun\n";
+
+			if (write(2, msg, sizeof(msg) - 1) < 0)
+				_exit(126);
+		}
+		_exit(127);
+	}
+	/* parent */
+	setpgid(pid, pid);			/* also done in the child; whichever is first */
+	close(logfd);
+	return pid;
+}

@@ -1,0 +1,203 @@
+/*-------------------------------------------------------------------------
+ *
+ * plan.c
+ *	  Split a relation into one slice per rank.
+ *
+ * A plain table is cut into contiguous ctid block ranges, read with a TID
+ * Range Scan.  A declaratively partitioned table is the concatenation of
+ * its leaf partitions, cut the same way, so ranks get equal numbers of
+ * blocks whatever the partitions' sizes (a large leaf is shared by ranks, a
+ * small one goes whole to a rank).  A view (or a foreign table) has no
+ * blocks: rank 0 reads it whole and scatters the rows.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "lib/stringinfo.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+#include "coordinator.h"
+
+typedef struct LeafBlocks
+{
+	Oid			relid;
+	BlockNumber nblocks;
+} LeafBlocks;
+
+/* leaf tables of a relation and their sizes in blocks, in OID order */
+static List *
+leaf_blocks(Oid relid, char relkind)
+{
+	List	   *result = NIL;
+	List	   *rels;
+	ListCell   *lc;
+
+	if (relkind == RELKIND_PARTITIONED_TABLE)
+		rels = find_all_inheritors(relid, AccessShareLock, NULL);
+	else
+		rels = list_make1_oid(relid);
+
+	foreach(lc, rels)
+	{
+		Oid			child = lfirst_oid(lc);
+		char		ck = get_rel_relkind(child);
+		LeafBlocks *lb;
+		Relation	rel;
+
+		if (ck == RELKIND_PARTITIONED_TABLE)
+			continue;
+		if (ck != RELKIND_RELATION && ck != RELKIND_MATVIEW)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("partition \"%s\" is not a table", get_rel_name(child)),
+					 errhint("Train on a view over the partitioned table instead.")));
+		rel = table_open(child, AccessShareLock);
+		lb = palloc(sizeof(LeafBlocks));
+		lb->relid = child;
+		lb->nblocks = RelationGetNumberOfBlocks(rel);
+		table_close(rel, NoLock);
+		result = lappend(result, lb);
+	}
+	return result;
+}
+
+/*
+ * Whether the workers may read a partitioned table's leaves directly: the
+ * caller must have SELECT on every leaf, and the parent must not carry
+ * row-level security (a leaf read directly would skip the parent's
+ * policies).  Otherwise the parent is read whole by rank 0.
+ */
+static bool
+leaves_readable(Oid relid)
+{
+	List	   *rels;
+	ListCell   *lc;
+
+	rels = find_all_inheritors(relid, AccessShareLock, NULL);
+	foreach(lc, rels)
+	{
+		Oid			child = lfirst_oid(lc);
+		Relation	rel = table_open(child, NoLock);
+		bool		rls = rel->rd_rel->relrowsecurity;
+
+		table_close(rel, NoLock);
+		if (rls)
+			return false;
+		if (pg_class_aclcheck(child, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * DmlPlanSlices
+ *		One or more slices per rank covering the relation exactly once.
+ */
+List *
+DmlPlanSlices(Oid relid, char relkind, int nranks)
+{
+	List	   *slices = NIL;
+	List	   *leaves;
+	ListCell   *lc;
+	uint64		total = 0;
+	uint64		pos = 0;
+
+	if (relkind == RELKIND_PARTITIONED_TABLE && !leaves_readable(relid))
+		relkind = RELKIND_VIEW;
+	if (relkind == RELKIND_VIEW || relkind == RELKIND_FOREIGN_TABLE)
+	{
+		DmlSlice   *s = palloc0(sizeof(DmlSlice));
+
+		s->rank = 0;
+		s->relid = relid;
+		s->whole = true;
+		return list_make1(s);
+	}
+
+	leaves = leaf_blocks(relid, relkind);
+	foreach(lc, leaves)
+		total += ((LeafBlocks *) lfirst(lc))->nblocks;
+
+	/*
+	 * Rank r covers global blocks [total*r/n, total*(r+1)/n).  The last
+	 * slice of each leaf is left open at the end, so rows in blocks added
+	 * after we measured (invisible to our snapshot anyway) cannot be missed.
+	 */
+	foreach(lc, leaves)
+	{
+		LeafBlocks *lb = lfirst(lc);
+		uint64		lstart = pos;
+		uint64		lend = pos + lb->nblocks;
+
+		for (int r = 0; r < nranks; r++)
+		{
+			uint64		rs = total * r / nranks;
+			uint64		re = total * (r + 1) / nranks;
+			uint64		s = Max(rs, lstart);
+			uint64		e = Min(re, lend);
+			bool		last_of_leaf = (e == lend);
+			DmlSlice   *slice;
+
+			/* an empty leaf still needs one reader: the last rank */
+			if (lb->nblocks == 0)
+			{
+				if (r != nranks - 1)
+					continue;
+			}
+			else if (s >= e)
+				continue;
+
+			slice = palloc0(sizeof(DmlSlice));
+			slice->rank = r;
+			slice->relid = lb->relid;
+			slice->start = (BlockNumber) (s - lstart);
+			slice->end = last_of_leaf ? InvalidBlockNumber : (BlockNumber) (e - lstart);
+			slices = lappend(slices, slice);
+		}
+		pos = lend;
+	}
+	return slices;
+}
+
+/*
+ * DmlSliceQuery
+ *		SELECT of the job's columns over one slice.  Every name comes from
+ *		the catalog and is quoted; block numbers are integers we formatted.
+ */
+char *
+DmlSliceQuery(DmlJob *job, DmlSlice *slice)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+	char	   *nsp = get_namespace_name(get_rel_namespace(slice->relid));
+	char	   *rel = get_rel_name(slice->relid);
+
+	if (nsp == NULL || rel == NULL)
+		elog(ERROR, "relation %u vanished while planning", slice->relid);
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "SELECT %s", job->target.expr);
+	foreach(lc, job->features)
+		appendStringInfo(&buf, ", %s", ((DmlColumn *) lfirst(lc))->expr);
+	appendStringInfo(&buf, " FROM %s", quote_qualified_identifier(nsp, rel));
+	if (!slice->whole)
+	{
+		if (slice->start > 0 && slice->end != InvalidBlockNumber)
+			appendStringInfo(&buf, " WHERE ctid >= '(%u,0)'::tid AND ctid < '(%u,0)'::tid",
+							 slice->start, slice->end);
+		else if (slice->start > 0)
+			appendStringInfo(&buf, " WHERE ctid >= '(%u,0)'::tid", slice->start);
+		else if (slice->end != InvalidBlockNumber)
+			appendStringInfo(&buf, " WHERE ctid < '(%u,0)'::tid", slice->end);
+	}
+	return buf.data;
+}

@@ -1,0 +1,689 @@
+/*-------------------------------------------------------------------------
+ *
+ * supervise.c
+ *	  Run one training job to its end: launch, wait on latch + control
+ *	  socket + child, relay progress, keep checkpoints, restart after a
+ *	  worker failure, receive the model, and clean up on every path out.
+ *
+ * States of a job, advanced one step at a time:
+ *
+ *	 LAUNCHED   mpirun started, rank 0 not yet connected
+ *	 RUNNING    rank 0 connected; progress and checkpoints arrive
+ *	 RECEIVED   the model arrived; waiting for mpirun to exit
+ *	 EXITED     mpirun reaped: success, restart, or failure
+ *
+ * The backend never blocks: each wait is WaitLatchOrSocket with a 100 ms
+ * timeout (SIGCHLD does not set our latch, so the child is polled), and
+ * CHECK_FOR_INTERRUPTS() runs after every wait, so a cancel or
+ * statement_timeout lands within a fraction of a second.  Cleanup
+ * (DmlKillActiveJob) runs from PG_CATCH on ERROR and from a
+ * before_shmem_exit callback when the backend exits (pg_terminate_backend,
+ * fast shutdown).  If the backend is SIGKILLed, mpirun gets SIGKILL from
+ * PR_SET_PDEATHSIG, the workers get it from theirs, and rank 0 sees the
+ * control socket close.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "port.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "coordinator.h"
+#include "launch.h"
+
+#define DML_MAX_LOCAL_PIDS	256
+#define DML_POLL_MS			100
+#define DML_CONNECT_TIMEOUT_S 120	/* mpirun start + libpq connect */
+#define DML_EXIT_GRACE_S	10		/* after the model, for MPI_Finalize */
+
+typedef enum JobState
+{
+	JOB_LAUNCHED,
+	JOB_RUNNING,
+	JOB_RECEIVED,
+	JOB_EXITED
+} JobState;
+
+/* The job this backend is running, for cleanup from any path */
+typedef struct ActiveJob
+{
+	bool		active;
+	pid_t		pid;			/* mpirun, leader of its process group */
+	int			listen_fd;
+	int			conn_fd;
+	int			npids;
+	pid_t		pids[DML_MAX_LOCAL_PIDS];	/* workers, from HELLO */
+	char		dir[MAXPGPATH];
+} ActiveJob;
+
+static ActiveJob active_job = {.listen_fd = -1,.conn_fd = -1};
+static bool exit_hook_registered = false;
+
+/* ---------------------------------------------------------------------
+ * Cleanup
+ * --------------------------------------------------------------------- */
+
+/* remove the job directory and the files in it */
+static void
+remove_job_dir(const char *dir)
+{
+	DIR		   *d = opendir(dir);
+	struct dirent *de;
+
+	if (d != NULL)
+	{
+		while ((de = readdir(d)) != NULL)
+		{
+			char		path[MAXPGPATH];
+
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			unlink(path);
+		}
+		closedir(d);
+	}
+	rmdir(dir);
+}
+
+/* signal mpirun's group and every worker we know of */
+static void
+signal_job(int sig)
+{
+	if (active_job.pid > 0)
+	{
+		kill(-active_job.pid, sig);
+		kill(active_job.pid, sig);
+	}
+	for (int i = 0; i < active_job.npids; i++)
+		if (active_job.pids[i] > 0)
+			kill(active_job.pids[i], sig);
+}
+
+/* whether any worker we know of is still alive */
+static bool
+workers_alive(void)
+{
+	for (int i = 0; i < active_job.npids; i++)
+		if (active_job.pids[i] > 0 && kill(active_job.pids[i], 0) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * DmlKillActiveJob
+ *		End the running job, if any: SIGTERM, up to a second's grace, then
+ *		SIGKILL; reap mpirun; remove the job directory.  Idempotent, and
+ *		safe from PG_CATCH and from backend exit.
+ */
+void
+DmlKillActiveJob(void)
+{
+	if (!active_job.active)
+		return;
+	active_job.active = false;
+
+	if (active_job.pid > 0)
+	{
+		int			status;
+		bool		reaped = false;
+
+		signal_job(SIGTERM);
+		/* bounded poll while the processes exit; this is a cleanup path */
+		for (int i = 0; i < 100 && !reaped; i++)
+		{
+			if (waitpid(active_job.pid, &status, WNOHANG) == active_job.pid)
+				reaped = true;
+			else
+				pg_usleep(10000L);
+		}
+		if (!reaped)
+		{
+			signal_job(SIGKILL);
+			while (waitpid(active_job.pid, &status, 0) < 0 && errno == EINTR)
+				;
+		}
+		active_job.pid = 0;
+	}
+	/* workers are mpirun's children; any straggler gets SIGKILL */
+	for (int i = 0; i < 100 && workers_alive(); i++)
+		pg_usleep(10000L);
+	if (workers_alive())
+		signal_job(SIGKILL);
+	active_job.npids = 0;
+
+	if (active_job.conn_fd >= 0)
+		close(active_job.conn_fd);
+	if (active_job.listen_fd >= 0)
+		close(active_job.listen_fd);
+	active_job.conn_fd = active_job.listen_fd = -1;
+	if (active_job.dir[0])
+		remove_job_dir(active_job.dir);
+	active_job.dir[0] = '\0';
+}
+
+static void
+exit_hook(int code, Datum arg)
+{
+	DmlKillActiveJob();
+}
+
+/* ---------------------------------------------------------------------
+ * Messages
+ * --------------------------------------------------------------------- */
+
+typedef struct RecvBuf
+{
+	char	   *data;
+	size_t		len;
+	size_t		cap;
+} RecvBuf;
+
+typedef struct JobRun
+{
+	DmlJob	   *job;
+	DmlJobResult *result;
+	DmlProgressCallback cb;
+	void	   *cb_arg;
+	JobState	state;
+	RecvBuf		in;
+	char	   *last_error;		/* from an ERROR message */
+	bool		have_checkpoint;
+	int			checkpoint_epoch;
+	int			restarts;
+	TimestampTz launched;
+	TimestampTz received;
+} JobRun;
+
+/* "pids 123 456 ..." */
+static void
+handle_hello(const char *payload, uint32 len)
+{
+	char	   *text = pnstrdup(payload, len);
+	char	   *p = text;
+
+	if (strncmp(p, "pids", 4) != 0)
+		elog(ERROR, "dml: malformed HELLO from rank 0. Please report a bug.");
+	p += 4;
+	active_job.npids = 0;
+	while (*p && active_job.npids < DML_MAX_LOCAL_PIDS)
+	{
+		char	   *end;
+		long		v = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		if (v > 0)
+			active_job.pids[active_job.npids++] = (pid_t) v;
+		p = end;
+	}
+	pfree(text);
+}
+
+/* keep the newest checkpoint in the job directory, written atomically */
+static void
+handle_checkpoint(JobRun *run, const char *payload, uint32 len)
+{
+	char		tmp[MAXPGPATH];
+	char		path[MAXPGPATH];
+	int			fd;
+	int32		epoch;
+
+	if (len < 4)
+		elog(ERROR, "dml: malformed CHECKPOINT from rank 0. Please report a bug.");
+	memcpy(&epoch, payload, 4);
+	snprintf(tmp, sizeof(tmp), "%s/checkpoint.tmp", active_job.dir);
+	snprintf(path, sizeof(path), "%s/checkpoint", active_job.dir);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || write(fd, payload, len) != (ssize_t) len || close(fd) != 0 ||
+		rename(tmp, path) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write checkpoint \"%s\": %m", path)));
+	run->have_checkpoint = true;
+	run->checkpoint_epoch = epoch;
+}
+
+/* uint32 blob length, blob, metrics JSON */
+static void
+handle_model(JobRun *run, const char *payload, uint32 len)
+{
+	uint32		blen;
+	bytea	   *w;
+
+	if (len < 4)
+		elog(ERROR, "dml: malformed MODEL from rank 0. Please report a bug.");
+	memcpy(&blen, payload, 4);
+	if (blen > len - 4)
+		elog(ERROR, "dml: malformed MODEL from rank 0. Please report a bug.");
+	w = palloc(VARHDRSZ + blen);
+	SET_VARSIZE(w, VARHDRSZ + blen);
+	memcpy(VARDATA(w), payload + 4, blen);
+	run->result->weights = w;
+	run->result->metrics_json = pnstrdup(payload + 4 + blen, len - 4 - blen);
+	run->state = JOB_RECEIVED;
+	run->received = GetCurrentTimestamp();
+}
+
+static void
+handle_message(JobRun *run, uint32 type, const char *payload, uint32 len)
+{
+	switch (type)
+	{
+		case DML_MSG_HELLO:
+			handle_hello(payload, len);
+			break;
+		case DML_MSG_PROGRESS:
+			{
+				DmlProgress p;
+
+				if (len != sizeof(DmlProgress))
+					elog(ERROR, "dml: malformed PROGRESS from rank 0. Please report a bug.");
+				memcpy(&p, payload, sizeof(p));
+				p.restarts = run->restarts;
+				run->result->epochs_run = p.epoch;
+				run->result->final_loss = p.loss;
+				if (run->cb)
+					run->cb(&p, run->cb_arg);
+				break;
+			}
+		case DML_MSG_CHECKPOINT:
+			handle_checkpoint(run, payload, len);
+			break;
+		case DML_MSG_MODEL:
+			handle_model(run, payload, len);
+			break;
+		case DML_MSG_ERROR:
+			run->last_error = pnstrdup(payload, len);
+			break;
+		case DML_MSG_LOG:
+			ereport(NOTICE, (errmsg("%s", pnstrdup(payload, len))));
+			break;
+		default:
+			elog(ERROR, "dml: unknown message type %u from rank 0. Please report a bug.", type);
+	}
+}
+
+/* read what is there; dispatch complete frames; false at EOF */
+static bool
+read_messages(JobRun *run)
+{
+	RecvBuf    *in = &run->in;
+
+	for (;;)
+	{
+		ssize_t		n;
+
+		if (in->cap - in->len < 65536)
+		{
+			in->cap = Max(in->cap * 2, in->len + 65536);
+			in->data = in->data ? repalloc_huge(in->data, in->cap)
+				: MemoryContextAllocHuge(CurrentMemoryContext, in->cap);
+		}
+		n = recv(active_job.conn_fd, in->data + in->len, in->cap - in->len, 0);
+		if (n == 0)
+			return false;
+		if (n < 0)
+		{
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			return false;		/* connection reset: rank 0 died */
+		}
+		in->len += n;
+	}
+
+	/* dispatch every complete frame */
+	{
+		size_t		pos = 0;
+
+		while (in->len - pos >= DML_MSG_HEADER)
+		{
+			uint32		hdr[3];
+
+			memcpy(hdr, in->data + pos, sizeof(hdr));
+			if (hdr[0] != DML_MSG_MAGIC || hdr[2] > DML_MSG_MAX)
+				elog(ERROR, "dml: corrupt frame on the control socket. Please report a bug.");
+			if (in->len - pos - DML_MSG_HEADER < hdr[2])
+				break;
+			handle_message(run, hdr[1], in->data + pos + DML_MSG_HEADER, hdr[2]);
+			pos += DML_MSG_HEADER + hdr[2];
+		}
+		if (pos > 0)
+		{
+			memmove(in->data, in->data + pos, in->len - pos);
+			in->len -= pos;
+		}
+	}
+	return true;
+}
+
+/* ---------------------------------------------------------------------
+ * Failure reports
+ * --------------------------------------------------------------------- */
+
+/* "exit code 1" / "terminated by signal 9: Killed" */
+static char *
+describe_status(int status)
+{
+	if (WIFEXITED(status))
+		return psprintf("exit code %d", WEXITSTATUS(status));
+	if (WIFSIGNALED(status))
+		return psprintf("terminated by signal %d: %s", WTERMSIG(status),
+						pg_strsignal(WTERMSIG(status)));
+	return psprintf("unrecognized status %d", status);
+}
+
+/*
+ * The most telling line of the worker log: the last "dml-worker error" line
+ * (our own error reports name rank, host, file and line), else the last
+ * non-empty line.
+ */
+static char *
+log_summary(void)
+{
+	char		path[MAXPGPATH];
+	char		buf[8192];
+	int			fd;
+	ssize_t		n;
+	off_t		size;
+	char	   *best = NULL;
+	char	   *last = NULL;
+	char	   *save;
+
+	snprintf(path, sizeof(path), "%s/worker.log", active_job.dir);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return NULL;
+	size = lseek(fd, 0, SEEK_END);
+	lseek(fd, size > (off_t) sizeof(buf) - 1 ? size - (off_t) sizeof(buf) + 1 : 0, SEEK_SET);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	buf[n] = '\0';
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+	{
+		if (strstr(line, "dml-worker error") != NULL)
+			best = line;
+		if (line[strspn(line, " \t-")] != '\0')
+			last = line;
+	}
+	return best ? pstrdup(best) : last ? pstrdup(last) : NULL;
+}
+
+/* ---------------------------------------------------------------------
+ * The job
+ * --------------------------------------------------------------------- */
+
+/* launch (or relaunch) mpirun for this job */
+static void
+start_job(JobRun *run)
+{
+	char	   *socket_path;
+	char		ckpt[MAXPGPATH];
+
+	if (active_job.listen_fd < 0)
+		active_job.listen_fd = DmlListen(active_job.dir, &socket_path);
+	else
+		socket_path = psprintf("%s/ctl.sock", active_job.dir);
+	snprintf(ckpt, sizeof(ckpt), "%s/checkpoint", active_job.dir);
+	active_job.pid = DmlLaunch(run->job, active_job.dir, socket_path,
+							   run->have_checkpoint ? ckpt : NULL);
+	run->state = JOB_LAUNCHED;
+	run->launched = GetCurrentTimestamp();
+	run->in.len = 0;
+	run->last_error = NULL;
+}
+
+/* accept rank 0's connection, if it is there */
+static void
+try_accept(JobRun *run)
+{
+	int			fd = accept4(active_job.listen_fd, NULL, NULL,
+							 SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (fd < 0)
+	{
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return;
+		ereport(ERROR,
+				(errcode_for_socket_access(),
+				 errmsg("could not accept on control socket: %m")));
+	}
+	active_job.conn_fd = fd;
+	run->state = JOB_RUNNING;
+}
+
+/*
+ * An ERROR from rank 0 is "SQLSTATE\nmessage\nhint".  A SQLSTATE means a
+ * problem with the user's data or request, raised as it is; without one it
+ * is a failure of the job, reported with the exit status.
+ */
+static void
+raise_user_error(const char *payload)
+{
+	char	   *copy = pstrdup(payload);
+	char	   *msg = strchr(copy, '\n');
+	char	   *hint;
+
+	if (msg == NULL || msg - copy != 5)
+		return;
+	*msg++ = '\0';
+	hint = strchr(msg, '\n');
+	if (hint)
+		*hint++ = '\0';
+	ereport(ERROR,
+			(errcode(MAKE_SQLSTATE(copy[0], copy[1], copy[2], copy[3], copy[4])),
+			 errmsg("%s", msg),
+			 hint && hint[0] ? errhint("%s", hint) : 0));
+}
+
+/* the message part of an ERROR payload without a SQLSTATE */
+static char *
+error_text(const char *payload)
+{
+	char	   *copy = pstrdup(payload);
+	char	   *msg = strchr(copy, '\n');
+	char	   *end;
+
+	if (msg == NULL)
+		return copy;
+	msg++;
+	end = strchr(msg, '\n');
+	if (end)
+		*end = '\0';
+	return msg;
+}
+
+/* mpirun is gone without a model: restart from the checkpoint, or fail */
+static bool
+job_failed(JobRun *run, int status)
+{
+	char	   *what = describe_status(status);
+	char	   *why;
+
+	if (run->last_error)
+		raise_user_error(run->last_error);
+	why = run->last_error ? error_text(run->last_error) : log_summary();
+
+	if (run->restarts < run->job->max_restarts && run->have_checkpoint)
+	{
+		run->restarts++;
+		ereport(NOTICE,
+				(errmsg("worker failure (%s); restarting from the checkpoint of epoch %d, restart %d of %d",
+						what, run->checkpoint_epoch, run->restarts,
+						run->job->max_restarts),
+				 why ? errdetail("%s", why) : 0));
+		/* the old processes are gone; forget them and start again */
+		if (active_job.conn_fd >= 0)
+			close(active_job.conn_fd);
+		active_job.conn_fd = -1;
+		active_job.pid = 0;
+		active_job.npids = 0;
+		start_job(run);
+		return true;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+			 errmsg("training job failed: mpirun %s", what),
+			 why ? errdetail("%s", why) : 0,
+			 run->restarts > 0 ? errhint("The job was restarted %d times from its last checkpoint.",
+										 run->restarts) : 0));
+	return false;				/* not reached */
+}
+
+/* one pass of the loop; returns true while the job is not finished */
+static bool
+supervise_step(JobRun *run)
+{
+	int			events = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
+	pgsocket	sock = PGINVALID_SOCKET;
+	int			rc;
+	int			status;
+	pid_t		r;
+
+	if (run->state == JOB_LAUNCHED)
+		sock = active_job.listen_fd;
+	else if (active_job.conn_fd >= 0)
+		sock = active_job.conn_fd;
+	if (sock != PGINVALID_SOCKET)
+		events |= WL_SOCKET_READABLE;
+
+	rc = WaitLatchOrSocket(MyLatch, events, sock, DML_POLL_MS, PG_WAIT_EXTENSION);
+	if (rc & WL_LATCH_SET)
+		ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+
+	if (run->state == JOB_LAUNCHED)
+		try_accept(run);
+	if (active_job.conn_fd >= 0 && !read_messages(run))
+	{
+		/* rank 0 closed its end: the job is over one way or another */
+		close(active_job.conn_fd);
+		active_job.conn_fd = -1;
+	}
+
+	r = waitpid(active_job.pid, &status, WNOHANG);
+	if (r == active_job.pid)
+	{
+		/* drain anything rank 0 wrote before it went */
+		if (active_job.conn_fd >= 0)
+		{
+			read_messages(run);
+			close(active_job.conn_fd);
+			active_job.conn_fd = -1;
+		}
+		active_job.pid = 0;
+		if (run->state == JOB_RECEIVED && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		{
+			run->state = JOB_EXITED;
+			return false;
+		}
+		if (run->state == JOB_RECEIVED)
+		{
+			/* the model is complete and checked; a noisy exit is only logged */
+			ereport(WARNING,
+					(errmsg("mpirun %s after sending the model", describe_status(status))));
+			run->state = JOB_EXITED;
+			return false;
+		}
+		return job_failed(run, status);
+	}
+
+	if (run->state == JOB_LAUNCHED &&
+		TimestampDifferenceExceeds(run->launched, GetCurrentTimestamp(),
+								   DML_CONNECT_TIMEOUT_S * 1000))
+	{
+		char	   *why = log_summary();
+
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("training job did not start within %d seconds", DML_CONNECT_TIMEOUT_S),
+				 why ? errdetail("%s", why) : 0));
+	}
+	if (run->state == JOB_RECEIVED &&
+		TimestampDifferenceExceeds(run->received, GetCurrentTimestamp(),
+								   DML_EXIT_GRACE_S * 1000))
+	{
+		/* the model is here; a job stuck in MPI_Finalize is not our problem */
+		DmlKillActiveJob();
+		run->state = JOB_EXITED;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * DmlRunJob
+ *		Run a job to completion, calling cb for each epoch.  On return the
+ *		result holds the model; on any error the job is killed first.
+ */
+void
+DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_arg)
+{
+	JobRun		run;
+	char	   *dir;
+	TimestampTz start = GetCurrentTimestamp();
+	long		secs;
+	int			usecs;
+
+	if (!exit_hook_registered)
+	{
+		before_shmem_exit(exit_hook, (Datum) 0);
+		exit_hook_registered = true;
+	}
+	if (active_job.active)
+		elog(ERROR, "dml: a training job is already running in this backend. Please report a bug.");
+
+	memset(&run, 0, sizeof(run));
+	run.job = job;
+	run.result = result;
+	run.cb = cb;
+	run.cb_arg = cb_arg;
+	memset(result, 0, sizeof(*result));
+
+	dir = DmlMakeJobDir();
+	active_job.active = true;
+	active_job.listen_fd = active_job.conn_fd = -1;
+	active_job.pid = 0;
+	active_job.npids = 0;
+	strlcpy(active_job.dir, dir, sizeof(active_job.dir));
+
+	PG_TRY();
+	{
+		start_job(&run);
+		while (supervise_step(&run))
+			;
+	}
+	PG_CATCH();
+	{
+		DmlKillActiveJob();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	DmlKillActiveJob();
+
+	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
+	result->seconds = secs + usecs / 1e6;
+	result->restarts = run.restarts;
+	if (result->weights == NULL)
+		elog(ERROR, "dml: job ended without a model. Please report a bug.");
+}

@@ -1,0 +1,128 @@
+/*-------------------------------------------------------------------------
+ *
+ * dml.c
+ *	  Module initialization and settings.
+ *
+ * Settings that decide what program runs, where it runs and how it
+ * connects back (dml.mpirun, dml.worker_path, dml.conninfo, dml.hosts) are
+ * PGC_SUSET: a role that could set them could run any program as the
+ * server's OS user.  The same goes for dml.test_hooks, which lets a caller
+ * inject faults and delays into workers.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/guc.h"
+
+#include "dml.h"
+
+PG_MODULE_MAGIC;
+
+int			dml_workers = DML_DEFAULT_WORKERS;
+int			dml_max_workers = DML_DEFAULT_MAX_WORKERS;
+char	   *dml_mpirun = NULL;
+char	   *dml_worker_path = NULL;
+char	   *dml_conninfo = NULL;
+char	   *dml_hosts = NULL;
+char	   *dml_device = NULL;
+int			dml_max_restarts = 2;
+int			dml_checkpoint_every = 1;
+bool		dml_test_hooks = false;
+
+void		_PG_init(void);
+
+/* check hook: dml.device is one of auto, cpu, gpu */
+static bool
+check_device(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL)
+		return true;
+	if (strcmp(*newval, "auto") == 0 || strcmp(*newval, "cpu") == 0 ||
+		strcmp(*newval, "gpu") == 0)
+		return true;
+	GUC_check_errdetail("Valid values are \"auto\", \"cpu\" and \"gpu\".");
+	return false;
+}
+
+/*
+ * _PG_init
+ *		Define the settings.  Nothing else: no process, thread or device is
+ *		ever started in a backend.
+ */
+void
+_PG_init(void)
+{
+	DefineCustomIntVariable("dml.workers",
+							"Worker ranks a training job uses when dml_train does not say.",
+							NULL,
+							&dml_workers,
+							DML_DEFAULT_WORKERS, DML_MIN_WORKERS, DML_MAX_WORKERS,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("dml.max_workers",
+							"Most worker ranks one training job may ask for.",
+							NULL,
+							&dml_max_workers,
+							DML_DEFAULT_MAX_WORKERS, DML_MIN_WORKERS, DML_MAX_WORKERS,
+							PGC_SUSET, 0, NULL, NULL, NULL);
+
+	DefineCustomStringVariable("dml.mpirun",
+							   "The mpirun program that launches training jobs.",
+							   NULL,
+							   &dml_mpirun,
+							   "mpirun",
+							   PGC_SUSET, 0, NULL, NULL, NULL);
+
+	DefineCustomStringVariable("dml.worker_path",
+							   "Path of the dml-worker program; empty means the server's bin directory.",
+							   NULL,
+							   &dml_worker_path,
+							   "",
+							   PGC_SUSET, 0, NULL, NULL, NULL);
+
+	DefineCustomStringVariable("dml.conninfo",
+							   "libpq connection string workers use to reach this server; empty means its local socket.",
+							   NULL,
+							   &dml_conninfo,
+							   "",
+							   PGC_SUSET, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+
+	DefineCustomStringVariable("dml.hosts",
+							   "Open MPI hostfile for jobs that span machines; empty means this machine.",
+							   NULL,
+							   &dml_hosts,
+							   "",
+							   PGC_SUSET, 0, NULL, NULL, NULL);
+
+	DefineCustomStringVariable("dml.device",
+							   "Device training uses when dml_train does not say: auto, cpu or gpu.",
+							   NULL,
+							   &dml_device,
+							   "auto",
+							   PGC_USERSET, 0, check_device, NULL, NULL);
+
+	DefineCustomIntVariable("dml.max_restarts",
+							"Times a training job is restarted from its checkpoint after a worker failure.",
+							NULL,
+							&dml_max_restarts,
+							2, 0, 100,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("dml.checkpoint_every",
+							"Epochs between checkpoints sent to the coordinator; 0 disables them.",
+							NULL,
+							&dml_checkpoint_every,
+							1, 0, 1000000,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("dml.test_hooks",
+							 "Honour fault-injection and delay options of dml_train (tests only).",
+							 NULL,
+							 &dml_test_hooks,
+							 false,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("dml");
+}

@@ -1,0 +1,101 @@
+/*-------------------------------------------------------------------------
+ *
+ * dml.h
+ *	  Interface of the backend part of dml: settings, catalog access, the
+ *	  per-backend model cache, and feature extraction for predict.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DML_H
+#define DML_H
+
+#include "postgres.h"
+
+#include "access/tupdesc.h"
+#include "fmgr.h"
+#include "utils/jsonb.h"
+
+#include "kernels.h"
+
+/* Settings (dml.c) */
+#define DML_DEFAULT_WORKERS		2
+#define DML_MIN_WORKERS			1
+#define DML_MAX_WORKERS			1024
+#define DML_DEFAULT_MAX_WORKERS	64
+
+extern int	dml_workers;
+extern int	dml_max_workers;
+extern char *dml_mpirun;
+extern char *dml_worker_path;
+extern char *dml_conninfo;
+extern char *dml_hosts;
+extern char *dml_device;
+extern int	dml_max_restarts;
+extern int	dml_checkpoint_every;
+extern bool dml_test_hooks;
+
+/* catalog.c: every access runs as the extension's owner */
+typedef struct DmlCatalogUser
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+} DmlCatalogUser;
+
+extern Oid	DmlExtensionOwner(void);
+extern void DmlBecomeOwner(DmlCatalogUser *save);
+extern void DmlRestoreUser(DmlCatalogUser *save);
+extern bool DmlRoleCanUse(Oid owner, const char *name);
+extern int64 DmlNextModelId(void);
+extern int	DmlStoreModel(int64 id, const char *name, const char *kind,
+						  const char *device, const char *spec_json,
+						  bytea *weights, const char *metrics_json);
+extern void DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
+						  double val_loss, double val_metric,
+						  double rows_per_second, double seconds,
+						  double bytes_sent);
+extern void DmlCheckNameForTraining(const char *name);
+extern void DmlCatalogChanged(void);
+
+/* modelcache.c: parsed models by name, revalidated once per snapshot */
+typedef enum DmlFeatKind
+{
+	DML_FEAT_NUM,
+	DML_FEAT_VEC,
+	DML_FEAT_CAT
+} DmlFeatKind;
+
+typedef struct DmlFeature
+{
+	char	   *name;
+	DmlFeatKind kind;
+	int			width;			/* inputs it becomes */
+	int			nlevels;
+	char	  **levels;			/* DML_FEAT_CAT, sorted by strcmp for bsearch */
+	int		   *level_index;	/* position of levels[i] in the one-hot */
+} DmlFeature;
+
+typedef struct DmlCachedModel
+{
+	char		name[NAMEDATALEN * 4];
+	int64		id;
+	int			version;
+	Oid			owner;
+	char	   *kind;
+	DmlModel	model;
+	int			nfeatures;
+	DmlFeature *features;
+	int			nclasses;
+	char	  **classes;		/* labels as text, in output order */
+	Oid			label_type;		/* type of the training target */
+	char	   *target;			/* target column name */
+	float	   *scratch;		/* dml_model_scratch_floats(model, 1) */
+	float	   *input;			/* one row of raw inputs */
+	float	   *output;			/* one row of outputs */
+	uint64		checked;		/* validation stamp */
+	MemoryContext cxt;			/* owns features, classes, kind */
+} DmlCachedModel;
+
+extern DmlCachedModel *DmlGetModel(const char *name);
+extern void DmlParseSpec(DmlCachedModel *cm, Jsonb *spec, MemoryContext cxt);
+
+#endif							/* DML_H */

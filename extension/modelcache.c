@@ -1,0 +1,299 @@
+/*-------------------------------------------------------------------------
+ *
+ * modelcache.c
+ *	  Parsed models by name, per backend.
+ *
+ * A name resolves to the deployed version, else the newest.  The cache is
+ * revalidated once per snapshot: the first call under a new snapshot (in
+ * practice, each statement) looks the name up again with one index probe,
+ * and reloads the weights only when the resolved model id changed.  So a
+ * new version is used by the next statement after it commits, a statement
+ * gets consistent answers throughout, and a stale version is never served.
+ * Writes by this backend (train, deploy, drop) bump a generation counter
+ * that forces the look-up even under the same snapshot.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "dml.h"
+
+extern uint64 dml_catalog_generation;
+
+static HTAB *model_cache = NULL;
+static MemoryContext cache_cxt = NULL;
+
+/* a stamp that changes with the snapshot and with our own catalog writes */
+static uint64
+validation_stamp(void)
+{
+	uint64		h = dml_catalog_generation * 0x9E3779B97F4A7C15ull;
+
+	h ^= (uint64) MyProc->lxid << 32;
+	h ^= (uint64) GetUserId() * 0x94D049BB133111EBull;
+	if (ActiveSnapshotSet())
+	{
+		Snapshot	s = GetActiveSnapshot();
+
+		h ^= ((uint64) s->xmin << 17) ^ ((uint64) s->xmax << 3) ^
+			((uint64) s->curcid * 0xBF58476D1CE4E5B9ull);
+	}
+	return h ? h : 1;
+}
+
+/* release what an entry owns */
+static void
+free_entry(DmlCachedModel *cm)
+{
+	if (cm->model.net.params)
+		dml_model_free(&cm->model);
+	cm->model.net.params = NULL;
+	if (cm->scratch)
+		free(cm->scratch);
+	cm->scratch = NULL;
+	if (cm->cxt)
+		MemoryContextDelete(cm->cxt);
+	cm->cxt = NULL;
+	cm->id = 0;
+}
+
+static int
+cmp_levels(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/*
+ * DmlParseSpec
+ *		Features (with one-hot levels) and classes from a model's spec,
+ *		allocated in cxt.  Uses SPI; the caller is connected.
+ */
+void
+DmlParseSpec(DmlCachedModel *cm, Jsonb *spec, MemoryContext cxt)
+{
+	Oid			argtypes[1] = {JSONBOID};
+	Datum		values[1] = {JsonbPGetDatum(spec)};
+	MemoryContext old;
+
+	if (SPI_execute_with_args("SELECT f->>'name', f->>'kind', (f->>'width')::int, "
+							  "ARRAY(SELECT jsonb_array_elements_text(f->'levels')) "
+							  "FROM jsonb_array_elements($1->'features') WITH ORDINALITY AS a(f, i) "
+							  "ORDER BY i",
+							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "dml: reading a model spec failed");
+	old = MemoryContextSwitchTo(cxt);
+	cm->nfeatures = (int) SPI_processed;
+	cm->features = palloc0(sizeof(DmlFeature) * Max(cm->nfeatures, 1));
+	for (int i = 0; i < cm->nfeatures; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		DmlFeature *f = &cm->features[i];
+		char	   *kind = SPI_getvalue(tup, td, 2);
+		bool		isnull;
+
+		f->name = SPI_getvalue(tup, td, 1);
+		f->kind = strcmp(kind, "vec") == 0 ? DML_FEAT_VEC :
+			strcmp(kind, "cat") == 0 ? DML_FEAT_CAT : DML_FEAT_NUM;
+		f->width = DatumGetInt32(SPI_getbinval(tup, td, 3, &isnull));
+		if (f->kind == DML_FEAT_CAT)
+		{
+			ArrayType  *arr = DatumGetArrayTypeP(SPI_getbinval(tup, td, 4, &isnull));
+			Datum	   *elems;
+			bool	   *enulls;
+			char	  **sorted;
+
+			deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &enulls, &f->nlevels);
+			f->levels = palloc(sizeof(char *) * Max(f->nlevels, 1));
+			f->level_index = palloc(sizeof(int) * Max(f->nlevels, 1));
+			sorted = palloc(sizeof(char *) * Max(f->nlevels, 1));
+			for (int j = 0; j < f->nlevels; j++)
+				sorted[j] = TextDatumGetCString(elems[j]);
+			/* levels sorted bytewise for bsearch, remembering each one's slot */
+			for (int j = 0; j < f->nlevels; j++)
+				f->levels[j] = sorted[j];
+			qsort(f->levels, f->nlevels, sizeof(char *), cmp_levels);
+			for (int j = 0; j < f->nlevels; j++)
+				for (int k = 0; k < f->nlevels; k++)
+					if (strcmp(f->levels[j], sorted[k]) == 0)
+						f->level_index[j] = k;
+		}
+	}
+	MemoryContextSwitchTo(old);
+
+	if (SPI_execute_with_args("SELECT jsonb_array_elements_text(CASE jsonb_typeof($1->'classes') "
+							  "WHEN 'array' THEN $1->'classes' ELSE '[]' END), "
+							  "($1->>'label_type')::oid",
+							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "dml: reading a model spec failed");
+	old = MemoryContextSwitchTo(cxt);
+	cm->nclasses = (int) SPI_processed;
+	cm->classes = palloc(sizeof(char *) * Max(cm->nclasses, 1));
+	for (int i = 0; i < cm->nclasses; i++)
+		cm->classes[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+	MemoryContextSwitchTo(old);
+
+	if (SPI_execute_with_args("SELECT ($1->>'label_type')::oid, $1->>'target'", 1, argtypes, values,
+							  NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "dml: reading a model spec failed");
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		cm->label_type = isnull ? InvalidOid : DatumGetObjectId(d);
+		old = MemoryContextSwitchTo(cxt);
+		cm->target = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		MemoryContextSwitchTo(old);
+	}
+}
+
+/* load the weights and spec of model id into cm */
+static void
+load_model(DmlCachedModel *cm, int64 id)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+	bool		isnull;
+	bytea	   *w;
+	char		errbuf[256];
+	DmlModel	m;
+	DmlStatus	st;
+	MemoryContext entry_cxt;
+
+	if (SPI_execute_with_args("SELECT weights, spec, kind FROM dml.models WHERE id = $1",
+							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "dml: model %lld vanished", (long long) id);
+	w = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	st = dml_model_parse(&m, (unsigned char *) VARDATA_ANY(w), VARSIZE_ANY_EXHDR(w),
+						 errbuf, sizeof(errbuf));
+	if (st != DML_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("weights of model \"%s\" are not a valid model", cm->name),
+				 errdetail("%s", errbuf),
+				 errhint("Drop this version with dml_drop_model and train it again.")));
+
+	free_entry(cm);
+	cm->model = m;
+	entry_cxt = AllocSetContextCreate(cache_cxt, "dml cached model", ALLOCSET_SMALL_SIZES);
+	cm->cxt = entry_cxt;
+	cm->kind = MemoryContextStrdup(entry_cxt, SPI_getvalue(SPI_tuptable->vals[0],
+														   SPI_tuptable->tupdesc, 3));
+	DmlParseSpec(cm, DatumGetJsonbP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+												  2, &isnull)), entry_cxt);
+	{
+		int			width = 0;
+
+		for (int i = 0; i < cm->nfeatures; i++)
+			width += cm->features[i].width;
+		if (width != m.net.sizes[0])
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("model \"%s\" has %d inputs but its spec describes %d",
+							cm->name, m.net.sizes[0], width)));
+	}
+	cm->scratch = malloc(sizeof(float) * (dml_model_scratch_floats(&m, 1) + m.net.sizes[0] +
+										  m.net.sizes[m.net.nlayers]));
+	if (cm->scratch == NULL)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	cm->input = cm->scratch + dml_model_scratch_floats(&m, 1);
+	cm->output = cm->input + m.net.sizes[0];
+	cm->id = id;
+}
+
+/*
+ * DmlGetModel
+ *		The model a name resolves to now, checked for the caller's access.
+ */
+DmlCachedModel *
+DmlGetModel(const char *name)
+{
+	uint64		stamp = validation_stamp();
+	DmlCachedModel *cm;
+	bool		found;
+	DmlCatalogUser save;
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	int64		id;
+	int			version;
+	Oid			owner;
+	bool		isnull;
+
+	if (strlen(name) >= NAMEDATALEN * 4)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", name)));
+	if (model_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		cache_cxt = AllocSetContextCreate(TopMemoryContext, "dml model cache",
+										  ALLOCSET_DEFAULT_SIZES);
+		ctl.keysize = NAMEDATALEN * 4;
+		ctl.entrysize = sizeof(DmlCachedModel);
+		ctl.hcxt = cache_cxt;
+		model_cache = hash_create("dml models", 16, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	cm = hash_search(model_cache, name, HASH_ENTER, &found);
+	if (!found)
+	{
+		char		key[NAMEDATALEN * 4];
+
+		strlcpy(key, cm->name, sizeof(key));
+		memset(cm, 0, sizeof(*cm));
+		strlcpy(cm->name, key, sizeof(cm->name));
+	}
+	if (found && cm->id != 0 && cm->checked == stamp)
+		return cm;
+
+	values[0] = CStringGetTextDatum(name);
+	DmlBecomeOwner(&save);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT m.id, m.version, m.owner FROM dml.models m "
+							  "WHERE m.name = $1 AND m.version = coalesce("
+							  "(SELECT d.version FROM dml.deployments d WHERE d.name = $1), "
+							  "(SELECT max(m2.version) FROM dml.models m2 WHERE m2.name = $1))",
+							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "dml: resolving model failed");
+	if (SPI_processed == 0)
+	{
+		SPI_finish();
+		DmlRestoreUser(&save);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", name),
+				 errhint("dml_models lists the models you can use.")));
+	}
+	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	if (cm->id != id)
+	{
+		cm->id = 0;
+		cm->checked = 0;
+		load_model(cm, id);
+	}
+	SPI_finish();
+	DmlRestoreUser(&save);
+
+	/* the right to use it is checked as the caller, every time */
+	if (!DmlRoleCanUse(owner, name))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for model \"%s\"", name),
+				 errhint("The model's owner can share it with dml_grant.")));
+	cm->version = version;
+	cm->owner = owner;
+	cm->checked = stamp;
+	return cm;
+}

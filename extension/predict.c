@@ -1,0 +1,446 @@
+/*-------------------------------------------------------------------------
+ *
+ * predict.c
+ *	  Row-level inference: dml_predict, dml_predict_class and
+ *	  dml_predict_proba, each by feature array or by row.
+ *
+ * The array form takes the model's input vector as numbers: each numeric
+ * feature's value, each array feature's elements, and for a text feature
+ * its one-hot block.  The record form takes the features from the row by
+ * the column names stored with the model and encodes them as training did.
+ * Standardization is applied inside dml_model_predict, from the weights.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/typcache.h"
+
+#include "dml.h"
+#include "predict.h"
+
+/* ---------------------------------------------------------------------
+ * Values to floats
+ * --------------------------------------------------------------------- */
+
+/* a scalar datum as double; false for types that are not numbers */
+bool
+DmlDatumToDouble(Datum d, Oid typid, double *out)
+{
+	switch (typid)
+	{
+		case FLOAT8OID:
+			*out = DatumGetFloat8(d);
+			return true;
+		case FLOAT4OID:
+			*out = DatumGetFloat4(d);
+			return true;
+		case INT2OID:
+			*out = DatumGetInt16(d);
+			return true;
+		case INT4OID:
+			*out = DatumGetInt32(d);
+			return true;
+		case INT8OID:
+			*out = (double) DatumGetInt64(d);
+			return true;
+		case NUMERICOID:
+			*out = DatumGetFloat8(DirectFunctionCall1(numeric_float8, d));
+			return true;
+		case BOOLOID:
+			*out = DatumGetBool(d) ? 1.0 : 0.0;
+			return true;
+	}
+	return false;
+}
+
+static void
+check_finite(double v, const char *what)
+{
+	if (!isfinite(v))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is NaN or infinite", what),
+				 errhint("Models predict from finite numbers only.")));
+}
+
+static int
+cmp_level(const void *key, const void *elem)
+{
+	return strcmp((const char *) key, *(char *const *) elem);
+}
+
+/*
+ * DmlFeatureInputs
+ *		Write feature f's inputs for one value at dst (f->width floats).
+ */
+void
+DmlFeatureInputs(const DmlFeature *f, float *dst, Datum value, bool isnull, Oid typid)
+{
+	double		v;
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("feature \"%s\" is NULL", f->name),
+				 errhint("Replace NULLs before predicting, e.g. with coalesce().")));
+	typid = getBaseType(typid);
+	switch (f->kind)
+	{
+		case DML_FEAT_NUM:
+			if (!DmlDatumToDouble(value, typid, &v))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("feature \"%s\" has type %s, expected a number or boolean",
+								f->name, format_type_be(typid))));
+			check_finite(v, psprintf("feature \"%s\"", f->name));
+			dst[0] = (float) v;
+			break;
+		case DML_FEAT_VEC:
+			{
+				ArrayType  *arr;
+				Oid			elt;
+				int16		typlen;
+				bool		typbyval;
+				char		typalign;
+				Datum	   *elems;
+				bool	   *enulls;
+				int			n;
+
+				elt = get_element_type(typid);
+				if (!OidIsValid(elt))
+					ereport(ERROR,
+							(errcode(ERRCODE_DATATYPE_MISMATCH),
+							 errmsg("feature \"%s\" has type %s, expected an array of numbers",
+									f->name, format_type_be(typid))));
+				arr = DatumGetArrayTypeP(value);
+				get_typlenbyvalalign(elt, &typlen, &typbyval, &typalign);
+				deconstruct_array(arr, elt, typlen, typbyval, typalign, &elems, &enulls, &n);
+				if (n != f->width)
+					ereport(ERROR,
+							(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+							 errmsg("feature \"%s\" has %d elements, the model expects %d",
+									f->name, n, f->width)));
+				for (int i = 0; i < n; i++)
+				{
+					if (enulls[i])
+						ereport(ERROR,
+								(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+								 errmsg("feature \"%s\" has a NULL element at position %d",
+										f->name, i + 1)));
+					if (!DmlDatumToDouble(elems[i], elt, &v))
+						ereport(ERROR,
+								(errcode(ERRCODE_DATATYPE_MISMATCH),
+								 errmsg("feature \"%s\" has elements of type %s, expected numbers",
+										f->name, format_type_be(elt))));
+					check_finite(v, psprintf("feature \"%s\"", f->name));
+					dst[i] = (float) v;
+				}
+				break;
+			}
+		case DML_FEAT_CAT:
+			{
+				Oid			outfn;
+				bool		varlena;
+				char	   *s;
+				char	  **hit;
+
+				getTypeOutputInfo(typid, &outfn, &varlena);
+				s = OidOutputFunctionCall(outfn, value);
+				memset(dst, 0, sizeof(float) * f->width);
+				hit = bsearch(s, f->levels, f->nlevels, sizeof(char *), cmp_level);
+				/* a level never seen in training is all zeros */
+				if (hit)
+					dst[f->level_index[hit - f->levels]] = 1.0f;
+				break;
+			}
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Inputs from an array or a record
+ * --------------------------------------------------------------------- */
+
+/* the model's input vector from a float8[] */
+static void
+inputs_from_array(DmlCachedModel *cm, ArrayType *arr)
+{
+	int			n;
+	Datum	   *elems;
+	bool	   *enulls;
+	int			C = cm->model.net.sizes[0];
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("features must be a one-dimensional array")));
+	deconstruct_array(arr, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &enulls, &n);
+	if (n != C)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("model \"%s\" expects %d features, got %d", cm->name, C, n)));
+	for (int i = 0; i < n; i++)
+	{
+		double		v;
+
+		if (enulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("feature %d is NULL", i + 1),
+					 errhint("Replace NULLs before predicting, e.g. with coalesce().")));
+		v = DatumGetFloat8(elems[i]);
+		check_finite(v, psprintf("feature %d", i + 1));
+		cm->input[i] = (float) v;
+	}
+}
+
+/* per call site: where the model's features sit in the row type */
+typedef struct RecordMap
+{
+	Oid			typid;
+	int32		typmod;
+	int64		model_id;
+	int			natts;
+	int		   *attnums;		/* per model feature, 0-based */
+	Oid		   *types;
+} RecordMap;
+
+/* the model's input vector from a row */
+static void
+inputs_from_record(FunctionCallInfo fcinfo, DmlCachedModel *cm, HeapTupleHeader rec)
+{
+	Oid			typid = HeapTupleHeaderGetTypeId(rec);
+	int32		typmod = HeapTupleHeaderGetTypMod(rec);
+	RecordMap  *map = fcinfo->flinfo->fn_extra;
+	TupleDesc	td = lookup_rowtype_tupdesc(typid, typmod);
+	HeapTupleData tuple;
+	float	   *dst = cm->input;
+
+	if (map == NULL || map->typid != typid || map->typmod != typmod ||
+		map->model_id != cm->id)
+	{
+		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+
+		map = palloc0(sizeof(RecordMap));
+		map->typid = typid;
+		map->typmod = typmod;
+		map->model_id = cm->id;
+		map->attnums = palloc(sizeof(int) * Max(cm->nfeatures, 1));
+		map->types = palloc(sizeof(Oid) * Max(cm->nfeatures, 1));
+		for (int i = 0; i < cm->nfeatures; i++)
+		{
+			map->attnums[i] = -1;
+			for (int a = 0; a < td->natts; a++)
+			{
+				Form_pg_attribute att = TupleDescAttr(td, a);
+
+				if (!att->attisdropped && strcmp(NameStr(att->attname), cm->features[i].name) == 0)
+				{
+					map->attnums[i] = a;
+					map->types[i] = att->atttypid;
+					break;
+				}
+			}
+			if (map->attnums[i] < 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_COLUMN),
+						 errmsg("row has no column \"%s\", a feature of model \"%s\"",
+								cm->features[i].name, cm->name),
+						 errhint("Pass a row with the model's feature columns, e.g. SELECT dml_predict('m', t) FROM t.")));
+		}
+		MemoryContextSwitchTo(old);
+		fcinfo->flinfo->fn_extra = map;
+	}
+
+	tuple.t_len = HeapTupleHeaderGetDatumLength(rec);
+	ItemPointerSetInvalid(&tuple.t_self);
+	tuple.t_tableOid = InvalidOid;
+	tuple.t_data = rec;
+	for (int i = 0; i < cm->nfeatures; i++)
+	{
+		bool		isnull;
+		Datum		v = heap_getattr(&tuple, map->attnums[i] + 1, td, &isnull);
+
+		DmlFeatureInputs(&cm->features[i], dst, v, isnull, map->types[i]);
+		dst += cm->features[i].width;
+	}
+	ReleaseTupleDesc(td);
+}
+
+/* ---------------------------------------------------------------------
+ * Outputs
+ * --------------------------------------------------------------------- */
+
+/* index of the predicted class of one output row */
+int
+DmlPredictedClass(DmlCachedModel *cm, const float *out)
+{
+	int			K = cm->model.net.sizes[cm->model.net.nlayers];
+	int			best = 0;
+
+	if (cm->model.net.loss == DML_LOSS_BCE)
+		return out[0] >= 0.5f ? 1 : 0;
+	for (int k = 1; k < K; k++)
+		if (out[k] > out[best])
+			best = k;
+	return best;
+}
+
+/* a class label as float8, for labels that are numbers or booleans */
+double
+DmlLabelAsDouble(DmlCachedModel *cm, int cls)
+{
+	const char *label = cm->classes[cls];
+	Oid			t = getBaseType(cm->label_type);
+
+	if (t == BOOLOID)
+		return strcmp(label, "true") == 0 ? 1.0 : 0.0;
+	if (t == INT2OID || t == INT4OID || t == INT8OID || t == NUMERICOID ||
+		t == FLOAT4OID || t == FLOAT8OID)
+		return strtod(label, NULL);
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("model \"%s\" predicts %s labels, not numbers", cm->name,
+					format_type_be(cm->label_type)),
+			 errhint("Use dml_predict_class for the label as text.")));
+	return 0;					/* not reached */
+}
+
+static bool
+is_classifier(DmlCachedModel *cm)
+{
+	return cm->model.net.loss != DML_LOSS_MSE;
+}
+
+/* run the model on cm->input into cm->output */
+static void
+run_model(DmlCachedModel *cm)
+{
+	dml_model_predict(&cm->model, cm->output, cm->input, 1, cm->scratch);
+}
+
+/* ---------------------------------------------------------------------
+ * SQL functions
+ * --------------------------------------------------------------------- */
+
+/* the cached model for argument 0, remembered per call site by name */
+static DmlCachedModel *
+model_arg(FunctionCallInfo fcinfo)
+{
+	text	   *t = PG_GETARG_TEXT_PP(0);
+	char	   *name = text_to_cstring(t);
+
+	return DmlGetModel(name);
+}
+
+static Datum
+predict_value(DmlCachedModel *cm)
+{
+	run_model(cm);
+	if (!is_classifier(cm))
+		return Float8GetDatum(cm->output[0]);
+	return Float8GetDatum(DmlLabelAsDouble(cm, DmlPredictedClass(cm, cm->output)));
+}
+
+static Datum
+predict_class(DmlCachedModel *cm)
+{
+	run_model(cm);
+	if (!is_classifier(cm))
+		return CStringGetTextDatum(psprintf("%.9g", cm->output[0]));
+	return CStringGetTextDatum(cm->classes[DmlPredictedClass(cm, cm->output)]);
+}
+
+static Datum
+predict_proba(DmlCachedModel *cm)
+{
+	int			K = cm->nclasses;
+	Datum	   *d;
+
+	if (!is_classifier(cm))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("model \"%s\" is a regression model and has no class probabilities",
+						cm->name),
+				 errhint("Use dml_predict for its value.")));
+	run_model(cm);
+	d = palloc(sizeof(Datum) * K);
+	if (cm->model.net.loss == DML_LOSS_BCE)
+	{
+		d[0] = Float8GetDatum(1.0 - cm->output[0]);
+		d[1] = Float8GetDatum(cm->output[0]);
+	}
+	else
+		for (int k = 0; k < K; k++)
+			d[k] = Float8GetDatum(cm->output[k]);
+	return PointerGetDatum(construct_array(d, K, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+PG_FUNCTION_INFO_V1(dml_predict_array);
+PG_FUNCTION_INFO_V1(dml_predict_record);
+PG_FUNCTION_INFO_V1(dml_predict_class_array);
+PG_FUNCTION_INFO_V1(dml_predict_class_record);
+PG_FUNCTION_INFO_V1(dml_predict_proba_array);
+PG_FUNCTION_INFO_V1(dml_predict_proba_record);
+
+Datum
+dml_predict_array(PG_FUNCTION_ARGS)
+{
+	DmlCachedModel *cm = model_arg(fcinfo);
+
+	inputs_from_array(cm, PG_GETARG_ARRAYTYPE_P(1));
+	return predict_value(cm);
+}
+
+Datum
+dml_predict_record(PG_FUNCTION_ARGS)
+{
+	DmlCachedModel *cm = model_arg(fcinfo);
+
+	inputs_from_record(fcinfo, cm, PG_GETARG_HEAPTUPLEHEADER(1));
+	return predict_value(cm);
+}
+
+Datum
+dml_predict_class_array(PG_FUNCTION_ARGS)
+{
+	DmlCachedModel *cm = model_arg(fcinfo);
+
+	inputs_from_array(cm, PG_GETARG_ARRAYTYPE_P(1));
+	return predict_class(cm);
+}
+
+Datum
+dml_predict_class_record(PG_FUNCTION_ARGS)
+{
+	DmlCachedModel *cm = model_arg(fcinfo);
+
+	inputs_from_record(fcinfo, cm, PG_GETARG_HEAPTUPLEHEADER(1));
+	return predict_class(cm);
+}
+
+Datum
+dml_predict_proba_array(PG_FUNCTION_ARGS)
+{
+	DmlCachedModel *cm = model_arg(fcinfo);
+
+	inputs_from_array(cm, PG_GETARG_ARRAYTYPE_P(1));
+	return predict_proba(cm);
+}
+
+Datum
+dml_predict_proba_record(PG_FUNCTION_ARGS)
+{
+	DmlCachedModel *cm = model_arg(fcinfo);
+
+	inputs_from_record(fcinfo, cm, PG_GETARG_HEAPTUPLEHEADER(1));
+	return predict_proba(cm);
+}

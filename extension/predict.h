@@ -1,0 +1,20 @@
+/*-------------------------------------------------------------------------
+ *
+ * predict.h
+ *	  Feature encoding and output decoding shared by row-level predict
+ *	  (predict.c) and the batch paths (batch.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DML_PREDICT_H
+#define DML_PREDICT_H
+
+#include "dml.h"
+
+extern bool DmlDatumToDouble(Datum d, Oid typid, double *out);
+extern void DmlFeatureInputs(const DmlFeature *f, float *dst, Datum value,
+							 bool isnull, Oid typid);
+extern int	DmlPredictedClass(DmlCachedModel *cm, const float *out);
+extern double DmlLabelAsDouble(DmlCachedModel *cm, int cls);
+
+#endif							/* DML_PREDICT_H */

@@ -1,0 +1,996 @@
+/*-------------------------------------------------------------------------
+ *
+ * train.c
+ *	  dml_train: check the arguments, resolve every name through the
+ *	  catalog, hand a job to the coordinator, store the model.
+ *
+ * Nothing user-supplied is pasted into SQL: relations are resolved to OIDs
+ * (regclass), columns to attribute numbers, and both are written back with
+ * quote_identifier.  Labels and vocabularies are read with SPI under the
+ * caller's own privileges.  The caller must hold SELECT on the relation or
+ * on every column used, checked before anything is launched; the workers
+ * then read as the caller (SET ROLE), so row-level security applies.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "postmaster/postmaster.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
+
+#include "coordinator.h"
+#include "dml.h"
+
+#define DML_MAX_CLASSES			1000	/* labels of a classifier */
+#define DML_AUTO_MAX_CLASSES	32		/* integer targets with more are regression */
+#define DML_MAX_LEVELS			1000	/* levels of a one-hot feature */
+#define DML_MAX_EPOCHS			100000
+#define DML_MAX_BATCH			10000000
+#define DML_EXACT_MAX_INPUTS	500		/* normal equations / Newton by default */
+#define DML_DEFAULT_BATCH		256
+#define DML_DEFAULT_EPOCHS		10
+#define DML_DEFAULT_HIDDEN		64
+
+/* ---------------------------------------------------------------------
+ * Types
+ * --------------------------------------------------------------------- */
+
+static bool
+type_is_numeric(Oid t)
+{
+	return t == INT2OID || t == INT4OID || t == INT8OID || t == FLOAT4OID ||
+		t == FLOAT8OID || t == NUMERICOID;
+}
+
+static bool
+type_is_integer(Oid t)
+{
+	return t == INT2OID || t == INT4OID || t == INT8OID;
+}
+
+static bool
+type_is_vector(Oid t)
+{
+	return t == FLOAT4ARRAYOID || t == FLOAT8ARRAYOID ||
+		t == INT4ARRAYOID || t == INT2ARRAYOID || t == INT8ARRAYOID ||
+		t == NUMERICARRAYOID;
+}
+
+static bool
+type_is_text(Oid t)
+{
+	return t == TEXTOID || t == VARCHAROID || t == BPCHAROID || t == NAMEOID ||
+		type_is_enum(t);
+}
+
+/* ---------------------------------------------------------------------
+ * Arguments
+ * --------------------------------------------------------------------- */
+
+/* text argument or NULL */
+static char *
+arg_text(FunctionCallInfo fcinfo, int i)
+{
+	return PG_ARGISNULL(i) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(i));
+}
+
+static void
+range_error(const char *arg, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("%s is out of range", arg),
+			 errdetail("%s", detail)));
+}
+
+/* one option of the options jsonb */
+static void
+apply_option(DmlJob *job, const char *key, JsonbValue *v)
+{
+	double		num = 0;
+	char	   *str = NULL;
+
+	if (v->type == jbvNumeric)
+		num = DatumGetFloat8(DirectFunctionCall1(numeric_float8,
+												 NumericGetDatum(v->val.numeric)));
+	else if (v->type == jbvString)
+		str = pnstrdup(v->val.string.val, v->val.string.len);
+	else if (v->type == jbvBool)
+		num = v->val.boolean ? 1 : 0;
+
+#define NUMERIC_OPT(nm, field, lo, hi) \
+	if (strcmp(key, nm) == 0) { \
+		if (v->type != jbvNumeric || !(num >= (lo) && num <= (hi))) \
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), \
+							errmsg("option \"%s\" must be a number between %g and %g", nm, \
+								   (double) (lo), (double) (hi)))); \
+		field = num; return; }
+
+	NUMERIC_OPT("momentum", job->momentum, 0, 0.999999);
+	NUMERIC_OPT("beta1", job->beta1, 0, 0.999999);
+	NUMERIC_OPT("beta2", job->beta2, 0, 0.99999999);
+	NUMERIC_OPT("eps", job->eps, 1e-12, 1);
+	NUMERIC_OPT("step_size", job->step_size, 1, 1000000);
+	NUMERIC_OPT("gamma", job->gamma, 1e-6, 1);
+	NUMERIC_OPT("tolerance", job->tolerance, 0, 1);
+	NUMERIC_OPT("max_restarts", job->max_restarts, 0, 100);
+	NUMERIC_OPT("checkpoint_every", job->checkpoint_every, 0, 1000000);
+	if (strcmp(key, "schedule") == 0)
+	{
+		if (str == NULL || (strcmp(str, "constant") != 0 && strcmp(str, "step") != 0 &&
+							strcmp(str, "cosine") != 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"schedule\" must be \"constant\", \"step\" or \"cosine\"")));
+		job->schedule = str;
+		return;
+	}
+	if (strcmp(key, "nesterov") == 0)
+	{
+		if (v->type != jbvBool)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"nesterov\" must be a boolean")));
+		if (v->val.boolean && strcmp(job->optimizer, "momentum") == 0)
+			job->optimizer = "nesterov";
+		return;
+	}
+	if (strcmp(key, "fault") == 0)
+	{
+		if (!dml_test_hooks)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("option \"fault\" needs dml.test_hooks"),
+					 errhint("A superuser can enable test hooks with SET dml.test_hooks = on.")));
+		if (str == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"fault\" must be a string \"rank:epoch:how\"")));
+		job->fault = str;
+		return;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unrecognized option \"%s\"", key),
+			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every and fault.")));
+}
+
+static void
+apply_options(DmlJob *job, Jsonb *options)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	char	   *key = NULL;
+
+	if (options == NULL)
+		return;
+	if (!JB_ROOT_IS_OBJECT(options))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("options must be a JSON object")));
+	it = JsonbIteratorInit(&options->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			key = pnstrdup(v.val.string.val, v.val.string.len);
+		else if (tok == WJB_VALUE)
+			apply_option(job, key, &v);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Columns
+ * --------------------------------------------------------------------- */
+
+/* attribute of relid by name, with SELECT checked for the caller */
+static void
+resolve_column(Oid relid, const char *name, DmlColumn *col, const char *what)
+{
+	AttrNumber	attnum = get_attnum(relid, name);
+	Oid			typid;
+	int32		typmod;
+	Oid			collid;
+
+	if (attnum == InvalidAttrNumber || attnum < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						name, get_rel_name(relid)),
+				 errhint("The %s must name a column of the relation.", what)));
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK &&
+		pg_attribute_aclcheck(relid, attnum, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for column \"%s\" of relation \"%s\"",
+						name, get_rel_name(relid))));
+	get_atttypetypmodcoll(relid, attnum, &typid, &typmod, &collid);
+	memset(col, 0, sizeof(*col));
+	col->name = pstrdup(name);
+	col->attnum = attnum;
+	col->typid = getBaseType(typid);
+}
+
+/* quoted name of relid, schema-qualified */
+static char *
+rel_sql_name(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+/* Run a query returning one text column; returns the list of values */
+static List *
+spi_text_column(const char *sql, int limit)
+{
+	List	   *result = NIL;
+
+	if (SPI_execute(sql, true, limit) != SPI_OK_SELECT)
+		elog(ERROR, "dml: query failed: %s", sql);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *v = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+
+		result = lappend(result, v ? v : pstrdup(""));
+	}
+	return result;
+}
+
+/* Set up a feature column: its kind, width, vocabulary and SQL expression */
+static void
+prepare_feature(Oid relid, DmlColumn *col)
+{
+	const char *qcol = quote_identifier(col->name);
+	char	   *rel = rel_sql_name(relid);
+
+	if (type_is_numeric(col->typid))
+	{
+		col->kind = DML_COL_NUM;
+		col->width = 1;
+		col->expr = psprintf("%s::float8", qcol);
+	}
+	else if (col->typid == BOOLOID)
+	{
+		col->kind = DML_COL_NUM;
+		col->width = 1;
+		col->expr = psprintf("%s::int4::float8", qcol);
+	}
+	else if (type_is_vector(col->typid))
+	{
+		List	   *w;
+
+		col->kind = DML_COL_VEC;
+		col->expr = psprintf("%s::float4[]", qcol);
+		w = spi_text_column(psprintf("SELECT cardinality(%s) FROM %s WHERE %s IS NOT NULL LIMIT 1",
+									 qcol, rel, qcol), 1);
+		if (w == NIL)
+			col->width = 0;		/* all NULL: the worker reports it */
+		else
+			col->width = atoi(linitial(w));
+		if (w != NIL && col->width < 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("array column \"%s\" holds an empty array", col->name),
+					 errhint("Every row's array must have the same, non-zero length.")));
+		if (col->width == 0)
+			col->width = 1;
+	}
+	else if (type_is_text(col->typid))
+	{
+		col->kind = DML_COL_CAT;
+		col->expr = psprintf("%s::text", qcol);
+		col->vocab = spi_text_column(psprintf("SELECT v FROM (SELECT DISTINCT %s::text AS v FROM %s "
+											  "WHERE %s IS NOT NULL) s ORDER BY v COLLATE \"C\"",
+											  qcol, rel, qcol), DML_MAX_LEVELS + 1);
+		if (list_length(col->vocab) > DML_MAX_LEVELS)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("column \"%s\" has more than %d distinct values", col->name, DML_MAX_LEVELS),
+					 errhint("One-hot encoding is for categories; leave this column out of features.")));
+		col->width = Max(list_length(col->vocab), 1);
+	}
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" has type %s, which cannot be a feature",
+						col->name, format_type_be(col->typid)),
+				 errhint("Features may be numbers, booleans, text or enums, or arrays of numbers.")));
+}
+
+/* every other numeric, boolean or numeric-array column, in column order */
+static List *
+default_features(Oid relid, AttrNumber target_att)
+{
+	List	   *result = NIL;
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	int			natts;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	natts = ((Form_pg_class) GETSTRUCT(tup))->relnatts;
+	ReleaseSysCache(tup);
+
+	for (AttrNumber a = 1; a <= natts; a++)
+	{
+		char	   *name = get_attname(relid, a, true);
+		Oid			t;
+
+		if (name == NULL || a == target_att)
+			continue;			/* dropped or the target */
+		t = getBaseType(get_atttype(relid, a));
+		if (type_is_numeric(t) || t == BOOLOID || type_is_vector(t))
+			result = lappend(result, name);
+	}
+	return result;
+}
+
+/* ---------------------------------------------------------------------
+ * Model kind and labels
+ * --------------------------------------------------------------------- */
+
+/* Distinct labels of the target, in the type's order, as text */
+static List *
+target_classes(Oid relid, DmlColumn *target, int limit)
+{
+	const char *qcol = quote_identifier(target->name);
+
+	return spi_text_column(psprintf("SELECT v::text FROM (SELECT DISTINCT %s AS v FROM %s "
+									"WHERE %s IS NOT NULL) s ORDER BY v",
+									qcol, rel_sql_name(relid), qcol), limit);
+}
+
+/* settle kind, loss, outputs and classes */
+static void
+choose_kind(DmlJob *job, const char *model)
+{
+	Oid			t = job->target.typid;
+	bool		numeric = type_is_numeric(t);
+	bool		labelish = t == BOOLOID || type_is_integer(t) || type_is_text(t);
+
+	if (!numeric && !labelish)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("target column \"%s\" has type %s", job->target.name, format_type_be(t)),
+				 errhint("The target must be a number (regression) or a boolean, integer, text or enum label (classification).")));
+
+	if (strcmp(model, "linear") == 0)
+	{
+		if (!numeric)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("linear regression needs a numeric target, but column \"%s\" has type %s",
+							job->target.name, format_type_be(t)),
+					 errhint("Use model => 'logistic' or 'softmax' to classify, or 'auto'.")));
+		job->kind = "linear";
+	}
+	else if (strcmp(model, "logistic") == 0 || strcmp(model, "softmax") == 0)
+	{
+		if (!labelish)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("%s regression needs a label target, but column \"%s\" has type %s",
+							model, job->target.name, format_type_be(t)),
+					 errhint("Labels may be booleans, integers, text or enums.")));
+		job->kind = pstrdup(model);
+	}
+	else if (strcmp(model, "mlp") == 0)
+		job->kind = "mlp";
+	else if (strcmp(model, "auto") == 0)
+		job->kind = NULL;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown model kind \"%s\"", model),
+				 errhint("Valid kinds are linear, logistic, softmax, mlp and auto.")));
+
+	/* classification or regression */
+	if (job->kind != NULL && strcmp(job->kind, "linear") == 0)
+		job->classification = false;
+	else if (job->kind != NULL && strcmp(job->kind, "mlp") != 0)
+		job->classification = true;
+	else if (t == BOOLOID || type_is_text(t))
+		job->classification = true;
+	else if (type_is_integer(t))
+	{
+		List	   *c = target_classes(job->relid, &job->target, DML_AUTO_MAX_CLASSES + 1);
+
+		job->classification = list_length(c) <= DML_AUTO_MAX_CLASSES;
+	}
+	else
+		job->classification = false;
+
+	if (job->classification)
+	{
+		job->classes = target_classes(job->relid, &job->target, DML_MAX_CLASSES + 1);
+		if (list_length(job->classes) > DML_MAX_CLASSES)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("target column \"%s\" has more than %d distinct labels",
+							job->target.name, DML_MAX_CLASSES)));
+		if (list_length(job->classes) < 2)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("target column \"%s\" has %d distinct label%s; classification needs at least 2",
+							job->target.name, list_length(job->classes),
+							list_length(job->classes) == 1 ? "" : "s"),
+					 list_length(job->classes) == 0 ?
+					 errhint("The relation has no rows with a non-NULL target.") :
+					 errhint("A model cannot learn from a single class.")));
+		if (job->kind != NULL && strcmp(job->kind, "logistic") == 0 && list_length(job->classes) != 2)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("logistic regression needs 2 labels, but column \"%s\" has %d",
+							job->target.name, list_length(job->classes)),
+					 errhint("Use model => 'softmax' for more than two classes.")));
+		job->target.expr = psprintf("%s::text", quote_identifier(job->target.name));
+		if (job->kind == NULL)
+			job->kind = list_length(job->classes) == 2 ? "logistic" : "softmax";
+		job->loss = list_length(job->classes) == 2 && strcmp(job->kind, "softmax") != 0 ? "bce" : "softmax";
+		job->noutputs = strcmp(job->loss, "bce") == 0 ? 1 : list_length(job->classes);
+	}
+	else
+	{
+		if (!numeric)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("regression needs a numeric target, but column \"%s\" has type %s",
+							job->target.name, format_type_be(t))));
+		if (job->kind == NULL)
+			job->kind = "linear";
+		job->target.expr = psprintf("%s::float8", quote_identifier(job->target.name));
+		job->loss = "mse";
+		job->noutputs = 1;
+	}
+	job->label_type = t;
+}
+
+/* ---------------------------------------------------------------------
+ * Connection and programs
+ * --------------------------------------------------------------------- */
+
+/* a conninfo value, single-quoted */
+static void
+append_conn_value(StringInfo buf, const char *key, const char *value)
+{
+	appendStringInfo(buf, "%s='", key);
+	for (const char *p = value; *p; p++)
+	{
+		if (*p == '\'' || *p == '\\')
+			appendStringInfoChar(buf, '\\');
+		appendStringInfoChar(buf, *p);
+	}
+	appendStringInfoString(buf, "' ");
+}
+
+/* dml.conninfo, or this server's first Unix socket as the bootstrap superuser */
+static char *
+worker_conninfo(void)
+{
+	StringInfoData buf;
+	char	   *dirs;
+	char	   *first;
+
+	initStringInfo(&buf);
+	if (dml_conninfo && dml_conninfo[0])
+		appendStringInfo(&buf, "%s ", dml_conninfo);
+	else
+	{
+		dirs = pstrdup(Unix_socket_directories ? Unix_socket_directories : "");
+		first = strtok(dirs, ",");
+		while (first && *first == ' ')
+			first++;
+		append_conn_value(&buf, "host", first && *first ? first : "127.0.0.1");
+		appendStringInfo(&buf, "port=%d ", PostPortNumber);
+		append_conn_value(&buf, "user", GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false));
+	}
+	append_conn_value(&buf, "dbname", get_database_name(MyDatabaseId));
+	appendStringInfoString(&buf, "application_name='dml-worker'");
+	return buf.data;
+}
+
+/* dml.worker_path, or dml-worker next to the postgres binary */
+static char *
+worker_path(void)
+{
+	char	   *dir;
+
+	if (dml_worker_path && dml_worker_path[0])
+		return pstrdup(dml_worker_path);
+	dir = pstrdup(my_exec_path);
+	get_parent_directory(dir);
+	return psprintf("%s/dml-worker", dir);
+}
+
+/* ---------------------------------------------------------------------
+ * Progress and results
+ * --------------------------------------------------------------------- */
+
+typedef struct TrainProgress
+{
+	int64		model_id;
+	bool		classification;
+} TrainProgress;
+
+/* one NOTICE and one dml.epochs row per epoch */
+static void
+on_progress(const DmlProgress *p, void *arg)
+{
+	TrainProgress *tp = arg;
+	double		rps = p->seconds > 0 ? p->rows / p->seconds : 0;
+
+	if (isnan(p->val_loss))
+		ereport(NOTICE,
+				(errmsg("epoch %d: loss %.6g, %.0f rows/s", p->epoch, p->loss, rps)));
+	else
+		ereport(NOTICE,
+				(errmsg("epoch %d: loss %.6g, validation loss %.6g, validation %s %.4f, %.0f rows/s",
+						p->epoch, p->loss, p->val_loss,
+						tp->classification ? "accuracy" : "R2", p->val_metric, rps)));
+	DmlStoreEpoch(tp->model_id, p->restarts, p->epoch, p->loss, p->val_loss,
+				  p->val_metric, rps, p->seconds, p->bytes_sent);
+}
+
+/* JSON string, escaped */
+static void
+json_str(StringInfo buf, const char *s)
+{
+	escape_json(buf, s);
+}
+
+/* the spec jsonb: features, encodings, standardization, classes, settings */
+static char *
+spec_json(DmlJob *job, const DmlModel *m, int64 rows_hint)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+	int			pos = 0;
+	bool		first = true;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"relation\": ");
+	json_str(&buf, rel_sql_name(job->relid));
+	appendStringInfoString(&buf, ", \"target\": ");
+	json_str(&buf, job->target.name);
+	appendStringInfo(&buf, ", \"target_type\": ");
+	json_str(&buf, format_type_be(job->label_type));
+	appendStringInfo(&buf, ", \"label_type\": %u", job->label_type);
+	appendStringInfoString(&buf, ", \"features\": [");
+	foreach(lc, job->features)
+	{
+		DmlColumn  *col = lfirst(lc);
+
+		appendStringInfoString(&buf, first ? "{" : ", {");
+		first = false;
+		appendStringInfoString(&buf, "\"name\": ");
+		json_str(&buf, col->name);
+		appendStringInfo(&buf, ", \"kind\": \"%s\", \"width\": %d",
+						 col->kind == DML_COL_NUM ? "num" : col->kind == DML_COL_VEC ? "vec" : "cat",
+						 col->width);
+		if (col->kind == DML_COL_NUM && m != NULL)
+			appendStringInfo(&buf, ", \"mean\": %.9g, \"std\": %.9g",
+							 m->in_mean[pos], 1.0 / m->in_scale[pos]);
+		if (col->kind == DML_COL_CAT)
+		{
+			ListCell   *lv;
+			bool		f2 = true;
+
+			appendStringInfoString(&buf, ", \"levels\": [");
+			foreach(lv, col->vocab)
+			{
+				if (!f2)
+					appendStringInfoString(&buf, ", ");
+				f2 = false;
+				json_str(&buf, lfirst(lv));
+			}
+			appendStringInfoChar(&buf, ']');
+		}
+		appendStringInfoChar(&buf, '}');
+		pos += col->width;
+	}
+	appendStringInfoString(&buf, "]");
+	if (job->classification)
+	{
+		appendStringInfoString(&buf, ", \"classes\": [");
+		first = true;
+		foreach(lc, job->classes)
+		{
+			if (!first)
+				appendStringInfoString(&buf, ", ");
+			first = false;
+			json_str(&buf, lfirst(lc));
+		}
+		appendStringInfoChar(&buf, ']');
+	}
+	else
+		appendStringInfoString(&buf, ", \"classes\": null");
+	appendStringInfo(&buf, ", \"inputs\": %d, \"outputs\": %d, \"loss\": \"%s\"",
+					 job->ninputs, job->noutputs, job->loss);
+	appendStringInfoString(&buf, ", \"hidden\": [");
+	for (int i = 0; i < job->nhidden; i++)
+		appendStringInfo(&buf, "%s%d", i ? ", " : "", job->hidden[i]);
+	appendStringInfo(&buf, "], \"activation\": \"%s\"", job->activation);
+
+	/* linear regression: coefficients in the data's own units */
+	if (m != NULL && strcmp(job->kind, "linear") == 0 && m->net.nlayers == 1)
+	{
+		const float *w = m->net.params;
+		double		b = m->net.params[job->ninputs];
+		double		ys = m->out_scale[0];
+
+		appendStringInfoString(&buf, ", \"coefficients\": [");
+		for (int c = 0; c < job->ninputs; c++)
+		{
+			double		coef = w[c] * m->in_scale[c] * ys;
+
+			b -= w[c] * m->in_scale[c] * m->in_mean[c];
+			appendStringInfo(&buf, "%s%.9g", c ? ", " : "", coef);
+		}
+		appendStringInfo(&buf, "], \"intercept\": %.9g", b * ys + m->out_mean[0]);
+	}
+	appendStringInfoString(&buf, ", \"hyperparameters\": {\"optimizer\": ");
+	json_str(&buf, job->optimizer);
+	appendStringInfo(&buf, ", \"learning_rate\": %.9g, \"batch_size\": %d, \"epochs\": %d, "
+					 "\"weight_decay\": %.9g, \"validation\": %.9g, \"patience\": %d, "
+					 "\"seed\": " INT64_FORMAT ", \"workers\": %d, \"nulls\": \"%s\", "
+					 "\"schedule\": \"%s\", \"momentum\": %.9g}",
+					 job->learning_rate, job->batch_size, job->epochs, job->weight_decay,
+					 job->validation, job->patience, job->seed, job->workers, job->nulls,
+					 job->schedule, job->momentum);
+	appendStringInfoString(&buf, ", \"snapshot\": ");
+	json_str(&buf, job->snapshot);
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+/* ---------------------------------------------------------------------
+ * dml_train
+ * --------------------------------------------------------------------- */
+
+/* the defaults that depend on the kind of model */
+static void
+choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
+{
+	bool		linear = strcmp(job->kind, "linear") == 0;
+	bool		glm = strcmp(job->kind, "logistic") == 0 || strcmp(job->kind, "softmax") == 0;
+	int			nparams = (job->ninputs + 1) * job->noutputs;
+
+	if (optimizer == NULL)
+	{
+		if (linear && job->ninputs <= DML_EXACT_MAX_INPUTS)
+			optimizer = "exact";
+		else if (glm && nparams <= DML_EXACT_MAX_INPUTS)
+			optimizer = "newton";
+		else
+			optimizer = "adam";
+	}
+	if (strcmp(optimizer, "sgd") != 0 && strcmp(optimizer, "momentum") != 0 &&
+		strcmp(optimizer, "nesterov") != 0 && strcmp(optimizer, "adam") != 0 &&
+		strcmp(optimizer, "exact") != 0 && strcmp(optimizer, "newton") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown optimizer \"%s\"", optimizer),
+				 errhint("Valid optimizers are sgd, momentum, nesterov, adam, exact and newton.")));
+	if (strcmp(optimizer, "exact") == 0 && !linear)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("optimizer \"exact\" solves linear regression only"),
+				 errhint("Use optimizer => 'newton' for logistic and softmax regression.")));
+	if (strcmp(optimizer, "newton") == 0 && !glm)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("optimizer \"newton\" fits logistic and softmax regression only"),
+				 errhint("Use optimizer => 'exact' for linear regression.")));
+	if (strcmp(optimizer, "newton") == 0 && nparams > 4096)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("Newton's method needs a %d x %d Hessian, more than this build allows (4096)",
+						nparams, nparams),
+				 errhint("Use optimizer => 'adam' or 'sgd'.")));
+	job->optimizer = pstrdup(optimizer);
+
+	if (PG_ARGISNULL(8))
+		job->learning_rate = strcmp(optimizer, "adam") == 0 ? 0.001 :
+			strcmp(optimizer, "sgd") == 0 ? 0.1 : 0.05;
+	if (PG_ARGISNULL(10))
+		job->epochs = strcmp(optimizer, "exact") == 0 ? 1 :
+			strcmp(optimizer, "newton") == 0 ? 25 : DML_DEFAULT_EPOCHS;
+}
+
+PG_FUNCTION_INFO_V1(dml_train);
+
+Datum
+dml_train(PG_FUNCTION_ARGS)
+{
+	DmlJob	   *job = palloc0(sizeof(DmlJob));
+	DmlJobResult result;
+	TrainProgress tp;
+	char	   *model;
+	char	   *optimizer;
+	List	   *feature_names = NIL;
+	ListCell   *lc;
+	TupleDesc	tupdesc;
+	Datum		values[9];
+	bool		nulls[9] = {0};
+	int64		model_id;
+	int			version;
+	DmlModel	parsed;
+	char		errbuf[256];
+	char		relkind;
+	char	   *spec;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "dml_train must return a composite type");
+
+	/* name, relation, target */
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("name, relation and target must not be NULL")));
+	job->name = arg_text(fcinfo, 0);
+	if (strlen(job->name) < 1 || strlen(job->name) > 200)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model name must have 1 to 200 characters")));
+	job->relid = PG_GETARG_OID(1);
+	relkind = get_rel_relkind(job->relid);
+	if (relkind == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", job->relid)));
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE &&
+		relkind != RELKIND_VIEW && relkind != RELKIND_MATVIEW &&
+		relkind != RELKIND_FOREIGN_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table, view or materialized view",
+						get_rel_name(job->relid))));
+	job->relkind = relkind;
+
+	resolve_column(job->relid, arg_text(fcinfo, 2), &job->target, "target");
+
+	/* hyperparameters */
+	model = PG_ARGISNULL(4) ? "auto" : arg_text(fcinfo, 4);
+	optimizer = arg_text(fcinfo, 7);
+	job->activation = PG_ARGISNULL(6) ? "relu" : arg_text(fcinfo, 6);
+	if (dml_act_parse(job->activation) < 0 || strcmp(job->activation, "identity") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown activation \"%s\"", job->activation),
+				 errhint("Valid activations are relu, tanh and sigmoid.")));
+	job->learning_rate = PG_ARGISNULL(8) ? 0 : PG_GETARG_FLOAT8(8);
+	if (!PG_ARGISNULL(8) && !(job->learning_rate > 0 && job->learning_rate <= 100))
+		range_error("learning_rate", "It must be greater than 0 and at most 100.");
+	job->batch_size = PG_ARGISNULL(9) ? DML_DEFAULT_BATCH : PG_GETARG_INT32(9);
+	if (job->batch_size < 1 || job->batch_size > DML_MAX_BATCH)
+		range_error("batch_size", psprintf("It must be between 1 and %d rows per worker.", DML_MAX_BATCH));
+	job->epochs = PG_ARGISNULL(10) ? 0 : PG_GETARG_INT32(10);
+	if (!PG_ARGISNULL(10) && (job->epochs < 1 || job->epochs > DML_MAX_EPOCHS))
+		range_error("epochs", psprintf("It must be between 1 and %d.", DML_MAX_EPOCHS));
+	job->weight_decay = PG_ARGISNULL(11) ? 0 : PG_GETARG_FLOAT8(11);
+	if (!(job->weight_decay >= 0 && job->weight_decay <= 1e6))
+		range_error("weight_decay", "It must be between 0 and 1e6.");
+	job->validation = PG_ARGISNULL(12) ? 0 : PG_GETARG_FLOAT8(12);
+	if (!(job->validation >= 0 && job->validation <= 0.9))
+		range_error("validation", "It is the fraction of rows held out, between 0 and 0.9.");
+	job->patience = PG_ARGISNULL(13) ? 0 : PG_GETARG_INT32(13);
+	if (job->patience < 0)
+		range_error("patience", "It must be 0 (no early stopping) or more epochs.");
+	if (job->patience > 0 && job->validation == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("early stopping needs a validation set"),
+				 errhint("Set validation => 0.1, for example, together with patience.")));
+	job->nulls = PG_ARGISNULL(14) ? "error" : arg_text(fcinfo, 14);
+	if (strcmp(job->nulls, "error") != 0 && strcmp(job->nulls, "skip") != 0 &&
+		strcmp(job->nulls, "impute") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown NULL policy \"%s\"", job->nulls),
+				 errhint("Valid policies are error, skip and impute.")));
+	job->workers = PG_ARGISNULL(15) ? dml_workers : PG_GETARG_INT32(15);
+	if (job->workers < 1)
+		range_error("workers", "A job needs at least 1 worker.");
+	if (job->workers > dml_max_workers)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workers is out of range"),
+				 errdetail("%d workers were asked for; dml.max_workers is %d.",
+						   job->workers, dml_max_workers),
+				 errhint("A superuser can raise dml.max_workers.")));
+	job->device = PG_ARGISNULL(16) ? pstrdup(dml_device) : arg_text(fcinfo, 16);
+	if (strcmp(job->device, "auto") != 0 && strcmp(job->device, "cpu") != 0 &&
+		strcmp(job->device, "gpu") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown device \"%s\"", job->device),
+				 errhint("Valid devices are auto, cpu and gpu.")));
+	job->seed = PG_ARGISNULL(17) ? 42 : PG_GETARG_INT64(17);
+	job->momentum = 0.9;
+	job->beta1 = 0.9;
+	job->beta2 = 0.999;
+	job->eps = 1e-8;
+	job->schedule = "constant";
+	job->step_size = 10;
+	job->gamma = 0.1;
+	job->tolerance = 1e-8;
+	job->max_restarts = dml_max_restarts;
+	job->checkpoint_every = dml_checkpoint_every;
+
+	SPI_connect();
+
+	/* features */
+	if (PG_ARGISNULL(3))
+		feature_names = default_features(job->relid, job->target.attnum);
+	else
+	{
+		ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(3);
+		Datum	   *elems;
+		bool	   *enulls;
+		int			n;
+
+		deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &enulls, &n);
+		for (int i = 0; i < n; i++)
+		{
+			if (enulls[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("features must not contain NULL")));
+			feature_names = lappend(feature_names, TextDatumGetCString(elems[i]));
+		}
+	}
+	if (feature_names == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("no feature columns"),
+				 errhint("Name the features, or give the relation numeric columns besides the target.")));
+	foreach(lc, feature_names)
+	{
+		DmlColumn  *col = palloc0(sizeof(DmlColumn));
+		ListCell   *lc2;
+
+		resolve_column(job->relid, lfirst(lc), col, "feature");
+		if (col->attnum == job->target.attnum)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("column \"%s\" is both the target and a feature", col->name)));
+		foreach(lc2, job->features)
+			if (((DmlColumn *) lfirst(lc2))->attnum == col->attnum)
+				ereport(ERROR,
+						(errcode(ERRCODE_DUPLICATE_COLUMN),
+						 errmsg("feature \"%s\" is listed twice", col->name)));
+		job->features = lappend(job->features, col);
+	}
+
+	/* empty relation: say so before launching anything */
+	if (SPI_execute(psprintf("SELECT 1 FROM %s LIMIT 1", rel_sql_name(job->relid)), true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "dml: probing the relation failed");
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("relation \"%s\" has no rows", get_rel_name(job->relid)),
+				 errhint("Training needs data: load rows first, or check row-level security policies.")));
+
+	choose_kind(job, model);
+	foreach(lc, job->features)
+	{
+		DmlColumn  *col = lfirst(lc);
+
+		prepare_feature(job->relid, col);
+		job->ninputs += col->width;
+	}
+
+	/* network shape */
+	if (strcmp(job->kind, "mlp") == 0 || !PG_ARGISNULL(5))
+	{
+		if (strcmp(model, "auto") != 0 && strcmp(job->kind, "mlp") != 0 && !PG_ARGISNULL(5))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("hidden layers need model => 'mlp'")));
+		if (PG_ARGISNULL(5))
+		{
+			job->nhidden = 1;
+			job->hidden[0] = DML_DEFAULT_HIDDEN;
+		}
+		else
+		{
+			ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(5);
+			Datum	   *elems;
+			bool	   *enulls;
+			int			n;
+
+			deconstruct_array(arr, INT4OID, 4, true, TYPALIGN_INT, &elems, &enulls, &n);
+			if (n < 1 || n > DML_MAX_LAYERS - 1)
+				range_error("hidden", psprintf("An MLP has 1 to %d hidden layers.", DML_MAX_LAYERS - 1));
+			for (int i = 0; i < n; i++)
+			{
+				if (enulls[i] || DatumGetInt32(elems[i]) < 1 || DatumGetInt32(elems[i]) > 16384)
+					range_error("hidden", "Each hidden layer has 1 to 16384 units.");
+				job->hidden[i] = DatumGetInt32(elems[i]);
+			}
+			job->nhidden = n;
+		}
+		job->kind = "mlp";
+	}
+	choose_optimizer(job, optimizer, fcinfo);
+	apply_options(job, PG_ARGISNULL(18) ? NULL : PG_GETARG_JSONB_P(18));
+
+	DmlCheckNameForTraining(job->name);
+
+	/* how to run it */
+	if (SPI_execute("SELECT pg_export_snapshot()", false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "dml: pg_export_snapshot failed");
+	job->snapshot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	job->role = GetUserNameFromId(GetUserId(), false);
+	job->conninfo = worker_conninfo();
+	job->hosts = dml_hosts;
+	job->mpirun = dml_mpirun;
+	job->worker_path = worker_path();
+	job->slices = DmlPlanSlices(job->relid, job->relkind, job->workers);
+
+	model_id = DmlNextModelId();
+	tp.model_id = model_id;
+	tp.classification = job->classification;
+	DmlRunJob(job, &result, on_progress, &tp);
+
+	/* what came back must parse before it is stored */
+	if (dml_model_parse(&parsed, (unsigned char *) VARDATA(result.weights),
+						VARSIZE(result.weights) - VARHDRSZ, errbuf, sizeof(errbuf)) != DML_OK)
+		elog(ERROR, "dml: worker sent a model that does not parse: %s. Please report a bug.", errbuf);
+	if (parsed.net.sizes[0] != job->ninputs)
+		elog(ERROR, "dml: worker model has %d inputs, expected %d. Please report a bug.",
+			 parsed.net.sizes[0], job->ninputs);
+
+	/* the device the worker reports is in the metrics: {"device": ...} */
+	{
+		char	   *d = strstr(result.metrics_json, "\"device\": \"");
+
+		result.device = "cpu";
+		if (d)
+		{
+			d += strlen("\"device\": \"");
+			result.device = pnstrdup(d, strcspn(d, "\""));
+		}
+	}
+	spec = spec_json(job, &parsed, 0);
+	version = DmlStoreModel(model_id, job->name, job->kind, result.device, spec,
+							result.weights, result.metrics_json);
+	dml_model_free(&parsed);
+	SPI_finish();
+
+	{
+		double		rps = 0;
+		char	   *r = strstr(result.metrics_json, "\"rows_per_second\": ");
+
+		if (r)
+			rps = strtod(r + strlen("\"rows_per_second\": "), NULL);
+		values[0] = Int64GetDatum(model_id);
+		values[1] = CStringGetTextDatum(job->name);
+		values[2] = Int32GetDatum(version);
+		values[3] = Int32GetDatum(result.epochs_run);
+		values[4] = Float8GetDatum(result.final_loss);
+		values[5] = Float8GetDatum(result.seconds);
+		values[6] = Float8GetDatum(rps);
+		values[7] = Int32GetDatum(job->workers);
+		values[8] = CStringGetTextDatum(result.device);
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
+}

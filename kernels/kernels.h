@@ -1,0 +1,308 @@
+/*-------------------------------------------------------------------------
+ *
+ * kernels.h
+ *	  The math of dml: dense layers, activations, losses, optimizers, the
+ *	  network that strings them together, and the model's binary format.
+ *
+ * This header is shared by the backend (extension/, coordinator/) and the
+ * worker (workers/).  Nothing here includes postgres.h or mpi.h: functions
+ * return a status (DmlStatus) that the caller turns into ereport() or
+ * MPI_Abort().
+ *
+ * Conventions (after llm.c): outputs first, then inputs, then sizes;
+ * gradients carry a "d" prefix; every tensor's shape is in a comment,
+ * row-major.  B = rows in the minibatch, C = input channels, OC = output
+ * channels, K = outputs of the network.
+ *
+ * The CPU implementation (cpu.c, net.c) is the reference.  The CUDA
+ * implementation (kernels/cuda/, cuda_kernels.h) mirrors it name for name, with
+ * a stream as the last argument.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DML_KERNELS_H
+#define DML_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DML_MAX_LAYERS		16		/* dense layers in one network */
+#define DML_MAX_WIDTH		65536	/* units in one layer */
+
+typedef enum DmlStatus
+{
+	DML_OK = 0,
+	DML_ERR_NOMEM,
+	DML_ERR_FORMAT,				/* a model blob that does not parse */
+	DML_ERR_CHECKSUM,
+	DML_ERR_SINGULAR,			/* exact solver: matrix not positive definite */
+	DML_ERR_ARG
+} DmlStatus;
+
+typedef enum DmlAct
+{
+	DML_ACT_IDENTITY = 0,
+	DML_ACT_RELU = 1,
+	DML_ACT_TANH = 2,
+	DML_ACT_SIGMOID = 3
+} DmlAct;
+
+typedef enum DmlLoss
+{
+	DML_LOSS_MSE = 0,			/* regression, K targets */
+	DML_LOSS_BCE = 1,			/* binary cross-entropy on one logit */
+	DML_LOSS_SOFTMAX = 2		/* softmax cross-entropy on K logits */
+} DmlLoss;
+
+typedef enum DmlOptimizer
+{
+	DML_OPT_SGD = 0,
+	DML_OPT_MOMENTUM = 1,
+	DML_OPT_NESTEROV = 2,
+	DML_OPT_ADAM = 3
+} DmlOptimizer;
+
+typedef enum DmlSchedule
+{
+	DML_SCHED_CONSTANT = 0,
+	DML_SCHED_STEP = 1,			/* lr * gamma^(floor(epoch / step)) */
+	DML_SCHED_COSINE = 2		/* lr * 0.5 * (1 + cos(pi * epoch / epochs)) */
+} DmlSchedule;
+
+extern const char *dml_status_string(DmlStatus st);
+extern const char *dml_act_name(DmlAct act);
+extern int	dml_act_parse(const char *name);	/* -1 when unknown */
+
+/* ---------------------------------------------------------------------
+ * Layers (cpu.c)
+ * --------------------------------------------------------------------- */
+
+/* out (B,OC) = inp (B,C) @ weight (OC,C)^T + bias (OC) */
+extern void dense_forward(float *out, const float *inp, const float *weight,
+						  const float *bias, int B, int C, int OC);
+
+/*
+ * dweight (OC,C) += dout (B,OC)^T @ inp (B,C); dbias (OC) += colsum(dout);
+ * dinp (B,C) = dout @ weight, skipped when dinp is NULL.
+ */
+extern void dense_backward(float *dinp, float *dweight, float *dbias,
+						   const float *dout, const float *inp,
+						   const float *weight, int B, int C, int OC);
+
+/* out (n) = act(inp (n)); may run in place */
+extern void activation_forward(float *out, const float *inp, size_t n, DmlAct act);
+
+/* dinp (n) = dout (n) * act'(.), written from the activation's output (n) */
+extern void activation_backward(float *dinp, const float *dout,
+								const float *out, size_t n, DmlAct act);
+
+/* ---------------------------------------------------------------------
+ * Losses (cpu.c).  Each returns the SUM of per-row losses over the B rows
+ * and writes dlogits = d(sum of losses) / d(logits); the caller scales by
+ * 1/(global rows).  logits (B,K); targets y (B,K) for MSE, y (B) holding
+ * 0/1 for BCE and the class index for softmax.
+ * --------------------------------------------------------------------- */
+
+/* per row: sum_k (logit - y)^2 */
+extern double mse_forward_backward(float *dlogits, const float *logits,
+								   const float *y, int B, int K);
+
+/* per row: log(1 + e^z) - y z, computed without overflow */
+extern double bce_forward_backward(float *dlogits, const float *logits,
+								   const float *y, int B);
+
+/* per row: logsumexp(z) - z[y]; probs (B,K) optional (may be NULL) */
+extern double softmax_forward_backward(float *dlogits, float *probs,
+									   const float *logits, const float *y,
+									   int B, int K);
+
+/* ---------------------------------------------------------------------
+ * Optimizers (cpu.c).  Weight decay is L2 added to the gradient (as
+ * torch.optim does); params, state and grads all have n elements.
+ * --------------------------------------------------------------------- */
+
+extern void sgd_update(float *params, const float *grads, size_t n,
+					   float lr, float weight_decay);
+
+/* v = mu v + g; p -= lr v (nesterov: p -= lr (g + mu v)) */
+extern void momentum_update(float *params, float *velocity, const float *grads,
+							size_t n, float lr, float mu, float weight_decay,
+							int nesterov);
+
+/* Adam with bias correction; t counts steps from 1 */
+extern void adam_update(float *params, float *m, float *v, const float *grads,
+						size_t n, float lr, float beta1, float beta2,
+						float eps, float weight_decay, int t);
+
+/* learning rate of epoch (0-based) out of epochs */
+extern float lr_at_epoch(DmlSchedule sched, float lr, int epoch, int epochs,
+						 int step_size, float gamma);
+
+/* ---------------------------------------------------------------------
+ * Random numbers (cpu.c): splitmix64/xorshift, identical on every platform
+ * --------------------------------------------------------------------- */
+
+typedef struct DmlRng
+{
+	uint64_t	s;
+} DmlRng;
+
+extern void dml_rng_seed(DmlRng *rng, uint64_t seed);
+extern uint64_t dml_rng_next(DmlRng *rng);
+extern double dml_rng_uniform(DmlRng *rng);		/* [0, 1) */
+extern double dml_rng_normal(DmlRng *rng);
+extern void dml_shuffle(int *idx, int n, DmlRng *rng);
+
+/* ---------------------------------------------------------------------
+ * The network (net.c): dense layers with one hidden activation and a loss
+ * --------------------------------------------------------------------- */
+
+typedef struct DmlNet
+{
+	int			nlayers;		/* dense layers, >= 1 */
+	int			sizes[DML_MAX_LAYERS + 1];	/* sizes[0] inputs .. outputs */
+	DmlAct		act;			/* after every layer but the last */
+	DmlLoss		loss;
+	size_t		nparams;
+	float	   *params;			/* per layer: W (out,in) then b (out) */
+} DmlNet;
+
+/* Activations kept for the backward pass, sized for up to maxB rows. */
+typedef struct DmlWork
+{
+	int			maxB;
+	float	   *acts[DML_MAX_LAYERS + 1];	/* acts[l] (maxB, sizes[l]); acts[0] unused */
+	float	   *dacts[2];		/* ping-pong gradient buffers (maxB, max width) */
+} DmlWork;
+
+extern size_t dml_net_param_count(int nlayers, const int *sizes);
+extern size_t dml_net_weight_offset(const DmlNet *net, int layer);
+extern size_t dml_net_bias_offset(const DmlNet *net, int layer);
+extern DmlStatus dml_net_alloc(DmlNet *net, int nlayers, const int *sizes,
+							   DmlAct act, DmlLoss loss);
+extern void dml_net_free(DmlNet *net);
+/* He initialization for relu, Xavier otherwise; biases zero */
+extern void dml_net_init(DmlNet *net, uint64_t seed);
+
+extern DmlStatus dml_work_alloc(DmlWork *work, const DmlNet *net, int maxB);
+extern void dml_work_free(DmlWork *work);
+
+/* logits (B, K) of X (B, sizes[0]); uses work->acts */
+extern const float *dml_net_forward(const DmlNet *net, DmlWork *work,
+									const float *X, int B);
+
+/*
+ * Forward and backward over B rows: grads (nparams) += d(sum loss)/dparams.
+ * Returns the sum of the rows' losses.
+ */
+extern double dml_net_forward_backward(const DmlNet *net, DmlWork *work,
+									   float *grads, const float *X,
+									   const float *y, int B);
+
+/* Turn logits (B,K) into predictions in place: identity / sigmoid / softmax */
+extern void dml_net_output(const DmlNet *net, float *logits, int B);
+
+/* ---------------------------------------------------------------------
+ * Exact solvers (solve.c)
+ * --------------------------------------------------------------------- */
+
+/* Solve A x = b for symmetric positive definite A (n,n) in place (double) */
+extern DmlStatus dml_cholesky_solve(double *A, double *b, int n);
+
+/* ---------------------------------------------------------------------
+ * The model blob (format.c): what dml.models.weights holds
+ *
+ *	 offset  field
+ *	 0       magic "DMLM" (uint32 0x4D4C4D44, little-endian)
+ *	 4       format version (uint32, DML_FORMAT_VERSION)
+ *	 8       total length in bytes, checksum included (uint32)
+ *	 12      nlayers (uint32), act (uint32), loss (uint32)
+ *	 24      sizes[nlayers + 1] (uint32 each)
+ *	 ..      in_mean[sizes[0]], in_scale[sizes[0]]   (float32)
+ *	 ..      out_mean[K], out_scale[K]               (float32)
+ *	 ..      params[nparams]                         (float32)
+ *	 end-4   CRC-32 of every byte before it (uint32)
+ *
+ * Inputs are standardized as (x - in_mean) * in_scale before the network;
+ * for regression, outputs are mapped back as y = out * out_scale + out_mean.
+ * All integers and floats are little-endian.
+ * --------------------------------------------------------------------- */
+
+#define DML_FORMAT_MAGIC	0x4D4C4D44u
+#define DML_FORMAT_VERSION	1
+
+typedef struct DmlModel
+{
+	DmlNet		net;
+	float	   *in_mean;		/* (sizes[0]) */
+	float	   *in_scale;		/* (sizes[0]) */
+	float	   *out_mean;		/* (K) */
+	float	   *out_scale;		/* (K) */
+} DmlModel;
+
+extern DmlStatus dml_model_alloc(DmlModel *m, int nlayers, const int *sizes,
+								 DmlAct act, DmlLoss loss);
+extern void dml_model_free(DmlModel *m);
+extern size_t dml_model_serialized_size(const DmlModel *m);
+/* writes dml_model_serialized_size(m) bytes into buf */
+extern void dml_model_serialize(const DmlModel *m, unsigned char *buf);
+/*
+ * Parse and validate a blob; on success *m owns fresh allocations.  On
+ * failure *m is untouched and errbuf (errlen bytes) says what was wrong.
+ */
+extern DmlStatus dml_model_parse(DmlModel *m, const unsigned char *buf,
+								 size_t len, char *errbuf, size_t errlen);
+
+/*
+ * Predict B rows of raw features X (B, sizes[0]) into out (B, K): inputs
+ * standardized, network run, output function applied, regression outputs
+ * mapped back.  scratch needs dml_model_scratch_floats(m, B) floats.
+ */
+extern size_t dml_model_scratch_floats(const DmlModel *m, int B);
+extern void dml_model_predict(const DmlModel *m, float *out, const float *X,
+							  int B, float *scratch);
+
+extern uint32_t dml_crc32(const unsigned char *buf, size_t len);
+
+/* ---------------------------------------------------------------------
+ * Metrics (metrics.c): sums that all-reduce, then JSON
+ *
+ * v[] holds every figure as a double so one MPI_Allreduce(SUM) merges the
+ * ranks: n, loss sum, |err| sum, err^2 sum, y sum, y^2 sum, then for
+ * classification the confusion matrix (K,K) indexed [true * K + predicted].
+ * --------------------------------------------------------------------- */
+
+#define DML_MET_N		0
+#define DML_MET_LOSS	1
+#define DML_MET_ABS		2
+#define DML_MET_SQ		3
+#define DML_MET_Y		4
+#define DML_MET_YY		5
+#define DML_MET_CONF	6
+
+typedef struct DmlMetrics
+{
+	DmlLoss		loss;
+	int			K;				/* classes (2 for BCE), or outputs */
+	size_t		nvalues;
+	double	   *v;
+} DmlMetrics;
+
+extern DmlStatus dml_metrics_init(DmlMetrics *m, DmlLoss loss, int K);
+extern void dml_metrics_free(DmlMetrics *m);
+extern void dml_metrics_reset(DmlMetrics *m);
+
+/*
+ * Add B rows: pred (B,K') is the model's output after dml_net_output
+ * (values, P(class 1), or class probabilities); y as for the losses.
+ */
+extern void dml_metrics_add(DmlMetrics *m, const float *pred, const float *y, int B);
+
+/* mean loss (MSE, or log loss) and the headline metric (R^2 or accuracy) */
+extern double dml_metrics_loss(const DmlMetrics *m);
+extern double dml_metrics_score(const DmlMetrics *m);
+
+/* JSON object with every metric; returns the length it needed */
+extern size_t dml_metrics_json(const DmlMetrics *m, char *buf, size_t len);
+
+#endif							/* DML_KERNELS_H */

@@ -1,0 +1,66 @@
+# pgcluster.sh: start and stop a private PostgreSQL cluster for tests,
+# benchmarks and the demo.  Source it, then:
+#
+#   pgc_start [port]     initdb + start in a fresh temporary directory, run
+#                        as the non-root 'postgres' OS user, listening only
+#                        on a private Unix socket and 127.0.0.1:port;
+#                        sets PGC_DIR PGC_PORT PGC_SOCK PGHOST PGPORT PGUSER
+#   pgc_psql ...         psql as the cluster's superuser (-X -v ON_ERROR_STOP=1)
+#   pgc_as_pg CMD...     run a command as the 'postgres' OS user
+#   pgc_stop             fast shutdown and remove the directory
+#
+# The server refuses to run as root, so when we are root everything that
+# touches the data directory runs through runuser as 'postgres'.
+
+PG_BINDIR=${PG_BINDIR:-$(pg_config --bindir)}
+PGC_OSUSER=${PGC_OSUSER:-postgres}
+
+pgc_as_pg() {
+	if [ "$(id -u)" = 0 ]; then
+		local v envs=()
+		for v in PGHOST PGPORT PGUSER PGDATABASE; do
+			[ -n "${!v}" ] && envs+=("$v=${!v}")
+		done
+		runuser -u "$PGC_OSUSER" -- env PATH="$PATH" "${envs[@]}" "$@"
+	else
+		"$@"
+	fi
+}
+
+pgc_start() {
+	PGC_PORT=${1:-$((20000 + RANDOM % 20000))}
+	PGC_DIR=$(mktemp -d /tmp/dml-pg.XXXXXX)
+	chmod 755 "$PGC_DIR"
+	[ "$(id -u)" = 0 ] && chown "$PGC_OSUSER" "$PGC_DIR"
+	PGC_SOCK=$PGC_DIR
+	pgc_as_pg "$PG_BINDIR/initdb" -D "$PGC_DIR/data" -U postgres -A trust \
+		-E UTF8 --locale=C.UTF-8 >"$PGC_DIR/initdb.log" 2>&1 || {
+		cat "$PGC_DIR/initdb.log"; return 1; }
+	cat >>"$PGC_DIR/data/postgresql.conf" <<EOF
+listen_addresses = '127.0.0.1'
+port = $PGC_PORT
+unix_socket_directories = '$PGC_SOCK'
+max_connections = 64
+shared_buffers = 512MB
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+max_parallel_workers_per_gather = 2
+log_min_messages = warning
+EOF
+	pgc_as_pg "$PG_BINDIR/pg_ctl" -D "$PGC_DIR/data" -l "$PGC_DIR/server.log" \
+		-w -t 60 start >/dev/null || { cat "$PGC_DIR/server.log"; return 1; }
+	export PGHOST=$PGC_SOCK PGPORT=$PGC_PORT PGUSER=postgres PGDATABASE=postgres
+	export PGC_DIR PGC_PORT PGC_SOCK
+}
+
+pgc_psql() {
+	pgc_as_pg psql -X -q -v ON_ERROR_STOP=1 "$@"
+}
+
+pgc_stop() {
+	[ -n "$PGC_DIR" ] || return 0
+	pgc_as_pg "$PG_BINDIR/pg_ctl" -D "$PGC_DIR/data" -m fast -w stop >/dev/null 2>&1
+	rm -rf "$PGC_DIR"
+	PGC_DIR=
+}

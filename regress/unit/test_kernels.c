@@ -1,0 +1,1118 @@
+/*-------------------------------------------------------------------------
+ *
+ * test_kernels.c
+ *	  Unit tests of the CPU reference kernels (kernels/cpu.c, net.c, ...).
+ *
+ * Every backward pass is checked against central finite differences: the
+ * kernels run in float, the objective is summed in double, and the step
+ * actually taken is measured as (double) ((float) (x + h) - (float) (x - h))
+ * so the rounding of x +- h does not count as error.  A gradient g passes
+ * against its estimate ref when |g - ref| <= atol + |ref| * rtol; each
+ * group states its atol, rtol and h with the reason.
+ *
+ * Optimizers, schedules, losses at extreme logits, the solver, the model
+ * blob, prediction and metrics are checked against numbers worked out by
+ * hand (the working is in the comments).
+ *
+ * Output: one line per check, "ok - name" or "not ok - name: detail", then
+ * "N passed, N failed"; the exit status is 1 when anything failed.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kernels.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int	npassed = 0;
+static int	nfailed = 0;
+
+/* record one check; detail is printed only on failure */
+static void
+check(int ok, const char *name, const char *fmt,...)
+{
+	if (ok)
+	{
+		printf("ok - %s\n", name);
+		npassed++;
+		return;
+	}
+	printf("not ok - %s: ", name);
+	if (fmt != NULL)
+	{
+		va_list		ap;
+
+		va_start(ap, fmt);
+		vprintf(fmt, ap);
+		va_end(ap);
+	}
+	printf("\n");
+	nfailed++;
+}
+
+/* |got - want| <= atol + |want| * rtol */
+static int
+close_to(double got, double want, double atol, double rtol)
+{
+	return fabs(got - want) <= atol + fabs(want) * rtol;
+}
+
+/* check one scalar against a literal */
+static void
+check_num(const char *name, double got, double want, double atol, double rtol)
+{
+	check(close_to(got, want, atol, rtol), name, "got %.9g, want %.9g", got, want);
+}
+
+/* compare n analytic values with references; report the worst element */
+static void
+check_vec(const char *name, const float *got, const double *want, size_t n,
+		  double atol, double rtol)
+{
+	size_t		worst = 0;
+	double		worst_excess = -1.0;
+	int			bad = 0;
+
+	for (size_t i = 0; i < n; i++)
+	{
+		double		excess = fabs(got[i] - want[i]) - (atol + fabs(want[i]) * rtol);
+
+		if (!(excess <= 0.0))
+			bad++;
+		if (!(excess <= worst_excess))
+		{
+			worst_excess = excess;
+			worst = i;
+		}
+	}
+	check(bad == 0, name, "%d of %zu elements off; worst [%zu] got %.9g want %.9g",
+		  bad, n, worst, got[worst], want[worst]);
+}
+
+/* n uniform floats in [lo, hi) */
+static void
+fill_uniform(float *x, size_t n, DmlRng *rng, double lo, double hi)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = (float) (lo + (hi - lo) * dml_rng_uniform(rng));
+}
+
+/* n uniform floats with lo <= |x| < hi and a random sign */
+static void
+fill_away_from_zero(float *x, size_t n, DmlRng *rng, double lo, double hi)
+{
+	for (size_t i = 0; i < n; i++)
+	{
+		double		u = lo + (hi - lo) * dml_rng_uniform(rng);
+
+		x[i] = (float) (dml_rng_uniform(rng) < 0.5 ? -u : u);
+	}
+}
+
+/* the step really taken between two perturbed floats */
+static double
+step_taken(float x, float h)
+{
+	return (double) (x + h) - (double) (x - h);
+}
+
+/* ---------------------------------------------------------------------
+ * Dense layer
+ * --------------------------------------------------------------------- */
+
+/* sum(out .* G) in double, out = dense_forward(inp, weight, bias) */
+static double
+dense_objective(const float *inp, const float *weight, const float *bias,
+				const float *G, int B, int C, int OC)
+{
+	float	   *out = malloc(sizeof(float) * B * OC);
+	double		s = 0.0;
+
+	dense_forward(out, inp, weight, bias, B, C, OC);
+	for (int i = 0; i < B * OC; i++)
+		s += (double) out[i] * G[i];
+	free(out);
+	return s;
+}
+
+/* central difference of dense_objective with respect to x[i] */
+static double
+dense_fd(float *x, int i, float h, const float *inp, const float *weight,
+		 const float *bias, const float *G, int B, int C, int OC)
+{
+	float		keep = x[i];
+	double		fp,
+				fm,
+				dx = step_taken(keep, h);
+
+	x[i] = keep + h;
+	fp = dense_objective(inp, weight, bias, G, B, C, OC);
+	x[i] = keep - h;
+	fm = dense_objective(inp, weight, bias, G, B, C, OC);
+	x[i] = keep;
+	return (fp - fm) / dx;
+}
+
+/*
+ * dense_backward against finite differences.  The layer is linear in each
+ * argument, so the difference quotient has no truncation error: only the
+ * float rounding of the forward pass (about 1e-7 of an O(1) objective,
+ * divided by 2h = 2e-2) remains.  h = 1e-2, atol = 1e-4, rtol = 1e-3.
+ */
+static void
+test_dense(void)
+{
+	enum
+	{
+		B = 3, C = 4, OC = 5
+	};
+	DmlRng		rng;
+	float		inp[B * C],
+				weight[OC * C],
+				bias[OC],
+				G[B * OC];
+	float		dinp[B * C],
+				dweight[OC * C],
+				dbias[OC];
+	double		ref_inp[B * C],
+				ref_weight[OC * C],
+				ref_bias[OC];
+	const float h = 1e-2f;
+	const double atol = 1e-4,
+				rtol = 1e-3;
+
+	dml_rng_seed(&rng, 11);
+	fill_uniform(inp, B * C, &rng, -1, 1);
+	fill_uniform(weight, OC * C, &rng, -1, 1);
+	fill_uniform(bias, OC, &rng, -1, 1);
+	fill_uniform(G, B * OC, &rng, -1, 1);
+
+	/* forward by hand, and the B == 1 (sgemv) path against the sgemm one */
+	{
+		float		out[B * OC],
+					row[OC];
+		double		ref[B * OC];
+		int			bad = 0;
+
+		dense_forward(out, inp, weight, bias, B, C, OC);
+		for (int b = 0; b < B; b++)
+			for (int o = 0; o < OC; o++)
+			{
+				double		s = bias[o];
+
+				for (int c = 0; c < C; c++)
+					s += (double) inp[b * C + c] * weight[o * C + c];
+				ref[b * OC + o] = s;
+			}
+		check_vec("dense_forward equals the sum by hand", out, ref, B * OC, 1e-6, 1e-6);
+		for (int b = 0; b < B; b++)
+		{
+			dense_forward(row, inp + b * C, weight, bias, 1, C, OC);
+			for (int o = 0; o < OC; o++)
+				if (fabsf(row[o] - out[b * OC + o]) > 1e-6f)
+					bad++;
+		}
+		check(bad == 0, "dense_forward B=1 (sgemv) equals B>1 (sgemm)", "%d values differ", bad);
+	}
+
+	memset(dweight, 0, sizeof(dweight));
+	memset(dbias, 0, sizeof(dbias));
+	dense_backward(dinp, dweight, dbias, G, inp, weight, B, C, OC);
+	for (int i = 0; i < B * C; i++)
+		ref_inp[i] = dense_fd(inp, i, h, inp, weight, bias, G, B, C, OC);
+	for (int i = 0; i < OC * C; i++)
+		ref_weight[i] = dense_fd(weight, i, h, inp, weight, bias, G, B, C, OC);
+	for (int i = 0; i < OC; i++)
+		ref_bias[i] = dense_fd(bias, i, h, inp, weight, bias, G, B, C, OC);
+	check_vec("dense_backward dinp vs finite differences", dinp, ref_inp, B * C, atol, rtol);
+	check_vec("dense_backward dweight vs finite differences", dweight, ref_weight, OC * C, atol, rtol);
+	check_vec("dense_backward dbias vs finite differences", dbias, ref_bias, OC, atol, rtol);
+
+	/* dweight and dbias accumulate; dinp may be NULL */
+	{
+		float		dw2[OC * C],
+					db2[OC];
+		int			bad = 0;
+
+		memcpy(dw2, dweight, sizeof(dw2));
+		memcpy(db2, dbias, sizeof(db2));
+		dense_backward(NULL, dw2, db2, G, inp, weight, B, C, OC);
+		for (int i = 0; i < OC * C; i++)
+			if (!close_to(dw2[i], 2.0 * dweight[i], 1e-6, 1e-6))
+				bad++;
+		for (int i = 0; i < OC; i++)
+			if (!close_to(db2[i], 2.0 * dbias[i], 1e-6, 1e-6))
+				bad++;
+		check(bad == 0, "dense_backward accumulates into dweight/dbias (dinp NULL)",
+			  "%d values are not doubled", bad);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Activations
+ * --------------------------------------------------------------------- */
+
+/*
+ * activation_backward against finite differences, element by element
+ * (the activation is elementwise, so d/dx_i sum(act(x) .* G) involves only
+ * x_i).  Inputs keep |x| >= 0.1 so relu's kink is never inside [x-h, x+h].
+ * h = 1e-3: truncation h^2/6 |act'''| < 1e-6, float rounding of act(x)
+ * (6e-8) over 2h gives 3e-5, so atol = 1e-4 and rtol = 1e-3.
+ */
+static void
+test_activations(void)
+{
+	enum
+	{
+		N = 64
+	};
+	const DmlAct acts[] = {DML_ACT_RELU, DML_ACT_TANH, DML_ACT_SIGMOID, DML_ACT_IDENTITY};
+	const float h = 1e-3f;
+	DmlRng		rng;
+
+	dml_rng_seed(&rng, 12);
+	for (int a = 0; a < 4; a++)
+	{
+		DmlAct		act = acts[a];
+		float		x[N],
+					y[N],
+					G[N],
+					dx[N];
+		double		ref[N];
+		char		name[96];
+
+		fill_away_from_zero(x, N, &rng, 0.1, 3.0);
+		fill_uniform(G, N, &rng, -1, 1);
+		activation_forward(y, x, N, act);
+		activation_backward(dx, G, y, N, act);
+		for (int i = 0; i < N; i++)
+		{
+			float		p = x[i] + h,
+						m = x[i] - h,
+						yp,
+						ym;
+
+			activation_forward(&yp, &p, 1, act);
+			activation_forward(&ym, &m, 1, act);
+			ref[i] = G[i] * ((double) yp - ym) / step_taken(x[i], h);
+		}
+		snprintf(name, sizeof(name), "activation_backward %s vs finite differences",
+				 dml_act_name(act));
+		check_vec(name, dx, ref, N, 1e-4, 1e-3);
+
+		/* in place, as net.c calls it */
+		memcpy(dx, G, sizeof(dx));
+		activation_backward(dx, dx, y, N, act);
+		snprintf(name, sizeof(name), "activation_backward %s in place", dml_act_name(act));
+		check_vec(name, dx, ref, N, 1e-4, 1e-3);
+	}
+
+	/* forward values at a few points by hand */
+	{
+		float		x[3] = {-2.0f, 0.0f, 1.5f},
+					y[3];
+
+		activation_forward(y, x, 3, DML_ACT_RELU);
+		check(y[0] == 0.0f && y[1] == 0.0f && y[2] == 1.5f, "relu forward", "%g %g %g", y[0], y[1], y[2]);
+		activation_forward(y, x, 3, DML_ACT_SIGMOID);
+		check(close_to(y[0], 0.119202922, 1e-7, 1e-6) && y[1] == 0.5f &&
+			  close_to(y[2], 0.817574476, 1e-7, 1e-6), "sigmoid forward", "%g %g %g", y[0], y[1], y[2]);
+		activation_forward(y, x, 3, DML_ACT_TANH);
+		check(close_to(y[0], -0.964027580, 1e-7, 1e-6) && y[1] == 0.0f &&
+			  close_to(y[2], 0.905148254, 1e-7, 1e-6), "tanh forward", "%g %g %g", y[0], y[1], y[2]);
+	}
+	check(dml_act_parse("tanh") == DML_ACT_TANH && dml_act_parse("gelu") == -1 &&
+		  strcmp(dml_act_name(DML_ACT_SIGMOID), "sigmoid") == 0,
+		  "dml_act_parse / dml_act_name", NULL);
+}
+
+/* ---------------------------------------------------------------------
+ * Losses
+ * --------------------------------------------------------------------- */
+
+/* the sum of losses for one of the three losses */
+static double
+loss_sum(DmlLoss loss, float *scratch, const float *z, const float *y, int B, int K)
+{
+	switch (loss)
+	{
+		case DML_LOSS_MSE:
+			return mse_forward_backward(scratch, z, y, B, K);
+		case DML_LOSS_BCE:
+			return bce_forward_backward(scratch, z, y, B);
+		case DML_LOSS_SOFTMAX:
+			return softmax_forward_backward(scratch, NULL, z, y, B, K);
+	}
+	return NAN;
+}
+
+/*
+ * dlogits of each loss against finite differences of the returned sum.
+ * h = 1e-3; the per-row terms are float (logf, log1pf: 1e-7 of O(1)), so
+ * rounding over 2h is about 1e-4 at worst: atol = 5e-4, rtol = 5e-3.
+ */
+static void
+test_loss_gradients(void)
+{
+	enum
+	{
+		B = 5, K = 4
+	};
+	const DmlLoss losses[] = {DML_LOSS_MSE, DML_LOSS_BCE, DML_LOSS_SOFTMAX};
+	const char *names[] = {"mse", "bce", "softmax"};
+	const float h = 1e-3f;
+	DmlRng		rng;
+
+	dml_rng_seed(&rng, 13);
+	for (int l = 0; l < 3; l++)
+	{
+		DmlLoss		loss = losses[l];
+		int			k = loss == DML_LOSS_BCE ? 1 : K;
+		int			n = B * k;
+		float		z[B * K],
+					y[B * K],
+					dz[B * K],
+					scratch[B * K];
+		double		ref[B * K];
+		char		name[96];
+
+		fill_uniform(z, n, &rng, -3, 3);
+		for (int i = 0; i < (loss == DML_LOSS_MSE ? n : B); i++)
+		{
+			if (loss == DML_LOSS_MSE)
+				y[i] = (float) (4.0 * dml_rng_uniform(&rng) - 2.0);
+			else if (loss == DML_LOSS_BCE)
+				y[i] = (float) (dml_rng_next(&rng) & 1);
+			else
+				y[i] = (float) (dml_rng_next(&rng) % K);
+		}
+		loss_sum(loss, dz, z, y, B, k);
+		for (int i = 0; i < n; i++)
+		{
+			float		keep = z[i];
+			double		fp,
+						fm;
+
+			z[i] = keep + h;
+			fp = loss_sum(loss, scratch, z, y, B, k);
+			z[i] = keep - h;
+			fm = loss_sum(loss, scratch, z, y, B, k);
+			z[i] = keep;
+			ref[i] = (fp - fm) / step_taken(keep, h);
+		}
+		snprintf(name, sizeof(name), "%s dlogits vs finite differences", names[l]);
+		check_vec(name, dz, ref, n, 5e-4, 5e-3);
+	}
+
+	/* the loss values themselves on one row each, by hand */
+	{
+		float		z[3] = {1.0f, 2.0f, 3.0f},
+					t[3] = {0.5f, 2.0f, 1.0f},
+					d[3],
+					p[3];
+		float		lbl = 2.0f;
+
+		/* (0.5)^2 + 0 + 2^2 = 4.25 */
+		check_num("mse loss by hand", mse_forward_backward(d, z, t, 1, 3), 4.25, 1e-9, 1e-9);
+		/* log(1 + e^1) - 1 * 1 = 0.313261687518 */
+		check_num("bce loss by hand", bce_forward_backward(d, z, t + 2, 1), 0.313261687518, 1e-6, 1e-6);
+		/* log(e + e^2 + e^3) - 3 = 0.407605964 */
+		check_num("softmax loss by hand", softmax_forward_backward(d, p, z, &lbl, 1, 3),
+				  0.407605964, 1e-6, 1e-6);
+		check(close_to(p[0] + p[1] + p[2], 1.0, 1e-6, 0) && close_to(p[2], 0.665240956, 1e-6, 1e-6),
+			  "softmax probs sum to 1", "%g %g %g", p[0], p[1], p[2]);
+	}
+}
+
+/* softmax at logits of +-1000 and BCE at +-100: finite and exact */
+static void
+test_loss_stability(void)
+{
+	float		d[3],
+				p[3];
+	double		s;
+
+	{
+		float		z[3] = {1000.0f, -1000.0f, 0.0f};
+		float		y0 = 0.0f,
+					y1 = 1.0f;
+
+		/* label 0: logsumexp = 1000, loss 0; label 1: loss 2000 */
+		s = softmax_forward_backward(d, p, z, &y0, 1, 3);
+		check(isfinite(s) && fabs(s) < 1e-6 && isfinite(d[0]) && isfinite(d[1]) &&
+			  isfinite(d[2]) && fabsf(d[0]) < 1e-6f && fabsf(d[1]) < 1e-6f && fabsf(d[2]) < 1e-6f,
+			  "softmax at +-1000, right label: loss 0, dlogits 0",
+			  "loss %g dlogits %g %g %g", s, d[0], d[1], d[2]);
+		s = softmax_forward_backward(d, p, z, &y1, 1, 3);
+		check(close_to(s, 2000.0, 1e-3, 1e-6) && close_to(d[0], 1.0, 1e-6, 0) &&
+			  close_to(d[1], -1.0, 1e-6, 0) && fabsf(d[2]) < 1e-6f,
+			  "softmax at +-1000, wrong label: loss 2000, dlogits (1,-1,0)",
+			  "loss %g dlogits %g %g %g", s, d[0], d[1], d[2]);
+	}
+	{
+		float		z[2] = {1000.0f, 1000.0f};
+		float		y0 = 0.0f;
+
+		s = softmax_forward_backward(d, p, z, &y0, 1, 2);
+		check(close_to(s, log(2.0), 1e-6, 0) && close_to(d[0], -0.5, 1e-6, 0) &&
+			  close_to(d[1], 0.5, 1e-6, 0), "softmax at (1000, 1000): log 2",
+			  "loss %g dlogits %g %g", s, d[0], d[1]);
+	}
+	{
+		/* (z, y): loss log(1+e^z) - y z, dlogit sigmoid(z) - y */
+		const float zs[4] = {100.0f, 100.0f, -100.0f, -100.0f};
+		const float ys[4] = {1.0f, 0.0f, 0.0f, 1.0f};
+		const double want_loss[4] = {0.0, 100.0, 0.0, 100.0};
+		const double want_d[4] = {0.0, 1.0, 0.0, -1.0};
+		int			bad = 0;
+
+		for (int i = 0; i < 4; i++)
+		{
+			float		dz;
+
+			s = bce_forward_backward(&dz, &zs[i], &ys[i], 1);
+			if (!isfinite(s) || !close_to(s, want_loss[i], 1e-6, 1e-6) ||
+				!close_to(dz, want_d[i], 1e-6, 0))
+			{
+				bad++;
+				printf("# bce z=%g y=%g: loss %g dlogit %g\n", zs[i], ys[i], s, dz);
+			}
+		}
+		check(bad == 0, "bce at +-100: finite, exact loss and dlogit", "%d cases wrong", bad);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * The network
+ * --------------------------------------------------------------------- */
+
+/*
+ * dml_net_forward_backward of a 2-hidden-layer MLP (3-5-4-K) against
+ * finite differences over every parameter, once per loss.  Biases are set
+ * nonzero so they matter.  h = 1e-3: the loss of 4 rows is O(1) and its
+ * float rounding over 2h is about 2e-4, so atol = 1e-3 and rtol = 1e-2; a
+ * wrong gradient is off by O(1).  The relu case is seeded so no hidden
+ * pre-activation sits within reach of the kink (a kink would show as a
+ * single outlier element).
+ */
+static void
+test_net_gradients(void)
+{
+	const DmlLoss losses[] = {DML_LOSS_MSE, DML_LOSS_BCE, DML_LOSS_SOFTMAX};
+	const DmlAct acts[] = {DML_ACT_TANH, DML_ACT_SIGMOID, DML_ACT_RELU};
+	const int	outs[] = {2, 1, 3};
+	const char *names[] = {"mse", "bce", "softmax"};
+	const int	B = 4;
+	const float h = 1e-3f;
+
+	for (int l = 0; l < 3; l++)
+	{
+		int			sizes[4] = {3, 5, 4, outs[l]};
+		int			K = outs[l];
+		DmlNet		net;
+		DmlWork		work;
+		DmlRng		rng;
+		float	   *grads,
+				   *scratch,
+				   *X,
+				   *y;
+		double	   *ref;
+		double		loss;
+		char		name[128];
+
+		if (dml_net_alloc(&net, 3, sizes, acts[l], losses[l]) != DML_OK ||
+			dml_work_alloc(&work, &net, B) != DML_OK)
+		{
+			check(0, "dml_net_alloc", "allocation failed");
+			return;
+		}
+		dml_net_init(&net, 100 + l);
+		dml_rng_seed(&rng, 200 + l);
+		for (int j = 0; j < net.nlayers; j++)
+			fill_uniform(net.params + dml_net_bias_offset(&net, j), sizes[j + 1], &rng, -0.5, 0.5);
+		grads = calloc(net.nparams, sizeof(float));
+		scratch = calloc(net.nparams, sizeof(float));
+		ref = calloc(net.nparams, sizeof(double));
+		X = malloc(sizeof(float) * B * sizes[0]);
+		y = malloc(sizeof(float) * B * K);
+		fill_uniform(X, (size_t) B * sizes[0], &rng, -2, 2);
+		for (int i = 0; i < (losses[l] == DML_LOSS_MSE ? B * K : B); i++)
+			y[i] = losses[l] == DML_LOSS_MSE ? (float) (2.0 * dml_rng_uniform(&rng) - 1.0) :
+				(float) (dml_rng_next(&rng) % (losses[l] == DML_LOSS_BCE ? 2 : K));
+
+		loss = dml_net_forward_backward(&net, &work, grads, X, y, B);
+		for (size_t i = 0; i < net.nparams; i++)
+		{
+			float		keep = net.params[i];
+			double		fp,
+						fm;
+
+			net.params[i] = keep + h;
+			fp = dml_net_forward_backward(&net, &work, scratch, X, y, B);
+			net.params[i] = keep - h;
+			fm = dml_net_forward_backward(&net, &work, scratch, X, y, B);
+			net.params[i] = keep;
+			ref[i] = (fp - fm) / step_taken(keep, h);
+		}
+		snprintf(name, sizeof(name), "dml_net_forward_backward 3-5-4-%d %s/%s vs finite differences",
+				 K, dml_act_name(acts[l]), names[l]);
+		check_vec(name, grads, ref, net.nparams, 1e-3, 1e-2);
+		snprintf(name, sizeof(name), "dml_net_forward_backward %s loss is finite and positive", names[l]);
+		check(isfinite(loss) && loss > 0, name, "loss %g", loss);
+
+		free(grads);
+		free(scratch);
+		free(ref);
+		free(X);
+		free(y);
+		dml_work_free(&work);
+		dml_net_free(&net);
+	}
+
+	/* argument checks */
+	{
+		DmlNet		net;
+		int			bad[3] = {3, 0, 2};
+
+		check(dml_net_alloc(&net, 2, bad, DML_ACT_RELU, DML_LOSS_MSE) == DML_ERR_ARG &&
+			  dml_net_alloc(&net, 0, bad, DML_ACT_RELU, DML_LOSS_MSE) == DML_ERR_ARG,
+			  "dml_net_alloc rejects a zero width and zero layers", NULL);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Optimizers and schedules
+ * --------------------------------------------------------------------- */
+
+static void
+test_optimizers(void)
+{
+	/*
+	 * SGD, lr 0.1, weight decay 0.01, g = (0.5, 0.25) twice from (1, -2):
+	 * p0: 1 - 0.1 (0.5 + 0.01) = 0.949; 0.949 - 0.1 (0.5 + 0.00949) = 0.898051
+	 * p1: -2 - 0.1 (0.25 - 0.02) = -2.023; -2.023 - 0.1 (0.25 - 0.02023) = -2.045977
+	 */
+	{
+		float		p[2] = {1.0f, -2.0f},
+					g[2] = {0.5f, 0.25f};
+
+		sgd_update(p, g, 2, 0.1f, 0.01f);
+		check(close_to(p[0], 0.949, 1e-6, 0) && close_to(p[1], -2.023, 1e-6, 0),
+			  "sgd_update with weight decay, step 1", "%.9g %.9g", p[0], p[1]);
+		sgd_update(p, g, 2, 0.1f, 0.01f);
+		check(close_to(p[0], 0.898051, 1e-6, 0) && close_to(p[1], -2.045977, 1e-6, 0),
+			  "sgd_update with weight decay, step 2", "%.9g %.9g", p[0], p[1]);
+	}
+
+	/*
+	 * Momentum, lr 0.1, mu 0.9, g = 1, p = 1:
+	 * heavy ball: v = 1, 1.9, 2.71; p = 0.9, 0.71, 0.439
+	 * Nesterov:   p -= 0.1 (1 + 0.9 v): 0.81, 0.539, 0.1951
+	 */
+	{
+		const double heavy[3] = {0.9, 0.71, 0.439};
+		const double nest[3] = {0.81, 0.539, 0.1951};
+
+		for (int n = 0; n < 2; n++)
+		{
+			float		p = 1.0f,
+						v = 0.0f,
+						g = 1.0f;
+			int			bad = 0;
+
+			for (int t = 0; t < 3; t++)
+			{
+				momentum_update(&p, &v, &g, 1, 0.1f, 0.9f, 0.0f, n);
+				if (!close_to(p, n ? nest[t] : heavy[t], 1e-6, 0))
+				{
+					bad++;
+					printf("# step %d: p %.9g want %.9g\n", t + 1, p, n ? nest[t] : heavy[t]);
+				}
+			}
+			check(bad == 0, n ? "momentum_update nesterov, 3 steps" : "momentum_update heavy ball, 3 steps",
+				  "%d steps wrong", bad);
+		}
+		/* weight decay enters the gradient: g = 1 + 0.5 * 1 = 1.5, p = 1 - 0.1 * 1.5 */
+		{
+			float		p = 1.0f,
+						v = 0.0f,
+						g = 1.0f;
+
+			momentum_update(&p, &v, &g, 1, 0.1f, 0.9f, 0.5f, 0);
+			check(close_to(p, 0.85, 1e-6, 0) && close_to(v, 1.5, 1e-6, 0),
+				  "momentum_update with weight decay", "p %.9g v %.9g", p, v);
+		}
+	}
+
+	/*
+	 * Adam, lr 0.1, betas (0.9, 0.999), eps 1e-8, p = 1, g = 1, -2, 0.5:
+	 * t=1: m = 0.1, v = 0.001, m^ = 1, v^ = 1, p = 1 - 0.1 = 0.9
+	 * t=2: m = -0.11, v = 0.004999, m^ = -0.578947, v^ = 2.500750,
+	 *      p = 0.9 + 0.1 * 0.578947 / 1.581376 = 0.936610
+	 * t=3: m = -0.049, v = 0.005244001, m^ = -0.180738, v^ = 1.749751,
+	 *      p = 0.950279
+	 * (as torch.optim.Adam; worked in double)
+	 */
+	{
+		const float gs[3] = {1.0f, -2.0f, 0.5f};
+		const double want[3] = {0.900000001, 0.9366103535, 0.9502794197};
+		float		p = 1.0f,
+					m = 0.0f,
+					v = 0.0f;
+		int			bad = 0;
+
+		for (int t = 0; t < 3; t++)
+		{
+			adam_update(&p, &m, &v, &gs[t], 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0.0f, t + 1);
+			if (!close_to(p, want[t], 2e-6, 0))
+			{
+				bad++;
+				printf("# step %d: p %.9g want %.9g\n", t + 1, p, want[t]);
+			}
+		}
+		check(bad == 0, "adam_update, 3 steps", "%d steps wrong", bad);
+	}
+}
+
+static void
+test_schedules(void)
+{
+	check_num("lr_at_epoch constant", lr_at_epoch(DML_SCHED_CONSTANT, 0.1f, 7, 10, 3, 0.5f), 0.1, 1e-7, 0);
+	/* lr 0.1, step 3, gamma 0.5: epochs 0-2 -> 0.1, 3-5 -> 0.05, 7 -> 0.025 */
+	check_num("lr_at_epoch step, epoch 2", lr_at_epoch(DML_SCHED_STEP, 0.1f, 2, 10, 3, 0.5f), 0.1, 1e-7, 0);
+	check_num("lr_at_epoch step, epoch 3", lr_at_epoch(DML_SCHED_STEP, 0.1f, 3, 10, 3, 0.5f), 0.05, 1e-7, 0);
+	check_num("lr_at_epoch step, epoch 7", lr_at_epoch(DML_SCHED_STEP, 0.1f, 7, 10, 3, 0.5f), 0.025, 1e-7, 0);
+	/* cosine, 10 epochs: 0 -> lr, 2 -> 0.05 (1 + cos 0.2 pi) = 0.0904508, 5 -> lr / 2 */
+	check_num("lr_at_epoch cosine, epoch 0", lr_at_epoch(DML_SCHED_COSINE, 0.1f, 0, 10, 0, 0), 0.1, 1e-7, 0);
+	check_num("lr_at_epoch cosine, epoch 2", lr_at_epoch(DML_SCHED_COSINE, 0.1f, 2, 10, 0, 0), 0.0904508497, 1e-7, 0);
+	check_num("lr_at_epoch cosine, epoch 5", lr_at_epoch(DML_SCHED_COSINE, 0.1f, 5, 10, 0, 0), 0.05, 1e-7, 0);
+	check_num("lr_at_epoch cosine, epoch 10", lr_at_epoch(DML_SCHED_COSINE, 0.1f, 10, 10, 0, 0), 0.0, 1e-7, 0);
+}
+
+/* ---------------------------------------------------------------------
+ * Random numbers
+ * --------------------------------------------------------------------- */
+
+static void
+test_rng(void)
+{
+	DmlRng		a,
+				b;
+	int			idx[100],
+				seen[100] = {0},
+				dup = 0,
+				same = 1;
+
+	dml_rng_seed(&a, 42);
+	dml_rng_seed(&b, 42);
+	for (int i = 0; i < 1000; i++)
+		if (dml_rng_next(&a) != dml_rng_next(&b))
+			same = 0;
+	check(same, "dml_rng: same seed, same stream", NULL);
+	for (int i = 0; i < 100; i++)
+		idx[i] = i;
+	dml_shuffle(idx, 100, &a);
+	for (int i = 0; i < 100; i++)
+		if (idx[i] < 0 || idx[i] >= 100 || seen[idx[i]]++)
+			dup++;
+	check(dup == 0, "dml_shuffle is a permutation", "%d bad entries", dup);
+}
+
+/* ---------------------------------------------------------------------
+ * Exact solver
+ * --------------------------------------------------------------------- */
+
+static void
+test_cholesky(void)
+{
+	/* A = L L^T with L = [[2,0,0],[6,1,0],[-8,5,3]]; x = (1,2,3), b = A x */
+	{
+		double		A[9] = {4, 12, -16, 12, 37, -43, -16, -43, 98};
+		double		b[3] = {-20, -43, 192};
+		DmlStatus	st = dml_cholesky_solve(A, b, 3);
+
+		check(st == DML_OK && close_to(b[0], 1, 1e-10, 0) && close_to(b[1], 2, 1e-10, 0) &&
+			  close_to(b[2], 3, 1e-10, 0), "dml_cholesky_solve on a known SPD system",
+			  "status %d x = %g %g %g", st, b[0], b[1], b[2]);
+		check(close_to(A[0], 2, 1e-12, 0) && close_to(A[3], 6, 1e-12, 0) &&
+			  close_to(A[8], 3, 1e-12, 0), "dml_cholesky_solve leaves the factor L", NULL);
+	}
+	{
+		double		A[4] = {1, 2, 2, 4};
+		double		b[2] = {1, 2};
+
+		check(dml_cholesky_solve(A, b, 2) == DML_ERR_SINGULAR,
+			  "dml_cholesky_solve rejects a singular matrix", NULL);
+	}
+	{
+		double		A[4] = {1, 0, 0, -1};
+		double		b[2] = {1, 1};
+
+		check(dml_cholesky_solve(A, b, 2) == DML_ERR_SINGULAR,
+			  "dml_cholesky_solve rejects an indefinite matrix", NULL);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * The model blob
+ * --------------------------------------------------------------------- */
+
+/* a small 3-4-2 softmax model with every float set */
+static void
+make_small_model(DmlModel *m)
+{
+	int			sizes[3] = {3, 4, 2};
+	DmlRng		rng;
+
+	if (dml_model_alloc(m, 2, sizes, DML_ACT_TANH, DML_LOSS_SOFTMAX) != DML_OK)
+	{
+		fprintf(stderr, "dml_model_alloc failed\n");
+		exit(2);
+	}
+	dml_rng_seed(&rng, 77);
+	fill_uniform(m->net.params, m->net.nparams, &rng, -1, 1);
+	fill_uniform(m->in_mean, 3, &rng, -1, 1);
+	fill_uniform(m->in_scale, 3, &rng, 0.5, 2);
+	fill_uniform(m->out_mean, 2, &rng, -1, 1);
+	fill_uniform(m->out_scale, 2, &rng, 0.5, 2);
+}
+
+/* rewrite the trailing CRC after editing a blob */
+static void
+fix_crc(unsigned char *buf, size_t len)
+{
+	uint32_t	c = dml_crc32(buf, len - 4);
+
+	buf[len - 4] = c & 0xFF;
+	buf[len - 3] = (c >> 8) & 0xFF;
+	buf[len - 2] = (c >> 16) & 0xFF;
+	buf[len - 1] = (c >> 24) & 0xFF;
+}
+
+static void
+test_format(void)
+{
+	DmlModel	m,
+				back,
+				sentinel;
+	size_t		len;
+	unsigned char *blob,
+			   *copy;
+	char		err[256];
+	DmlStatus	st;
+
+	make_small_model(&m);
+	len = dml_model_serialized_size(&m);
+	/* 24 + 3 sizes * 4, floats 2*3 + 2*2 + (3*4+4 + 4*2+2 = 26), checksum */
+	check(len == 24 + 12 + 4 * (6 + 4 + 26) + 4, "dml_model_serialized_size", "%zu", len);
+	blob = malloc(len);
+	copy = malloc(len);
+	dml_model_serialize(&m, blob);
+
+	/* round trip, bit for bit */
+	st = dml_model_parse(&back, blob, len, err, sizeof(err));
+	if (st != DML_OK)
+		check(0, "serialize -> parse round trip", "parse failed: %s", err);
+	else
+	{
+		int			same = back.net.nlayers == 2 && back.net.act == DML_ACT_TANH &&
+			back.net.loss == DML_LOSS_SOFTMAX && back.net.nparams == m.net.nparams &&
+			memcmp(back.net.sizes, m.net.sizes, sizeof(int) * 3) == 0 &&
+			memcmp(back.net.params, m.net.params, sizeof(float) * m.net.nparams) == 0 &&
+			memcmp(back.in_mean, m.in_mean, sizeof(float) * 3) == 0 &&
+			memcmp(back.in_scale, m.in_scale, sizeof(float) * 3) == 0 &&
+			memcmp(back.out_mean, m.out_mean, sizeof(float) * 2) == 0 &&
+			memcmp(back.out_scale, m.out_scale, sizeof(float) * 2) == 0;
+
+		check(same, "serialize -> parse round trip is bit-exact", NULL);
+		dml_model_serialize(&back, copy);
+		check(memcmp(copy, blob, len) == 0, "parse -> serialize gives the same bytes", NULL);
+		dml_model_free(&back);
+	}
+
+	/* every truncation is a format error, and *m is left alone */
+	{
+		int			bad = 0,
+					touched = 0;
+
+		for (size_t cut = 0; cut < len; cut++)
+		{
+			unsigned char *t = malloc(cut > 0 ? cut : 1);
+
+			memcpy(t, blob, cut);
+			memset(&sentinel, 0xA5, sizeof(sentinel));
+			memset(&back, 0xA5, sizeof(back));
+			err[0] = '\0';
+			st = dml_model_parse(&back, t, cut, err, sizeof(err));
+			if (st != DML_ERR_FORMAT || err[0] == '\0')
+			{
+				bad++;
+				printf("# truncated to %zu bytes: status %d\n", cut, st);
+				if (st == DML_OK)
+					dml_model_free(&back);
+			}
+			else if (memcmp(&back, &sentinel, sizeof(back)) != 0)
+				touched++;
+			free(t);
+		}
+		check(bad == 0, "every truncation rejected with DML_ERR_FORMAT and a message",
+			  "%d of %zu lengths not", bad, len);
+		check(touched == 0, "a failed parse leaves *m untouched", "%d times written", touched);
+	}
+
+	/* every single-byte corruption is rejected; in the floats, by the CRC */
+	{
+		int			accepted = 0,
+					not_crc = 0;
+		size_t		floats_from = 24 + 12;
+
+		for (size_t i = 0; i < len; i++)
+		{
+			for (int bit = 0; bit < 8; bit += 3)
+			{
+				memcpy(copy, blob, len);
+				copy[i] ^= (unsigned char) (1 << bit);
+				st = dml_model_parse(&back, copy, len, err, sizeof(err));
+				if (st == DML_OK)
+				{
+					accepted++;
+					dml_model_free(&back);
+				}
+				else if (i >= floats_from && st != DML_ERR_CHECKSUM)
+					not_crc++;
+			}
+		}
+		check(accepted == 0, "every single-byte corruption rejected", "%d accepted", accepted);
+		check(not_crc == 0, "corrupted floats or CRC rejected with DML_ERR_CHECKSUM",
+			  "%d other statuses", not_crc);
+	}
+
+	/* wrong magic, wrong version, with a valid CRC so the header check is what fails */
+	{
+		memcpy(copy, blob, len);
+		copy[0] ^= 0xFF;
+		fix_crc(copy, len);
+		st = dml_model_parse(&back, copy, len, err, sizeof(err));
+		check(st == DML_ERR_FORMAT && strstr(err, "magic") != NULL,
+			  "wrong magic rejected", "status %d: %s", st, err);
+		memcpy(copy, blob, len);
+		copy[4] = DML_FORMAT_VERSION + 1;
+		fix_crc(copy, len);
+		st = dml_model_parse(&back, copy, len, err, sizeof(err));
+		check(st == DML_ERR_FORMAT && strstr(err, "version") != NULL,
+			  "wrong version rejected", "status %d: %s", st, err);
+		/* a stated length that disagrees with the buffer */
+		memcpy(copy, blob, len);
+		copy[8] ^= 0x04;
+		fix_crc(copy, len);
+		st = dml_model_parse(&back, copy, len, err, sizeof(err));
+		check(st == DML_ERR_FORMAT, "wrong stated length rejected", "status %d: %s", st, err);
+		/* a huge layer size must not allocate or read past the end */
+		memcpy(copy, blob, len);
+		copy[24 + 4 + 3] = 0x7F;
+		fix_crc(copy, len);
+		st = dml_model_parse(&back, copy, len, err, sizeof(err));
+		check(st == DML_ERR_FORMAT, "out-of-range layer size rejected", "status %d: %s", st, err);
+	}
+
+	/* the CRC itself: the standard check value of "123456789" */
+	check(dml_crc32((const unsigned char *) "123456789", 9) == 0xCBF43926u,
+		  "dml_crc32 check value", "0x%08X", dml_crc32((const unsigned char *) "123456789", 9));
+
+	free(blob);
+	free(copy);
+	dml_model_free(&m);
+}
+
+/* ---------------------------------------------------------------------
+ * Prediction
+ * --------------------------------------------------------------------- */
+
+static void
+test_predict(void)
+{
+	/*
+	 * Linear regression: W = (2, -1), b = 0.5, in_mean = (1, 0),
+	 * in_scale = (0.5, 2), out_mean 10, out_scale 3.
+	 * x = (3, 1):     std (1, 2),    z = 2 - 2 + 0.5 = 0.5, y = 11.5
+	 * x = (1, -0.25): std (0, -0.5), z = 0.5 + 0.5 = 1,     y = 13
+	 */
+	{
+		DmlModel	m;
+		int			sizes[2] = {2, 1};
+		float		X[4] = {3.0f, 1.0f, 1.0f, -0.25f},
+					out[2],
+				   *scratch;
+
+		dml_model_alloc(&m, 1, sizes, DML_ACT_IDENTITY, DML_LOSS_MSE);
+		m.net.params[0] = 2.0f;
+		m.net.params[1] = -1.0f;
+		m.net.params[2] = 0.5f;
+		m.in_mean[0] = 1.0f;
+		m.in_scale[0] = 0.5f;
+		m.in_scale[1] = 2.0f;
+		m.out_mean[0] = 10.0f;
+		m.out_scale[0] = 3.0f;
+		scratch = malloc(sizeof(float) * dml_model_scratch_floats(&m, 2));
+		dml_model_predict(&m, out, X, 2, scratch);
+		check(close_to(out[0], 11.5, 1e-6, 0) && close_to(out[1], 13.0, 1e-6, 0),
+			  "dml_model_predict linear regression by hand", "%g %g", out[0], out[1]);
+		free(scratch);
+		dml_model_free(&m);
+	}
+
+	/*
+	 * MLP 2-2-2, relu, softmax.  W1 = [[1,-1],[0.5,0.5]], b1 = (0,-1),
+	 * W2 = [[1,2],[-1,0]], b2 = (0,0.5).
+	 * x = (2, 1):  h = relu(1, 0.5) = (1, 0.5), z = (2, -0.5),
+	 *              p = (1, e^-2.5) / (1 + e^-2.5) = (0.924141820, 0.075858180)
+	 * x = (-1, 0): h = relu(-1, -1.5) = 0,     z = (0, 0.5),
+	 *              p = (0.377540669, 0.622459331)
+	 */
+	{
+		DmlModel	m;
+		int			sizes[3] = {2, 2, 2};
+		const float p[12] = {1, -1, 0.5f, 0.5f, 0, -1, 1, 2, -1, 0, 0, 0.5f};
+		float		X[4] = {2.0f, 1.0f, -1.0f, 0.0f},
+					out[4],
+				   *scratch;
+		double		want[4] = {0.924141820, 0.075858180, 0.377540669, 0.622459331};
+		int			bad = 0;
+
+		dml_model_alloc(&m, 2, sizes, DML_ACT_RELU, DML_LOSS_SOFTMAX);
+		memcpy(m.net.params, p, sizeof(p));
+		scratch = malloc(sizeof(float) * dml_model_scratch_floats(&m, 2));
+		dml_model_predict(&m, out, X, 2, scratch);
+		for (int i = 0; i < 4; i++)
+			if (!close_to(out[i], want[i], 1e-6, 1e-6))
+				bad++;
+		check(bad == 0, "dml_model_predict relu MLP softmax by hand",
+			  "%g %g %g %g", out[0], out[1], out[2], out[3]);
+		free(scratch);
+		dml_model_free(&m);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Metrics
+ * --------------------------------------------------------------------- */
+
+/* the number after "key": in a JSON text, NAN when absent */
+static double
+json_number(const char *json, const char *key)
+{
+	char		pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	p = strstr(json, pat);
+	return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+static void
+test_metrics(void)
+{
+	/*
+	 * Three classes, six rows.  truth 0 0 1 1 2 2, predicted 0 1 1 1 2 0
+	 * (the predicted class gets 0.8, the others 0.1).
+	 * confusion [true][pred] = [[1,1,0],[0,2,0],[1,0,1]], accuracy 4/6.
+	 * F1: class 0 2*1/(2+2) = 0.5, class 1 2*2/(2+3) = 0.8,
+	 *     class 2 2*1/(2+1) = 2/3; macro (0.5 + 0.8 + 2/3) / 3 = 0.655555...
+	 * log loss: p(true) = 0.8 four times, 0.1 twice:
+	 *     -(4 ln 0.8 + 2 ln 0.1) / 6 = 0.916290732
+	 */
+	{
+		DmlMetrics	m;
+		const float y[6] = {0, 0, 1, 1, 2, 2};
+		const int	guess[6] = {0, 1, 1, 1, 2, 0};
+		float		pred[18];
+		char		json[512],
+					tiny[8];
+		size_t		need;
+
+		for (int b = 0; b < 6; b++)
+			for (int k = 0; k < 3; k++)
+				pred[b * 3 + k] = k == guess[b] ? 0.8f : 0.1f;
+		dml_metrics_init(&m, DML_LOSS_SOFTMAX, 3);
+		/* added in two parts, as two ranks' sums would be */
+		dml_metrics_add(&m, pred, y, 4);
+		dml_metrics_add(&m, pred + 12, y + 4, 2);
+		need = dml_metrics_json(&m, json, sizeof(json));
+		printf("# %s\n", json);
+		check_num("metrics accuracy", json_number(json, "accuracy"), 4.0 / 6.0, 1e-9, 0);
+		check_num("metrics score is accuracy", dml_metrics_score(&m), 4.0 / 6.0, 1e-12, 0);
+		check_num("metrics macro F1", json_number(json, "macro_f1"), 0.6555555556, 1e-9, 0);
+		check_num("metrics log loss", json_number(json, "log_loss"), 0.916290732, 1e-6, 1e-6);
+		check_num("metrics rows", json_number(json, "rows"), 6, 0, 0);
+		check(strstr(json, "\"confusion\": [[1, 1, 0], [0, 2, 0], [1, 0, 1]]") != NULL,
+			  "metrics confusion matrix", "%s", json);
+		check(need == strlen(json) + 1 && dml_metrics_json(&m, tiny, sizeof(tiny)) == need &&
+			  strlen(tiny) == sizeof(tiny) - 1,
+			  "dml_metrics_json reports the length it needs when truncated", NULL);
+		dml_metrics_free(&m);
+	}
+
+	/*
+	 * Regression: y = 1 2 3 4, pred = 1.5 2 2.5 4.
+	 * SSE 0.5, mse 0.125, mae 0.25, SST 5 (mean 2.5), R^2 = 1 - 0.5/5 = 0.9
+	 */
+	{
+		DmlMetrics	m;
+		const float y[4] = {1, 2, 3, 4},
+					pred[4] = {1.5f, 2, 2.5f, 4};
+		char		json[256];
+
+		dml_metrics_init(&m, DML_LOSS_MSE, 1);
+		dml_metrics_add(&m, pred, y, 4);
+		dml_metrics_json(&m, json, sizeof(json));
+		printf("# %s\n", json);
+		check_num("metrics R2", json_number(json, "r2"), 0.9, 1e-9, 0);
+		check_num("metrics mse", json_number(json, "mse"), 0.125, 1e-12, 0);
+		check_num("metrics mae", json_number(json, "mae"), 0.25, 1e-12, 0);
+		check_num("metrics score is R2", dml_metrics_score(&m), 0.9, 1e-12, 0);
+		dml_metrics_reset(&m);
+		dml_metrics_json(&m, json, sizeof(json));
+		check(strstr(json, "\"r2\": null") != NULL, "metrics with no rows write null, not NaN",
+			  "%s", json);
+		dml_metrics_free(&m);
+	}
+
+	/* BCE: p(1) = 0.9 0.2 0.6 for y = 1 0 0: guesses 1 0 1, accuracy 2/3 */
+	{
+		DmlMetrics	m;
+		const float y[3] = {1, 0, 0},
+					pred[3] = {0.9f, 0.2f, 0.6f};
+		char		json[256];
+
+		dml_metrics_init(&m, DML_LOSS_BCE, 1);
+		dml_metrics_add(&m, pred, y, 3);
+		dml_metrics_json(&m, json, sizeof(json));
+		check(close_to(dml_metrics_score(&m), 2.0 / 3.0, 1e-12, 0) &&
+			  strstr(json, "\"confusion\": [[1, 1], [0, 1]]") != NULL,
+			  "metrics binary accuracy and confusion", "%s", json);
+		dml_metrics_free(&m);
+	}
+}
+
+int
+main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	test_dense();
+	test_activations();
+	test_loss_gradients();
+	test_loss_stability();
+	test_net_gradients();
+	test_optimizers();
+	test_schedules();
+	test_rng();
+	test_cholesky();
+	test_format();
+	test_predict();
+	test_metrics();
+	printf("%d passed, %d failed\n", npassed, nfailed);
+	return nfailed > 0 ? 1 : 0;
+}

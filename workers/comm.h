@@ -1,0 +1,37 @@
+/*-------------------------------------------------------------------------
+ *
+ * comm.h
+ *	  How ranks talk: MPI collectives for synchronization (comm.c), and
+ *	  rank 0's control socket to the coordinator (control.c).
+ *
+ * Bytes sent are counted as a ring all-reduce moves them: each rank sends
+ * 2 (n-1)/n of the buffer, so a job's figure is 2 (n-1) times the buffer
+ * (the same volume nccl-tests' bus bandwidth is based on).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DML_COMM_H
+#define DML_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* comm.c */
+extern void comm_init(int *argc, char ***argv);
+extern void comm_finalize(void);
+extern void comm_allreduce_float(float *buf, size_t n);
+extern void comm_allreduce_double(double *buf, size_t n);
+extern void comm_allreduce_max_i64(int64_t *buf, int n);
+extern void comm_bcast(void *buf, size_t bytes, int root);
+extern double comm_job_bytes(void);		/* sync bytes of the whole job so far */
+extern void comm_barrier(void);
+extern void comm_abort(int code) __attribute__((noreturn));
+
+/* control.c: rank 0 only */
+extern void control_connect(const char *path);
+extern int	control_connected(void);
+extern void control_send(uint32_t type, const void *a, size_t alen,
+						 const void *b, size_t blen);
+extern void control_start_watchdog(void);
+
+#endif							/* DML_COMM_H */

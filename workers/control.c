@@ -1,0 +1,139 @@
+/*-------------------------------------------------------------------------
+ *
+ * control.c
+ *	  Rank 0's end of the control socket: framed messages to the
+ *	  coordinator (protocol.h), and a watchdog that ends the job when the
+ *	  coordinator's end closes (cancel, error, backend death).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "protocol.h"
+#include "worker.h"
+
+static int	control_fd = -1;
+static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* connect to the coordinator's socket */
+void
+control_connect(const char *path)
+{
+	struct sockaddr_un addr;
+
+	if (strlen(path) >= sizeof(addr.sun_path))
+		worker_fail("control socket path too long: %s", path);
+	control_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (control_fd < 0)
+		worker_fail("socket: %s", strerror(errno));
+	memset(&addr, 0, sizeof(addr));
+	addr.sun_family = AF_UNIX;
+	strcpy(addr.sun_path, path);
+	if (connect(control_fd, (struct sockaddr *) &addr, sizeof(addr)) != 0)
+	{
+		int			e = errno;
+
+		close(control_fd);
+		control_fd = -1;
+		worker_fail("could not connect to the coordinator at %s: %s", path, strerror(e));
+	}
+}
+
+int
+control_connected(void)
+{
+	return control_fd >= 0;
+}
+
+/* write all of buf, or end the job */
+static void
+write_all(const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0)
+	{
+		ssize_t		n = send(control_fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+		{
+			/* the coordinator is gone: nothing left to report to */
+			fprintf(stderr, "dml-worker error: rank 0 on %s: control socket closed: %s\n",
+					worker_host, strerror(errno));
+			comm_abort(3);
+		}
+		p += n;
+		len -= n;
+	}
+}
+
+/* one framed message whose payload is a followed by b */
+void
+control_send(uint32_t type, const void *a, size_t alen, const void *b, size_t blen)
+{
+	uint32_t	hdr[3];
+
+	if (control_fd < 0)
+		return;
+	if (alen + blen > DML_MSG_MAX)
+		worker_fail("message of %zu bytes exceeds the protocol's limit", alen + blen);
+	hdr[0] = DML_MSG_MAGIC;
+	hdr[1] = type;
+	hdr[2] = (uint32_t) (alen + blen);
+	pthread_mutex_lock(&send_lock);
+	write_all(hdr, sizeof(hdr));
+	if (alen)
+		write_all(a, alen);
+	if (blen)
+		write_all(b, blen);
+	pthread_mutex_unlock(&send_lock);
+}
+
+/* block on the socket; when the coordinator's end closes, end the job */
+static void *
+watchdog(void *arg)
+{
+	char		buf[64];
+
+	for (;;)
+	{
+		ssize_t		n = recv(control_fd, buf, sizeof(buf), 0);
+
+		if (n > 0)
+			continue;			/* the coordinator sends nothing yet */
+		if (n < 0 && errno == EINTR)
+			continue;
+		break;
+	}
+	fprintf(stderr, "dml-worker error: rank 0 on %s: coordinator closed the control socket; ending the job\n",
+			worker_host);
+	fflush(stderr);
+	/* SIGKILL ourselves: mpirun sees rank 0 die and ends every rank */
+	kill(getpid(), SIGKILL);
+	return NULL;
+}
+
+void
+control_start_watchdog(void)
+{
+	pthread_t	t;
+	sigset_t	all,
+				old;
+
+	/* the watchdog takes no signals; the main thread keeps them */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&t, NULL, watchdog, NULL) != 0)
+		worker_fail("could not start the watchdog thread");
+	pthread_detach(t);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}

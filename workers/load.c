@@ -1,0 +1,411 @@
+/*-------------------------------------------------------------------------
+ *
+ * load.c
+ *	  Read this rank's slices over libpq, straight into float32 matrices.
+ *
+ * Each rank connects, sets its role to the calling user before running
+ * anything else (so privileges and row-level security apply), imports the
+ * coordinator's snapshot, and runs COPY (SELECT ...) TO STDOUT (FORMAT
+ * binary) for each slice.  Rows are decoded as they stream: float8 for
+ * numbers, float4[] for vectors, text for labels and one-hot levels.
+ * NULLs become NaN and are counted per column, non-finite numbers are
+ * counted too; what to do about them is decided after the counts are
+ * reduced over all ranks (prepare_data).  A row's validation membership is
+ * a hash of its bytes and the seed, so it does not depend on which rank
+ * read it.
+ *
+ * A view has no blocks to split: rank 0 reads it and scatters the rows.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <math.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libpq-fe.h"
+
+#include "comm.h"
+#include "worker.h"
+
+/* big-endian readers */
+static inline uint32_t
+be32(const char *p)
+{
+	const unsigned char *u = (const unsigned char *) p;
+
+	return ((uint32_t) u[0] << 24) | ((uint32_t) u[1] << 16) | ((uint32_t) u[2] << 8) | u[3];
+}
+
+static inline double
+be_double(const char *p)
+{
+	uint64_t	v = ((uint64_t) be32(p) << 32) | be32(p + 4);
+	double		d;
+
+	memcpy(&d, &v, 8);
+	return d;
+}
+
+static inline float
+be_float(const char *p)
+{
+	uint32_t	v = be32(p);
+	float		f;
+
+	memcpy(&f, &v, 4);
+	return f;
+}
+
+/* FNV-1a, seeded */
+static uint64_t
+hash_bytes(uint64_t h, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+	{
+		h ^= (unsigned char) p[i];
+		h *= 0x100000001B3ull;
+	}
+	return h;
+}
+
+static int
+cmp_key(const void *key, const void *elem)
+{
+	return strcmp((const char *) key, *(char *const *) elem);
+}
+
+/* room for one more row */
+static void
+grow(Dataset *ds)
+{
+	if (ds->n < ds->cap)
+		return;
+	ds->cap = ds->cap ? ds->cap * 2 : 4096;
+	ds->X = realloc(ds->X, sizeof(float) * ds->cap * ds->d);
+	ds->y = realloc(ds->y, sizeof(float) * ds->cap);
+	ds->val = realloc(ds->val, ds->cap);
+	if (!ds->X || !ds->y || !ds->val)
+		worker_fail("out of memory for %lld rows of %d inputs", (long long) ds->cap, ds->d);
+}
+
+/* text of a field, NUL-terminated in a scratch buffer */
+static const char *
+field_text(const char *p, int len)
+{
+	static char *buf = NULL;
+	static int	cap = 0;
+
+	if (len + 1 > cap)
+	{
+		cap = len + 1 > 256 ? len + 1 : 256;
+		buf = realloc(buf, cap);
+		if (!buf)
+			worker_fail("out of memory");
+	}
+	memcpy(buf, p, len);
+	buf[len] = '\0';
+	return buf;
+}
+
+/* decode one float4[] field into dst (width floats); -1 on a shape error */
+static int
+decode_vector(const SpecFeature *ft, float *dst, const char *p, int len, Dataset *ds, int fi)
+{
+	int			ndim,
+				n = 1;
+	const char *q;
+
+	if (len < 12)
+		return -1;
+	ndim = (int) be32(p);
+	if (ndim == 0)
+		return -1;
+	if (ndim != 1 || len < 20)
+		return -1;
+	n = (int) be32(p + 12);
+	if (n != ft->width)
+		return -1;
+	q = p + 20;
+	for (int i = 0; i < n; i++)
+	{
+		int			elen = (int) be32(q);
+
+		q += 4;
+		if (elen < 0)
+		{
+			dst[i] = NAN;
+			ds->null_count[fi]++;
+			continue;
+		}
+		dst[i] = be_float(q);
+		if (!isfinite(dst[i]))
+			ds->bad_count[fi]++;
+		q += elen;
+	}
+	return 0;
+}
+
+/* decode one tuple (after its field count); returns bytes consumed */
+static void
+decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end)
+{
+	float	   *x;
+	int			len;
+	uint64_t	h = 0xCBF29CE484222325ull ^ spec->seed;
+	const char *start = p;
+
+	grow(ds);
+	x = ds->X + (size_t) ds->n * ds->d;
+
+	/* target */
+	len = (int) be32(p);
+	p += 4;
+	if (len < 0)
+	{
+		ds->y[ds->n] = NAN;
+		ds->target_nulls++;
+	}
+	else if (spec->classification)
+	{
+		const char *label = field_text(p, len);
+		char	  **hit = bsearch(label, spec->classes, spec->nclasses, sizeof(char *), cmp_key);
+
+		if (hit == NULL)
+		{
+			/* a label that appeared after the coordinator listed them */
+			ds->unknown_labels++;
+			ds->y[ds->n] = NAN;
+		}
+		else
+			ds->y[ds->n] = (float) spec->class_index[hit - spec->classes];
+		p += len;
+	}
+	else
+	{
+		double		v = be_double(p);
+
+		if (!isfinite(v))
+			ds->target_bad++;
+		ds->y[ds->n] = (float) v;
+		p += len;
+	}
+
+	for (int fi = 0; fi < spec->nfeatures; fi++)
+	{
+		const SpecFeature *ft = &spec->features[fi];
+		float	   *dst = x + ft->offset;
+
+		if (p + 4 > end)
+			worker_fail("truncated COPY row");
+		len = (int) be32(p);
+		p += 4;
+		if (len < 0)
+		{
+			for (int i = 0; i < ft->width; i++)
+				dst[i] = NAN;
+			ds->null_count[fi]++;
+			continue;
+		}
+		switch (ft->kind)
+		{
+			case FEAT_NUM:
+				{
+					double		v = be_double(p);
+
+					dst[0] = (float) v;
+					if (!isfinite(v) || !isfinite(dst[0]))
+						ds->bad_count[fi]++;
+					break;
+				}
+			case FEAT_VEC:
+				if (decode_vector(ft, dst, p, len, ds, fi) != 0)
+				{
+					ds->width_errors[fi]++;
+					for (int i = 0; i < ft->width; i++)
+						dst[i] = 0;
+				}
+				break;
+			case FEAT_CAT:
+				{
+					const char *s = field_text(p, len);
+					char	  **hit = bsearch(s, ft->levels, ft->nlevels, sizeof(char *), cmp_key);
+
+					memset(dst, 0, sizeof(float) * ft->width);
+					if (hit)
+						dst[ft->level_slot[hit - ft->levels]] = 1.0f;
+					break;
+				}
+		}
+		p += len;
+	}
+	h = hash_bytes(h, start, p - start);
+	ds->val[ds->n] = spec->validation > 0 &&
+		(double) (h >> 11) * (1.0 / 9007199254740992.0) < spec->validation;
+	ds->n++;
+}
+
+/* run one COPY and decode its rows */
+static void
+copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
+{
+	size_t		qlen = strlen(query) + 64;
+	char	   *sql = malloc(qlen);
+	PGresult   *res;
+	char	   *buf;
+	int			len;
+	int			header_done = 0;
+
+	snprintf(sql, qlen, "COPY (%s) TO STDOUT (FORMAT binary)", query);
+	res = PQexec(conn, sql);
+	if (PQresultStatus(res) != PGRES_COPY_OUT)
+		worker_fail("COPY failed: %s", PQerrorMessage(conn));
+	PQclear(res);
+	free(sql);
+
+	while ((len = PQgetCopyData(conn, &buf, 0)) > 0)
+	{
+		const char *p = buf;
+		const char *end = buf + len;
+
+		ds->bytes_read += len;
+		if (!header_done)
+		{
+			/* "PGCOPY\n\377\r\n\0", flags, extension length and area */
+			if (len < 19 || memcmp(p, "PGCOPY\n\377\r\n\0", 11) != 0)
+				worker_fail("unexpected binary COPY header");
+			p += 15;
+			p += 4 + be32(p);
+			header_done = 1;
+		}
+		while (p + 2 <= end)
+		{
+			int			nf = (int16_t) ((unsigned char) p[0] << 8 | (unsigned char) p[1]);
+
+			p += 2;
+			if (nf == -1)
+				break;			/* trailer */
+			if (nf != 1 + spec->nfeatures)
+				worker_fail("COPY row has %d fields, expected %d", nf, 1 + spec->nfeatures);
+			decode_tuple(ds, spec, p, end);
+			/* skip what decode_tuple consumed: walk the fields again */
+			for (int i = 0; i < nf; i++)
+			{
+				int			fl = (int) be32(p);
+
+				p += 4 + (fl > 0 ? fl : 0);
+			}
+		}
+		PQfreemem(buf);
+	}
+	if (len == -2)
+		worker_fail("COPY failed: %s", PQerrorMessage(conn));
+	res = PQgetResult(conn);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		worker_fail("COPY failed: %s", PQerrorMessage(conn));
+	PQclear(res);
+}
+
+/* run a command or fail */
+static void
+exec_ok(PGconn *conn, const char *sql)
+{
+	PGresult   *res = PQexec(conn, sql);
+
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		worker_fail("%s failed: %s", sql, PQerrorMessage(conn));
+	PQclear(res);
+}
+
+/* hand out rank 0's rows evenly (a view was read whole) */
+static void
+scatter_rows(Dataset *ds)
+{
+	int64_t		total = ds->n;
+	int		   *counts = malloc(sizeof(int) * worker_world);
+	int		   *displs = malloc(sizeof(int) * worker_world);
+	int		   *xcounts = malloc(sizeof(int) * worker_world);
+	int		   *xdispls = malloc(sizeof(int) * worker_world);
+	Dataset		mine = *ds;
+	int64_t		mycount;
+
+	MPI_Bcast(&total, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+	if (total * (int64_t) ds->d > 2000000000LL)
+		worker_fail("a view of %lld rows is too large to scatter; train on a table", (long long) total);
+	for (int r = 0; r < worker_world; r++)
+	{
+		int64_t		lo = total * r / worker_world;
+		int64_t		hi = total * (r + 1) / worker_world;
+
+		counts[r] = (int) (hi - lo);
+		displs[r] = (int) lo;
+		xcounts[r] = counts[r] * ds->d;
+		xdispls[r] = displs[r] * ds->d;
+	}
+	mycount = counts[worker_rank];
+	mine.n = mine.cap = mycount;
+	mine.X = malloc(sizeof(float) * (mycount ? mycount : 1) * ds->d);
+	mine.y = malloc(sizeof(float) * (mycount ? mycount : 1));
+	mine.val = malloc(mycount ? mycount : 1);
+	MPI_Scatterv(ds->X, xcounts, xdispls, MPI_FLOAT, mine.X, xcounts[worker_rank], MPI_FLOAT, 0, MPI_COMM_WORLD);
+	MPI_Scatterv(ds->y, counts, displs, MPI_FLOAT, mine.y, counts[worker_rank], MPI_FLOAT, 0, MPI_COMM_WORLD);
+	MPI_Scatterv(ds->val, counts, displs, MPI_UNSIGNED_CHAR, mine.val, counts[worker_rank],
+				 MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
+	free(ds->X);
+	free(ds->y);
+	free(ds->val);
+	*ds = mine;
+	free(counts);
+	free(displs);
+	free(xcounts);
+	free(xdispls);
+}
+
+/*
+ * load_slices
+ *		Connect as the caller under the job's snapshot and read every slice
+ *		of this rank.
+ */
+void
+load_slices(Dataset *ds, const WorkerSpec *spec, int rank)
+{
+	PGconn	   *conn;
+	char	   *role;
+	char		sql[512];
+	double		t0 = wall_seconds();
+	int			whole = 0;
+
+	memset(ds, 0, sizeof(*ds));
+	ds->d = spec->ninputs;
+	ds->null_count = calloc(spec->nfeatures, sizeof(int64_t));
+	ds->bad_count = calloc(spec->nfeatures, sizeof(int64_t));
+	ds->width_errors = calloc(spec->nfeatures, sizeof(int64_t));
+	for (int i = 0; i < spec->nslices; i++)
+		whole |= spec->slices[i].whole;
+
+	if (!whole || rank == 0)
+	{
+		conn = PQconnectdb(spec->conninfo);
+		if (PQstatus(conn) != CONNECTION_OK)
+			worker_fail("could not connect to the database: %s", PQerrorMessage(conn));
+		/* the caller's role first, before anything else runs */
+		role = PQescapeIdentifier(conn, spec->role, strlen(spec->role));
+		snprintf(sql, sizeof(sql), "SET ROLE %s", role);
+		PQfreemem(role);
+		exec_ok(conn, sql);
+		exec_ok(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+		if (strlen(spec->snapshot) > 200)
+			worker_fail("malformed snapshot id");
+		snprintf(sql, sizeof(sql), "SET TRANSACTION SNAPSHOT '%s'", spec->snapshot);
+		exec_ok(conn, sql);
+		maybe_inject_fault(spec, 0, conn);
+		for (int i = 0; i < spec->nslices; i++)
+			if (spec->slices[i].rank == rank)
+				copy_slice(conn, ds, spec, spec->slices[i].query);
+		exec_ok(conn, "COMMIT");
+		PQfinish(conn);
+	}
+	if (whole && worker_world > 1)
+		scatter_rows(ds);
+	ds->load_seconds = wall_seconds() - t0;
+}

@@ -1,0 +1,208 @@
+/*-------------------------------------------------------------------------
+ *
+ * prepare.c
+ *	  Global feature preparation: the data checks, the NULL policy, and
+ *	  standardization from statistics reduced over every rank (never one
+ *	  rank's slice alone).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "worker.h"
+
+/* drop rows where keep[i] is 0, in place */
+static void
+compact(Dataset *ds, const unsigned char *keep)
+{
+	int64_t		w = 0;
+
+	for (int64_t i = 0; i < ds->n; i++)
+	{
+		if (!keep[i])
+			continue;
+		if (w != i)
+		{
+			memmove(ds->X + (size_t) w * ds->d, ds->X + (size_t) i * ds->d, sizeof(float) * ds->d);
+			ds->y[w] = ds->y[i];
+			ds->val[w] = ds->val[i];
+		}
+		w++;
+	}
+	ds->n = w;
+}
+
+/* whether row i has a NULL (NaN) feature */
+static int
+row_has_null(const Dataset *ds, int64_t i)
+{
+	const float *x = ds->X + (size_t) i * ds->d;
+
+	for (int c = 0; c < ds->d; c++)
+		if (isnan(x[c]))
+			return 1;
+	return 0;
+}
+
+/*
+ * prepare_data
+ *		Check and clean the rows, then standardize them in place; the
+ *		statistics go into the model (allocated here).
+ */
+void
+prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
+{
+	int			nf = spec->nfeatures;
+	int			d = ds->d;
+	size_t		nc = 3 * (size_t) nf + 4;
+	double	   *counts = calloc(nc, sizeof(double));
+	double	   *stats;
+	unsigned char *keep;
+	int			sizes[DML_MAX_LAYERS + 1];
+	int			nlayers;
+	int			skip = strcmp(spec->nulls, "skip") == 0;
+	int			impute = strcmp(spec->nulls, "impute") == 0;
+	double		total,
+				total_train;
+
+	/* 1. what every rank saw */
+	for (int f = 0; f < nf; f++)
+	{
+		counts[f] = (double) ds->null_count[f];
+		counts[nf + f] = (double) ds->bad_count[f];
+		counts[2 * nf + f] = (double) ds->width_errors[f];
+	}
+	counts[3 * nf] = (double) ds->target_nulls;
+	counts[3 * nf + 1] = (double) ds->target_bad;
+	counts[3 * nf + 2] = (double) ds->unknown_labels;
+	counts[3 * nf + 3] = (double) ds->n;
+	comm_allreduce_double(counts, nc);
+
+	if (counts[3 * nf + 3] == 0)
+		worker_user_error("22000|Training needs data: load rows first, or check row-level security policies.|"
+						  "the relation has no rows");
+	for (int f = 0; f < nf; f++)
+	{
+		if (counts[2 * nf + f] > 0)
+			worker_user_error("22000|Every row's array must have the same length, %d here.|"
+							  "array column \"%s\" has %.0f rows of another length or shape",
+							  spec->features[f].width, spec->features[f].name, counts[2 * nf + f]);
+		if (counts[nf + f] > 0)
+			worker_user_error("22000|Leave such rows out with a view, e.g. WHERE x <> 'NaN'.|"
+							  "column \"%s\" has %.0f NaN or infinite values",
+							  spec->features[f].name, counts[nf + f]);
+		if (counts[f] >= counts[3 * nf + 3] && spec->features[f].kind != FEAT_VEC)
+			worker_user_error("22004|Leave the column out of features.|"
+							  "column \"%s\" is NULL in every row", spec->features[f].name);
+		if (counts[f] > 0 && !skip && !impute)
+			worker_user_error("22004|Pass nulls => 'skip' to leave those rows out, or nulls => 'impute' to use the column's mean.|"
+							  "column \"%s\" has %.0f NULL values", spec->features[f].name, counts[f]);
+	}
+	if (counts[3 * nf + 1] > 0)
+		worker_user_error("22000|Leave such rows out with a view, e.g. WHERE y <> 'NaN'.|"
+						  "the target has %.0f NaN or infinite values", counts[3 * nf + 1]);
+	if (counts[3 * nf] > 0 && !skip && !impute)
+		worker_user_error("22004|Pass nulls => 'skip' to leave rows without a target out.|"
+						  "the target column has %.0f NULL values", counts[3 * nf]);
+	if (counts[3 * nf + 2] > 0)
+		worker_user_error("40001|Train again: the table changed while the job started.|"
+						  "%.0f rows carry labels the coordinator did not see", counts[3 * nf + 2]);
+
+	/* 2. the NULL policy: rows without a target always go; skip drops the rest */
+	keep = malloc(ds->n ? ds->n : 1);
+	for (int64_t i = 0; i < ds->n; i++)
+		keep[i] = !isnan(ds->y[i]) && !(skip && row_has_null(ds, i));
+	compact(ds, keep);
+	free(keep);
+
+	/* 3. statistics over the training rows of every rank */
+	stats = calloc(3 * (size_t) d + 4, sizeof(double));
+	for (int64_t i = 0; i < ds->n; i++)
+	{
+		const float *x = ds->X + (size_t) i * d;
+
+		stats[3 * d + 3] += 1;
+		if (ds->val[i])
+			continue;
+		for (int c = 0; c < d; c++)
+			if (!isnan(x[c]))
+			{
+				stats[c] += x[c];
+				stats[d + c] += (double) x[c] * x[c];
+				stats[2 * d + c] += 1;
+			}
+		stats[3 * d] += ds->y[i];
+		stats[3 * d + 1] += (double) ds->y[i] * ds->y[i];
+		stats[3 * d + 2] += 1;
+	}
+	comm_allreduce_double(stats, 3 * (size_t) d + 4);
+	total = stats[3 * d + 3];
+	total_train = stats[3 * d + 2];
+	if (total < 2)
+		worker_user_error("22000|Training needs at least 2 rows with a target%s.|"
+						  "only %.0f usable row%s", skip ? " and no NULL feature" : "",
+						  total, total == 1 ? "" : "s");
+	if (total_train < 1)
+		worker_user_error("22023|Lower validation so that some rows remain for training.|"
+						  "every row was held out for validation");
+
+	/* 4. the model, with its standardization */
+	nlayers = spec->nhidden + 1;
+	sizes[0] = d;
+	for (int l = 0; l < spec->nhidden; l++)
+		sizes[l + 1] = spec->hidden[l];
+	sizes[nlayers] = spec->outputs;
+	if (dml_model_alloc(model, nlayers, sizes, spec->act, spec->loss) != DML_OK)
+		worker_fail("out of memory for the model");
+
+	for (int f = 0; f < nf; f++)
+	{
+		const SpecFeature *ft = &spec->features[f];
+
+		for (int c = ft->offset; c < ft->offset + ft->width; c++)
+		{
+			double		n = stats[2 * d + c];
+			double		mean = n > 0 ? stats[c] / n : 0;
+			double		var = n > 0 ? stats[d + c] / n - mean * mean : 0;
+			double		sd = var > 0 ? sqrt(var) : 0;
+
+			if (ft->kind == FEAT_NUM && sd <= 1e-12 * fmax(1.0, fabs(mean)))
+				worker_user_error("22000|Leave it out of features: it carries no information.|"
+								  "feature \"%s\" is constant (%g in every training row)",
+								  ft->name, mean);
+			/* one-hot and pixel inputs may be constant: leave them unscaled */
+			model->in_mean[c] = (float) mean;
+			model->in_scale[c] = sd > 1e-12 ? (float) (1.0 / sd) : 1.0f;
+		}
+	}
+	if (spec->loss == DML_LOSS_MSE)
+	{
+		double		n = total_train;
+		double		mean = stats[3 * d] / n;
+		double		var = stats[3 * d + 1] / n - mean * mean;
+		double		sd = var > 0 ? sqrt(var) : 0;
+
+		model->out_mean[0] = (float) mean;
+		model->out_scale[0] = sd > 1e-12 ? (float) sd : 1.0f;
+	}
+
+	/* 5. impute, then standardize in place */
+	for (int64_t i = 0; i < ds->n; i++)
+	{
+		float	   *x = ds->X + (size_t) i * d;
+
+		for (int c = 0; c < d; c++)
+		{
+			float		v = isnan(x[c]) ? model->in_mean[c] : x[c];
+
+			x[c] = (v - model->in_mean[c]) * model->in_scale[c];
+		}
+		if (spec->loss == DML_LOSS_MSE)
+			ds->y[i] = (ds->y[i] - model->out_mean[0]) / model->out_scale[0];
+	}
+	free(counts);
+	free(stats);
+}

@@ -1,0 +1,236 @@
+/*-------------------------------------------------------------------------
+ *
+ * spec.c
+ *	  Read the job spec the coordinator wrote: "key value" lines, values
+ *	  escaped (\\, \n, \r, \t).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker.h"
+
+/* undo the coordinator's escaping, in place */
+static void
+unescape(char *s)
+{
+	char	   *w = s;
+
+	for (char *r = s; *r; r++)
+	{
+		if (*r == '\\' && r[1])
+		{
+			r++;
+			*w++ = *r == 'n' ? '\n' : *r == 'r' ? '\r' : *r == 't' ? '\t' : *r;
+		}
+		else
+			*w++ = *r;
+	}
+	*w = '\0';
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* sort names bytewise and remember each one's original position */
+static void
+sort_with_slots(char **names, int n, int *slot)
+{
+	char	  **orig = malloc(sizeof(char *) * (n ? n : 1));
+
+	memcpy(orig, names, sizeof(char *) * n);
+	qsort(names, n, sizeof(char *), cmp_str);
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++)
+			if (names[i] == orig[j])
+				slot[i] = j;
+	free(orig);
+}
+
+#define GROW(arr, n, type) \
+	do { arr = realloc(arr, sizeof(type) * ((n) + 1)); \
+		 if (!(arr)) { snprintf(err, errlen, "out of memory"); fclose(f); return -1; } } while (0)
+
+/* parse the spec at path; 0 on success, else -1 with err filled */
+int
+spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
+{
+	FILE	   *f = fopen(path, "r");
+	char	   *line = NULL;
+	size_t		cap = 0;
+	ssize_t		len;
+	int			ended = 0;
+	SpecFeature *cur = NULL;
+
+	memset(spec, 0, sizeof(*spec));
+	if (f == NULL)
+	{
+		snprintf(err, errlen, "could not open job spec %s", path);
+		return -1;
+	}
+	while ((len = getline(&line, &cap, f)) > 0)
+	{
+		char	   *key = line;
+		char	   *val;
+
+		if (line[len - 1] == '\n')
+			line[--len] = '\0';
+		val = strchr(line, ' ');
+		if (val == NULL)
+			continue;
+		*val++ = '\0';
+		unescape(val);
+		val = strdup(val);
+
+		if (strcmp(key, "conninfo") == 0)
+			spec->conninfo = val;
+		else if (strcmp(key, "snapshot") == 0)
+			spec->snapshot = val;
+		else if (strcmp(key, "role") == 0)
+			spec->role = val;
+		else if (strcmp(key, "socket") == 0)
+			spec->socket = val;
+		else if (strcmp(key, "world") == 0)
+			spec->world = atoi(val);
+		else if (strcmp(key, "kind") == 0)
+			spec->kind = val;
+		else if (strcmp(key, "loss") == 0)
+			spec->loss = strcmp(val, "bce") == 0 ? DML_LOSS_BCE :
+				strcmp(val, "softmax") == 0 ? DML_LOSS_SOFTMAX : DML_LOSS_MSE;
+		else if (strcmp(key, "activation") == 0)
+			spec->act = dml_act_parse(val) < 0 ? DML_ACT_RELU : (DmlAct) dml_act_parse(val);
+		else if (strcmp(key, "outputs") == 0)
+			spec->outputs = atoi(val);
+		else if (strcmp(key, "hidden") == 0 && spec->nhidden < DML_MAX_LAYERS - 1)
+			spec->hidden[spec->nhidden++] = atoi(val);
+		else if (strcmp(key, "optimizer") == 0)
+			spec->optimizer = val;
+		else if (strcmp(key, "learning_rate") == 0)
+			spec->learning_rate = atof(val);
+		else if (strcmp(key, "momentum") == 0)
+			spec->momentum = atof(val);
+		else if (strcmp(key, "beta1") == 0)
+			spec->beta1 = atof(val);
+		else if (strcmp(key, "beta2") == 0)
+			spec->beta2 = atof(val);
+		else if (strcmp(key, "eps") == 0)
+			spec->eps = atof(val);
+		else if (strcmp(key, "schedule") == 0)
+			spec->schedule = strcmp(val, "step") == 0 ? DML_SCHED_STEP :
+				strcmp(val, "cosine") == 0 ? DML_SCHED_COSINE : DML_SCHED_CONSTANT;
+		else if (strcmp(key, "step_size") == 0)
+			spec->step_size = atoi(val);
+		else if (strcmp(key, "gamma") == 0)
+			spec->gamma = atof(val);
+		else if (strcmp(key, "tolerance") == 0)
+			spec->tolerance = atof(val);
+		else if (strcmp(key, "batch_size") == 0)
+			spec->batch_size = atoi(val);
+		else if (strcmp(key, "epochs") == 0)
+			spec->epochs = atoi(val);
+		else if (strcmp(key, "weight_decay") == 0)
+			spec->weight_decay = atof(val);
+		else if (strcmp(key, "validation") == 0)
+			spec->validation = atof(val);
+		else if (strcmp(key, "patience") == 0)
+			spec->patience = atoi(val);
+		else if (strcmp(key, "nulls") == 0)
+			spec->nulls = val;
+		else if (strcmp(key, "device") == 0)
+			spec->device = val;
+		else if (strcmp(key, "seed") == 0)
+			spec->seed = strtoull(val, NULL, 10);
+		else if (strcmp(key, "checkpoint_every") == 0)
+			spec->checkpoint_every = atoi(val);
+		else if (strcmp(key, "fault") == 0)
+			spec->fault = val;
+		else if (strcmp(key, "resume") == 0)
+			spec->resume = val;
+		else if (strcmp(key, "target") == 0)
+			spec->classification = strcmp(val, "label") == 0;
+		else if (strcmp(key, "class") == 0)
+		{
+			GROW(spec->classes, spec->nclasses, char *);
+			spec->classes[spec->nclasses++] = val;
+		}
+		else if (strncmp(key, "feature_", 8) == 0)
+		{
+			GROW(spec->features, spec->nfeatures, SpecFeature);
+			cur = &spec->features[spec->nfeatures++];
+			memset(cur, 0, sizeof(*cur));
+			if (strcmp(key, "feature_num") == 0)
+			{
+				cur->kind = FEAT_NUM;
+				cur->width = 1;
+				cur->name = val;
+			}
+			else if (strcmp(key, "feature_vec") == 0)
+			{
+				char	   *sp = strchr(val, ' ');
+
+				cur->kind = FEAT_VEC;
+				cur->width = atoi(val);
+				cur->name = sp ? sp + 1 : val;
+			}
+			else
+			{
+				cur->kind = FEAT_CAT;
+				cur->name = val;
+			}
+		}
+		else if (strcmp(key, "level") == 0 && cur && cur->kind == FEAT_CAT)
+		{
+			GROW(cur->levels, cur->nlevels, char *);
+			cur->levels[cur->nlevels++] = val;
+		}
+		else if (strcmp(key, "slice") == 0)
+		{
+			SpecSlice  *s;
+			char	   *p = val;
+
+			GROW(spec->slices, spec->nslices, SpecSlice);
+			s = &spec->slices[spec->nslices++];
+			s->rank = (int) strtol(p, &p, 10);
+			s->whole = (int) strtol(p, &p, 10);
+			s->query = p + (*p == ' ');
+		}
+		else if (strcmp(key, "end") == 0)
+			ended = 1;
+	}
+	free(line);
+	fclose(f);
+	if (!ended)
+	{
+		snprintf(err, errlen, "job spec %s is incomplete", path);
+		return -1;
+	}
+
+	/* lookup tables: sorted labels and levels with their output slots */
+	spec->class_index = malloc(sizeof(int) * (spec->nclasses ? spec->nclasses : 1));
+	sort_with_slots(spec->classes, spec->nclasses, spec->class_index);
+	spec->ninputs = 0;
+	for (int i = 0; i < spec->nfeatures; i++)
+	{
+		SpecFeature *ft = &spec->features[i];
+
+		if (ft->kind == FEAT_CAT)
+		{
+			ft->width = ft->nlevels > 0 ? ft->nlevels : 1;
+			ft->level_slot = malloc(sizeof(int) * (ft->nlevels ? ft->nlevels : 1));
+			sort_with_slots(ft->levels, ft->nlevels, ft->level_slot);
+		}
+		ft->offset = spec->ninputs;
+		spec->ninputs += ft->width;
+	}
+	if (spec->world < 1 || spec->ninputs < 1 || spec->outputs < 1 || spec->nslices < 1)
+	{
+		snprintf(err, errlen, "job spec %s is inconsistent", path);
+		return -1;
+	}
+	return 0;
+}

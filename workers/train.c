@@ -1,0 +1,435 @@
+/*-------------------------------------------------------------------------
+ *
+ * train.c
+ *	  Synchronous data-parallel minibatch training (sync mode allreduce).
+ *
+ * Every rank holds a full replica.  An epoch has the same number of steps
+ * on every rank: steps = ceil(max over ranks of local rows / batch_size),
+ * and a rank uses ceil(local rows / steps) rows per step, so every rank is
+ * busy every step and each row is seen once per epoch.  Each step the
+ * ranks sum their gradients and their row counts in one all-reduce and
+ * divide by the global count, so the update is the gradient of the mean
+ * loss over the global minibatch: with batch_size at least every slice,
+ * training is full-batch gradient descent and gives the same model for
+ * any number of ranks (up to float rounding).
+ *
+ * Data stay in memory: the slice is read once and iterated over.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "protocol.h"
+#include "worker.h"
+
+#define EVAL_ROWS 1024			/* rows per forward pass when evaluating */
+
+/* indices of the training and validation rows */
+static void
+split_rows(const Dataset *ds, int **train, int *ntrain, int **val, int *nval)
+{
+	*train = malloc(sizeof(int) * (ds->n ? ds->n : 1));
+	*val = malloc(sizeof(int) * (ds->n ? ds->n : 1));
+	*ntrain = *nval = 0;
+	for (int64_t i = 0; i < ds->n; i++)
+	{
+		if (ds->val[i])
+			(*val)[(*nval)++] = (int) i;
+		else
+			(*train)[(*ntrain)++] = (int) i;
+	}
+}
+
+/* copy rows idx[0..B) into Xb, yb */
+static void
+gather(const Dataset *ds, const int *idx, int B, float *Xb, float *yb)
+{
+	for (int b = 0; b < B; b++)
+	{
+		memcpy(Xb + (size_t) b * ds->d, ds->X + (size_t) idx[b] * ds->d, sizeof(float) * ds->d);
+		yb[b] = ds->y[idx[b]];
+	}
+}
+
+/*
+ * Metrics of the model over rows idx on every rank (reduced), in the
+ * target's own units.
+ */
+static void
+evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds, const int *idx, int n,
+		 DmlMetrics *met)
+{
+	const DmlNet *net = &m->net;
+	int			K = net->sizes[net->nlayers];
+	float	   *Xb = malloc(sizeof(float) * EVAL_ROWS * ds->d);
+	float	   *yb = malloc(sizeof(float) * EVAL_ROWS);
+	float	   *out = malloc(sizeof(float) * EVAL_ROWS * K);
+
+	dml_metrics_reset(met);
+	for (int lo = 0; lo < n; lo += EVAL_ROWS)
+	{
+		int			B = n - lo < EVAL_ROWS ? n - lo : EVAL_ROWS;
+		const float *logits;
+
+		gather(ds, idx + lo, B, Xb, yb);
+		logits = dml_net_forward(net, work, Xb, B);
+		memcpy(out, logits, sizeof(float) * B * K);
+		dml_net_output(net, out, B);
+		if (net->loss == DML_LOSS_MSE)
+			for (int b = 0; b < B; b++)
+			{
+				out[(size_t) b * K] = out[(size_t) b * K] * m->out_scale[0] + m->out_mean[0];
+				yb[b] = yb[b] * m->out_scale[0] + m->out_mean[0];
+			}
+		dml_metrics_add(met, out, yb, B);
+	}
+	comm_allreduce_double(met->v, met->nvalues);
+	free(Xb);
+	free(yb);
+	free(out);
+}
+
+/* optimizer state: velocity, or Adam's two moments */
+typedef struct OptState
+{
+	DmlOptimizer kind;
+	size_t		n;
+	float	   *s1;
+	float	   *s2;
+	int			t;
+} OptState;
+
+static DmlOptimizer
+optimizer_kind(const char *name)
+{
+	if (strcmp(name, "adam") == 0)
+		return DML_OPT_ADAM;
+	if (strcmp(name, "momentum") == 0)
+		return DML_OPT_MOMENTUM;
+	if (strcmp(name, "nesterov") == 0)
+		return DML_OPT_NESTEROV;
+	return DML_OPT_SGD;
+}
+
+static void
+opt_step(OptState *o, const WorkerSpec *spec, float *params, const float *grads, float lr)
+{
+	o->t++;
+	switch (o->kind)
+	{
+		case DML_OPT_SGD:
+			sgd_update(params, grads, o->n, lr, (float) spec->weight_decay);
+			break;
+		case DML_OPT_MOMENTUM:
+		case DML_OPT_NESTEROV:
+			momentum_update(params, o->s1, grads, o->n, lr, (float) spec->momentum,
+							(float) spec->weight_decay, o->kind == DML_OPT_NESTEROV);
+			break;
+		case DML_OPT_ADAM:
+			adam_update(params, o->s1, o->s2, grads, o->n, lr, (float) spec->beta1,
+						(float) spec->beta2, (float) spec->eps, (float) spec->weight_decay, o->t);
+			break;
+	}
+}
+
+/*
+ * Checkpoint payload: int32 epoch, uint32 blob length, model blob, int32
+ * step count, then both optimizer state vectors (nparams floats each).
+ */
+static void
+send_checkpoint(const DmlModel *m, const OptState *o, int epoch)
+{
+	size_t		blen = dml_model_serialized_size(m);
+	size_t		len = 4 + 4 + blen + 4 + 2 * o->n * sizeof(float);
+	unsigned char *buf = malloc(len);
+	unsigned char *p = buf;
+	int32_t		e = epoch;
+	uint32_t	b = (uint32_t) blen;
+	int32_t		t = o->t;
+
+	memcpy(p, &e, 4);
+	memcpy(p + 4, &b, 4);
+	dml_model_serialize(m, p + 8);
+	p += 8 + blen;
+	memcpy(p, &t, 4);
+	p += 4;
+	memcpy(p, o->s1, o->n * sizeof(float));
+	memcpy(p + o->n * sizeof(float), o->s2, o->n * sizeof(float));
+	control_send(DML_MSG_CHECKPOINT, buf, len, NULL, 0);
+	free(buf);
+}
+
+/* rank 0 reads the checkpoint, every rank gets its params and state; returns its epoch */
+static int
+resume_from(const char *path, DmlModel *m, OptState *o)
+{
+	int32_t		hdr[2] = {0, 0};	/* epoch, ok */
+	float	   *buf = malloc(sizeof(float) * (m->net.nparams + 2 * o->n) + 4);
+
+	if (worker_rank == 0)
+	{
+		FILE	   *f = fopen(path, "rb");
+		unsigned char *data = NULL;
+		long		len = 0;
+
+		if (f && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 8 && fseek(f, 0, SEEK_SET) == 0)
+		{
+			data = malloc(len);
+			if (fread(data, 1, len, f) == (size_t) len)
+			{
+				uint32_t	blen;
+				DmlModel	saved;
+				char		err[256];
+
+				memcpy(&hdr[0], data, 4);
+				memcpy(&blen, data + 4, 4);
+				if (8 + (size_t) blen + 4 + 2 * o->n * sizeof(float) == (size_t) len &&
+					dml_model_parse(&saved, data + 8, blen, err, sizeof(err)) == DML_OK &&
+					saved.net.nparams == m->net.nparams)
+				{
+					int32_t		t;
+
+					memcpy(buf, saved.net.params, sizeof(float) * m->net.nparams);
+					memcpy(&t, data + 8 + blen, 4);
+					memcpy(buf + m->net.nparams, data + 12 + blen, 2 * o->n * sizeof(float));
+					memcpy(buf + m->net.nparams + 2 * o->n, &t, 4);
+					dml_model_free(&saved);
+					hdr[1] = 1;
+				}
+			}
+		}
+		if (f)
+			fclose(f);
+		free(data);
+	}
+	comm_bcast(hdr, sizeof(hdr), 0);
+	if (!hdr[1])
+		worker_fail("could not read checkpoint %s", path);
+	comm_bcast(buf, sizeof(float) * (m->net.nparams + 2 * o->n) + 4, 0);
+	memcpy(m->net.params, buf, sizeof(float) * m->net.nparams);
+	memcpy(o->s1, buf + m->net.nparams, o->n * sizeof(float));
+	memcpy(o->s2, buf + m->net.nparams + o->n, o->n * sizeof(float));
+	memcpy(&o->t, buf + m->net.nparams + 2 * o->n, 4);
+	free(buf);
+	return hdr[0];
+}
+
+/*
+ * train_iterative
+ *		SGD, momentum, Nesterov or Adam over minibatches, all-reduce sync,
+ *		with validation, early stopping, progress and checkpoints.
+ */
+void
+train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
+{
+	DmlModel   *m = &res->model;
+	DmlNet	   *net = &m->net;
+	size_t		np = net->nparams;
+	int		   *train_idx,
+			   *val_idx;
+	int			ntrain,
+				nval;
+	int64_t		maxn[2];
+	int			steps,
+				b;
+	DmlWork		work;
+	float	   *grads = malloc(sizeof(float) * (np + 1));
+	float	   *Xb,
+			   *yb,
+			   *best = NULL;
+	OptState	opt;
+	DmlMetrics	met;
+	DmlRng		rng;
+	double		best_loss = INFINITY;
+	int			bad_epochs = 0;
+	int			first_epoch = 1;
+	double		train_time = 0,
+				rows_done = 0;
+	double		nval_total;
+
+	split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
+	maxn[0] = ntrain;
+	maxn[1] = nval;
+	comm_allreduce_max_i64(maxn, 2);
+	steps = (int) ((maxn[0] + spec->batch_size - 1) / spec->batch_size);
+	if (steps < 1)
+		steps = 1;
+	b = (ntrain + steps - 1) / steps;
+	if (dml_work_alloc(&work, net, b > EVAL_ROWS ? b : EVAL_ROWS) != DML_OK)
+		worker_fail("out of memory for activations of %d rows", b);
+	Xb = malloc(sizeof(float) * (size_t) (b ? b : 1) * ds->d);
+	yb = malloc(sizeof(float) * (b ? b : 1));
+	if (!grads || !Xb || !yb)
+		worker_fail("out of memory");
+	if (dml_metrics_init(&met, net->loss, spec->classification ? spec->nclasses : 1) != DML_OK)
+		worker_fail("out of memory");
+
+	dml_net_init(net, spec->seed);
+	opt.kind = optimizer_kind(spec->optimizer);
+	opt.n = np;
+	opt.s1 = calloc(np, sizeof(float));
+	opt.s2 = calloc(np, sizeof(float));
+	opt.t = 0;
+	if (spec->resume)
+		first_epoch = resume_from(spec->resume, m, &opt) + 1;
+
+	{
+		double		cnt = nval;
+
+		comm_allreduce_double(&cnt, 1);
+		nval_total = cnt;
+	}
+
+	for (int epoch = first_epoch; epoch <= spec->epochs; epoch++)
+	{
+		double		t0 = wall_seconds();
+		double		bytes0 = comm_job_bytes();
+		float		lr = lr_at_epoch(spec->schedule, (float) spec->learning_rate, epoch - 1,
+									 spec->epochs, spec->step_size, (float) spec->gamma);
+		double		sums[2] = {0, (double) ntrain};
+		DmlProgress p;
+
+		maybe_inject_fault(spec, epoch, NULL);
+		dml_rng_seed(&rng, spec->seed * 1000003u + (uint64_t) epoch * 7919u + (uint64_t) worker_rank);
+		dml_shuffle(train_idx, ntrain, &rng);
+
+		for (int s = 0; s < steps; s++)
+		{
+			int			lo = s * b;
+			int			B = ntrain - lo < b ? ntrain - lo : b;
+
+			if (B < 0)
+				B = 0;
+			memset(grads, 0, sizeof(float) * np);
+			if (B > 0)
+			{
+				gather(ds, train_idx + lo, B, Xb, yb);
+				sums[0] += dml_net_forward_backward(net, &work, grads, Xb, yb, B);
+			}
+			grads[np] = (float) B;
+			comm_allreduce_float(grads, np + 1);
+			if (grads[np] > 0)
+			{
+				float		inv = 1.0f / grads[np];
+
+				for (size_t i = 0; i < np; i++)
+					grads[i] *= inv;
+				opt_step(&opt, spec, net->params, grads, lr);
+			}
+		}
+		comm_allreduce_double(sums, 2);
+
+		memset(&p, 0, sizeof(p));
+		p.epoch = epoch;
+		p.loss = sums[0] / sums[1];
+		if (net->loss == DML_LOSS_MSE)
+			p.loss *= (double) m->out_scale[0] * m->out_scale[0];
+		p.rows = sums[1];
+		p.val_loss = NAN;
+		p.val_metric = NAN;
+		train_time += wall_seconds() - t0;
+		rows_done += sums[1];
+		if (nval_total > 0)
+		{
+			evaluate(m, &work, ds, val_idx, nval, &met);
+			p.val_loss = dml_metrics_loss(&met);
+			p.val_metric = dml_metrics_score(&met);
+		}
+		p.seconds = wall_seconds() - t0;
+		p.bytes_sent = comm_job_bytes() - bytes0;
+		res->epochs_run = epoch;
+		res->final_loss = p.loss;
+		if (!isfinite(p.loss))
+			worker_user_error("2200H|Lower learning_rate, or use optimizer => 'adam'.|"
+							  "training diverged at epoch %d: the loss is not finite", epoch);
+		if (worker_rank == 0)
+		{
+			control_send(DML_MSG_PROGRESS, &p, sizeof(p), NULL, 0);
+			if (spec->checkpoint_every > 0 && epoch % spec->checkpoint_every == 0 &&
+				epoch < spec->epochs)
+				send_checkpoint(m, &opt, epoch);
+		}
+
+		/* early stopping keeps the best replica seen */
+		if (spec->patience > 0 && nval_total > 0)
+		{
+			if (p.val_loss < best_loss)
+			{
+				best_loss = p.val_loss;
+				bad_epochs = 0;
+				if (best == NULL)
+					best = malloc(sizeof(float) * np);
+				memcpy(best, net->params, sizeof(float) * np);
+			}
+			else if (++bad_epochs >= spec->patience)
+				break;
+		}
+	}
+	if (best != NULL)
+		memcpy(net->params, best, sizeof(float) * np);
+	res->train_seconds = train_time;
+	res->rows_per_second = train_time > 0 ? rows_done / train_time : 0;
+	dml_metrics_free(&met);
+	dml_work_free(&work);
+	free(grads);
+	free(Xb);
+	free(yb);
+	free(best);
+	free(opt.s1);
+	free(opt.s2);
+	free(train_idx);
+	free(val_idx);
+}
+
+/*
+ * final_metrics
+ *		The model's metrics on the validation rows (else the training rows),
+ *		over every rank, as the body of a JSON object.
+ */
+char *
+final_metrics(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const TrainResult *res)
+{
+	int		   *train_idx,
+			   *val_idx;
+	int			ntrain,
+				nval;
+	double		counts[2];
+	DmlMetrics	met;
+	DmlWork		work;
+	size_t		need;
+	char	   *mj,
+			   *out;
+	int			on_val;
+
+	split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
+	counts[0] = ntrain;
+	counts[1] = nval;
+	comm_allreduce_double(counts, 2);
+	on_val = counts[1] > 0;
+	if (dml_metrics_init(&met, m->net.loss, spec->classification ? spec->nclasses : 1) != DML_OK ||
+		dml_work_alloc(&work, &m->net, EVAL_ROWS) != DML_OK)
+		worker_fail("out of memory");
+	evaluate(m, &work, ds, on_val ? val_idx : train_idx, on_val ? nval : ntrain, &met);
+	need = dml_metrics_json(&met, NULL, 0);
+	mj = malloc(need);
+	dml_metrics_json(&met, mj, need);
+	need += 512;
+	out = malloc(need);
+	snprintf(out, need,
+			 "{\"evaluated_on\": \"%s\", \"train_rows\": %.0f, \"validation_rows\": %.0f, "
+			 "\"epochs\": %d, \"final_loss\": %.10g, \"rows_per_second\": %.1f, "
+			 "\"train_seconds\": %.4f, \"load_seconds\": %.4f, \"bytes_sent\": %.0f, "
+			 "\"workers\": %d, %s",
+			 on_val ? "validation" : "training", counts[0], counts[1], res->epochs_run,
+			 isfinite(res->final_loss) ? res->final_loss : 0.0, res->rows_per_second,
+			 res->train_seconds, ds->load_seconds, comm_job_bytes(), worker_world, mj + 1);
+	dml_metrics_free(&met);
+	dml_work_free(&work);
+	free(mj);
+	free(train_idx);
+	free(val_idx);
+	return out;
+}

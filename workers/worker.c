@@ -1,0 +1,266 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *	  dml-worker: main program of one MPI rank.
+ *
+ *	  dml-worker <spec>
+ *
+ * Started by mpirun, which the coordinator started in the backend.  Every
+ * rank reads the spec and its slices; rank 0 also talks to the coordinator
+ * over the control socket: HELLO with every rank's pid, PROGRESS per
+ * epoch, CHECKPOINTs, and at the end the MODEL (or an ERROR).
+ *
+ * A rank never outlives its job: it asks for SIGKILL when its parent
+ * (mpirun) dies, and rank 0 ends the job when the coordinator's end of the
+ * control socket closes.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <errno.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "libpq-fe.h"
+
+#include "comm.h"
+#ifdef DML_HAVE_CUDA
+#include "cuda_kernels.h"
+#endif
+#include "protocol.h"
+#include "worker.h"
+
+int			worker_rank = 0;
+int			worker_world = 1;
+char		worker_host[256] = "?";
+
+double
+wall_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* report to the coordinator (rank 0) and the log, then end the whole job */
+void
+worker_fail_at(const char *file, int line, const char *fmt,...)
+{
+	char		msg[2048];
+	char		payload[2300];
+	va_list		ap;
+	int			n;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "dml-worker error: rank %d on %s: %s (%s:%d)\n",
+			worker_rank, worker_host, msg, file, line);
+	fflush(stderr);
+	if (worker_rank == 0 && control_connected())
+	{
+		n = snprintf(payload, sizeof(payload), "\nrank %d on %s: %s\n", worker_rank, worker_host, msg);
+		control_send(DML_MSG_ERROR, payload, (size_t) n < sizeof(payload) ? (size_t) n : sizeof(payload) - 1, NULL, 0);
+	}
+	comm_abort(2);
+}
+
+/*
+ * A mistake in the user's data, found by every rank after a reduction:
+ * rank 0 sends "SQLSTATE\nmessage\nhint" so the backend raises it as is.
+ * fmt is "SQLSTATE|hint|message format".
+ */
+void
+worker_user_error(const char *fmt,...)
+{
+	char		msg[2048];
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (worker_rank == 0)
+	{
+		/* msg is "SQLSTATE|hint|message": turn the separators into newlines */
+		char	   *a = strchr(msg, '|');
+		char	   *b = a ? strchr(a + 1, '|') : NULL;
+		char		payload[2100];
+		int			n;
+
+		if (a && b)
+		{
+			*a = '\0';
+			*b = '\0';
+			n = snprintf(payload, sizeof(payload), "%s\n%s\n%s", msg, b + 1, a + 1);
+		}
+		else
+			n = snprintf(payload, sizeof(payload), "\n%s\n", msg);
+		control_send(DML_MSG_ERROR, payload, (size_t) n < sizeof(payload) ? (size_t) n : sizeof(payload) - 1, NULL, 0);
+	}
+	/* every rank found the same; end together */
+	comm_barrier();
+	comm_finalize();
+	exit(2);
+}
+
+/*
+ * Fault injection (tests only; the backend passes it on only when
+ * dml.test_hooks is on).  "rank:epoch:how", how = kill | exit | drop | hang,
+ * with a trailing "!" to fault again after a restart.
+ */
+void
+maybe_inject_fault(const WorkerSpec *spec, int epoch, void *pgconn)
+{
+	int			rank,
+				at;
+	char		how[32] = "";
+
+	if (spec->fault == NULL ||
+		sscanf(spec->fault, "%d:%d:%31s", &rank, &at, how) != 3 || rank != worker_rank)
+		return;
+	if (spec->resume && strchr(how, '!') == NULL)
+		return;
+	if (strncmp(how, "drop", 4) == 0)
+	{
+		/* the database connection goes away under libpq, during the load */
+		if (pgconn != NULL)
+			shutdown(PQsocket((PGconn *) pgconn), SHUT_RDWR);
+		return;
+	}
+	if (at != epoch || pgconn != NULL)
+		return;
+	fprintf(stderr, "dml-worker: rank %d injecting fault \"%s\" at epoch %d\n", worker_rank, how, epoch);
+	fflush(stderr);
+	if (strncmp(how, "kill", 4) == 0)
+		kill(getpid(), SIGKILL);
+	else if (strncmp(how, "exit", 4) == 0)
+		_exit(17);
+	else if (strncmp(how, "hang", 4) == 0)
+		for (;;)
+			pause();
+}
+
+/* rank 0 tells the coordinator every rank's pid */
+static void
+send_hello(void)
+{
+	int			pid = (int) getpid();
+	int		   *pids = worker_rank == 0 ? malloc(sizeof(int) * worker_world) : NULL;
+
+	MPI_Gather(&pid, 1, MPI_INT, pids, 1, MPI_INT, 0, MPI_COMM_WORLD);
+	if (worker_rank == 0)
+	{
+		size_t		cap = 16 + 12 * (size_t) worker_world;
+		char	   *text = malloc(cap);
+		size_t		len = snprintf(text, cap, "pids");
+
+		for (int r = 0; r < worker_world; r++)
+			len += snprintf(text + len, cap - len, " %d", pids[r]);
+		control_send(DML_MSG_HELLO, text, len, NULL, 0);
+		free(text);
+		free(pids);
+	}
+}
+
+/* pick the device: this build trains on the CPU unless a GPU is asked for and present */
+static const char *
+choose_device(const WorkerSpec *spec)
+{
+	int			ngpu = 0;
+
+#ifdef DML_HAVE_CUDA
+	ngpu = dml_gpu_device_count();
+#endif
+	if (strcmp(spec->device, "gpu") == 0)
+	{
+		if (ngpu == 0)
+			worker_user_error("55000|Use device => 'cpu' or 'auto' on a machine without a GPU.|"
+							  "device 'gpu' was asked for, but %s",
+#ifdef DML_HAVE_CUDA
+							  "no CUDA device is visible to the workers"
+#else
+							  "this build of dml-worker has no CUDA support"
+#endif
+				);
+		if (spec->world > ngpu)
+			worker_user_error("55000|Ask for at most %d workers on the GPU.|"
+							  "%d GPU workers were asked for, but only %d GPUs are visible",
+							  ngpu, spec->world, ngpu);
+		worker_user_error("0A000|Use device => 'cpu' for now.|"
+						  "GPU training is not wired into the training loop of this build");
+	}
+	return "cpu";
+}
+
+int
+main(int argc, char **argv)
+{
+	WorkerSpec	spec;
+	Dataset		ds;
+	TrainResult res;
+	char		err[512];
+	const char *device;
+	double		t0 = wall_seconds();
+
+	/* die with mpirun, whatever kills it */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	comm_init(&argc, &argv);
+	gethostname(worker_host, sizeof(worker_host) - 1);
+	if (argc != 2)
+		worker_fail("usage: dml-worker <job spec>");
+	if (spec_read(&spec, argv[1], err, sizeof(err)) != 0)
+		worker_fail("%s", err);
+	if (spec.world != worker_world)
+		worker_fail("job spec is for %d ranks but mpirun started %d", spec.world, worker_world);
+
+	if (worker_rank == 0)
+	{
+		control_connect(spec.socket);
+		control_start_watchdog();
+	}
+	send_hello();
+
+	device = choose_device(&spec);
+	load_slices(&ds, &spec, worker_rank);
+
+	memset(&res, 0, sizeof(res));
+	prepare_data(&ds, &spec, &res.model);
+	if (strcmp(spec.optimizer, "exact") == 0)
+		train_exact(&ds, &spec, &res);
+	else if (strcmp(spec.optimizer, "newton") == 0)
+		train_newton(&ds, &spec, &res);
+	else
+		train_iterative(&ds, &spec, &res);
+
+	{
+		char	   *metrics = final_metrics(&ds, &spec, &res.model, &res);
+
+		if (worker_rank == 0)
+		{
+			size_t		blen = dml_model_serialized_size(&res.model);
+			size_t		mlen = strlen(metrics) + 128;
+			unsigned char *msg = malloc(4 + blen);
+			char	   *full = malloc(mlen);
+			uint32_t	b32 = (uint32_t) blen;
+			int			n;
+
+			memcpy(msg, &b32, 4);
+			dml_model_serialize(&res.model, msg + 4);
+			/* the device and timing facts join the metrics object */
+			n = snprintf(full, mlen, "{\"device\": \"%s\", \"total_seconds\": %.4f, %s",
+						 device, wall_seconds() - t0, metrics + 1);
+			control_send(DML_MSG_MODEL, msg, 4 + blen, full, n);
+			free(msg);
+			free(full);
+		}
+	}
+	comm_finalize();
+	return 0;
+}

@@ -1,0 +1,163 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.h
+ *	  dml-worker: one MPI rank of a training job.  The job spec, the local
+ *	  dataset, and the steps of a run (load, prepare, train, report).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DML_WORKER_H
+#define DML_WORKER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kernels.h"
+
+/* ---------------------------------------------------------------------
+ * Job spec (spec.c), as the coordinator wrote it
+ * --------------------------------------------------------------------- */
+
+typedef enum FeatKind
+{
+	FEAT_NUM,
+	FEAT_VEC,
+	FEAT_CAT
+} FeatKind;
+
+typedef struct SpecFeature
+{
+	char	   *name;
+	FeatKind	kind;
+	int			width;			/* inputs it becomes */
+	int			nlevels;
+	char	  **levels;			/* sorted bytewise, for bsearch */
+	int		   *level_slot;		/* one-hot position of levels[i] */
+	int			offset;			/* first input of this feature */
+} SpecFeature;
+
+typedef struct SpecSlice
+{
+	int			rank;
+	int			whole;			/* read by rank 0 and scattered */
+	char	   *query;
+} SpecSlice;
+
+typedef struct WorkerSpec
+{
+	char	   *conninfo;
+	char	   *snapshot;
+	char	   *role;
+	char	   *socket;
+	int			world;
+	char	   *kind;
+	DmlLoss		loss;
+	DmlAct		act;
+	int			outputs;
+	int			nhidden;
+	int			hidden[DML_MAX_LAYERS];
+	char	   *optimizer;
+	double		learning_rate;
+	double		momentum;
+	double		beta1;
+	double		beta2;
+	double		eps;
+	DmlSchedule schedule;
+	int			step_size;
+	double		gamma;
+	double		tolerance;
+	int			batch_size;
+	int			epochs;
+	double		weight_decay;
+	double		validation;
+	int			patience;
+	char	   *nulls;
+	char	   *device;
+	uint64_t	seed;
+	int			checkpoint_every;
+	char	   *fault;			/* "rank:epoch:how" */
+	char	   *resume;			/* checkpoint to start from */
+
+	int			classification;
+	int			nclasses;
+	char	  **classes;		/* sorted bytewise */
+	int		   *class_index;	/* output index of classes[i] */
+
+	int			nfeatures;
+	SpecFeature *features;
+	int			ninputs;
+
+	int			nslices;
+	SpecSlice  *slices;
+} WorkerSpec;
+
+extern int	spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen);
+
+/* ---------------------------------------------------------------------
+ * The rank's rows (load.c)
+ * --------------------------------------------------------------------- */
+
+typedef struct Dataset
+{
+	int64_t		n;				/* rows */
+	int64_t		cap;
+	int			d;				/* inputs per row */
+	float	   *X;				/* (n, d); NaN marks a NULL feature */
+	float	   *y;				/* (n); NaN marks a NULL target */
+	unsigned char *val;			/* (n); 1 = held out for validation */
+	/* per feature: NULL values, and non-finite values seen */
+	int64_t    *null_count;
+	int64_t    *bad_count;
+	int64_t    *width_errors;	/* arrays of the wrong length */
+	int64_t		target_nulls;
+	int64_t		target_bad;
+	int64_t		unknown_labels;
+	double		load_seconds;
+	double		bytes_read;
+} Dataset;
+
+extern void load_slices(Dataset *ds, const WorkerSpec *spec, int rank);
+
+/* ---------------------------------------------------------------------
+ * Training (train.c, exact.c)
+ * --------------------------------------------------------------------- */
+
+typedef struct TrainResult
+{
+	DmlModel	model;
+	int			epochs_run;
+	double		final_loss;
+	double		rows_per_second;
+	double		train_seconds;
+	char	   *metrics_json;
+} TrainResult;
+
+extern void prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model);
+extern void train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
+extern void train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
+extern void train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
+extern char *final_metrics(Dataset *ds, const WorkerSpec *spec, const DmlModel *m,
+						   const TrainResult *res);
+
+/* ---------------------------------------------------------------------
+ * Failing fast (worker.c): name rank, host, file and line, end the job
+ * --------------------------------------------------------------------- */
+
+extern int	worker_rank;
+extern int	worker_world;
+extern char worker_host[256];
+
+extern void worker_fail_at(const char *file, int line, const char *fmt,...)
+			__attribute__((format(printf, 3, 4), noreturn));
+#define worker_fail(...) worker_fail_at(__FILE__, __LINE__, __VA_ARGS__)
+
+/* a user-facing error found collectively: rank 0 reports it, all end */
+extern void worker_user_error(const char *fmt,...)
+			__attribute__((format(printf, 1, 2), noreturn));
+
+extern double wall_seconds(void);
+
+/* the fault-injection hook: act if spec->fault names this rank and epoch */
+extern void maybe_inject_fault(const WorkerSpec *spec, int epoch, void *pgconn);
+
+#endif							/* DML_WORKER_H */
