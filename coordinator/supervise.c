@@ -128,7 +128,7 @@ workers_alive(void)
 
 /*
  * DmlKillActiveJob
- *		End the running job, if any: SIGTERM, up to a second's grace, then
+ *		End the running job, if any: SIGTERM, 200 ms of grace, then
  *		SIGKILL; reap mpirun; remove the job directory.  Idempotent, and
  *		safe from PG_CATCH and from backend exit.
  */
@@ -145,8 +145,11 @@ DmlKillActiveJob(void)
 		bool		reaped = false;
 
 		signal_job(SIGTERM);
-		/* bounded poll while the processes exit; this is a cleanup path */
-		for (int i = 0; i < 100 && !reaped; i++)
+		/*
+		 * Workers only read, so there is nothing to flush: a short grace,
+		 * then SIGKILL.  A bounded poll, on a cleanup path.
+		 */
+		for (int i = 0; i < 20 && !reaped; i++)
 		{
 			if (waitpid(active_job.pid, &status, WNOHANG) == active_job.pid)
 				reaped = true;
@@ -162,10 +165,12 @@ DmlKillActiveJob(void)
 		active_job.pid = 0;
 	}
 	/* workers are mpirun's children; any straggler gets SIGKILL */
-	for (int i = 0; i < 100 && workers_alive(); i++)
+	for (int i = 0; i < 20 && workers_alive(); i++)
 		pg_usleep(10000L);
 	if (workers_alive())
 		signal_job(SIGKILL);
+	for (int i = 0; i < 100 && workers_alive(); i++)
+		pg_usleep(10000L);
 	active_job.npids = 0;
 
 	if (active_job.conn_fd >= 0)

@@ -206,6 +206,14 @@ softmax_forward_backward(float *dlogits, float *probs, const float *logits,
 		float		maxz = z[0];
 		float		denom = 0.0f;
 
+		/* a label outside 0..K-1 poisons the loss instead of writing out of bounds */
+		if (!(y[b] >= 0.0f && y[b] < (float) K))
+		{
+			for (int k = 0; k < K; k++)
+				d[k] = NAN;
+			sum = NAN;
+			continue;
+		}
 		for (int k = 1; k < K; k++)
 			if (z[k] > maxz)
 				maxz = z[k];

@@ -26,6 +26,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C"
+{
+#endif
+
 #define DML_MAX_LAYERS		16		/* dense layers in one network */
 #define DML_MAX_WIDTH		65536	/* units in one layer */
 
@@ -304,5 +309,9 @@ extern double dml_metrics_score(const DmlMetrics *m);
 
 /* JSON object with every metric; returns the length it needed */
 extern size_t dml_metrics_json(const DmlMetrics *m, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif							/* DML_KERNELS_H */

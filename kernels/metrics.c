@@ -67,6 +67,12 @@ dml_metrics_add(DmlMetrics *m, const float *pred, const float *y, int B)
 			int			guess = 0;
 			double		p;
 
+			/* labels are class indexes; anything else is not counted */
+			if (!(y[b] >= 0.0f && y[b] < (float) K))
+			{
+				v[DML_MET_N] -= 1.0;
+				continue;
+			}
 			if (m->loss == DML_LOSS_BCE)
 			{
 				double		p1 = pred[b];

@@ -49,6 +49,9 @@ dml_net_alloc(DmlNet *net, int nlayers, const int *sizes, DmlAct act,
 	for (int l = 0; l <= nlayers; l++)
 		if (sizes[l] < 1 || sizes[l] > DML_MAX_WIDTH)
 			return DML_ERR_ARG;
+	if ((loss == DML_LOSS_BCE && sizes[nlayers] != 1) ||
+		(loss == DML_LOSS_SOFTMAX && sizes[nlayers] < 2))
+		return DML_ERR_ARG;
 	memset(net, 0, sizeof(*net));
 	net->nlayers = nlayers;
 	memcpy(net->sizes, sizes, sizeof(int) * (nlayers + 1));

@@ -19,7 +19,7 @@ pgc_as_pg() {
 	if [ "$(id -u)" = 0 ]; then
 		local v envs=()
 		for v in PGHOST PGPORT PGUSER PGDATABASE; do
-			[ -n "${!v}" ] && envs+=("$v=${!v}")
+			[ -n "${!v:-}" ] && envs+=("$v=${!v}")
 		done
 		runuser -u "$PGC_OSUSER" -- env PATH="$PATH" "${envs[@]}" "$@"
 	else

@@ -151,6 +151,7 @@ gpu_upload(float **dptr, const float *host, size_t n, const char *what)
 	return DML_OK;
 }
 
+/* upload, with the error copied into errbuf */
 int
 dml_gpu_upload(float **dptr, const float *host, size_t n, const char *what,
 			   char *errbuf, size_t errlen)

@@ -112,6 +112,7 @@ nccl_unique_id(unsigned char *id)
 	return DML_OK;
 }
 
+/* a unique id for rank 0 to broadcast */
 int
 dml_nccl_unique_id(unsigned char *id, char *errbuf, size_t errlen)
 {
@@ -122,6 +123,7 @@ dml_nccl_unique_id(unsigned char *id, char *errbuf, size_t errlen)
 	return st;
 }
 
+/* create the non-blocking communicator and wait for it */
 static int
 nccl_init(DmlNccl *c, const unsigned char *id, int nranks, int rank, int device)
 {
@@ -165,6 +167,7 @@ dml_nccl_init(DmlNccl **comm, const unsigned char *id, int nranks, int rank,
 	return DML_OK;
 }
 
+/* enqueue the in-place sum and wait for the enqueue */
 static int
 nccl_allreduce_sum(DmlNccl *c, float *buf, size_t n, cudaStream_t stream)
 {
@@ -203,6 +206,7 @@ dml_nccl_poll(DmlNccl *comm, char *errbuf, size_t errlen)
 	return st;
 }
 
+/* poll the stream and the communicator until done, failed or late */
 static int
 nccl_wait(DmlNccl *c, cudaStream_t stream, double timeout_s)
 {

@@ -111,6 +111,7 @@ dml_gpu_net_free(DmlGpuNet *g)
 	memset(g, 0, sizeof(*g));
 }
 
+/* shape, budget-check and allocate g (g zeroed by the caller) */
 static int
 gpu_net_alloc(DmlGpuNet *g, const DmlNet *net, int maxB, DmlOptimizer opt,
 			  int device, int tf32)
@@ -153,6 +154,7 @@ gpu_net_alloc(DmlGpuNet *g, const DmlNet *net, int maxB, DmlOptimizer opt,
 	return DML_OK;
 }
 
+/* allocate a device network shaped like net; on failure g holds nothing */
 int
 dml_gpu_net_alloc(DmlGpuNet *g, const DmlNet *net, int maxB, DmlOptimizer opt,
 				  int device, int tf32, char *errbuf, size_t errlen)
@@ -178,6 +180,7 @@ dml_gpu_net_alloc(DmlGpuNet *g, const DmlNet *net, int maxB, DmlOptimizer opt,
 		return st_; \
 	} while (0)
 
+/* host params to the device, synchronously */
 static int
 gpu_net_upload(DmlGpuNet *g, const float *params)
 {
@@ -194,6 +197,7 @@ dml_gpu_net_upload(DmlGpuNet *g, const float *params, char *errbuf, size_t errle
 	WITH_ERRBUF(gpu_net_upload(g, params));
 }
 
+/* device params to the host, after queued work */
 static int
 gpu_net_download(DmlGpuNet *g, float *params)
 {
@@ -210,6 +214,7 @@ dml_gpu_net_download(DmlGpuNet *g, float *params, char *errbuf, size_t errlen)
 	WITH_ERRBUF(gpu_net_download(g, params));
 }
 
+/* zero the optimizer state on the stream */
 static int
 gpu_net_reset_optimizer(DmlGpuNet *g)
 {
@@ -230,6 +235,7 @@ dml_gpu_net_reset_optimizer(DmlGpuNet *g, char *errbuf, size_t errlen)
 	WITH_ERRBUF(gpu_net_reset_optimizer(g));
 }
 
+/* zero the gradients on the stream */
 static int
 gpu_net_zero_grads(DmlGpuNet *g)
 {
@@ -244,13 +250,14 @@ dml_gpu_net_zero_grads(DmlGpuNet *g, char *errbuf, size_t errlen)
 	WITH_ERRBUF(gpu_net_zero_grads(g));
 }
 
-/* parameters of layer l */
+/* weights of layer l */
 static inline const float *
 weight_of(const DmlGpuNet *g, int l)
 {
 	return g->params + dml_net_param_count(l, g->sizes);
 }
 
+/* bias of layer l */
 static inline const float *
 bias_of(const DmlGpuNet *g, int l)
 {
@@ -277,6 +284,7 @@ gpu_net_forward(DmlGpuNet *g, const float **logits, const float *X, int B)
 	return DML_OK;
 }
 
+/* logits of B rows, on the device */
 int
 dml_gpu_net_forward(DmlGpuNet *g, const float **logits, const float *X, int B,
 					char *errbuf, size_t errlen)
@@ -332,6 +340,7 @@ gpu_net_forward_backward(DmlGpuNet *g, const float *X, const float *y, int B)
 	return DML_OK;
 }
 
+/* gradients of B rows added into g->grads */
 int
 dml_gpu_net_forward_backward(DmlGpuNet *g, const float *X, const float *y, int B,
 							 char *errbuf, size_t errlen)
@@ -339,6 +348,7 @@ dml_gpu_net_forward_backward(DmlGpuNet *g, const float *X, const float *y, int B
 	WITH_ERRBUF(gpu_net_forward_backward(g, X, y, B));
 }
 
+/* read and zero the device loss sum */
 static int
 gpu_net_take_loss(DmlGpuNet *g, double *loss)
 {
@@ -356,6 +366,7 @@ dml_gpu_net_take_loss(DmlGpuNet *g, double *loss, char *errbuf, size_t errlen)
 	WITH_ERRBUF(gpu_net_take_loss(g, loss));
 }
 
+/* scale the gradients and apply one optimizer step */
 static int
 gpu_net_step(DmlGpuNet *g, const DmlGpuOptim *o, float grad_scale)
 {

@@ -85,6 +85,7 @@ check(int ok, const char *name, const char *fmt,...)
 	nfailed++;
 }
 
+/* record a skipped check */
 static void
 skip(const char *name, const char *why)
 {
@@ -126,6 +127,7 @@ fatal(const char *what, int st)
  * Host and device arrays
  * --------------------------------------------------------------------- */
 
+/* n host floats, or stop */
 static float *
 hmalloc(size_t n)
 {
@@ -139,6 +141,7 @@ hmalloc(size_t n)
 	return p;
 }
 
+/* device bytes, or stop */
 static void *
 dmalloc(size_t bytes)
 {
@@ -177,6 +180,7 @@ poison(float *d, size_t n)
 	CUDA_OK(cudaDeviceSynchronize());
 }
 
+/* n uniform floats in [lo, hi) */
 static void
 fill(float *x, size_t n, DmlRng *rng, double lo, double hi)
 {
@@ -218,6 +222,7 @@ check_rel(const char *name, const float *dout, const float *ref, size_t n, doubl
 	free(h);
 }
 
+/* seconds on a monotonic clock */
 static double
 now_s(void)
 {
@@ -856,6 +861,7 @@ synthetic(float *X, float *y, int N, int C, int K, uint64_t seed)
 	free(centre);
 }
 
+/* (b): train the same MLP on GPU and CPU and compare the loss curves */
 static void
 test_training(int tf32)
 {
@@ -1009,6 +1015,7 @@ gpu_steps_per_s(DmlNet *net, const float *d_X, const float *d_y, int B, int tf32
 	return (double) steps * B / t0;
 }
 
+/* (c): samples/s of a training step, GEMM TFLOP/s, square sgemm */
 static void
 test_throughput(void)
 {
@@ -1141,6 +1148,7 @@ test_throughput(void)
 	dml_net_free(&net);
 }
 
+/* run every group, or skip them all when no device is visible */
 int
 main(int argc, char **argv)
 {

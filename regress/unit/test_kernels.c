@@ -587,6 +587,7 @@ test_net_gradients(void)
  * Optimizers and schedules
  * --------------------------------------------------------------------- */
 
+/* each optimizer against hand-computed steps */
 static void
 test_optimizers(void)
 {
@@ -677,6 +678,7 @@ test_optimizers(void)
 	}
 }
 
+/* learning-rate schedules at chosen epochs */
 static void
 test_schedules(void)
 {
@@ -696,6 +698,7 @@ test_schedules(void)
  * Random numbers
  * --------------------------------------------------------------------- */
 
+/* the random stream and the shuffle */
 static void
 test_rng(void)
 {
@@ -725,6 +728,7 @@ test_rng(void)
  * Exact solver
  * --------------------------------------------------------------------- */
 
+/* the SPD solver on a known system, a singular and an indefinite one */
 static void
 test_cholesky(void)
 {
@@ -792,6 +796,7 @@ fix_crc(unsigned char *buf, size_t len)
 	buf[len - 1] = (c >> 24) & 0xFF;
 }
 
+/* the model blob: round trip, truncation, corruption, bad headers */
 static void
 test_format(void)
 {
@@ -931,6 +936,7 @@ test_format(void)
  * Prediction
  * --------------------------------------------------------------------- */
 
+/* dml_model_predict against hand computations */
 static void
 test_predict(void)
 {
@@ -1012,6 +1018,7 @@ json_number(const char *json, const char *key)
 	return p ? strtod(p + strlen(pat), NULL) : NAN;
 }
 
+/* metrics sums and JSON on hand cases */
 static void
 test_metrics(void)
 {
@@ -1097,6 +1104,7 @@ test_metrics(void)
 	}
 }
 
+/* run every group and print the tally */
 int
 main(void)
 {

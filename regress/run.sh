@@ -1,0 +1,140 @@
+#!/bin/bash
+# run.sh: dml's whole test suite, from a fresh machine.
+#
+#   bash regress/run.sh
+#
+# Installs what is missing (.ci/setup.sh), builds and installs dml, starts a
+# private PostgreSQL cluster as the non-root 'postgres' user on a private
+# port and socket, and runs:
+#   1. C unit tests of the kernels (build/test_kernels) and the replay of
+#      the fuzzer's corpus and crash inputs
+#   2. the pg_regress suites (regress/sql, regress/expected)
+#   3. the pgTAP tests (regress/tap: the SQL contract)
+#   4. process-level tests (regress/t/*.sh: cancel, timeouts, faults),
+#      each of which checks that no process of a job is left behind
+#   5. the GPU tests, reported as skipped where no GPU is visible
+# It closes with "N passed, N failed, N skipped" and exits non-zero on any
+# failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+bash .ci/setup.sh || { echo "setup failed"; exit 1; }
+
+SUDO=
+[ "$(id -u)" = 0 ] || SUDO=sudo
+echo "== build and install"
+make -s >/tmp/dml-build.log 2>&1 && $SUDO make -s install >>/tmp/dml-build.log 2>&1 || {
+	cat /tmp/dml-build.log; echo "0 passed, 1 failed"; exit 1; }
+
+PASS=0
+FAIL=0
+SKIP=0
+FAILED=()
+
+# count "ok"/"not ok"/"skip" lines of TAP-like output
+tally() {
+	local name=$1 file=$2 p f s
+	p=$(grep -cE '^ok ' "$file")
+	f=$(grep -cE '^not ok ' "$file")
+	s=$(grep -cE '^(ok|skip) .*(# SKIP|# skip|skipped)' "$file")
+	p=$((p - s))
+	PASS=$((PASS + p)); FAIL=$((FAIL + f)); SKIP=$((SKIP + s))
+	[ "$f" -gt 0 ] && FAILED+=("$name")
+	echo "   $name: $p passed, $f failed, $s skipped"
+}
+
+echo "== C unit tests"
+if make -s build/test_kernels >/tmp/dml-unit.log 2>&1; then
+	./build/test_kernels >>/tmp/dml-unit.log 2>&1
+	grep -E '^not ok' /tmp/dml-unit.log
+	tally kernels /tmp/dml-unit.log
+else
+	cat /tmp/dml-unit.log
+	FAIL=$((FAIL + 1)); FAILED+=("kernels build")
+fi
+if [ -x regress/fuzz/run.sh ] || [ -f regress/fuzz/run.sh ]; then
+	bash regress/fuzz/run.sh replay >/tmp/dml-replay.log 2>&1
+	grep -E '^not ok' /tmp/dml-replay.log
+	tally fuzz-replay /tmp/dml-replay.log
+fi
+
+echo "== cluster"
+source regress/pgcluster.sh
+pgc_start || { echo "could not start PostgreSQL"; echo "$PASS passed, $((FAIL + 1)) failed, $SKIP skipped"; exit 1; }
+trap 'pgc_stop' EXIT
+export PGDATABASE=dml_regress
+pgc_psql -d postgres -c "CREATE DATABASE dml_regress" >/dev/null
+pgc_psql -c "CREATE EXTENSION dml" >/dev/null
+pgc_psql -c "ALTER DATABASE dml_regress SET dml.test_hooks = on" >/dev/null
+
+echo "== pg_regress"
+PG_REGRESS=$(pg_config --pkglibdir)/pgxs/src/test/regress/pg_regress
+RESULTS=$(mktemp -d /tmp/dml-regress.XXXXXX)
+chmod 777 "$RESULTS"
+TESTS=$(cat regress/schedule)
+"$PG_REGRESS" --use-existing --dbname=dml_regress --inputdir=regress \
+	--outputdir="$RESULTS" --host="$PGHOST" --port="$PGPORT" --user=postgres \
+	$TESTS >"$RESULTS/run.log" 2>&1
+cat "$RESULTS/run.log" | grep -E '^(test| |ok|not ok)' | grep -E 'ok|FAILED|failed' | sed 's/^/   /'
+p=$(grep -cE '(\.\.\. ok|^ok )' "$RESULTS/run.log")
+f=$(grep -cE '(FAILED|failed \(ignored\)|^not ok )' "$RESULTS/run.log")
+PASS=$((PASS + p)); FAIL=$((FAIL + f))
+if [ "$f" -gt 0 ]; then
+	FAILED+=("pg_regress")
+	[ -f "$RESULTS/regression.diffs" ] && head -200 "$RESULTS/regression.diffs"
+fi
+
+echo "== pgTAP"
+for t in regress/tap/*.sql; do
+	name=$(basename "$t" .sql)
+	pgc_psql -X -q -v ON_ERROR_STOP=0 -t -A -f "$t" >"$RESULTS/tap-$name.log" 2>&1
+	grep -E '^not ok|ERROR' "$RESULTS/tap-$name.log" | head -20
+	tally "tap/$name" "$RESULTS/tap-$name.log"
+	if grep -q 'ERROR' "$RESULTS/tap-$name.log"; then
+		FAIL=$((FAIL + 1)); FAILED+=("tap/$name error")
+	fi
+done
+
+echo "== process tests"
+for t in regress/t/*.sh; do
+	name=$(basename "$t" .sh)
+	timeout 600 bash "$t" >"$RESULTS/t-$name.log" 2>&1
+	rc=$?
+	grep -E '^not ok' "$RESULTS/t-$name.log"
+	tally "t/$name" "$RESULTS/t-$name.log"
+	if [ $rc -ne 0 ] && ! grep -qE '^not ok' "$RESULTS/t-$name.log"; then
+		echo "   t/$name exited $rc"; tail -20 "$RESULTS/t-$name.log"
+		FAIL=$((FAIL + 1)); FAILED+=("t/$name exit $rc")
+	fi
+done
+
+echo "== GPU"
+bash regress/gpu_check.sh >"$RESULTS/gpu.log" 2>&1
+rc=$?
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$RESULTS/gpu.log" | tail -1)
+echo "   gpu: ${line:-no summary (exit $rc)}"
+if [ -n "$line" ]; then
+	read -r gp _ gf _ gs _ <<<"$(echo "$line" | tr -d ',')"
+	PASS=$((PASS + gp)); FAIL=$((FAIL + gf)); SKIP=$((SKIP + ${gs:-0}))
+	[ "$gf" -gt 0 ] && FAILED+=("gpu")
+else
+	tail -20 "$RESULTS/gpu.log"
+	FAIL=$((FAIL + 1)); FAILED+=("gpu (exit $rc)")
+fi
+
+# nothing of any job may outlive the suite
+left=$(pgrep -f 'dml-worker|mpirun' | wc -l)
+if [ "$left" -gt 0 ]; then
+	echo "not ok - leftover processes: $(pgrep -af 'dml-worker|mpirun')"
+	FAIL=$((FAIL + 1)); FAILED+=("leftover processes")
+fi
+
+if [ ${#FAILED[@]} -gt 0 ]; then
+	echo "failed: ${FAILED[*]}"
+	echo "logs kept in $RESULTS"
+else
+	rm -rf "$RESULTS"
+fi
+echo "$PASS passed, $FAIL failed, $SKIP skipped"
+[ "$FAIL" -eq 0 ]

@@ -1,0 +1,63 @@
+#!/bin/bash
+# cancel.sh: pg_cancel_backend and statement_timeout during training end
+# every worker within 2 seconds and leave no model row, no job directory
+# and no process behind.  Runs against the cluster regress/run.sh started.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source regress/pgcluster.sh
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+notok() { n=$((n + 1)); echo "not ok $n - $1"; }
+check() { if eval "$2"; then ok "$1"; else notok "$1"; fi; }
+job_procs() { pgrep -f 'dml-worker|mpirun' | wc -l; }
+job_dirs() { ls -d /tmp/dml-job-* 2>/dev/null | wc -l; }
+
+pgc_psql -c "DROP TABLE IF EXISTS cancel_data; CREATE TABLE cancel_data AS
+	SELECT random() AS x1, random() AS x2, random() AS y FROM generate_series(1, 20000)" >/dev/null
+
+for how in cancel terminate timeout; do
+	before=$(pgc_psql -t -A -c "SELECT count(*) FROM dml.models WHERE name = 'cancel_$how'")
+	if [ "$how" = timeout ]; then
+		pgc_psql -c "SET statement_timeout = '3s'; SELECT * FROM dml_train('cancel_$how', 'cancel_data', 'y',
+			optimizer => 'sgd', batch_size => 1, epochs => 100000, workers => 2)" >/tmp/dml-cancel-$how.log 2>&1 &
+		client=$!
+		sleep 1.5
+		check "$how: workers are running" '[ "$(job_procs)" -ge 2 ]'
+	else
+		pgc_psql -c "SELECT * FROM dml_train('cancel_$how', 'cancel_data', 'y',
+			optimizer => 'sgd', batch_size => 1, epochs => 100000, workers => 2)" >/tmp/dml-cancel-$how.log 2>&1 &
+		client=$!
+		sleep 2
+		check "$how: workers are running" '[ "$(job_procs)" -ge 2 ]'
+		fn=pg_cancel_backend; [ "$how" = terminate ] && fn=pg_terminate_backend
+		pgc_psql -t -A -c "SELECT $fn(pid) FROM pg_stat_activity
+			WHERE query LIKE '%cancel_$how%' AND pid <> pg_backend_pid()" >/dev/null
+	fi
+	t0=$(date +%s.%N)
+	gone=0
+	for i in $(seq 1 60); do
+		if [ "$(job_procs)" -eq 0 ]; then gone=1; break; fi
+		sleep 0.05
+	done
+	t1=$(date +%s.%N)
+	wait $client
+	elapsed=$(echo "$t1 - $t0" | bc)
+	if [ "$how" = timeout ]; then
+		# the timeout fires 3 s after the statement began, 1.5 s after our check
+		check "$how: every job process gone by the deadline (${elapsed}s after check)" '[ $gone = 1 ]'
+	else
+		check "$how: every job process gone within 2 s (${elapsed}s)" \
+			'[ $gone = 1 ] && [ "$(echo "$elapsed < 2.0" | bc)" = 1 ]'
+	fi
+	case $how in
+		cancel) pattern='canceling statement due to user request' ;;
+		terminate) pattern='terminating connection due to administrator command' ;;
+		timeout) pattern='canceling statement due to statement timeout' ;;
+	esac
+	check "$how: the client saw '$pattern'" "grep -q '$pattern' /tmp/dml-cancel-$how.log"
+	after=$(pgc_psql -t -A -c "SELECT count(*) FROM dml.models WHERE name = 'cancel_$how'")
+	check "$how: no model row stored" '[ "$before" = "$after" ]'
+	check "$how: no job directory left" '[ "$(job_dirs)" -eq 0 ]'
+	rm -f /tmp/dml-cancel-$how.log
+done
+check "the server is still up" 'pgc_psql -t -A -c "SELECT 1" | grep -q 1'
