@@ -98,7 +98,9 @@ typedef struct DmlJob
 	char	   *worker_path;
 	int			checkpoint_every;
 	int			max_restarts;
+	int			epoch_timeout;	/* seconds without progress before a restart; 0: none */
 	char	   *fault;			/* test hook: "rank:epoch:how" or NULL */
+	int			attempt;		/* 0, then 1 for the first restart, ... */
 } DmlJob;
 
 /* What came back */

@@ -134,6 +134,7 @@ spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
 		spec_put(&buf, "fault", job->fault);
 	if (resume_path)
 		spec_put(&buf, "resume", resume_path);
+	spec_putf(&buf, "attempt", "%d", job->attempt);
 
 	spec_put(&buf, "target", job->classification ? "label" : "num");
 	foreach(lc, job->classes)

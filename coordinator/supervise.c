@@ -34,6 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port.h"
@@ -214,6 +215,7 @@ typedef struct JobRun
 	int			restarts;
 	TimestampTz launched;
 	TimestampTz received;
+	TimestampTz last_progress;	/* for epoch_timeout */
 } JobRun;
 
 /* "pids 123 456 ..." */
@@ -302,6 +304,7 @@ handle_message(JobRun *run, uint32 type, const char *payload, uint32 len)
 					elog(ERROR, "dml: malformed PROGRESS from rank 0. Please report a bug.");
 				memcpy(&p, payload, sizeof(p));
 				p.restarts = run->restarts;
+				run->last_progress = GetCurrentTimestamp();
 				run->result->epochs_run = p.epoch;
 				run->result->final_loss = p.loss;
 				if (run->cb)
@@ -397,21 +400,26 @@ describe_status(int status)
 }
 
 /*
- * The most telling line of the worker log: the last "dml-worker error" line
- * (our own error reports name rank, host, file and line), else the last
- * non-empty line.
+ * What the worker log says about a failure: our own error line (it names
+ * rank, host, file and line) if there is one; else mpirun's account of
+ * which rank died and how, with the last line a worker wrote.
  */
 static char *
 log_summary(void)
 {
 	char		path[MAXPGPATH];
-	char		buf[8192];
+	char		buf[16384];
 	int			fd;
 	ssize_t		n;
 	off_t		size;
-	char	   *best = NULL;
+	char	   *err_line = NULL;
+	char	   *noticed = NULL;
+	char	   *last_worker = NULL;
 	char	   *last = NULL;
+	int			rank = -1;
+	int			code = -1;
 	char	   *save;
+	StringInfoData out;
 
 	snprintf(path, sizeof(path), "%s/worker.log", active_job.dir);
 	fd = open(path, O_RDONLY);
@@ -426,12 +434,35 @@ log_summary(void)
 	buf[n] = '\0';
 	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 	{
+		char	   *p;
+
+		while (*line == ' ')
+			line++;
 		if (strstr(line, "dml-worker error") != NULL)
-			best = line;
+			err_line = line;
+		else if (strncmp(line, "dml-worker", 10) == 0)
+			last_worker = line;
+		else if (strstr(line, "mpirun noticed that process rank") != NULL)
+			noticed = line;
+		else if ((p = strstr(line, "Process name: [[")) != NULL && (p = strchr(p, ']')) != NULL)
+			rank = atoi(p + 2);
+		else if ((p = strstr(line, "Exit code:")) != NULL)
+			code = atoi(p + 10);
 		if (line[strspn(line, " \t-")] != '\0')
 			last = line;
 	}
-	return best ? pstrdup(best) : last ? pstrdup(last) : NULL;
+	if (err_line)
+		return pstrdup(err_line);
+	initStringInfo(&out);
+	if (noticed)
+		appendStringInfoString(&out, noticed);
+	else if (rank >= 0)
+		appendStringInfo(&out, "Rank %d exited with code %d.", rank, code);
+	if (last_worker)
+		appendStringInfo(&out, "%sLast worker message: %s", out.len ? " " : "", last_worker);
+	if (out.len == 0 && last)
+		appendStringInfoString(&out, last);
+	return out.len ? out.data : NULL;
 }
 
 /* ---------------------------------------------------------------------
@@ -450,6 +481,7 @@ start_job(JobRun *run)
 	else
 		socket_path = psprintf("%s/ctl.sock", active_job.dir);
 	snprintf(ckpt, sizeof(ckpt), "%s/checkpoint", active_job.dir);
+	run->job->attempt = run->restarts;
 	active_job.pid = DmlLaunch(run->job, active_job.dir, socket_path,
 							   run->have_checkpoint ? ckpt : NULL);
 	run->state = JOB_LAUNCHED;
@@ -475,6 +507,7 @@ try_accept(JobRun *run)
 	}
 	active_job.conn_fd = fd;
 	run->state = JOB_RUNNING;
+	run->last_progress = GetCurrentTimestamp();
 }
 
 /*
@@ -520,23 +553,28 @@ error_text(const char *payload)
 
 /* mpirun is gone without a model: restart from the checkpoint, or fail */
 static bool
-job_failed(JobRun *run, int status)
+job_failed(JobRun *run, const char *what)
 {
-	char	   *what = describe_status(status);
 	char	   *why;
 
 	if (run->last_error)
 		raise_user_error(run->last_error);
 	why = run->last_error ? error_text(run->last_error) : log_summary();
 
-	if (run->restarts < run->job->max_restarts && run->have_checkpoint)
+	if (run->restarts < run->job->max_restarts)
 	{
 		run->restarts++;
-		ereport(NOTICE,
-				(errmsg("worker failure (%s); restarting from the checkpoint of epoch %d, restart %d of %d",
-						what, run->checkpoint_epoch, run->restarts,
-						run->job->max_restarts),
-				 why ? errdetail("%s", why) : 0));
+		if (run->have_checkpoint)
+			ereport(NOTICE,
+					(errmsg("worker failure (%s); restarting from the checkpoint of epoch %d, restart %d of %d",
+							what, run->checkpoint_epoch, run->restarts,
+							run->job->max_restarts),
+					 why ? errdetail("%s", why) : 0));
+		else
+			ereport(NOTICE,
+					(errmsg("worker failure (%s) before the first checkpoint; restarting from the beginning, restart %d of %d",
+							what, run->restarts, run->job->max_restarts),
+					 why ? errdetail("%s", why) : 0));
 		/* the old processes are gone; forget them and start again */
 		if (active_job.conn_fd >= 0)
 			close(active_job.conn_fd);
@@ -548,10 +586,10 @@ job_failed(JobRun *run, int status)
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-			 errmsg("training job failed: mpirun %s", what),
+			 errmsg("training job failed: %s", what),
 			 why ? errdetail("%s", why) : 0,
-			 run->restarts > 0 ? errhint("The job was restarted %d times from its last checkpoint.",
-										 run->restarts) : 0));
+			 run->restarts > 0 ? errhint("The job was restarted %d time%s first.",
+										 run->restarts, run->restarts == 1 ? "" : "s") : 0));
 	return false;				/* not reached */
 }
 
@@ -610,7 +648,7 @@ supervise_step(JobRun *run)
 			run->state = JOB_EXITED;
 			return false;
 		}
-		return job_failed(run, status);
+		return job_failed(run, describe_status(status));
 	}
 
 	if (run->state == JOB_LAUNCHED &&
@@ -623,6 +661,25 @@ supervise_step(JobRun *run)
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("training job did not start within %d seconds", DML_CONNECT_TIMEOUT_S),
 				 why ? errdetail("%s", why) : 0));
+	}
+	if (run->state == JOB_RUNNING && run->job->epoch_timeout > 0 &&
+		TimestampDifferenceExceeds(run->last_progress, GetCurrentTimestamp(),
+								   run->job->epoch_timeout * 1000))
+	{
+		/* a hung rank: end this attempt and treat it as a failure */
+		char	   *what = psprintf("no progress for %d seconds (epoch_timeout)",
+									run->job->epoch_timeout);
+		bool		keep;
+
+		signal_job(SIGKILL);
+		while (waitpid(active_job.pid, &status, 0) < 0 && errno == EINTR)
+			;
+		active_job.pid = 0;
+		if (active_job.conn_fd >= 0)
+			close(active_job.conn_fd);
+		active_job.conn_fd = -1;
+		keep = job_failed(run, what);
+		return keep;
 	}
 	if (run->state == JOB_RECEIVED &&
 		TimestampDifferenceExceeds(run->received, GetCurrentTimestamp(),

@@ -18,6 +18,7 @@
 #include <math.h>
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
@@ -134,6 +135,7 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	NUMERIC_OPT("tolerance", job->tolerance, 0, 1);
 	NUMERIC_OPT("max_restarts", job->max_restarts, 0, 100);
 	NUMERIC_OPT("checkpoint_every", job->checkpoint_every, 0, 1000000);
+	NUMERIC_OPT("epoch_timeout", job->epoch_timeout, 0, 86400 * 7);
 	if (strcmp(key, "schedule") == 0)
 	{
 		if (str == NULL || (strcmp(str, "constant") != 0 && strcmp(str, "step") != 0 &&
@@ -171,7 +173,7 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unrecognized option \"%s\"", key),
-			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every and fault.")));
+			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout and fault.")));
 }
 
 static void
@@ -728,8 +730,8 @@ dml_train(PG_FUNCTION_ARGS)
 	List	   *feature_names = NIL;
 	ListCell   *lc;
 	TupleDesc	tupdesc;
-	Datum		values[9];
-	bool		nulls[9] = {0};
+	Datum		values[10];
+	bool		nulls[10] = {0};
 	int64		model_id;
 	int			version;
 	DmlModel	parsed;
@@ -936,9 +938,24 @@ dml_train(PG_FUNCTION_ARGS)
 	DmlCheckNameForTraining(job->name);
 
 	/* how to run it */
-	if (SPI_execute("SELECT pg_export_snapshot()", false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "dml: pg_export_snapshot failed");
-	job->snapshot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (IsSubTransaction())
+	{
+		/*
+		 * A snapshot cannot be exported from a subtransaction (a PL/pgSQL
+		 * EXCEPTION block, a SAVEPOINT).  Rank 0 then exports one of its own
+		 * and the other ranks import it: the ranks still agree on the data,
+		 * as of the job's start rather than the caller's snapshot.
+		 */
+		ereport(NOTICE,
+				(errmsg("dml_train in a subtransaction: workers read with a snapshot taken at job start")));
+		job->snapshot = "";
+	}
+	else
+	{
+		if (SPI_execute("SELECT pg_export_snapshot()", false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "dml: pg_export_snapshot failed");
+		job->snapshot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	}
 	job->role = GetUserNameFromId(GetUserId(), false);
 	job->conninfo = worker_conninfo();
 	job->hosts = dml_hosts;
@@ -991,6 +1008,7 @@ dml_train(PG_FUNCTION_ARGS)
 		values[6] = Float8GetDatum(rps);
 		values[7] = Int32GetDatum(job->workers);
 		values[8] = CStringGetTextDatum(result.device);
+		values[9] = CStringGetTextDatum(job->kind);
 	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }

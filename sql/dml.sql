@@ -71,7 +71,8 @@ CREATE TYPE dml.train_result AS (
 	seconds		float8,
 	rows_per_second float8,
 	workers		integer,
-	device		text
+	device		text,
+	kind		text
 );
 
 /*

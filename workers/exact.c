@@ -49,6 +49,34 @@ chunk_rows(const Dataset *ds, int64_t *pos, double *Z, double *y)
 	return B;
 }
 
+/*
+ * One-hot blocks sum to the intercept column, so the system is singular
+ * by construction (the dummy-variable trap).  A tiny ridge on those inputs
+ * alone picks the minimum-norm solution among the equivalent ones without
+ * changing predictions; real collinearity elsewhere is still an error.
+ * A is (Kf p, Kf p) with Kf blocks of p = d + 1 parameters.
+ */
+static void
+add_onehot_ridge(double *A, int p, int Kf, const WorkerSpec *spec, double n)
+{
+	size_t		q = (size_t) Kf * p;
+
+	for (int f = 0; f < spec->nfeatures; f++)
+	{
+		const SpecFeature *ft = &spec->features[f];
+
+		if (ft->kind != FEAT_CAT)
+			continue;
+		for (int k = 0; k < Kf; k++)
+			for (int c = ft->offset; c < ft->offset + ft->width; c++)
+			{
+				size_t		i = (size_t) k * p + c;
+
+				A[i * q + i] += 1e-6 * n;
+			}
+	}
+}
+
 /* one epoch-like progress message for a solver iteration */
 static void
 report(int iter, double loss, double rows, double secs, double bytes)
@@ -114,6 +142,7 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		memcpy(w, bvec, sizeof(double) * p);
 		for (int c = 0; c < d; c++)
 			L[(size_t) c * p + c] += n * spec->weight_decay / 2;
+		add_onehot_ridge(L, p, 1, spec, n);
 		if (dml_cholesky_solve(L, w, p) != DML_OK)
 			worker_user_error("22000|Remove features that are linear combinations of others, or add weight_decay.|"
 							  "the normal equations are singular: the features are collinear");
@@ -313,6 +342,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 				H[i * q + j] = H[j * q + i];
 		for (size_t i = 0; i < q; i++)
 			H[i * q + i] += 1e-10 * n;	/* separable data: keep H positive definite */
+		add_onehot_ridge(H, p, Kf, spec, n);
 		if (dml_cholesky_solve(H, g, (int) q) != DML_OK)
 			worker_user_error("22000|Add weight_decay, or remove collinear features.|"
 							  "the Hessian is singular at iteration %d", iter);

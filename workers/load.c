@@ -385,6 +385,8 @@ load_slices(Dataset *ds, const WorkerSpec *spec, int rank)
 
 	if (!whole || rank == 0)
 	{
+		char		snapshot[256];
+
 		conn = PQconnectdb(spec->conninfo);
 		if (PQstatus(conn) != CONNECTION_OK)
 			worker_fail("could not connect to the database: %s", PQerrorMessage(conn));
@@ -396,8 +398,29 @@ load_slices(Dataset *ds, const WorkerSpec *spec, int rank)
 		exec_ok(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
 		if (strlen(spec->snapshot) > 200)
 			worker_fail("malformed snapshot id");
-		snprintf(sql, sizeof(sql), "SET TRANSACTION SNAPSHOT '%s'", spec->snapshot);
-		exec_ok(conn, sql);
+		snprintf(snapshot, sizeof(snapshot), "%s", spec->snapshot);
+		if (snapshot[0] == '\0' && !whole)
+		{
+			/* no snapshot from the caller: rank 0 exports one for all */
+			if (rank == 0)
+			{
+				PGresult   *res = PQexec(conn, "SELECT pg_export_snapshot()");
+
+				if (PQresultStatus(res) != PGRES_TUPLES_OK)
+					worker_fail("pg_export_snapshot failed: %s", PQerrorMessage(conn));
+				snprintf(snapshot, sizeof(snapshot), "%s", PQgetvalue(res, 0, 0));
+				PQclear(res);
+			}
+			comm_bcast(snapshot, sizeof(snapshot), 0);
+		}
+		if (snapshot[0] != '\0' && !(spec->snapshot[0] == '\0' && rank == 0))
+		{
+			snprintf(sql, sizeof(sql), "SET TRANSACTION SNAPSHOT '%s'", snapshot);
+			exec_ok(conn, sql);
+		}
+		/* rank 0's exporting transaction stays open until every rank imported */
+		if (spec->snapshot[0] == '\0' && !whole)
+			comm_barrier();
 		maybe_inject_fault(spec, 0, conn);
 		for (int i = 0; i < spec->nslices; i++)
 			if (spec->slices[i].rank == rank)

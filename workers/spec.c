@@ -151,6 +151,8 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 			spec->fault = val;
 		else if (strcmp(key, "resume") == 0)
 			spec->resume = val;
+		else if (strcmp(key, "attempt") == 0)
+			spec->attempt = atoi(val);
 		else if (strcmp(key, "target") == 0)
 			spec->classification = strcmp(val, "label") == 0;
 		else if (strcmp(key, "class") == 0)

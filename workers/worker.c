@@ -125,7 +125,7 @@ maybe_inject_fault(const WorkerSpec *spec, int epoch, void *pgconn)
 	if (spec->fault == NULL ||
 		sscanf(spec->fault, "%d:%d:%31s", &rank, &at, how) != 3 || rank != worker_rank)
 		return;
-	if (spec->resume && strchr(how, '!') == NULL)
+	if (spec->attempt > 0 && strchr(how, '!') == NULL)
 		return;
 	if (strncmp(how, "drop", 4) == 0)
 	{

@@ -77,6 +77,7 @@ typedef struct WorkerSpec
 	int			checkpoint_every;
 	char	   *fault;			/* "rank:epoch:how" */
 	char	   *resume;			/* checkpoint to start from */
+	int			attempt;		/* 0 first launch, n after n restarts */
 
 	int			classification;
 	int			nclasses;

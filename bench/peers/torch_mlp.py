@@ -101,17 +101,28 @@ def evaluate(model, x, y, batch=8192):
     return loss_sum / x.shape[0], correct / x.shape[0]
 
 
-def train_torch(cfg, xtr, ytr, xte, yte, peer, extra=None):
-    """Train on numpy arrays per cfg, emitting JSON lines; return the final record."""
+def train_torch(cfg, xtr, ytr, xte, yte, peer, extra=None, xval=None, yval=None):
+    """Train on numpy arrays per cfg, emitting JSON lines; return the final record.
+
+    With xval/yval (a hold-out of the training rows) each epoch also reports
+    val_loss and val_acc on them, the way dml's validation => does."""
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     if cfg.standardize:
-        xtr, xte = standardize(xtr, xte)
+        if xval is not None:
+            xtr_raw = xtr
+            xtr, xte = standardize(xtr_raw, xte)
+            _, xval = standardize(xtr_raw, xval)
+        else:
+            xtr, xte = standardize(xtr, xte)
     n_out = int(max(ytr.max(), yte.max() if len(yte) else 0)) + 1
     xtr_t = torch.from_numpy(np.ascontiguousarray(xtr, dtype=np.float32))
     ytr_t = torch.from_numpy(np.ascontiguousarray(ytr, dtype=np.int64))
     xte_t = torch.from_numpy(np.ascontiguousarray(xte, dtype=np.float32))
     yte_t = torch.from_numpy(np.ascontiguousarray(yte, dtype=np.int64))
+    if xval is not None:
+        xval_t = torch.from_numpy(np.ascontiguousarray(xval, dtype=np.float32))
+        yval_t = torch.from_numpy(np.ascontiguousarray(yval, dtype=np.int64))
     n = xtr_t.shape[0]
     model, sizes = build_model(cfg, xtr_t.shape[1], n_out)
     lr = cfg.lr if cfg.lr is not None else (0.1 if cfg.optimizer == "sgd" else 0.001)
@@ -151,7 +162,12 @@ def train_torch(cfg, xtr, ytr, xte, yte, peer, extra=None):
         rec = {"peer": peer, "event": "epoch", "epoch": epoch, "seconds": round(secs, 4),
                "samples_per_s": round(n / secs, 1), "loss": round(loss_sum / n, 6),
                "test_loss": None if test_loss is None else round(test_loss, 6),
-               "test_acc": test_acc, "eval_s": round(time.perf_counter() - t1, 4)}
+               "test_acc": test_acc}
+        if xval is not None:
+            val_loss, val_acc = evaluate(model, xval_t, yval_t)
+            rec["val_loss"] = round(val_loss, 6)
+            rec["val_acc"] = val_acc
+        rec["eval_s"] = round(time.perf_counter() - t1, 4)
         emit(rec)
     done = {"peer": peer, "event": "done", "train_s": round(total_train, 4),
             "samples_per_s": round(n * cfg.epochs / total_train, 1) if total_train else None,
@@ -168,6 +184,10 @@ def main():
                    "/usr/share/datasets/fashion-mnist)")
     p.add_argument("--npy", default=None, metavar="DIR", help=".npy cache directory")
     p.add_argument("--limit", type=int, default=None, help="use the first N training rows")
+    p.add_argument("--holdout", type=float, default=0.0,
+                   help="hold out this fraction of the training rows (a seeded random "
+                        "choice) and report val_acc on them each epoch, as dml's "
+                        "validation => does")
     cfg = p.parse_args()
     if cfg.threads < 1 or cfg.epochs < 1:
         fail("--threads and --epochs must be at least 1")
@@ -178,8 +198,17 @@ def main():
     if cfg.limit:
         xtr, ytr = xtr[:cfg.limit], ytr[:cfg.limit]
     peer = "torch_logistic" if cfg.model == "logistic" and not cfg.layers else "torch_mlp"
+    xval = yval = None
+    if cfg.holdout > 0:
+        if not cfg.holdout < 1:
+            fail("--holdout must be below 1")
+        perm = np.random.default_rng(cfg.seed).permutation(len(ytr))
+        nval = int(round(len(ytr) * cfg.holdout))
+        xval, yval = xtr[perm[:nval]], ytr[perm[:nval]]
+        xtr, ytr = xtr[perm[nval:]], ytr[perm[nval:]]
     train_torch(cfg, xtr, ytr, xte, yte, peer,
-                {"data": info["source"], "data_load_s": round(info["load_s"], 4)})
+                {"data": info["source"], "data_load_s": round(info["load_s"], 4),
+                 "holdout_rows": 0 if yval is None else int(len(yval))}, xval, yval)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,7 @@
 # FUZZ_MAX_LEN (bytes, default 1048576), FUZZ_KEEP=1 keeps the temporary
 # directory.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-ROOT=$PWD
+cd "$(dirname "$0")/../.." || exit 1
 FUZZ=regress/fuzz
 BUILD=build/fuzz
 KERNELS="kernels/format.c kernels/net.c kernels/cpu.c kernels/solve.c kernels/metrics.c"

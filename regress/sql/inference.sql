@@ -1,0 +1,172 @@
+--
+-- inference: predict by array and by row, classes and probabilities, the
+-- batch procedure, evaluation, versions, the cache, access, bad weights
+--
+SET client_min_messages = warning;
+SET extra_float_digits = 0;
+
+CREATE OR REPLACE FUNCTION sqlerr(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE q;
+	RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+	DECLARE hint text;
+	BEGIN
+		GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
+		RETURN SQLSTATE || ': ' || SQLERRM || coalesce(' (hint: ' || nullif(hint, '') || ')', '');
+	END;
+END $$;
+
+CREATE TABLE pts AS
+SELECT i, x1, x2, (1.5 * x1 - x2 + 0.3 + 0.5 * sin(i * 12.9898) > 0) AS label,
+	   (2 * x1 + 3 * x2 + 1)::float8 AS y
+FROM (SELECT i, sin(i * 0.37)::float8 AS x1, cos(i * 0.91)::float8 AS x2
+	  FROM generate_series(1, 3000) i) s;
+
+SELECT name, version, kind FROM dml_train('clf', 'pts', 'label', features => '{x1,x2}', workers => 2);
+SELECT name, version, kind FROM dml_train('reg', 'pts', 'y', features => '{x1,x2}', workers => 2);
+
+-- array, record, class and probability forms agree
+SELECT count(*) AS rows,
+	   bool_and(dml_predict('clf', ARRAY[x1, x2]) = dml_predict('clf', p)) AS array_equals_record,
+	   bool_and(dml_predict_class('clf', p) = (dml_predict('clf', p) = 1)::text) AS class_matches,
+	   bool_and(abs((dml_predict_proba('clf', p))[1] + (dml_predict_proba('clf', p))[2] - 1) < 1e-6) AS proba_sums_to_one,
+	   bool_and(((dml_predict_proba('clf', p))[2] >= 0.5) = (dml_predict('clf', p) = 1)) AS proba_matches_label
+FROM pts p;
+
+-- predictions equal those computed independently from the stored weights:
+-- decode the little-endian float32 arrays of the blob in SQL
+CREATE FUNCTION f32(b bytea, off int) RETURNS float8 LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+	bits bigint := get_byte(b, off) + 256 * get_byte(b, off + 1) + 65536 * get_byte(b, off + 2)
+				   + 16777216::bigint * get_byte(b, off + 3);
+	s int := (bits >> 31)::int;
+	e int := ((bits >> 23) & 255)::int;
+	m bigint := bits & 8388607;
+BEGIN
+	IF e = 0 THEN RETURN (1 - 2 * s) * m * 2.0 ^ (-149); END IF;
+	RETURN (1 - 2 * s) * (1 + m / 8388608.0) * 2.0 ^ (e - 127);
+END $$;
+-- a one-layer model with C inputs and one output: header 24 bytes + 2 sizes
+CREATE FUNCTION by_hand(b bytea, x float8[]) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE
+	c int := get_byte(b, 24);		-- sizes[0], below 256 here
+	body int := 24 + 2 * 4;
+	z float8;
+BEGIN
+	-- params follow in_mean[c], in_scale[c], out_mean[1], out_scale[1]
+	z := f32(b, body + (2 * c + 2 + c) * 4);			-- bias
+	FOR i IN 1..c LOOP
+		z := z + f32(b, body + (2 * c + 2 + i - 1) * 4) *
+			 (x[i] - f32(b, body + (i - 1) * 4)) * f32(b, body + (c + i - 1) * 4);
+	END LOOP;
+	RETURN z;
+END $$;
+SELECT bool_and(abs(1 / (1 + exp(-by_hand(weights, ARRAY[x1, x2]))) - (dml_predict_proba('clf', ARRAY[x1, x2]))[2]) < 1e-5)
+	   AS logistic_by_hand
+FROM dml.models, pts WHERE name = 'clf' AND i <= 200;
+SELECT bool_and(abs(by_hand(weights, ARRAY[x1, x2]) * f32(weights, 24 + 8 + 5 * 4) + f32(weights, 24 + 8 + 4 * 4)
+					- dml_predict('reg', ARRAY[x1, x2])) < 1e-4) AS linear_by_hand
+FROM dml.models, pts WHERE name = 'reg' AND i <= 200;
+
+-- a row that lacks a feature column; wrong element types in a feature array
+SELECT sqlerr($$SELECT dml_predict('clf', ROW(1.0, 2.0))$$);
+SELECT sqlerr($$SELECT dml_predict('clf', t) FROM (SELECT 1.0::float8 AS x1, 'a'::text AS x2) t$$);
+SELECT sqlerr($$SELECT dml_predict('clf', t) FROM (SELECT 1.0::float8 AS x1, NULL::float8 AS x2) t$$);
+SELECT sqlerr($$SELECT dml_predict('clf', ARRAY['NaN'::float8, 1.0])$$);
+SELECT sqlerr($$SELECT dml_predict_proba('reg', ARRAY[1.0, 1.0])$$);
+-- integer and numeric columns are read as numbers in the record form
+SELECT dml_predict('reg', t) = dml_predict('reg', ARRAY[1.0, 2.0]) AS coerced
+FROM (SELECT 1::int AS x1, 2.0::numeric AS x2) t;
+
+-- evaluation: the same metrics as training, on any relation
+SELECT (dml_evaluate('clf', 'pts')->>'accuracy')::float8 =
+	   (SELECT (metrics->>'accuracy')::float8 FROM dml.models WHERE name = 'clf') AS same_accuracy,
+	   (dml_evaluate('reg', 'pts')->>'r2')::float8 > 0.999 AS r2;
+SELECT jsonb_object_keys(dml_evaluate('clf', 'pts')) AS classification_metric ORDER BY 1;
+
+-- the batch procedure writes the same predictions as the row function
+CALL dml_predict_table('clf', 'pts', 'clf_out', 'i');
+CALL dml_predict_table('reg', 'pts', 'public.reg_out');
+SELECT count(*) AS rows, bool_and(o.prediction = dml_predict_class('clf', p)) AS same_class,
+	   bool_and(abs(o.probability - greatest((dml_predict_proba('clf', p))[1], (dml_predict_proba('clf', p))[2])) < 1e-6) AS same_probability
+FROM clf_out o JOIN pts p ON p.i = o.i;
+SELECT count(*) AS rows, bool_and(abs(o.prediction - dml_predict('reg', p)) < 1e-5) AS same_value
+FROM reg_out o JOIN pts p ON p.i = o.row_number;
+SELECT sqlerr($$CALL dml_predict_table('clf', 'pts', 'clf_out', 'i')$$);
+SELECT sqlerr($$CALL dml_predict_table('clf', 'pts', 'other_out', 'no_such_column')$$);
+
+-- a parallel sequential scan with predict gives the same answer
+CREATE TABLE big AS SELECT i, sin(i * 0.37)::float8 AS x1, cos(i * 0.91)::float8 AS x2
+FROM generate_series(1, 200000) i;
+ANALYZE big;
+SELECT sum(dml_predict('reg', b)) AS serial_sum INTO TEMP serial FROM big b;
+SET max_parallel_workers_per_gather = 2;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+EXPLAIN (COSTS OFF) SELECT sum(dml_predict('reg', b)) FROM big b;
+SELECT abs(sum(dml_predict('reg', b)) - (SELECT serial_sum FROM serial)) < 1e-6 AS parallel_equals_serial FROM big b;
+RESET max_parallel_workers_per_gather;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+
+-- versions: training a name again makes version n+1, used from the next statement
+CREATE TABLE shifted AS SELECT i, x1, x2, y + 100 AS y FROM pts;
+SELECT round(dml_predict('reg', ARRAY[0.0, 0.0])::numeric, 3) AS v1_prediction;
+SELECT version FROM dml_train('reg', 'shifted', 'y', features => '{x1,x2}', workers => 1);
+SELECT round(dml_predict('reg', ARRAY[0.0, 0.0])::numeric, 3) AS v2_prediction;
+-- pinning: dml_deploy keeps predict on version 1 while newer versions train
+SELECT dml_deploy('reg', 1);
+SELECT version FROM dml_train('reg', 'shifted', 'y', features => '{x1,x2}', workers => 1);
+SELECT round(dml_predict('reg', ARRAY[0.0, 0.0])::numeric, 3) AS pinned_prediction;
+SELECT version, deployed FROM dml_models WHERE name = 'reg' ORDER BY version;
+SELECT dml_deploy('reg', NULL);
+SELECT round(dml_predict('reg', ARRAY[0.0, 0.0])::numeric, 3) AS newest_prediction;
+SELECT sqlerr($$SELECT dml_deploy('reg', 9)$$);
+-- dropping the newest version falls back to the one before
+SELECT dml_drop_model('reg', 3) AS dropped;
+SELECT max(version) AS newest FROM dml_models WHERE name = 'reg';
+SELECT round(dml_predict('reg', ARRAY[0.0, 0.0])::numeric, 3) AS after_drop;
+SELECT dml_drop_model('reg') AS dropped_all;
+SELECT sqlerr($$SELECT dml_predict('reg', ARRAY[0.0, 0.0])$$);
+
+-- access: a second role uses a model only when granted
+CREATE ROLE dml_other;
+GRANT SELECT ON pts TO dml_other;
+SET ROLE dml_other;
+SELECT sqlerr($$SELECT dml_predict('clf', ARRAY[0.0, 0.0])$$);
+SELECT count(*) AS visible_models FROM dml_models;
+SELECT sqlerr($$SELECT weights FROM dml.models$$);
+SELECT sqlerr($$SELECT * FROM dml.epochs$$);
+SELECT sqlerr($$SELECT dml_grant('clf', 'dml_other')$$);
+SELECT sqlerr($$SELECT dml_drop_model('clf')$$);
+SELECT sqlerr($$SELECT dml_train('clf', 'pts', 'label', features => '{x1,x2}')$$);
+RESET ROLE;
+SELECT dml_grant('clf', 'dml_other');
+SET ROLE dml_other;
+SELECT dml_predict('clf', ARRAY[2.0, -2.0]) AS granted_prediction;
+SELECT name, owner FROM dml_models;
+SELECT sqlerr($$SELECT dml_grant('clf', 'dml_other')$$);
+RESET ROLE;
+SELECT dml_revoke('clf', 'dml_other');
+SET ROLE dml_other;
+SELECT sqlerr($$SELECT dml_predict('clf', ARRAY[0.0, 0.0])$$);
+RESET ROLE;
+-- a member of the owner's role uses its models
+CREATE ROLE dml_member;
+GRANT postgres TO dml_member;
+SET ROLE dml_member;
+SELECT dml_predict('clf', ARRAY[2.0, -2.0]) AS member_prediction;
+RESET ROLE;
+
+-- corrupted weights, written by a superuser: an error, and the backend lives
+SELECT name FROM dml_train('fragile', 'pts', 'y', features => '{x1,x2}', workers => 1);
+UPDATE dml.models SET weights = set_byte(weights, 40, 7) WHERE name = 'fragile';
+SELECT dml_predict('fragile', ARRAY[0.0, 0.0]);
+UPDATE dml.models SET weights = substring(weights FROM 1 FOR 30) WHERE name = 'fragile';
+SELECT dml_predict('fragile', ARRAY[0.0, 0.0]);
+UPDATE dml.models SET weights = '\x00'::bytea WHERE name = 'fragile';
+SELECT dml_predict('fragile', ARRAY[0.0, 0.0]);
+SELECT 1 AS backend_alive;

@@ -1,0 +1,145 @@
+--
+-- models: logistic, softmax and MLP; optimizers; feature preparation;
+-- label types; NULL policies; metrics
+--
+SET client_min_messages = warning;
+SET extra_float_digits = 0;
+
+CREATE OR REPLACE FUNCTION sqlerr(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE q;
+	RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+	DECLARE hint text;
+	BEGIN
+		GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
+		RETURN SQLSTATE || ': ' || SQLERRM || coalesce(' (hint: ' || nullif(hint, '') || ')', '');
+	END;
+END $$;
+
+-- A logistic problem whose separating line is known: 2 x1 - x2 + 0.5 = 0,
+-- with label noise near the line so the classes are not separable
+CREATE TABLE plane AS
+SELECT i, x1, x2, (2 * x1 - x2 + 0.5 + 0.4 * sin(i * 12.9898) > 0) AS label
+FROM (SELECT i, sin(i * 0.37)::float8 * 2 AS x1, cos(i * 0.91)::float8 * 2 AS x2
+	  FROM generate_series(1, 4000) i) s;
+
+-- Newton (the default for small logistic models) and Adam, 2 workers
+SELECT name, epochs <= 25 AS newton_converged, workers
+FROM dml_train('plane_newton', 'plane', 'label', features => '{x1,x2}', workers => 2);
+SELECT name, epochs, workers
+FROM dml_train('plane_adam', 'plane', 'label', features => '{x1,x2}', optimizer => 'adam',
+			   learning_rate => 0.05, batch_size => 64, epochs => 15, workers => 2);
+SELECT m, (metrics->>'accuracy')::float8 > 0.9 AS accurate, kind
+FROM unnest(ARRAY['plane_newton', 'plane_adam']) m JOIN dml.models ON name = m;
+-- on the line the probability is one half; far from it, near certainty
+SELECT m,
+	   abs((dml_predict_proba(m, ARRAY[0.0, 0.5]))[2] - 0.5) < 0.1 AS half_on_line,
+	   abs((dml_predict_proba(m, ARRAY[1.0, 2.5]))[2] - 0.5) < 0.1 AS half_on_line_2,
+	   (dml_predict_proba(m, ARRAY[2.0, -2.0]))[2] > 0.95 AS sure_positive,
+	   (dml_predict_proba(m, ARRAY[-2.0, 2.0]))[2] < 0.05 AS sure_negative
+FROM unnest(ARRAY['plane_newton', 'plane_adam']) m;
+-- boolean labels come back as booleans (text) and as 0/1 numbers
+SELECT dml_predict_class('plane_newton', ARRAY[2.0, -2.0]) AS class,
+	   dml_predict('plane_newton', ARRAY[2.0, -2.0]) AS as_number,
+	   classes FROM dml_models WHERE name = 'plane_newton';
+
+-- Softmax: three classes by region, labels as text; momentum and Nesterov
+CREATE TABLE regions AS
+SELECT i, x1, x2,
+	   CASE WHEN x1 + x2 > 1 THEN 'north' WHEN x1 - x2 > 1 THEN 'east' ELSE 'south' END AS region
+FROM (SELECT i, sin(i * 0.37)::float8 * 2 AS x1, cos(i * 0.91)::float8 * 2 AS x2
+	  FROM generate_series(1, 4000) i) s;
+SELECT name, kind FROM dml_train('regions', 'regions', 'region', features => '{x1,x2}', workers => 2);
+SELECT name, kind FROM dml_train('regions_nesterov', 'regions', 'region', features => '{x1,x2}',
+	model => 'softmax', optimizer => 'momentum', learning_rate => 0.1, epochs => 20,
+	options => '{"nesterov": true, "momentum": 0.9}', workers => 2);
+SELECT name, (metrics->>'accuracy')::float8 > 0.95 AS accurate,
+	   spec->'hyperparameters'->>'optimizer' AS optimizer,
+	   jsonb_array_length(metrics->'confusion') AS confusion_rows,
+	   (metrics->>'macro_f1')::float8 > 0.9 AS f1
+FROM dml.models WHERE name LIKE 'regions%' ORDER BY name;
+SELECT dml_predict_class('regions', ARRAY[1.5, 1.5]) AS north,
+	   dml_predict_class('regions', ARRAY[1.8, -0.5]) AS east,
+	   dml_predict_class('regions', ARRAY[-1.5, -1.5]) AS south;
+SELECT classes FROM dml_models WHERE name = 'regions';
+SELECT sqlerr($$SELECT dml_predict('regions', ARRAY[1.5, 1.5])$$);
+
+-- Integer labels: auto picks softmax for a few distinct values
+CREATE TABLE intlab AS SELECT i, x1, x2, CASE region WHEN 'north' THEN 7 WHEN 'east' THEN 3 ELSE 5 END AS code
+FROM regions r(i, x1, x2, region);
+SELECT kind FROM dml_train('intlab', 'intlab', 'code', features => '{x1,x2}', workers => 1);
+SELECT dml_predict('intlab', ARRAY[1.5, 1.5]) AS north_is_7, dml_predict_class('intlab', ARRAY[1.8, -0.5]) AS east_is_3;
+
+-- An MLP learns XOR, which a linear model cannot
+CREATE TABLE xor AS
+SELECT i, a, b, ((a > 0) <> (b > 0)) AS y
+FROM (SELECT i, sin(i * 0.37)::float8 AS a, cos(i * 0.91)::float8 AS b FROM generate_series(1, 4000) i) s;
+SELECT name, kind FROM dml_train('xor_linear', 'xor', 'y', features => '{a,b}', workers => 2);
+SELECT name, kind FROM dml_train('xor_mlp', 'xor', 'y', features => '{a,b}', model => 'mlp',
+	hidden => '{32,16}', activation => 'tanh', learning_rate => 0.01, batch_size => 32, epochs => 40,
+	workers => 2);
+SELECT name, (metrics->>'accuracy')::float8 > 0.95 AS learned_xor FROM dml.models WHERE name LIKE 'xor%' ORDER BY name;
+
+-- MLP regression with a validation set and early stopping
+CREATE TABLE wave AS
+SELECT i, x, sin(3 * x) + 0.5 * x * x AS y FROM (SELECT i, (i % 1000) / 250.0 - 2 AS x FROM generate_series(1, 5000) i) s;
+SELECT name, epochs <= 60 AS bounded FROM dml_train('wave', 'wave', 'y', features => '{x}', model => 'mlp',
+	hidden => '{64,64}', learning_rate => 0.005, batch_size => 64, epochs => 60,
+	validation => 0.2, patience => 5, workers => 2);
+SELECT (metrics->>'r2')::float8 > 0.95 AS fits, metrics->>'evaluated_on' AS evaluated_on,
+	   (metrics->>'validation_rows')::int BETWEEN 800 AND 1200 AS held_out
+FROM dml.models WHERE name = 'wave';
+SELECT count(*) > 0 AS epochs_logged, bool_and(val_loss IS NOT NULL) AS val_loss_logged,
+	   bool_and(val_metric IS NOT NULL) AS r2_logged
+FROM dml_epochs WHERE name = 'wave';
+
+-- The standardization stored equals SQL aggregates over the whole table
+SELECT abs((f->>'mean')::float8 - (SELECT avg(x1) FROM plane)) < 1e-5 AS mean_ok,
+	   abs((f->>'std')::float8 - (SELECT stddev_pop(x1) FROM plane)) < 1e-5 AS std_ok
+FROM dml.models, jsonb_array_elements(spec->'features') f
+WHERE name = 'plane_newton' AND f->>'name' = 'x1';
+
+-- Text features are one-hot encoded with their vocabulary
+CREATE TABLE shop AS
+SELECT i, (ARRAY['red', 'green', 'blue'])[1 + i % 3] AS color, (i % 10)::float8 AS qty,
+	   CASE i % 3 WHEN 0 THEN 10 WHEN 1 THEN 20 ELSE 30 END + 2 * (i % 10)::float8 AS price
+FROM generate_series(1, 600) i;
+SELECT name FROM dml_train('shop', 'shop', 'price', features => '{color,qty}', workers => 2);
+SELECT f->>'name' AS feature, f->>'kind' AS kind, f->'levels' AS levels
+FROM dml.models, jsonb_array_elements(spec->'features') f WHERE name = 'shop';
+SELECT round(dml_predict('shop', s)::numeric, 3) AS predicted, price
+FROM shop s WHERE i IN (3, 4, 5) ORDER BY i;
+
+-- Ridge: weight_decay shrinks the exact solution
+SELECT name FROM dml_train('ridge', 'shop', 'price', features => '{qty}', weight_decay => 10, workers => 1);
+SELECT name FROM dml_train('plain', 'shop', 'price', features => '{qty}', workers => 1);
+SELECT (SELECT (spec->'coefficients'->>0)::float8 FROM dml.models WHERE name = 'ridge') <
+	   (SELECT (spec->'coefficients'->>0)::float8 FROM dml.models WHERE name = 'plain') AS shrunk;
+
+-- NULL policies
+CREATE TABLE holes AS SELECT i, CASE WHEN i % 10 = 0 THEN NULL ELSE sin(i)::float8 END AS x,
+	cos(i)::float8 AS z, 3 * sin(i) + cos(i) AS y FROM generate_series(1, 1000) i;
+SELECT sqlerr($$SELECT dml_train('holes', 'holes', 'y', features => '{x,z}')$$);
+SELECT name FROM dml_train('holes_skip', 'holes', 'y', features => '{x,z}', nulls => 'skip');
+SELECT name FROM dml_train('holes_impute', 'holes', 'y', features => '{x,z}', nulls => 'impute');
+SELECT name, (metrics->>'train_rows')::int AS rows FROM dml.models WHERE name LIKE 'holes%' ORDER BY name;
+
+-- Data the workers refuse, with SQLSTATE and hint
+CREATE TABLE nans AS SELECT i, CASE WHEN i = 7 THEN 'NaN'::float8 ELSE i::float8 END AS x,
+	i * 2.0 AS y FROM generate_series(1, 100) i;
+SELECT sqlerr($$SELECT dml_train('nans', 'nans', 'y', features => '{x}')$$);
+CREATE TABLE consts AS SELECT i, 5.0::float8 AS c, i::float8 AS x, i * 2.0 AS y FROM generate_series(1, 100) i;
+SELECT sqlerr($$SELECT dml_train('consts', 'consts', 'y', features => '{c,x}')$$);
+CREATE TABLE allnull AS SELECT i, NULL::float8 AS n, i::float8 AS x, i * 2.0 AS y FROM generate_series(1, 100) i;
+SELECT sqlerr($$SELECT dml_train('allnull', 'allnull', 'y', features => '{n,x}')$$);
+CREATE TABLE oneclass AS SELECT i::float8 AS x, true AS y FROM generate_series(1, 100) i;
+SELECT sqlerr($$SELECT dml_train('oneclass', 'oneclass', 'y')$$);
+CREATE TABLE onerow AS SELECT 1.0::float8 AS x, 2.0::float8 AS y;
+SELECT sqlerr($$SELECT dml_train('onerow', 'onerow', 'y')$$);
+SELECT sqlerr($$SELECT dml_train('x', 'plane', 'label', optimizer => 'exact')$$);
+SELECT sqlerr($$SELECT dml_train('x', 'plane', 'label', model => 'logistic', hidden => '{4}')$$);
+SELECT sqlerr($$SELECT dml_train('x', 'regions', 'region', model => 'logistic')$$);
+SELECT sqlerr($$SELECT dml_train('x', 'plane', 'label', activation => 'gelu')$$);
+SELECT sqlerr($$SELECT dml_train('x', 'plane', 'label', nulls => 'ignore')$$);
+SELECT sqlerr($$SELECT dml_train('x', 'plane', 'label', patience => 3)$$);
