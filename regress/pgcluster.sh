@@ -8,6 +8,13 @@
 #   pgc_psql ...         psql as the cluster's superuser (-X -v ON_ERROR_STOP=1)
 #   pgc_as_pg CMD...     run a command as the 'postgres' OS user
 #   pgc_stop             fast shutdown and remove the directory
+#   pgc_job_procs        count mpirun/dml-worker processes of this cluster
+#   pgc_job_dirs         count job directories of this cluster
+#
+# The server runs with TMPDIR=$PGC_DIR/tmp (so job directories land there)
+# and DML_TEST_CLUSTER=$PGC_DIR in its environment, which backends, mpirun
+# and workers inherit: tests count only their own cluster's processes even
+# when other clusters run jobs on the same machine.
 #
 # The server refuses to run as root, so when we are root everything that
 # touches the data directory runs through runuser as 'postgres'.
@@ -48,7 +55,10 @@ full_page_writes = off
 max_parallel_workers_per_gather = 2
 log_min_messages = warning
 EOF
-	pgc_as_pg "$PG_BINDIR/pg_ctl" -D "$PGC_DIR/data" -l "$PGC_DIR/server.log" \
+	mkdir -p "$PGC_DIR/tmp"
+	[ "$(id -u)" = 0 ] && chown "$PGC_OSUSER" "$PGC_DIR/tmp"
+	pgc_as_pg env TMPDIR="$PGC_DIR/tmp" DML_TEST_CLUSTER="$PGC_DIR" \
+		"$PG_BINDIR/pg_ctl" -D "$PGC_DIR/data" -l "$PGC_DIR/server.log" \
 		-w -t 60 start >/dev/null || { cat "$PGC_DIR/server.log"; return 1; }
 	export PGHOST=$PGC_SOCK PGPORT=$PGC_PORT PGUSER=postgres PGDATABASE=postgres
 	export PGC_DIR PGC_PORT PGC_SOCK
@@ -63,4 +73,19 @@ pgc_stop() {
 	pgc_as_pg "$PG_BINDIR/pg_ctl" -D "$PGC_DIR/data" -m fast -w stop >/dev/null 2>&1
 	rm -rf "$PGC_DIR"
 	PGC_DIR=
+}
+
+pgc_job_procs() {
+	local n=0 p
+	for p in $(pgrep -f 'dml-worker|mpirun'); do
+		if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "DML_TEST_CLUSTER=$PGC_DIR"; then
+			# a zombie has already exited
+			[ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" = Z ] || n=$((n + 1))
+		fi
+	done
+	echo $n
+}
+
+pgc_job_dirs() {
+	ls -d "$PGC_DIR"/tmp/dml-job-* 2>/dev/null | wc -l
 }

@@ -73,6 +73,9 @@ PG_REGRESS=$(pg_config --pkglibdir)/pgxs/src/test/regress/pg_regress
 RESULTS=$(mktemp -d /tmp/dml-regress.XXXXXX)
 chmod 777 "$RESULTS"
 TESTS=$(cat regress/schedule)
+for t in $TESTS; do
+	[ -f "regress/expected/$t.out" ] || touch "regress/expected/$t.out"
+done
 "$PG_REGRESS" --use-existing --dbname=dml_regress --inputdir=regress \
 	--outputdir="$RESULTS" --host="$PGHOST" --port="$PGPORT" --user=postgres \
 	$TESTS >"$RESULTS/run.log" 2>&1
@@ -123,11 +126,13 @@ else
 	FAIL=$((FAIL + 1)); FAILED+=("gpu (exit $rc)")
 fi
 
-# nothing of any job may outlive the suite
-left=$(pgrep -f 'dml-worker|mpirun' | wc -l)
-if [ "$left" -gt 0 ]; then
-	echo "not ok - leftover processes: $(pgrep -af 'dml-worker|mpirun')"
+# nothing of any job of this cluster may outlive the suite
+left=$(pgc_job_procs)
+if [ "$left" -gt 0 ] || [ "$(pgc_job_dirs)" -gt 0 ]; then
+	echo "not ok - leftover job processes ($left) or directories ($(pgc_job_dirs))"
 	FAIL=$((FAIL + 1)); FAILED+=("leftover processes")
+else
+	PASS=$((PASS + 1))
 fi
 
 if [ ${#FAILED[@]} -gt 0 ]; then

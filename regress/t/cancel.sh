@@ -9,8 +9,8 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 notok() { n=$((n + 1)); echo "not ok $n - $1"; }
 check() { if eval "$2"; then ok "$1"; else notok "$1"; fi; }
-job_procs() { pgrep -f 'dml-worker|mpirun' | wc -l; }
-job_dirs() { ls -d /tmp/dml-job-* 2>/dev/null | wc -l; }
+job_procs() { pgc_job_procs; }
+job_dirs() { pgc_job_dirs; }
 
 pgc_psql -c "DROP TABLE IF EXISTS cancel_data; CREATE TABLE cancel_data AS
 	SELECT random() AS x1, random() AS x2, random() AS y FROM generate_series(1, 20000)" >/dev/null

@@ -1,0 +1,116 @@
+#!/bin/bash
+# run.sh: the benchmark harness (make bench / make bench-quick).
+#
+#   bash bench/run.sh full     all benchmarks at full size (~20 min on 2 cores),
+#                              report in bench/RESULTS.md
+#   bash bench/run.sh quick    the same code on small sizes (< 3 min),
+#                              report in bench/out/RESULTS-quick.md
+#
+# Starts its own private PostgreSQL cluster (regress/pgcluster.sh) and stops
+# it on exit, builds the micro benchmarks (bench/micro) into build/micro,
+# loads synth_1m (bench/sql/synth.sql) and Fashion-MNIST
+# (bench/load_fashion.sh), then runs bench/harness.py, which runs every
+# benchmark side by side and writes the report.  Needs the dml extension
+# installed (make install) and /usr/bin/python3 with numpy, psycopg2, torch
+# and scikit-learn.  Raw results: bench/out/raw-MODE.json; log:
+# bench/out/run-MODE.log.
+set -euo pipefail
+
+mode=${1:-quick}
+case "$mode" in
+	quick|full) ;;
+	*) echo "usage: bash bench/run.sh quick|full" >&2; exit 2 ;;
+esac
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+out_dir=$here/bench/out
+mkdir -p "$out_dir"
+if [ "$mode" = full ]; then
+	report=$here/bench/RESULTS.md
+	synth_rows=1000000
+	fashion_limit=()
+else
+	report=$out_dir/RESULTS-quick.md
+	synth_rows=20000
+	fashion_limit=(--limit 3000)
+fi
+PY=/usr/bin/python3
+t_begin=$(date +%s)
+
+# --- what we need, installed only if missing --------------------------------
+need_pkgs=()
+command -v mpicc >/dev/null 2>&1 || need_pkgs+=(libopenmpi-dev openmpi-bin)
+[ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] ||
+	[ -e /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ] || need_pkgs+=(libopenblas-dev)
+command -v pg_config >/dev/null 2>&1 || need_pkgs+=(postgresql-server-dev-15)
+[ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
+	[ -n "${FASHION_DIR:-}" ] || need_pkgs+=(dataset-fashion-mnist)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+	if [ "$(id -u)" = 0 ]; then
+		echo "run.sh: installing ${need_pkgs[*]}" >&2
+		apt-get install -y --no-install-recommends "${need_pkgs[@]}" >&2
+	else
+		echo "run.sh: missing ${need_pkgs[*]} (install them as root)" >&2
+		exit 1
+	fi
+fi
+if ! $PY -c 'import numpy, psycopg2, torch, sklearn' 2>/dev/null; then
+	echo "run.sh: $PY lacks one of numpy, psycopg2, torch, scikit-learn" >&2
+	exit 1
+fi
+if [ ! -e "$(pg_config --sharedir)/extension/dml.control" ]; then
+	echo "run.sh: the dml extension is not installed (run make && make install)" >&2
+	exit 1
+fi
+
+# --- micro benchmarks ---------------------------------------------------------
+bash bench/micro/build.sh "$here/build/micro" >"$out_dir/build-micro.log" 2>&1 || {
+	cat "$out_dir/build-micro.log" >&2; exit 1; }
+
+# --- private cluster ------------------------------------------------------------
+# shellcheck source=../regress/pgcluster.sh
+source regress/pgcluster.sh
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	pgc_stop || true
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+pgc_start
+echo "run.sh: cluster in $PGC_DIR, port $PGC_PORT" >&2
+# the benchmark runs as root; the socket directory must let root's psql in
+pgc_psql -c 'CREATE EXTENSION dml'
+
+setup_json=$out_dir/setup-$mode.json
+timed_setup() {	# name, command...
+	local name=$1; shift
+	local t0 t1
+	t0=$(date +%s.%N)
+	"$@" >>"$out_dir/run-$mode.log" 2>&1
+	t1=$(date +%s.%N)
+	printf '%s\t%s\t%s\n' "$name" "$(awk "BEGIN{print $t1 - $t0}")" "$*" >>"$setup_json.tsv"
+}
+: >"$out_dir/run-$mode.log"
+: >"$setup_json.tsv"
+echo "run.sh: loading synth_1m ($synth_rows rows) and Fashion-MNIST" >&2
+timed_setup synth_1m psql -X -q -v ON_ERROR_STOP=1 -v rows=$synth_rows -f bench/sql/synth.sql
+timed_setup fashion env DML_LOAD_IDX="${DML_LOAD_IDX:-}" bash bench/load_fashion.sh "${fashion_limit[@]}"
+pgc_psql -c 'VACUUM ANALYZE'
+$PY - "$setup_json.tsv" "$setup_json" <<'EOF'
+import json, sys
+d = {}
+for line in open(sys.argv[1]):
+    name, secs, cmd = line.rstrip("\n").split("\t", 2)
+    d[name] = {"seconds": float(secs), "cmd": cmd}
+json.dump(d, open(sys.argv[2], "w"))
+EOF
+
+# --- the benchmarks -----------------------------------------------------------
+$PY bench/harness.py --mode "$mode" --out "$report" --micro "$here/build/micro" \
+	--workdir "$out_dir" --setup-json "$setup_json" 2>&1 | tee -a "$out_dir/run-$mode.log" >&2
+
+echo "run.sh: $mode done in $(( $(date +%s) - t_begin )) s; report: $report" >&2
