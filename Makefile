@@ -48,7 +48,8 @@ WCFLAGS = -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Werror \
 WLDLIBS = -L$(PQ_LIBDIR) -lpq -lopenblas -lm -lpthread
 
 WORKER_SRCS = workers/worker.c workers/spec.c workers/load.c workers/comm.c \
-	workers/control.c workers/prepare.c workers/train.c workers/exact.c
+	workers/control.c workers/prepare.c workers/train.c workers/train_gpu.c \
+	workers/exact.c
 KERNEL_SRCS = $(KERNEL_OBJS:.o=.c)
 WORKER_OBJS = $(patsubst %.c,build/%.o,$(WORKER_SRCS) $(KERNEL_SRCS))
 
@@ -108,7 +109,7 @@ build/test_kernels: regress/unit/test_kernels.c $(patsubst %.c,build/%.o,$(KERNE
 
 unit: $(UNIT_TESTS)
 
-.PHONY: check gpu-check bench bench-quick unit install-bin uninstall-bin
+.PHONY: check gpu-check bench bench-quick fuzz unit install-bin uninstall-bin
 check:
 	bash regress/run.sh
 
@@ -120,3 +121,10 @@ bench:
 
 bench-quick:
 	bash bench/run.sh quick
+
+FUZZ_SECONDS ?= 60
+fuzz:
+	bash regress/fuzz/run.sh $(FUZZ_SECONDS)
+
+$(CUDA_OBJS): kernels/cuda_kernels.h kernels/cuda/common.cuh kernels/kernels.h
+build/workers/worker.o build/workers/train_gpu.o: kernels/cuda_kernels.h

@@ -97,6 +97,13 @@ comm_bcast(void *buf, size_t bytes, int root)
 	}
 }
 
+/* count bytes another transport (NCCL) moved for the whole job */
+void
+comm_count_bytes(double ring_bytes)
+{
+	count((size_t) ring_bytes);
+}
+
 double
 comm_job_bytes(void)
 {

@@ -25,11 +25,11 @@
 #include "protocol.h"
 #include "worker.h"
 
-#define EVAL_ROWS 1024			/* rows per forward pass when evaluating */
+
 
 /* indices of the training and validation rows */
-static void
-split_rows(const Dataset *ds, int **train, int *ntrain, int **val, int *nval)
+void
+train_split_rows(const Dataset *ds, int **train, int *ntrain, int **val, int *nval)
 {
 	*train = malloc(sizeof(int) * (ds->n ? ds->n : 1));
 	*val = malloc(sizeof(int) * (ds->n ? ds->n : 1));
@@ -58,8 +58,8 @@ gather(const Dataset *ds, const int *idx, int B, float *Xb, float *yb)
  * Metrics of the model over rows idx on every rank (reduced), in the
  * target's own units.
  */
-static void
-evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds, const int *idx, int n,
+void
+train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds, const int *idx, int n,
 		 DmlMetrics *met)
 {
 	const DmlNet *net = &m->net;
@@ -92,18 +92,8 @@ evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds, const int *idx, in
 	free(out);
 }
 
-/* optimizer state: velocity, or Adam's two moments */
-typedef struct OptState
-{
-	DmlOptimizer kind;
-	size_t		n;
-	float	   *s1;
-	float	   *s2;
-	int			t;
-} OptState;
-
-static DmlOptimizer
-optimizer_kind(const char *name)
+DmlOptimizer
+train_optimizer_kind(const char *name)
 {
 	if (strcmp(name, "adam") == 0)
 		return DML_OPT_ADAM;
@@ -139,8 +129,8 @@ opt_step(OptState *o, const WorkerSpec *spec, float *params, const float *grads,
  * Checkpoint payload: int32 epoch, uint32 blob length, model blob, int32
  * step count, then both optimizer state vectors (nparams floats each).
  */
-static void
-send_checkpoint(const DmlModel *m, const OptState *o, int epoch)
+void
+train_send_checkpoint(const DmlModel *m, const OptState *o, int epoch)
 {
 	size_t		blen = dml_model_serialized_size(m);
 	size_t		len = 4 + 4 + blen + 4 + 2 * o->n * sizeof(float);
@@ -163,8 +153,8 @@ send_checkpoint(const DmlModel *m, const OptState *o, int epoch)
 }
 
 /* rank 0 reads the checkpoint, every rank gets its params and state; returns its epoch */
-static int
-resume_from(const char *path, DmlModel *m, OptState *o)
+int
+train_resume(const char *path, DmlModel *m, OptState *o)
 {
 	int32_t		hdr[2] = {0, 0};	/* epoch, ok */
 	float	   *buf = malloc(sizeof(float) * (m->net.nparams + 2 * o->n) + 4);
@@ -250,7 +240,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 				rows_done = 0;
 	double		nval_total;
 
-	split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
+	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 	maxn[0] = ntrain;
 	maxn[1] = nval;
 	comm_allreduce_max_i64(maxn, 2);
@@ -268,13 +258,13 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		worker_fail("out of memory");
 
 	dml_net_init(net, spec->seed);
-	opt.kind = optimizer_kind(spec->optimizer);
+	opt.kind = train_optimizer_kind(spec->optimizer);
 	opt.n = np;
 	opt.s1 = calloc(np, sizeof(float));
 	opt.s2 = calloc(np, sizeof(float));
 	opt.t = 0;
 	if (spec->resume)
-		first_epoch = resume_from(spec->resume, m, &opt) + 1;
+		first_epoch = train_resume(spec->resume, m, &opt) + 1;
 
 	{
 		double		cnt = nval;
@@ -334,7 +324,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		rows_done += sums[1];
 		if (nval_total > 0)
 		{
-			evaluate(m, &work, ds, val_idx, nval, &met);
+			train_evaluate(m, &work, ds, val_idx, nval, &met);
 			p.val_loss = dml_metrics_loss(&met);
 			p.val_metric = dml_metrics_score(&met);
 		}
@@ -350,7 +340,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			control_send(DML_MSG_PROGRESS, &p, sizeof(p), NULL, 0);
 			if (spec->checkpoint_every > 0 && epoch % spec->checkpoint_every == 0 &&
 				epoch < spec->epochs)
-				send_checkpoint(m, &opt, epoch);
+				train_send_checkpoint(m, &opt, epoch);
 		}
 
 		/* early stopping keeps the best replica seen */
@@ -404,7 +394,7 @@ final_metrics(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Trai
 			   *out;
 	int			on_val;
 
-	split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
+	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 	counts[0] = ntrain;
 	counts[1] = nval;
 	comm_allreduce_double(counts, 2);
@@ -412,7 +402,7 @@ final_metrics(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Trai
 	if (dml_metrics_init(&met, m->net.loss, spec->classification ? spec->nclasses : 1) != DML_OK ||
 		dml_work_alloc(&work, &m->net, EVAL_ROWS) != DML_OK)
 		worker_fail("out of memory");
-	evaluate(m, &work, ds, on_val ? val_idx : train_idx, on_val ? nval : ntrain, &met);
+	train_evaluate(m, &work, ds, on_val ? val_idx : train_idx, on_val ? nval : ntrain, &met);
 	need = dml_metrics_json(&met, NULL, 0);
 	mj = malloc(need);
 	dml_metrics_json(&met, mj, need);

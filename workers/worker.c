@@ -169,18 +169,38 @@ send_hello(void)
 	}
 }
 
-/* pick the device: this build trains on the CPU unless a GPU is asked for and present */
-static const char *
-choose_device(const WorkerSpec *spec)
+/*
+ * The device this rank trains on: a GPU index, or -1 for the CPU.  One
+ * rank per GPU (NCCL cannot share a GPU between ranks), so 'auto' uses the
+ * GPUs only when every host has one for each of its ranks; 'gpu' without
+ * them is an error.  Every rank reaches the same decision.
+ */
+static int
+choose_device(const WorkerSpec *spec, int iterative)
 {
 	int			ngpu = 0;
+	int			local_rank = 0,
+				local_size = 1;
+	int			enough,
+				any;
+	MPI_Comm	node;
 
 #ifdef DML_HAVE_CUDA
-	ngpu = dml_gpu_device_count();
+	if (strcmp(spec->device, "cpu") != 0)
+		ngpu = dml_gpu_device_count();
 #endif
+	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+	MPI_Comm_rank(node, &local_rank);
+	MPI_Comm_size(node, &local_size);
+	MPI_Comm_free(&node);
+	enough = ngpu >= local_size;
+	any = ngpu > 0;
+	MPI_Allreduce(MPI_IN_PLACE, &enough, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+	MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+
 	if (strcmp(spec->device, "gpu") == 0)
 	{
-		if (ngpu == 0)
+		if (!any)
 			worker_user_error("55000|Use device => 'cpu' or 'auto' on a machine without a GPU.|"
 							  "device 'gpu' was asked for, but %s",
 #ifdef DML_HAVE_CUDA
@@ -189,14 +209,17 @@ choose_device(const WorkerSpec *spec)
 							  "this build of dml-worker has no CUDA support"
 #endif
 				);
-		if (spec->world > ngpu)
-			worker_user_error("55000|Ask for at most %d workers on the GPU.|"
-							  "%d GPU workers were asked for, but only %d GPUs are visible",
-							  ngpu, spec->world, ngpu);
-		worker_user_error("0A000|Use device => 'cpu' for now.|"
-						  "GPU training is not wired into the training loop of this build");
+		if (!enough)
+			worker_user_error("55000|Ask for at most as many workers per host as it has GPUs.|"
+							  "%d GPU workers on a host with %d GPUs: each GPU rank needs a GPU of its own",
+							  local_size, ngpu);
+		if (!iterative)
+			worker_user_error("0A000|Use device => 'cpu' or 'auto', or an iterative optimizer such as adam.|"
+							  "the exact and Newton solvers run on the CPU only");
 	}
-	return "cpu";
+	if (strcmp(spec->device, "cpu") == 0 || !enough || !iterative)
+		return -1;
+	return local_rank;
 }
 
 int
@@ -207,6 +230,8 @@ main(int argc, char **argv)
 	TrainResult res;
 	char		err[512];
 	const char *device;
+	int			gpu;
+	int			iterative;
 	double		t0 = wall_seconds();
 
 	/* die with mpirun, whatever kills it */
@@ -227,7 +252,9 @@ main(int argc, char **argv)
 	}
 	send_hello();
 
-	device = choose_device(&spec);
+	iterative = strcmp(spec.optimizer, "exact") != 0 && strcmp(spec.optimizer, "newton") != 0;
+	gpu = choose_device(&spec, iterative);
+	device = gpu >= 0 ? "gpu" : "cpu";
 	load_slices(&ds, &spec, worker_rank);
 
 	memset(&res, 0, sizeof(res));
@@ -236,6 +263,10 @@ main(int argc, char **argv)
 		train_exact(&ds, &spec, &res);
 	else if (strcmp(spec.optimizer, "newton") == 0)
 		train_newton(&ds, &spec, &res);
+#ifdef DML_HAVE_CUDA
+	else if (gpu >= 0)
+		train_gpu(&ds, &spec, &res, gpu);
+#endif
 	else
 		train_iterative(&ds, &spec, &res);
 

@@ -133,7 +133,26 @@ typedef struct TrainResult
 	char	   *metrics_json;
 } TrainResult;
 
+/* optimizer state: velocity, or Adam's two moments */
+typedef struct OptState
+{
+	DmlOptimizer kind;
+	size_t		n;
+	float	   *s1;
+	float	   *s2;
+	int			t;
+} OptState;
+
+#define EVAL_ROWS 1024			/* rows per forward pass when evaluating */
+
 extern void prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model);
+extern void train_split_rows(const Dataset *ds, int **train, int *ntrain, int **val, int *nval);
+extern void train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds,
+						   const int *idx, int n, DmlMetrics *met);
+extern DmlOptimizer train_optimizer_kind(const char *name);
+extern void train_send_checkpoint(const DmlModel *m, const OptState *o, int epoch);
+extern int	train_resume(const char *path, DmlModel *m, OptState *o);
+extern void train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device);
 extern void train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res);

@@ -1,0 +1,279 @@
+/*-------------------------------------------------------------------------
+ *
+ * train_gpu.c
+ *	  The allreduce training loop of train.c on CUDA devices, one rank per
+ *	  GPU, gradients summed by NCCL.
+ *
+ * The slice is copied to device memory once.  Each epoch the shuffled row
+ * order goes to the device in one copy; each step gathers its minibatch on
+ * the device, runs forward and backward, all-reduces the gradients with
+ * NCCL on the network's stream and applies the optimizer, all enqueued
+ * without waiting.  The host synchronizes once per epoch, when it reads
+ * the summed loss, and polls NCCL's asynchronous errors every
+ * POLL_STEPS steps: a failed peer ends the job instead of hanging it.
+ *
+ * Rows per step are known on every rank without communication (each rank
+ * knows every rank's row count), so the scale of the summed gradient is
+ * computed on the host, as the CPU loop does.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifdef DML_HAVE_CUDA
+
+#include <math.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "cuda_kernels.h"
+#include "protocol.h"
+#include "worker.h"
+
+#define POLL_STEPS	64			/* NCCL error polls */
+#define NCCL_TIMEOUT_S	300.0	/* a collective that takes this long has hung */
+
+#define gpuCheck(call) \
+	do { int st_ = (call); \
+		 if (st_ != DML_OK) \
+			 worker_fail("%s failed on GPU %d: %s", #call, device, errbuf); } while (0)
+
+#define cudaRtCheck(call) \
+	do { cudaError_t e_ = (call); \
+		 if (e_ != cudaSuccess) \
+			 worker_fail("%s failed on GPU %d: %s", #call, device, cudaGetErrorString(e_)); } while (0)
+
+/*
+ * train_gpu
+ *		As train_iterative, on device `device`.
+ */
+void
+train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
+{
+	DmlModel   *m = &res->model;
+	DmlNet	   *net = &m->net;
+	size_t		np = net->nparams;
+	char		errbuf[1024] = "";
+	int		   *train_idx,
+			   *val_idx;
+	int			ntrain,
+				nval;
+	int		   *all_n = malloc(sizeof(int) * worker_world);
+	int		   *all_b = malloc(sizeof(int) * worker_world);
+	int			steps = 1,
+				b;
+	DmlGpuNet	g;
+	DmlGpuOptim gopt;
+	DmlNccl    *nccl = NULL;
+	unsigned char id[DML_NCCL_ID_BYTES];
+	float	   *X_dev = NULL,
+			   *y_dev = NULL,
+			   *Xb,
+			   *yb;
+	int		   *idx_dev;
+	OptState	opt;
+	DmlMetrics	met;
+	DmlWork		work;
+	DmlRng		rng;
+	double		train_time = 0,
+				rows_done = 0,
+				nval_total;
+	int			first_epoch = 1;
+	double		best_loss = INFINITY;
+	int			bad_epochs = 0;
+	float	   *best = NULL;
+
+	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
+
+	/* every rank's rows: the steps per epoch and each step's global count */
+	MPI_Allgather(&ntrain, 1, MPI_INT, all_n, 1, MPI_INT, MPI_COMM_WORLD);
+	for (int r = 0; r < worker_world; r++)
+	{
+		int			s = (all_n[r] + spec->batch_size - 1) / spec->batch_size;
+
+		if (s > steps)
+			steps = s;
+	}
+	for (int r = 0; r < worker_world; r++)
+		all_b[r] = (all_n[r] + steps - 1) / steps;
+	b = all_b[worker_rank];
+
+	cudaRtCheck(cudaSetDevice(device));
+	dml_net_init(net, spec->seed);
+	gpuCheck(dml_gpu_net_alloc(&g, net, b > 0 ? b : 1, train_optimizer_kind(spec->optimizer),
+							   device, 0, errbuf, sizeof(errbuf)));
+
+	/* the slice, once; row order per epoch */
+	gpuCheck(dml_gpu_upload(&X_dev, ds->X, (size_t) (ds->n ? ds->n : 1) * ds->d,
+							"training rows", errbuf, sizeof(errbuf)));
+	gpuCheck(dml_gpu_upload(&y_dev, ds->y, (size_t) (ds->n ? ds->n : 1),
+							"training targets", errbuf, sizeof(errbuf)));
+	cudaRtCheck(cudaMalloc((void **) &idx_dev, sizeof(int) * (ntrain ? ntrain : 1)));
+	cudaRtCheck(cudaMalloc((void **) &Xb, sizeof(float) * (size_t) (b ? b : 1) * ds->d));
+	cudaRtCheck(cudaMalloc((void **) &yb, sizeof(float) * (b ? b : 1)));
+
+	/* NCCL: rank 0's id through MPI */
+	if (worker_rank == 0)
+		gpuCheck(dml_nccl_unique_id(id, errbuf, sizeof(errbuf)));
+	comm_bcast(id, sizeof(id), 0);
+	gpuCheck(dml_nccl_init(&nccl, id, worker_world, worker_rank, device, NCCL_TIMEOUT_S,
+						   errbuf, sizeof(errbuf)));
+
+	opt.kind = train_optimizer_kind(spec->optimizer);
+	opt.n = np;
+	opt.s1 = calloc(np, sizeof(float));
+	opt.s2 = calloc(np, sizeof(float));
+	opt.t = 0;
+	if (spec->resume)
+	{
+		first_epoch = train_resume(spec->resume, m, &opt) + 1;
+		if (g.opt_m)
+			cudaRtCheck(cudaMemcpy(g.opt_m, opt.s1, sizeof(float) * np, cudaMemcpyHostToDevice));
+		if (g.opt_v)
+			cudaRtCheck(cudaMemcpy(g.opt_v, opt.s2, sizeof(float) * np, cudaMemcpyHostToDevice));
+		g.step = opt.t;
+	}
+	gpuCheck(dml_gpu_net_upload(&g, net->params, errbuf, sizeof(errbuf)));
+
+	gopt.kind = opt.kind;
+	gopt.momentum = (float) spec->momentum;
+	gopt.beta1 = (float) spec->beta1;
+	gopt.beta2 = (float) spec->beta2;
+	gopt.eps = (float) spec->eps;
+	gopt.weight_decay = (float) spec->weight_decay;
+
+	if (dml_metrics_init(&met, net->loss, spec->classification ? spec->nclasses : 1) != DML_OK ||
+		dml_work_alloc(&work, net, EVAL_ROWS) != DML_OK)
+		worker_fail("out of memory");
+	nval_total = nval;
+	comm_allreduce_double(&nval_total, 1);
+
+	for (int epoch = first_epoch; epoch <= spec->epochs; epoch++)
+	{
+		double		t0 = wall_seconds();
+		double		bytes0 = comm_job_bytes();
+		double		sums[2] = {0, (double) ntrain};
+		DmlProgress p;
+
+		maybe_inject_fault(spec, epoch, NULL);
+		gopt.lr = lr_at_epoch(spec->schedule, (float) spec->learning_rate, epoch - 1,
+							  spec->epochs, spec->step_size, (float) spec->gamma);
+		dml_rng_seed(&rng, spec->seed * 1000003u + (uint64_t) epoch * 7919u + (uint64_t) worker_rank);
+		dml_shuffle(train_idx, ntrain, &rng);
+		cudaRtCheck(cudaMemcpyAsync(idx_dev, train_idx, sizeof(int) * (ntrain ? ntrain : 1),
+									cudaMemcpyHostToDevice, g.stream));
+
+		for (int s = 0; s < steps; s++)
+		{
+			int			lo = s * b;
+			int			B = ntrain - lo < b ? ntrain - lo : b;
+			int			total = 0;
+
+			for (int r = 0; r < worker_world; r++)
+			{
+				int			Br = all_n[r] - s * all_b[r];
+
+				total += Br < 0 ? 0 : (Br < all_b[r] ? Br : all_b[r]);
+			}
+			if (B < 0)
+				B = 0;
+			gpuCheck(dml_gpu_net_zero_grads(&g, errbuf, sizeof(errbuf)));
+			if (B > 0)
+			{
+				if (gather_rows_cuda(Xb, X_dev, idx_dev + lo, B, ds->d, g.stream) != DML_OK ||
+					gather_rows_cuda(yb, y_dev, idx_dev + lo, B, 1, g.stream) != DML_OK)
+					worker_fail("gathering a minibatch on GPU %d: %s", device, dml_cuda_last_error());
+				gpuCheck(dml_gpu_net_forward_backward(&g, Xb, yb, B, errbuf, sizeof(errbuf)));
+			}
+			if (worker_world > 1)
+				gpuCheck(dml_nccl_allreduce_sum(nccl, g.grads, np, g.stream, errbuf, sizeof(errbuf)));
+			if (total > 0)
+				gpuCheck(dml_gpu_net_step(&g, &gopt, 1.0f / total, errbuf, sizeof(errbuf)));
+			if (s % POLL_STEPS == POLL_STEPS - 1)
+				gpuCheck(dml_nccl_poll(nccl, errbuf, sizeof(errbuf)));
+		}
+		gpuCheck(dml_nccl_wait(nccl, g.stream, NCCL_TIMEOUT_S, errbuf, sizeof(errbuf)));
+		gpuCheck(dml_gpu_net_take_loss(&g, &sums[0], errbuf, sizeof(errbuf)));
+		comm_allreduce_double(sums, 2);
+		if (worker_world > 1)
+			/* what NCCL moved: a ring all-reduce of the gradients per step */
+			comm_count_bytes((double) steps * np * sizeof(float));
+
+		memset(&p, 0, sizeof(p));
+		p.epoch = epoch;
+		p.loss = sums[0] / sums[1];
+		if (net->loss == DML_LOSS_MSE)
+			p.loss *= (double) m->out_scale[0] * m->out_scale[0];
+		p.rows = sums[1];
+		p.val_loss = NAN;
+		p.val_metric = NAN;
+		train_time += wall_seconds() - t0;
+		rows_done += sums[1];
+		if (nval_total > 0 || (spec->checkpoint_every > 0 && epoch % spec->checkpoint_every == 0))
+			gpuCheck(dml_gpu_net_download(&g, net->params, errbuf, sizeof(errbuf)));
+		if (nval_total > 0)
+		{
+			train_evaluate(m, &work, ds, val_idx, nval, &met);
+			p.val_loss = dml_metrics_loss(&met);
+			p.val_metric = dml_metrics_score(&met);
+		}
+		p.seconds = wall_seconds() - t0;
+		p.bytes_sent = comm_job_bytes() - bytes0;
+		res->epochs_run = epoch;
+		res->final_loss = p.loss;
+		if (!isfinite(p.loss))
+			worker_user_error("2200H|Lower learning_rate, or use optimizer => 'adam'.|"
+							  "training diverged at epoch %d: the loss is not finite", epoch);
+		if (worker_rank == 0)
+		{
+			control_send(DML_MSG_PROGRESS, &p, sizeof(p), NULL, 0);
+			if (spec->checkpoint_every > 0 && epoch % spec->checkpoint_every == 0 &&
+				epoch < spec->epochs)
+			{
+				if (g.opt_m)
+					cudaRtCheck(cudaMemcpy(opt.s1, g.opt_m, sizeof(float) * np, cudaMemcpyDeviceToHost));
+				if (g.opt_v)
+					cudaRtCheck(cudaMemcpy(opt.s2, g.opt_v, sizeof(float) * np, cudaMemcpyDeviceToHost));
+				opt.t = g.step;
+				train_send_checkpoint(m, &opt, epoch);
+			}
+		}
+		if (spec->patience > 0 && nval_total > 0)
+		{
+			if (p.val_loss < best_loss)
+			{
+				best_loss = p.val_loss;
+				bad_epochs = 0;
+				if (best == NULL)
+					best = malloc(sizeof(float) * np);
+				memcpy(best, net->params, sizeof(float) * np);
+			}
+			else if (++bad_epochs >= spec->patience)
+				break;
+		}
+	}
+	gpuCheck(dml_gpu_net_download(&g, net->params, errbuf, sizeof(errbuf)));
+	if (best != NULL)
+		memcpy(net->params, best, sizeof(float) * np);
+	res->train_seconds = train_time;
+	res->rows_per_second = train_time > 0 ? rows_done / train_time : 0;
+
+	dml_nccl_destroy(nccl);
+	dml_gpu_net_free(&g);
+	cudaFree(X_dev);
+	cudaFree(y_dev);
+	cudaFree(idx_dev);
+	cudaFree(Xb);
+	cudaFree(yb);
+	dml_metrics_free(&met);
+	dml_work_free(&work);
+	free(best);
+	free(opt.s1);
+	free(opt.s2);
+	free(all_n);
+	free(all_b);
+	free(train_idx);
+	free(val_idx);
+}
+
+#endif							/* DML_HAVE_CUDA */
