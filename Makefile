@@ -15,7 +15,7 @@ KERNEL_OBJS = kernels/cpu.o kernels/net.o kernels/format.o kernels/solve.o \
 	kernels/metrics.o
 OBJS = extension/dml.o extension/train.o extension/predict.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o \
-	extension/batch.o \
+	extension/batch.o extension/aggregate.o extension/exact.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o \
 	$(KERNEL_OBJS)
 
@@ -27,7 +27,7 @@ PG_CONFIG ?= pg_config
 # no LLVM bitcode: it would need clang at build time for no benefit here
 override with_llvm := no
 PG_CPPFLAGS = -I$(srcdir)/kernels -I$(srcdir)/coordinator -I$(srcdir)/extension
-PG_CFLAGS = -Werror -Wall -Wno-declaration-after-statement
+PG_CFLAGS = -Werror -Wall -Wno-declaration-after-statement -O3 -fno-math-errno
 SHLIB_LINK = -lopenblas -lm
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -43,7 +43,7 @@ sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 MPICC ?= mpicc
 PQ_INCLUDE := $(shell $(PG_CONFIG) --includedir)
 PQ_LIBDIR := $(shell $(PG_CONFIG) --libdir)
-WCFLAGS = -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Werror \
+WCFLAGS = -O3 -fno-math-errno -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Werror \
 	-Ikernels -Icoordinator -Iworkers -I$(PQ_INCLUDE)
 WLDLIBS = -L$(PQ_LIBDIR) -lpq -lopenblas -lm -lpthread
 

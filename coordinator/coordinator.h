@@ -101,6 +101,7 @@ typedef struct DmlJob
 	int			epoch_timeout;	/* seconds without progress before a restart; 0: none */
 	char	   *fault;			/* test hook: "rank:epoch:how" or NULL */
 	int			attempt;		/* 0, then 1 for the first restart, ... */
+	bool		no_in_server;	/* option in_server => false: always a job */
 } DmlJob;
 
 /* What came back */
@@ -122,6 +123,10 @@ typedef void (*DmlProgressCallback) (const DmlProgress *p, void *arg);
 /* plan.c */
 extern List *DmlPlanSlices(Oid relid, char relkind, int nranks);
 extern char *DmlSliceQuery(DmlJob *job, DmlSlice *slice);
+
+/* extension/exact.c: the in-server alternative to a job */
+extern void DmlExactSolve(DmlJob *job, DmlJobResult *result,
+						  DmlProgressCallback cb, void *cb_arg);
 
 /* launch.c, supervise.c */
 extern void DmlRunJob(DmlJob *job, DmlJobResult *result,

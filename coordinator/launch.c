@@ -18,6 +18,7 @@
  */
 #include "postgres.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -203,6 +204,62 @@ write_private_file(const char *path, const char *data, size_t len)
 }
 
 /*
+ * DmlRemoveJobDir
+ *		Remove a job directory and the files in it.
+ */
+void
+DmlRemoveJobDir(const char *dir)
+{
+	DIR		   *d = opendir(dir);
+	struct dirent *de;
+
+	if (d != NULL)
+	{
+		while ((de = readdir(d)) != NULL)
+		{
+			char		path[MAXPGPATH];
+
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			unlink(path);
+		}
+		closedir(d);
+	}
+	rmdir(dir);
+}
+
+/*
+ * A backend killed with SIGKILL runs no cleanup: its job's processes die
+ * by PR_SET_PDEATHSIG, but its directory stays.  Remove directories of
+ * ours whose backend is gone.
+ */
+static void
+sweep_stale_job_dirs(const char *tmp)
+{
+	DIR		   *d = opendir(tmp);
+	struct dirent *de;
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL)
+	{
+		int			pid;
+		char		path[MAXPGPATH];
+		struct stat st;
+
+		if (sscanf(de->d_name, "dml-job-%d-", &pid) != 1 || pid == MyProcPid)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", tmp, de->d_name);
+		if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+			continue;
+		if (kill(pid, 0) != 0 && errno == ESRCH)
+			DmlRemoveJobDir(path);
+	}
+	closedir(d);
+}
+
+/*
  * DmlMakeJobDir
  *		A fresh private directory (mode 0700) for one job.
  */
@@ -214,6 +271,7 @@ DmlMakeJobDir(void)
 
 	if (tmp == NULL || tmp[0] == '\0' || strlen(tmp) > 60)
 		tmp = "/tmp";
+	sweep_stale_job_dirs(tmp);
 	path = psprintf("%s/dml-job-%d-XXXXXX", tmp, MyProcPid);
 	if (mkdtemp(path) == NULL)
 		ereport(ERROR,

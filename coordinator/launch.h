@@ -12,6 +12,7 @@
 #include "coordinator.h"
 
 extern char *DmlMakeJobDir(void);
+extern void DmlRemoveJobDir(const char *dir);
 extern int	DmlListen(const char *dir, char **path_out);
 extern pid_t DmlLaunch(DmlJob *job, const char *dir, const char *socket_path,
 					   const char *resume_path);

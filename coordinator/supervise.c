@@ -80,29 +80,6 @@ static bool exit_hook_registered = false;
  * Cleanup
  * --------------------------------------------------------------------- */
 
-/* remove the job directory and the files in it */
-static void
-remove_job_dir(const char *dir)
-{
-	DIR		   *d = opendir(dir);
-	struct dirent *de;
-
-	if (d != NULL)
-	{
-		while ((de = readdir(d)) != NULL)
-		{
-			char		path[MAXPGPATH];
-
-			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-				continue;
-			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-			unlink(path);
-		}
-		closedir(d);
-	}
-	rmdir(dir);
-}
-
 /* signal mpirun's group and every worker we know of */
 static void
 signal_job(int sig)
@@ -180,7 +157,7 @@ DmlKillActiveJob(void)
 		close(active_job.listen_fd);
 	active_job.conn_fd = active_job.listen_fd = -1;
 	if (active_job.dir[0])
-		remove_job_dir(active_job.dir);
+		DmlRemoveJobDir(active_job.dir);
 	active_job.dir[0] = '\0';
 }
 

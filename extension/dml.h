@@ -34,6 +34,11 @@ extern int	dml_max_restarts;
 extern int	dml_checkpoint_every;
 extern bool dml_test_hooks;
 
+/* exact.c: linear least squares in one pass inside the server */
+struct DmlJob;
+struct DmlJobResult;
+extern bool DmlExactInServer(struct DmlJob *job);
+
 /* catalog.c: every access runs as the extension's owner */
 typedef struct DmlCatalogUser
 {
@@ -91,11 +96,16 @@ typedef struct DmlCachedModel
 	float	   *scratch;		/* dml_model_scratch_floats(model, 1) */
 	float	   *input;			/* one row of raw inputs */
 	float	   *output;			/* one row of outputs */
+	/* one-layer models: standardization folded into the weights */
+	float	   *fold_w;			/* (K, C), or NULL for deeper networks */
+	float	   *fold_b;			/* (K) */
 	uint64		checked;		/* validation stamp */
 	MemoryContext cxt;			/* owns features, classes, kind */
 } DmlCachedModel;
 
 extern DmlCachedModel *DmlGetModel(const char *name);
+extern uint64 DmlValidationStamp(void);
+extern void DmlModelPredictOne(DmlCachedModel *cm);
 extern void DmlParseSpec(DmlCachedModel *cm, Jsonb *spec, MemoryContext cxt);
 
 #endif							/* DML_H */

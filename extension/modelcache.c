@@ -32,9 +32,13 @@ extern uint64 dml_catalog_generation;
 static HTAB *model_cache = NULL;
 static MemoryContext cache_cxt = NULL;
 
-/* a stamp that changes with the snapshot and with our own catalog writes */
-static uint64
-validation_stamp(void)
+/*
+ * DmlValidationStamp
+ *		A stamp that changes with the snapshot, the user and our own catalog
+ *		writes: a cached model checked under the same stamp is still right.
+ */
+uint64
+DmlValidationStamp(void)
 {
 	uint64		h = dml_catalog_generation * 0x9E3779B97F4A7C15ull;
 
@@ -208,6 +212,30 @@ load_model(DmlCachedModel *cm, int64 id)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 	cm->input = cm->scratch + dml_model_scratch_floats(&m, 1);
 	cm->output = cm->input + m.net.sizes[0];
+	cm->fold_w = NULL;
+	cm->fold_b = NULL;
+	if (m.net.nlayers == 1)
+	{
+		int			C = m.net.sizes[0];
+		int			K = m.net.sizes[1];
+
+		/* W (x - mean) * scale + b = (W * scale) x + (b - sum W * scale * mean) */
+		cm->fold_w = MemoryContextAlloc(entry_cxt, sizeof(float) * K * C);
+		cm->fold_b = MemoryContextAlloc(entry_cxt, sizeof(float) * K);
+		for (int k = 0; k < K; k++)
+		{
+			double		b = m.net.params[(size_t) K * C + k];
+
+			for (int c = 0; c < C; c++)
+			{
+				float		w = m.net.params[(size_t) k * C + c] * m.in_scale[c];
+
+				cm->fold_w[(size_t) k * C + c] = w;
+				b -= (double) w * m.in_mean[c];
+			}
+			cm->fold_b[k] = (float) b;
+		}
+	}
 	cm->id = id;
 }
 
@@ -218,7 +246,7 @@ load_model(DmlCachedModel *cm, int64 id)
 DmlCachedModel *
 DmlGetModel(const char *name)
 {
-	uint64		stamp = validation_stamp();
+	uint64		stamp = DmlValidationStamp();
 	DmlCachedModel *cm;
 	bool		found;
 	DmlCatalogUser save;
@@ -296,4 +324,38 @@ DmlGetModel(const char *name)
 	cm->owner = owner;
 	cm->checked = stamp;
 	return cm;
+}
+
+/*
+ * DmlModelPredictOne
+ *		cm->output = the model on the one row in cm->input.  One-layer
+ *		models take a straight loop over folded weights; deeper ones the
+ *		kernels' path.
+ */
+void
+DmlModelPredictOne(DmlCachedModel *cm)
+{
+	const DmlNet *net = &cm->model.net;
+
+	if (cm->fold_w != NULL)
+	{
+		int			C = net->sizes[0];
+		int			K = net->sizes[1];
+
+		for (int k = 0; k < K; k++)
+		{
+			const float *w = cm->fold_w + (size_t) k * C;
+			float		z = cm->fold_b[k];
+
+			for (int c = 0; c < C; c++)
+				z += w[c] * cm->input[c];
+			cm->output[k] = z;
+		}
+		dml_net_output(net, cm->output, 1);
+		if (net->loss == DML_LOSS_MSE)
+			for (int k = 0; k < K; k++)
+				cm->output[k] = cm->output[k] * cm->model.out_scale[k] + cm->model.out_mean[k];
+		return;
+	}
+	dml_model_predict(&cm->model, cm->output, cm->input, 1, cm->scratch);
 }

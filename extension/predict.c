@@ -182,6 +182,20 @@ inputs_from_array(DmlCachedModel *cm, ArrayType *arr)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("features must be a one-dimensional array")));
+	if (!ARR_HASNULL(arr) && ARR_NDIM(arr) == 1 && ARR_DIMS(arr)[0] == C)
+	{
+		/* the common case: read the float8s in place */
+		const double *v = (const double *) ARR_DATA_PTR(arr);
+		bool		finite = true;
+
+		for (int i = 0; i < C; i++)
+		{
+			cm->input[i] = (float) v[i];
+			finite &= isfinite(v[i]);
+		}
+		if (finite)
+			return;
+	}
 	deconstruct_array(arr, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &enulls, &n);
 	if (n != C)
 		ereport(ERROR,
@@ -202,13 +216,38 @@ inputs_from_array(DmlCachedModel *cm, ArrayType *arr)
 	}
 }
 
+/*
+ * Per call site (fn_extra): the model name last asked for, the cached model
+ * it resolved to, and the stamp it was checked under; the row mapping of
+ * the record form.  Most calls then cost a memcmp and a stamp.
+ */
+typedef struct CallCache
+{
+	int			namelen;
+	char		name[NAMEDATALEN * 4];
+	DmlCachedModel *cm;
+	uint64		stamp;
+	struct RecordMap *map;
+} CallCache;
+
+static CallCache *
+call_cache(FunctionCallInfo fcinfo)
+{
+	if (fcinfo->flinfo->fn_extra == NULL)
+		fcinfo->flinfo->fn_extra = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt,
+														  sizeof(CallCache));
+	return fcinfo->flinfo->fn_extra;
+}
+
 /* per call site: where the model's features sit in the row type */
 typedef struct RecordMap
 {
 	Oid			typid;
 	int32		typmod;
 	int64		model_id;
-	int			natts;
+	TupleDesc	td;				/* copy, in fn_mcxt */
+	Datum	   *values;			/* (natts) */
+	bool	   *nulls;
 	int		   *attnums;		/* per model feature, 0-based */
 	Oid		   *types;
 } RecordMap;
@@ -219,8 +258,8 @@ inputs_from_record(FunctionCallInfo fcinfo, DmlCachedModel *cm, HeapTupleHeader 
 {
 	Oid			typid = HeapTupleHeaderGetTypeId(rec);
 	int32		typmod = HeapTupleHeaderGetTypMod(rec);
-	RecordMap  *map = fcinfo->flinfo->fn_extra;
-	TupleDesc	td = lookup_rowtype_tupdesc(typid, typmod);
+	CallCache  *cc = call_cache(fcinfo);
+	RecordMap  *map = cc->map;
 	HeapTupleData tuple;
 	float	   *dst = cm->input;
 
@@ -228,19 +267,25 @@ inputs_from_record(FunctionCallInfo fcinfo, DmlCachedModel *cm, HeapTupleHeader 
 		map->model_id != cm->id)
 	{
 		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+		TupleDesc	td = lookup_rowtype_tupdesc(typid, typmod);
 
 		map = palloc0(sizeof(RecordMap));
 		map->typid = typid;
 		map->typmod = typmod;
 		map->model_id = cm->id;
+		map->td = CreateTupleDescCopy(td);
+		ReleaseTupleDesc(td);
+		map->values = palloc(sizeof(Datum) * Max(map->td->natts, 1));
+		map->nulls = palloc(sizeof(bool) * Max(map->td->natts, 1));
 		map->attnums = palloc(sizeof(int) * Max(cm->nfeatures, 1));
 		map->types = palloc(sizeof(Oid) * Max(cm->nfeatures, 1));
+		MemoryContextSwitchTo(old);
 		for (int i = 0; i < cm->nfeatures; i++)
 		{
 			map->attnums[i] = -1;
-			for (int a = 0; a < td->natts; a++)
+			for (int a = 0; a < map->td->natts; a++)
 			{
-				Form_pg_attribute att = TupleDescAttr(td, a);
+				Form_pg_attribute att = TupleDescAttr(map->td, a);
 
 				if (!att->attisdropped && strcmp(NameStr(att->attname), cm->features[i].name) == 0)
 				{
@@ -256,23 +301,34 @@ inputs_from_record(FunctionCallInfo fcinfo, DmlCachedModel *cm, HeapTupleHeader 
 								cm->features[i].name, cm->name),
 						 errhint("Pass a row with the model's feature columns, e.g. SELECT dml_predict('m', t) FROM t.")));
 		}
-		MemoryContextSwitchTo(old);
-		fcinfo->flinfo->fn_extra = map;
+		cc->map = map;
 	}
 
 	tuple.t_len = HeapTupleHeaderGetDatumLength(rec);
 	ItemPointerSetInvalid(&tuple.t_self);
 	tuple.t_tableOid = InvalidOid;
 	tuple.t_data = rec;
+	heap_deform_tuple(&tuple, map->td, map->values, map->nulls);
 	for (int i = 0; i < cm->nfeatures; i++)
 	{
-		bool		isnull;
-		Datum		v = heap_getattr(&tuple, map->attnums[i] + 1, td, &isnull);
+		int			a = map->attnums[i];
+		const DmlFeature *f = &cm->features[i];
 
-		DmlFeatureInputs(&cm->features[i], dst, v, isnull, map->types[i]);
-		dst += cm->features[i].width;
+		/* plain float8 columns skip the general conversion */
+		if (f->kind == DML_FEAT_NUM && map->types[i] == FLOAT8OID && !map->nulls[a])
+		{
+			double		v = DatumGetFloat8(map->values[a]);
+
+			if (isfinite(v))
+			{
+				dst[0] = (float) v;
+				dst++;
+				continue;
+			}
+		}
+		DmlFeatureInputs(f, dst, map->values[a], map->nulls[a], map->types[i]);
+		dst += f->width;
 	}
-	ReleaseTupleDesc(td);
 }
 
 /* ---------------------------------------------------------------------
@@ -324,21 +380,32 @@ is_classifier(DmlCachedModel *cm)
 static void
 run_model(DmlCachedModel *cm)
 {
-	dml_model_predict(&cm->model, cm->output, cm->input, 1, cm->scratch);
+	DmlModelPredictOne(cm);
 }
 
 /* ---------------------------------------------------------------------
  * SQL functions
  * --------------------------------------------------------------------- */
 
-/* the cached model for argument 0, remembered per call site by name */
+/* the cached model for argument 0 */
 static DmlCachedModel *
 model_arg(FunctionCallInfo fcinfo)
 {
 	text	   *t = PG_GETARG_TEXT_PP(0);
-	char	   *name = text_to_cstring(t);
+	int			len = VARSIZE_ANY_EXHDR(t);
+	CallCache  *cc = call_cache(fcinfo);
+	uint64		stamp = DmlValidationStamp();
+	char	   *name;
 
-	return DmlGetModel(name);
+	if (cc->cm != NULL && cc->stamp == stamp && cc->namelen == len &&
+		memcmp(cc->name, VARDATA_ANY(t), len) == 0)
+		return cc->cm;
+	name = text_to_cstring(t);
+	cc->cm = DmlGetModel(name);
+	cc->stamp = stamp;
+	cc->namelen = len < (int) sizeof(cc->name) ? len : 0;
+	memcpy(cc->name, name, cc->namelen);
+	return cc->cm;
 }
 
 static Datum

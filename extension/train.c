@@ -16,6 +16,7 @@
 #include "postgres.h"
 
 #include <math.h>
+#include <stdio.h>
 
 #include "access/htup_details.h"
 #include "access/xact.h"
@@ -125,17 +126,24 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 							errmsg("option \"%s\" must be a number between %g and %g", nm, \
 								   (double) (lo), (double) (hi)))); \
 		field = num; return; }
+#define INTEGER_OPT(nm, field, lo, hi) \
+	if (strcmp(key, nm) == 0) { \
+		if (v->type != jbvNumeric || !(num >= (lo) && num <= (hi)) || num != floor(num)) \
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), \
+							errmsg("option \"%s\" must be an integer between %d and %d", nm, \
+								   (int) (lo), (int) (hi)))); \
+		field = (int) num; return; }
 
 	NUMERIC_OPT("momentum", job->momentum, 0, 0.999999);
 	NUMERIC_OPT("beta1", job->beta1, 0, 0.999999);
 	NUMERIC_OPT("beta2", job->beta2, 0, 0.99999999);
 	NUMERIC_OPT("eps", job->eps, 1e-12, 1);
-	NUMERIC_OPT("step_size", job->step_size, 1, 1000000);
+	INTEGER_OPT("step_size", job->step_size, 1, 1000000);
 	NUMERIC_OPT("gamma", job->gamma, 1e-6, 1);
 	NUMERIC_OPT("tolerance", job->tolerance, 0, 1);
-	NUMERIC_OPT("max_restarts", job->max_restarts, 0, 100);
-	NUMERIC_OPT("checkpoint_every", job->checkpoint_every, 0, 1000000);
-	NUMERIC_OPT("epoch_timeout", job->epoch_timeout, 0, 86400 * 7);
+	INTEGER_OPT("max_restarts", job->max_restarts, 0, 100);
+	INTEGER_OPT("checkpoint_every", job->checkpoint_every, 0, 1000000);
+	INTEGER_OPT("epoch_timeout", job->epoch_timeout, 0, 86400 * 7);
 	if (strcmp(key, "schedule") == 0)
 	{
 		if (str == NULL || (strcmp(str, "constant") != 0 && strcmp(str, "step") != 0 &&
@@ -156,6 +164,15 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 			job->optimizer = "nesterov";
 		return;
 	}
+	if (strcmp(key, "in_server") == 0)
+	{
+		if (v->type != jbvBool)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"in_server\" must be a boolean")));
+		job->no_in_server = !v->val.boolean;
+		return;
+	}
 	if (strcmp(key, "fault") == 0)
 	{
 		if (!dml_test_hooks)
@@ -163,17 +180,30 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("option \"fault\" needs dml.test_hooks"),
 					 errhint("A superuser can enable test hooks with SET dml.test_hooks = on.")));
-		if (str == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"fault\" must be a string \"rank:epoch:how\"")));
+		{
+			int			rank,
+						epoch,
+						used = 0;
+			char		how[8] = "";
+
+			if (str == NULL ||
+				sscanf(str, "%d:%d:%5[a-z]%n", &rank, &epoch, how, &used) != 3 ||
+				(str[used] != '\0' && strcmp(str + used, "!") != 0) ||
+				(strcmp(how, "kill") != 0 && strcmp(how, "exit") != 0 &&
+				 strcmp(how, "drop") != 0 && strcmp(how, "hang") != 0) ||
+				rank < 0 || epoch < 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("option \"fault\" must look like \"rank:epoch:how\""),
+						 errhint("how is kill, exit, drop or hang, optionally followed by \"!\" to fault again after each restart.")));
+		}
 		job->fault = str;
 		return;
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unrecognized option \"%s\"", key),
-			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout and fault.")));
+			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server and fault.")));
 }
 
 static void
@@ -738,6 +768,7 @@ dml_train(PG_FUNCTION_ARGS)
 	char		errbuf[256];
 	char		relkind;
 	char	   *spec;
+	bool		in_server;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "dml_train must return a composite type");
@@ -937,8 +968,11 @@ dml_train(PG_FUNCTION_ARGS)
 
 	DmlCheckNameForTraining(job->name);
 
-	/* how to run it */
-	if (IsSubTransaction())
+	/* how to run it: one pass in the server, or a job of workers */
+	in_server = DmlExactInServer(job);
+	if (in_server)
+		job->snapshot = "";
+	else if (IsSubTransaction())
 	{
 		/*
 		 * A snapshot cannot be exported from a subtransaction (a PL/pgSQL
@@ -961,17 +995,32 @@ dml_train(PG_FUNCTION_ARGS)
 	job->hosts = dml_hosts;
 	job->mpirun = dml_mpirun;
 	job->worker_path = worker_path();
-	job->slices = DmlPlanSlices(job->relid, job->relkind, job->workers);
+	if (!in_server)
+		job->slices = DmlPlanSlices(job->relid, job->relkind, job->workers);
 
 	model_id = DmlNextModelId();
 	tp.model_id = model_id;
 	tp.classification = job->classification;
-	DmlRunJob(job, &result, on_progress, &tp);
+	if (in_server)
+		DmlExactSolve(job, &result, on_progress, &tp);
+	else
+		DmlRunJob(job, &result, on_progress, &tp);
 
 	/* what came back must parse before it is stored */
 	if (dml_model_parse(&parsed, (unsigned char *) VARDATA(result.weights),
 						VARSIZE(result.weights) - VARHDRSZ, errbuf, sizeof(errbuf)) != DML_OK)
 		elog(ERROR, "dml: worker sent a model that does not parse: %s. Please report a bug.", errbuf);
+	for (size_t i = 0; i < parsed.net.nparams + 2 * (size_t) (job->ninputs + job->noutputs); i++)
+		if (!isfinite(i < parsed.net.nparams ? parsed.net.params[i] :
+					  i < parsed.net.nparams + job->ninputs ? parsed.in_mean[i - parsed.net.nparams] :
+					  i < parsed.net.nparams + 2 * job->ninputs ? parsed.in_scale[i - parsed.net.nparams - job->ninputs] :
+					  i < parsed.net.nparams + 2 * job->ninputs + job->noutputs ?
+					  parsed.out_mean[i - parsed.net.nparams - 2 * job->ninputs] :
+					  parsed.out_scale[i - parsed.net.nparams - 2 * job->ninputs - job->noutputs]))
+			ereport(ERROR,
+					(errcode(ERRCODE_FLOATING_POINT_EXCEPTION),
+					 errmsg("training produced a model with non-finite weights"),
+					 errhint("Lower learning_rate, or scale the data: float32 holds values up to about 3.4e38.")));
 	if (parsed.net.sizes[0] != job->ninputs)
 		elog(ERROR, "dml: worker model has %d inputs, expected %d. Please report a bug.",
 			 parsed.net.sizes[0], job->ninputs);
@@ -1006,7 +1055,7 @@ dml_train(PG_FUNCTION_ARGS)
 		values[4] = Float8GetDatum(result.final_loss);
 		values[5] = Float8GetDatum(result.seconds);
 		values[6] = Float8GetDatum(rps);
-		values[7] = Int32GetDatum(job->workers);
+		values[7] = Int32GetDatum(in_server ? 0 : job->workers);
 		values[8] = CStringGetTextDatum(result.device);
 		values[9] = CStringGetTextDatum(job->kind);
 	}

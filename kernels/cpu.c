@@ -101,7 +101,7 @@ dense_backward(float *dinp, float *dweight, float *dbias, const float *dout,
  * --------------------------------------------------------------------- */
 
 /* out = act(inp), elementwise; in place allowed */
-void
+DML_VECTORIZE void
 activation_forward(float *out, const float *inp, size_t n, DmlAct act)
 {
 	switch (act)
@@ -126,7 +126,7 @@ activation_forward(float *out, const float *inp, size_t n, DmlAct act)
 }
 
 /* dinp = dout * act'(x), with act' written from the output y = act(x) */
-void
+DML_VECTORIZE void
 activation_backward(float *dinp, const float *dout, const float *out,
 					size_t n, DmlAct act)
 {
@@ -237,7 +237,7 @@ softmax_forward_backward(float *dlogits, float *probs, const float *logits,
  * --------------------------------------------------------------------- */
 
 /* p -= lr (g + wd p) */
-void
+DML_VECTORIZE void
 sgd_update(float *params, const float *grads, size_t n, float lr,
 		   float weight_decay)
 {
@@ -246,7 +246,7 @@ sgd_update(float *params, const float *grads, size_t n, float lr,
 }
 
 /* heavy ball or Nesterov momentum, as torch.optim.SGD with dampening 0 */
-void
+DML_VECTORIZE void
 momentum_update(float *params, float *velocity, const float *grads, size_t n,
 				float lr, float mu, float weight_decay, int nesterov)
 {
@@ -260,7 +260,7 @@ momentum_update(float *params, float *velocity, const float *grads, size_t n,
 }
 
 /* Adam (Kingma & Ba) with bias correction, as torch.optim.Adam */
-void
+DML_VECTORIZE void
 adam_update(float *params, float *m, float *v, const float *grads, size_t n,
 			float lr, float beta1, float beta2, float eps, float weight_decay,
 			int t)

@@ -32,6 +32,21 @@ extern "C"
 #endif
 
 #define DML_MAX_LAYERS		16		/* dense layers in one network */
+
+/*
+ * Elementwise loops (optimizers, activations) are compiled for AVX-512,
+ * AVX2 and baseline x86-64 and picked at load time, so one binary is both
+ * portable and fast.
+ */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && !defined(__NVCC__) && !defined(__clang__) && \
+	!defined(__SANITIZE_ADDRESS__)
+#define DML_VECTORIZE __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef DML_VECTORIZE
+#define DML_VECTORIZE
+#endif
 #define DML_MAX_WIDTH		65536	/* units in one layer */
 
 typedef enum DmlStatus

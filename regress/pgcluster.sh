@@ -78,7 +78,7 @@ pgc_stop() {
 pgc_job_procs() {
 	local n=0 p
 	for p in $(pgrep -f 'dml-worker|mpirun'); do
-		if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "DML_TEST_CLUSTER=$PGC_DIR"; then
+		if { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "DML_TEST_CLUSTER=$PGC_DIR"; then
 			# a zombie has already exited
 			[ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" = Z ] || n=$((n + 1))
 		fi

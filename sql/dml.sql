@@ -170,6 +170,33 @@ CREATE PROCEDURE @extschema@.dml_predict_table(
 AS 'MODULE_PATHNAME', 'dml_predict_table'
 LANGUAGE C;
 
+/*
+ * dml.xtx(ARRAY[y, x1, ..., xd]): the sufficient statistics of least
+ * squares, as a parallel aggregate (the one-pass exact solver).
+ */
+CREATE FUNCTION dml.xtx_trans(internal, float8[]) RETURNS internal
+AS 'MODULE_PATHNAME', 'dml_xtx_trans' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE FUNCTION dml.xtx_combine(internal, internal) RETURNS internal
+AS 'MODULE_PATHNAME', 'dml_xtx_combine' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE FUNCTION dml.xtx_serialize(internal) RETURNS bytea
+AS 'MODULE_PATHNAME', 'dml_xtx_serialize' LANGUAGE C STRICT PARALLEL SAFE;
+CREATE FUNCTION dml.xtx_deserialize(bytea, internal) RETURNS internal
+AS 'MODULE_PATHNAME', 'dml_xtx_deserialize' LANGUAGE C STRICT PARALLEL SAFE;
+CREATE FUNCTION dml.xtx_final(internal) RETURNS float8[]
+AS 'MODULE_PATHNAME', 'dml_xtx_final' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE AGGREGATE dml.xtx(float8[]) (
+	SFUNC = dml.xtx_trans,
+	STYPE = internal,
+	COMBINEFUNC = dml.xtx_combine,
+	SERIALFUNC = dml.xtx_serialize,
+	DESERIALFUNC = dml.xtx_deserialize,
+	FINALFUNC = dml.xtx_final,
+	PARALLEL = SAFE
+);
+GRANT EXECUTE ON FUNCTION dml.xtx_trans(internal, float8[]), dml.xtx_combine(internal, internal),
+	dml.xtx_serialize(internal), dml.xtx_deserialize(bytea, internal), dml.xtx_final(internal)
+	TO PUBLIC;
+
 /* true when the calling role may use a model name */
 CREATE FUNCTION dml.can_use(owner oid, name text)
 RETURNS boolean

@@ -185,7 +185,8 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 	{
 		double		v = be_double(p);
 
-		if (!isfinite(v))
+		/* finite in SQL is not enough: it must fit a float32 too */
+		if (!isfinite(v) || !isfinite((float) v))
 			ds->target_bad++;
 		ds->y[ds->n] = (float) v;
 		p += len;

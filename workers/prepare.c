@@ -91,9 +91,9 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 							  "array column \"%s\" has %.0f rows of another length or shape",
 							  spec->features[f].width, spec->features[f].name, counts[2 * nf + f]);
 		if (counts[nf + f] > 0)
-			worker_user_error("22000|Leave such rows out with a view, e.g. WHERE x <> 'NaN'.|"
-							  "column \"%s\" has %.0f NaN or infinite values",
-							  spec->features[f].name, counts[nf + f]);
+			worker_user_error("22000|Leave such rows out with a view, e.g. WHERE %s NOT IN ('NaN', 'Infinity', '-Infinity'), or scale the column: it must fit a float32.|"
+							  "column \"%s\" has %.0f NaN, infinite or out-of-range values",
+							  spec->features[f].name, spec->features[f].name, counts[nf + f]);
 		if (counts[f] >= counts[3 * nf + 3] && spec->features[f].kind != FEAT_VEC)
 			worker_user_error("22004|Leave the column out of features.|"
 							  "column \"%s\" is NULL in every row", spec->features[f].name);
@@ -102,8 +102,8 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 							  "column \"%s\" has %.0f NULL values", spec->features[f].name, counts[f]);
 	}
 	if (counts[3 * nf + 1] > 0)
-		worker_user_error("22000|Leave such rows out with a view, e.g. WHERE y <> 'NaN'.|"
-						  "the target has %.0f NaN or infinite values", counts[3 * nf + 1]);
+		worker_user_error("22000|Leave such rows out with a view, or scale the target: it must fit a float32.|"
+						  "the target has %.0f NaN, infinite or out-of-range values", counts[3 * nf + 1]);
 	if (counts[3 * nf] > 0 && !skip && !impute)
 		worker_user_error("22004|Pass nulls => 'skip' to leave rows without a target out.|"
 						  "the target column has %.0f NULL values", counts[3 * nf]);

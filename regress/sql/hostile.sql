@@ -72,10 +72,13 @@ SELECT name FROM dml_train('hostile_x', '"We""ird; DROP TABLE sentinel; --Tåble
 :st
 SELECT name FROM dml_train('hostile_x', 'sentinel; DROP TABLE sentinel', 'x');
 :st
+-- (terse: the hint lists every option, and the list grows)
+\set VERBOSITY terse
 SELECT name FROM dml_train('hostile_x', '"We""ird; DROP TABLE sentinel; --Tåble"',
 						   'tar''get); DROP TABLE sentinel; --',
 						   options => '{"x\"; DROP TABLE sentinel; --": 1}');
 :st
+\set VERBOSITY default
 SELECT name FROM dml_train('hostile_x', '"We""ird; DROP TABLE sentinel; --Tåble"',
 						   'tar''get); DROP TABLE sentinel; --',
 						   model => 'linear''; DROP TABLE sentinel; --');
@@ -222,8 +225,11 @@ SELECT name FROM dml_train('hostile_hp', 'hp', 'b', model => 'linear');
 :st
 SELECT name FROM dml_train('hostile_hp', 'hp', 'y', model => 'logistic');
 :st
+-- (terse: the hint lists every option, and the list grows)
+\set VERBOSITY terse
 SELECT name FROM dml_train('hostile_hp', 'hp', 'y', options => '{"bogus": 1}');
 :st
+\set VERBOSITY default
 SELECT name FROM dml_train('hostile_hp', 'hp', 'y', options => '[1]');
 :st
 SELECT name FROM dml_train('hostile_hp', 'hp', 'y', options => '{"max_restarts": -1}');

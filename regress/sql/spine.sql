@@ -113,12 +113,24 @@ SELECT maxdiff(fitted('uneven'), ls_solution('lin')) < 1e-4 AS uneven_ok;
 
 -- A view is read by rank 0 and scattered
 CREATE VIEW lin_view AS SELECT * FROM lin WHERE id % 3 <> 0;
-SELECT workers FROM dml_train('view', 'lin_view', 'y', features => '{x1,x2,x3}', workers => 2);
+SELECT workers FROM dml_train('view', 'lin_view', 'y', features => '{x1,x2,x3}', optimizer => 'sgd',
+			   learning_rate => 0.3, batch_size => 100000, epochs => 300, workers => 2);
 SELECT maxdiff(fitted('view'), ls_solution('lin_view')) < 1e-4 AS view_ok;
 
--- The exact solver (normal equations) is the default for linear models
+-- The exact solver (normal equations) is the default for linear models:
+-- one parallel aggregate pass inside the server (no workers), or on
+-- request on the workers (one pass, one all-reduce, a Cholesky solve)
 SELECT epochs, workers FROM dml_train('exact', 'lin', 'y', features => '{x1,x2,x3}', workers => 2);
 SELECT maxdiff(fitted('exact'), ls_solution('lin')) < 1e-5 AS exact_ok;
+SELECT epochs, workers FROM dml_train('exact_mpi', 'lin', 'y', features => '{x1,x2,x3}', workers => 2,
+									   options => '{"in_server": false}');
+SELECT maxdiff(fitted('exact_mpi'), ls_solution('lin')) < 1e-5 AS exact_workers_ok;
+-- ridge: both paths solve the same penalized problem
+SELECT name FROM dml_train('ridge_srv', 'lin', 'y', features => '{x1,x2,x3}', weight_decay => 0.5);
+SELECT name FROM dml_train('ridge_mpi', 'lin', 'y', features => '{x1,x2,x3}', weight_decay => 0.5,
+						   workers => 2, options => '{"in_server": false}');
+SELECT maxdiff(fitted('ridge_srv'), fitted('ridge_mpi')) < 1e-5 AS ridge_paths_agree,
+	   maxdiff(fitted('ridge_srv'), ls_solution('lin')) > 0.01 AS ridge_shrinks;
 
 -- Default features: every other numeric column
 SELECT name FROM dml_train('defaults', 'lin', 'y');

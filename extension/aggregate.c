@@ -1,0 +1,279 @@
+/*-------------------------------------------------------------------------
+ *
+ * aggregate.c
+ *	  dml.xtx(float8[]): the sufficient statistics of least squares as a
+ *	  parallel-safe aggregate, for the one-pass exact solver.
+ *
+ * Each input is ARRAY[y, x1, ..., xd].  The state sums, in double, the
+ * upper triangle of Z'Z for z = [x, 1], Z'y and y'y, and counts NULL and
+ * non-finite values per column (a row with any NULL is left out of the
+ * sums).  PostgreSQL's parallel workers each build a state, the combine
+ * function merges them, so every row stays inside the server and no MPI
+ * job starts: for a single pass this beats reading the rows out over
+ * libpq (bench/RESULTS.md has the side-by-side figures).
+ *
+ * The final value is a float8[] laid out as
+ *	 d, n, nulls[d+1], bad[d+1], A[(d+1)^2] (full), b[d+1], yy
+ * with column 0 of nulls/bad the target.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "libpq/pqformat.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+
+#include "dml.h"
+
+#define XTX_MAX_DIM 1000
+
+typedef struct XtxState
+{
+	int			d;				/* features */
+	double		n;
+	double	   *nulls;			/* (d + 1): target, then features */
+	double	   *bad;			/* (d + 1) */
+	double	   *A;				/* (p, p), upper triangle, p = d + 1 */
+	double	   *b;				/* (p) */
+	double		yy;
+	double	   *z;				/* scratch (p) */
+} XtxState;
+
+static XtxState *
+xtx_new(MemoryContext cxt, int d)
+{
+	XtxState   *st = MemoryContextAllocZero(cxt, sizeof(XtxState));
+	int			p = d + 1;
+
+	if (d < 1 || d > XTX_MAX_DIM)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("dml.xtx takes 2 to %d array elements, got %d", XTX_MAX_DIM + 1, d + 1)));
+	st->d = d;
+	st->nulls = MemoryContextAllocZero(cxt, sizeof(double) * p);
+	st->bad = MemoryContextAllocZero(cxt, sizeof(double) * p);
+	st->A = MemoryContextAllocZero(cxt, sizeof(double) * p * p);
+	st->b = MemoryContextAllocZero(cxt, sizeof(double) * p);
+	st->z = MemoryContextAllocZero(cxt, sizeof(double) * p);
+	return st;
+}
+
+PG_FUNCTION_INFO_V1(dml_xtx_trans);
+
+/* add one row */
+Datum
+dml_xtx_trans(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggcxt;
+	XtxState   *st;
+	ArrayType  *arr;
+	int			n,
+				d,
+				p;
+	const double *v;
+	bool		skip = false;
+
+	if (!AggCheckCallContext(fcinfo, &aggcxt))
+		elog(ERROR, "dml_xtx_trans called in non-aggregate context");
+	if (PG_ARGISNULL(1))
+		PG_RETURN_POINTER(PG_ARGISNULL(0) ? NULL : PG_GETARG_POINTER(0));
+	arr = PG_GETARG_ARRAYTYPE_P(1);
+	if (ARR_NDIM(arr) != 1 || ARR_ELEMTYPE(arr) != FLOAT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("dml.xtx takes a one-dimensional float8 array")));
+	n = ARR_DIMS(arr)[0];
+	d = n - 1;
+	p = d + 1;
+	st = PG_ARGISNULL(0) ? xtx_new(aggcxt, d) : (XtxState *) PG_GETARG_POINTER(0);
+	if (st->d != d)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("dml.xtx got arrays of %d and %d elements", st->d + 1, n)));
+
+	if (ARR_HASNULL(arr))
+	{
+		bits8	   *bitmap = ARR_NULLBITMAP(arr);
+		const double *data = (const double *) ARR_DATA_PTR(arr);
+		int			k = 0;
+
+		/* count the NULLs; the row stays out of the sums */
+		for (int i = 0; i < n; i++)
+		{
+			if (!(bitmap[i / 8] & (1 << (i % 8))))
+				st->nulls[i] += 1;
+			else
+			{
+				double		x = data[k++];
+
+				if (!isfinite(x) || !isfinite((float) x))
+					st->bad[i] += 1;
+			}
+		}
+		PG_RETURN_POINTER(st);
+	}
+	v = (const double *) ARR_DATA_PTR(arr);
+	for (int i = 0; i < n; i++)
+		if (!isfinite(v[i]) || !isfinite((float) v[i]))
+		{
+			st->bad[i] += 1;
+			skip = true;
+		}
+	if (skip)
+		PG_RETURN_POINTER(st);
+
+	/* z = [x, 1]; A += z z' (upper), b += z y */
+	for (int i = 0; i < d; i++)
+		st->z[i] = v[i + 1];
+	st->z[d] = 1.0;
+	for (int i = 0; i < p; i++)
+	{
+		double		zi = st->z[i];
+		double	   *row = st->A + (size_t) i * p;
+
+		for (int j = i; j < p; j++)
+			row[j] += zi * st->z[j];
+		st->b[i] += zi * v[0];
+	}
+	st->yy += v[0] * v[0];
+	st->n += 1;
+	PG_RETURN_POINTER(st);
+}
+
+PG_FUNCTION_INFO_V1(dml_xtx_combine);
+
+/* merge two partial states */
+Datum
+dml_xtx_combine(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggcxt;
+	XtxState   *a,
+			   *b;
+	int			p;
+
+	if (!AggCheckCallContext(fcinfo, &aggcxt))
+		elog(ERROR, "dml_xtx_combine called in non-aggregate context");
+	a = PG_ARGISNULL(0) ? NULL : (XtxState *) PG_GETARG_POINTER(0);
+	b = PG_ARGISNULL(1) ? NULL : (XtxState *) PG_GETARG_POINTER(1);
+	if (b == NULL)
+		PG_RETURN_POINTER(a);
+	if (a == NULL)
+	{
+		a = xtx_new(aggcxt, b->d);
+	}
+	if (a->d != b->d)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("dml.xtx got arrays of %d and %d elements", a->d + 1, b->d + 1)));
+	p = a->d + 1;
+	a->n += b->n;
+	a->yy += b->yy;
+	for (int i = 0; i < p; i++)
+	{
+		a->nulls[i] += b->nulls[i];
+		a->bad[i] += b->bad[i];
+		a->b[i] += b->b[i];
+	}
+	for (int i = 0; i < p * p; i++)
+		a->A[i] += b->A[i];
+	PG_RETURN_POINTER(a);
+}
+
+/* the state as one float8 array, the layout of the final value */
+static ArrayType *
+xtx_flatten(XtxState *st)
+{
+	int			p = st->d + 1;
+	int			len = 2 + 2 * p + p * p + p + 1;
+	Datum	   *e = palloc(sizeof(Datum) * len);
+	int			k = 0;
+
+	e[k++] = Float8GetDatum(st->d);
+	e[k++] = Float8GetDatum(st->n);
+	for (int i = 0; i < p; i++)
+		e[k++] = Float8GetDatum(st->nulls[i]);
+	for (int i = 0; i < p; i++)
+		e[k++] = Float8GetDatum(st->bad[i]);
+	for (int i = 0; i < p; i++)
+		for (int j = 0; j < p; j++)
+			e[k++] = Float8GetDatum(j >= i ? st->A[(size_t) i * p + j] : st->A[(size_t) j * p + i]);
+	for (int i = 0; i < p; i++)
+		e[k++] = Float8GetDatum(st->b[i]);
+	e[k++] = Float8GetDatum(st->yy);
+	return construct_array(e, len, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+}
+
+PG_FUNCTION_INFO_V1(dml_xtx_serialize);
+
+/* for parallel workers: the state as bytea */
+Datum
+dml_xtx_serialize(PG_FUNCTION_ARGS)
+{
+	XtxState   *st = (XtxState *) PG_GETARG_POINTER(0);
+	int			p = st->d + 1;
+	StringInfoData buf;
+
+	pq_begintypsend(&buf);
+	pq_sendint32(&buf, st->d);
+	pq_sendfloat8(&buf, st->n);
+	pq_sendfloat8(&buf, st->yy);
+	for (int i = 0; i < p; i++)
+	{
+		pq_sendfloat8(&buf, st->nulls[i]);
+		pq_sendfloat8(&buf, st->bad[i]);
+		pq_sendfloat8(&buf, st->b[i]);
+	}
+	for (int i = 0; i < p * p; i++)
+		pq_sendfloat8(&buf, st->A[i]);
+	PG_RETURN_BYTEA_P(pq_endtypsend(&buf));
+}
+
+PG_FUNCTION_INFO_V1(dml_xtx_deserialize);
+
+Datum
+dml_xtx_deserialize(PG_FUNCTION_ARGS)
+{
+	bytea	   *b = PG_GETARG_BYTEA_PP(0);
+	MemoryContext aggcxt;
+	StringInfoData buf;
+	XtxState   *st;
+	int			d,
+				p;
+
+	if (!AggCheckCallContext(fcinfo, &aggcxt))
+		elog(ERROR, "dml_xtx_deserialize called in non-aggregate context");
+	buf.data = VARDATA_ANY(b);
+	buf.len = VARSIZE_ANY_EXHDR(b);
+	buf.maxlen = buf.len;
+	buf.cursor = 0;
+	d = pq_getmsgint(&buf, 4);
+	st = xtx_new(aggcxt, d);
+	p = d + 1;
+	st->n = pq_getmsgfloat8(&buf);
+	st->yy = pq_getmsgfloat8(&buf);
+	for (int i = 0; i < p; i++)
+	{
+		st->nulls[i] = pq_getmsgfloat8(&buf);
+		st->bad[i] = pq_getmsgfloat8(&buf);
+		st->b[i] = pq_getmsgfloat8(&buf);
+	}
+	for (int i = 0; i < p * p; i++)
+		st->A[i] = pq_getmsgfloat8(&buf);
+	pq_getmsgend(&buf);
+	PG_RETURN_POINTER(st);
+}
+
+PG_FUNCTION_INFO_V1(dml_xtx_final);
+
+Datum
+dml_xtx_final(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	PG_RETURN_ARRAYTYPE_P(xtx_flatten((XtxState *) PG_GETARG_POINTER(0)));
+}
