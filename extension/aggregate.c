@@ -26,6 +26,7 @@
 #include "fmgr.h"
 #include "libpq/pqformat.h"
 #include "utils/array.h"
+#include "port/pg_bswap.h"
 #include "utils/builtins.h"
 
 #include "dml.h"
@@ -276,4 +277,68 @@ dml_xtx_final(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	PG_RETURN_ARRAYTYPE_P(xtx_flatten((XtxState *) PG_GETARG_POINTER(0)));
+}
+
+PG_FUNCTION_INFO_V1(dml_vec_bytes);
+
+/*
+ * dml.vec_bytes(anyarray) -> bytea: a numeric array as little-endian
+ * float32s, for the workers' COPY.  One memcpy-like pass here instead of a
+ * length word and a send call per element: array features (images) cross
+ * the wire at about a quarter of the cost.  NULL when any element is NULL,
+ * so the NULL policy applies to the row's feature as a whole.
+ */
+Datum
+dml_vec_bytes(PG_FUNCTION_ARGS)
+{
+	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(0);
+	Oid			elt = ARR_ELEMTYPE(arr);
+	int			n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	bytea	   *out;
+	unsigned char *dst;
+
+	if (ARR_HASNULL(arr))
+		PG_RETURN_NULL();
+	out = palloc(VARHDRSZ + 4 * (size_t) n);
+	SET_VARSIZE(out, VARHDRSZ + 4 * (size_t) n);
+	dst = (unsigned char *) VARDATA(out);
+	if (elt == FLOAT4OID)
+	{
+		const float *src = (const float *) ARR_DATA_PTR(arr);
+
+#ifdef WORDS_BIGENDIAN
+		for (int i = 0; i < n; i++)
+		{
+			uint32		u;
+
+			memcpy(&u, &src[i], 4);
+			u = pg_bswap32(u);
+			memcpy(dst + 4 * i, &u, 4);
+		}
+#else
+		memcpy(dst, src, 4 * (size_t) n);
+#endif
+	}
+	else if (elt == FLOAT8OID)
+	{
+		const double *src = (const double *) ARR_DATA_PTR(arr);
+
+		for (int i = 0; i < n; i++)
+		{
+			float		f = (float) src[i];
+			uint32		u;
+
+			memcpy(&u, &f, 4);
+#ifdef WORDS_BIGENDIAN
+			u = pg_bswap32(u);
+#endif
+			memcpy(dst + 4 * i, &u, 4);
+		}
+	}
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("dml.vec_bytes takes real[] or float8[], not %s[]",
+						format_type_be(ARR_ELEMTYPE(arr)))));
+	PG_RETURN_BYTEA_P(out);
 }

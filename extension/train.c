@@ -311,7 +311,7 @@ prepare_feature(Oid relid, DmlColumn *col)
 		List	   *w;
 
 		col->kind = DML_COL_VEC;
-		col->expr = psprintf("%s::float4[]", qcol);
+		col->expr = psprintf("dml.vec_bytes(%s::float4[])", qcol);
 		w = spi_text_column(psprintf("SELECT cardinality(%s) FROM %s WHERE %s IS NOT NULL LIMIT 1",
 									 qcol, rel, qcol), 1);
 		if (w == NIL)

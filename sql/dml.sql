@@ -197,6 +197,11 @@ GRANT EXECUTE ON FUNCTION dml.xtx_trans(internal, float8[]), dml.xtx_combine(int
 	dml.xtx_serialize(internal), dml.xtx_deserialize(bytea, internal), dml.xtx_final(internal)
 	TO PUBLIC;
 
+/* a numeric array as little-endian float32 bytes, for the workers' COPY */
+CREATE FUNCTION dml.vec_bytes(anyarray) RETURNS bytea
+AS 'MODULE_PATHNAME', 'dml_vec_bytes' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+GRANT EXECUTE ON FUNCTION dml.vec_bytes(anyarray) TO PUBLIC;
+
 /* true when the calling role may use a model name */
 CREATE FUNCTION dml.can_use(owner oid, name text)
 RETURNS boolean

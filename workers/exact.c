@@ -303,8 +303,12 @@ newton_pass(const Dataset *ds, const double *theta, int Kf, int binary,
 
 /*
  * train_newton
- *		Newton's method with step halving; stops when the loss improves by
- *		less than tolerance (relative) or after epochs iterations.
+ *		Newton's method with step halving.  Each pass over the data gives
+ *		the loss, gradient and Hessian at one point, so an accepted step
+ *		costs one pass (the next iteration's statistics come with the
+ *		trial's loss); only a rejected step costs an extra pass.  Stops when
+ *		the loss improves by less than tolerance (relative) or after epochs
+ *		iterations.
  */
 void
 train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
@@ -319,23 +323,27 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	double	   *trial = malloc(sizeof(double) * q);
 	double	   *g = malloc(sizeof(double) * q);
 	double	   *H = malloc(sizeof(double) * q * q);
+	double	   *g2 = malloc(sizeof(double) * q);
+	double	   *H2 = malloc(sizeof(double) * q * q);
+	double	   *delta = malloc(sizeof(double) * q);
 	double		n = 0,
 				loss,
 				t_start = wall_seconds();
 	int			iter;
 
-	if (!theta || !trial || !g || !H)
+	if (!theta || !trial || !g || !H || !g2 || !H2 || !delta)
 		worker_fail("out of memory for a %zu x %zu Hessian", q, q);
+	memset(H, 0, sizeof(double) * q * q);
+	loss = newton_pass(ds, theta, Kf, binary, g, H, spec->weight_decay, &n);
 	for (iter = 1; iter <= spec->epochs; iter++)
 	{
 		double		t0 = wall_seconds();
 		double		bytes0 = comm_job_bytes();
 		double		step = 1.0,
-					new_loss;
+					new_loss = loss;
+		int			accepted = 0;
 
 		maybe_inject_fault(spec, iter, NULL);
-		memset(H, 0, sizeof(double) * q * q);
-		loss = newton_pass(ds, theta, Kf, binary, g, H, spec->weight_decay, &n);
 		/* mirror the lower blocks to the upper, then solve H delta = g */
 		for (size_t i = 0; i < q; i++)
 			for (size_t j = i + 1; j < q; j++)
@@ -343,24 +351,38 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		for (size_t i = 0; i < q; i++)
 			H[i * q + i] += 1e-10 * n;	/* separable data: keep H positive definite */
 		add_onehot_ridge(H, p, Kf, spec, n);
-		if (dml_cholesky_solve(H, g, (int) q) != DML_OK)
+		memcpy(delta, g, sizeof(double) * q);
+		if (dml_cholesky_solve(H, delta, (int) q) != DML_OK)
 			worker_user_error("22000|Add weight_decay, or remove collinear features.|"
 							  "the Hessian is singular at iteration %d", iter);
 		/* step halving keeps each iteration a descent */
 		for (int tries = 0; tries < 20; tries++, step /= 2)
 		{
 			for (size_t i = 0; i < q; i++)
-				trial[i] = theta[i] - step * g[i];
-			new_loss = newton_pass(ds, trial, Kf, binary, NULL, NULL, spec->weight_decay, &n);
+				trial[i] = theta[i] - step * delta[i];
+			memset(H2, 0, sizeof(double) * q * q);
+			new_loss = newton_pass(ds, trial, Kf, binary, g2, H2, spec->weight_decay, &n);
 			if (new_loss <= loss)
+			{
+				accepted = 1;
 				break;
+			}
 		}
-		memcpy(theta, trial, sizeof(double) * q);
-		res->final_loss = new_loss / n;
+		if (accepted)
+		{
+			double	   *t;
+
+			memcpy(theta, trial, sizeof(double) * q);
+			t = g; g = g2; g2 = t;
+			t = H; H = H2; H2 = t;
+		}
+		res->final_loss = (accepted ? new_loss : loss) / n;
 		res->epochs_run = iter;
 		report(iter, res->final_loss, n, wall_seconds() - t0, comm_job_bytes() - bytes0);
-		if (fabs(loss - new_loss) <= spec->tolerance * fmax(fabs(new_loss), 1e-300))
+		if (!accepted ||
+			fabs(loss - new_loss) <= spec->tolerance * fmax(fabs(new_loss), 1e-300))
 			break;
+		loss = new_loss;
 	}
 	/* into the network: free logits from theta, the reference class zero */
 	memset(m->net.params, 0, sizeof(float) * m->net.nparams);
@@ -376,4 +398,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	free(trial);
 	free(g);
 	free(H);
+	free(g2);
+	free(H2);
+	free(delta);
 }

@@ -108,41 +108,34 @@ field_text(const char *p, int len)
 	return buf;
 }
 
-/* decode one float4[] field into dst (width floats); -1 on a shape error */
+/*
+ * decode one vector field into dst (width floats); -1 on a shape error.
+ * The coordinator asks for dml.vec_bytes(col): little-endian float32s.
+ */
 static int
 decode_vector(const SpecFeature *ft, float *dst, const char *p, int len, Dataset *ds, int fi)
 {
-	int			ndim,
-				n = 1;
-	const char *q;
-
-	if (len < 12)
+	if (len != 4 * ft->width)
 		return -1;
-	ndim = (int) be32(p);
-	if (ndim == 0)
-		return -1;
-	if (ndim != 1 || len < 20)
-		return -1;
-	n = (int) be32(p + 12);
-	if (n != ft->width)
-		return -1;
-	q = p + 20;
-	for (int i = 0; i < n; i++)
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	memcpy(dst, p, len);
+#else
+	for (int i = 0; i < ft->width; i++)
 	{
-		int			elen = (int) be32(q);
+		uint32_t	u = (uint32_t) (unsigned char) p[4 * i] |
+			((uint32_t) (unsigned char) p[4 * i + 1] << 8) |
+			((uint32_t) (unsigned char) p[4 * i + 2] << 16) |
+			((uint32_t) (unsigned char) p[4 * i + 3] << 24);
 
-		q += 4;
-		if (elen < 0)
-		{
-			dst[i] = NAN;
-			ds->null_count[fi]++;
-			continue;
-		}
-		dst[i] = be_float(q);
-		if (!isfinite(dst[i]))
-			ds->bad_count[fi]++;
-		q += elen;
+		memcpy(&dst[i], &u, 4);
 	}
+#endif
+	for (int i = 0; i < ft->width; i++)
+		if (!isfinite(dst[i]))
+		{
+			ds->bad_count[fi]++;
+			break;
+		}
 	return 0;
 }
 
