@@ -109,7 +109,7 @@ build/test_kernels: regress/unit/test_kernels.c $(patsubst %.c,build/%.o,$(KERNE
 
 unit: $(UNIT_TESTS)
 
-.PHONY: check gpu-check bench bench-quick fuzz unit install-bin uninstall-bin
+.PHONY: check gpu-check bench bench-quick fuzz reliability unit install-bin uninstall-bin
 check:
 	bash regress/run.sh
 
@@ -121,6 +121,10 @@ bench:
 
 bench-quick:
 	bash bench/run.sh quick
+
+# regress/RELIABILITY.md: faults, recoveries, bad inputs, concurrency, fuzzing
+reliability:
+	bash regress/reliability.sh
 
 FUZZ_SECONDS ?= 60
 fuzz:

@@ -255,6 +255,15 @@ main(int argc, char **argv)
 	iterative = strcmp(spec.optimizer, "exact") != 0 && strcmp(spec.optimizer, "newton") != 0;
 	gpu = choose_device(&spec, iterative);
 	device = gpu >= 0 ? "gpu" : "cpu";
+	if (worker_rank == 0)
+	{
+		char		line[256];
+		int			n = snprintf(line, sizeof(line), "training %s on %s with %d worker%s",
+								 spec.kind, gpu >= 0 ? "gpu" : "cpu", worker_world,
+								 worker_world == 1 ? "" : "s");
+
+		control_send(DML_MSG_LOG, line, n, NULL, 0);
+	}
 	load_slices(&ds, &spec, worker_rank);
 
 	memset(&res, 0, sizeof(res));
