@@ -286,7 +286,8 @@ PG_FUNCTION_INFO_V1(dml_vec_bytes);
  * float32s, for the workers' COPY.  One memcpy-like pass here instead of a
  * length word and a send call per element: array features (images) cross
  * the wire at about a quarter of the cost.  NULL when any element is NULL,
- * so the NULL policy applies to the row's feature as a whole.
+ * so the NULL policy applies to the row's feature as a whole; empty when
+ * the array is not one-dimensional, which the worker reports as a shape error.
  */
 Datum
 dml_vec_bytes(PG_FUNCTION_ARGS)
@@ -299,6 +300,9 @@ dml_vec_bytes(PG_FUNCTION_ARGS)
 
 	if (ARR_HASNULL(arr))
 		PG_RETURN_NULL();
+	/* not a vector: an empty value, which the worker counts as a shape error */
+	if (ARR_NDIM(arr) != 1)
+		n = 0;
 	out = palloc(VARHDRSZ + 4 * (size_t) n);
 	SET_VARSIZE(out, VARHDRSZ + 4 * (size_t) n);
 	dst = (unsigned char *) VARDATA(out);

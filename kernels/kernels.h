@@ -219,6 +219,11 @@ extern double dml_net_forward_backward(const DmlNet *net, DmlWork *work,
 									   float *grads, const float *X,
 									   const float *y, int B);
 
+/* grads += scale * d(sum loss)/dparams; returns the (unscaled) sum of losses */
+extern double dml_net_forward_backward_scaled(const DmlNet *net, DmlWork *work,
+											  float *grads, const float *X,
+											  const float *y, int B, float scale);
+
 /* Turn logits (B,K) into predictions in place: identity / sigmoid / softmax */
 extern void dml_net_output(const DmlNet *net, float *logits, int B);
 

@@ -167,6 +167,19 @@ double
 dml_net_forward_backward(const DmlNet *net, DmlWork *work, float *grads,
 						 const float *X, const float *y, int B)
 {
+	return dml_net_forward_backward_scaled(net, work, grads, X, y, B, 1.0f);
+}
+
+/*
+ * As dml_net_forward_backward, with the loss gradient multiplied by scale
+ * before the backward pass: grads += scale * d(sum loss)/dparams.  With
+ * scale = 1 / (rows in the global minibatch) the summed gradients need no
+ * pass of their own after the all-reduce.
+ */
+double
+dml_net_forward_backward_scaled(const DmlNet *net, DmlWork *work, float *grads,
+								const float *X, const float *y, int B, float scale)
+{
 	int			L = net->nlayers;
 	int			K = net->sizes[L];
 	const float *logits = dml_net_forward(net, work, X, B);
@@ -185,6 +198,9 @@ dml_net_forward_backward(const DmlNet *net, DmlWork *work, float *grads,
 			loss = softmax_forward_backward(dout, NULL, logits, y, B, K);
 			break;
 	}
+	if (scale != 1.0f)
+		for (size_t i = 0; i < (size_t) B * K; i++)
+			dout[i] *= scale;
 
 	for (int l = L - 1; l >= 0; l--)
 	{

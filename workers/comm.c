@@ -84,6 +84,15 @@ comm_allreduce_max_i64(int64_t *buf, int n)
 	mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
 }
 
+/* buf[rank] of every rank into buf on every rank */
+void
+comm_allgather_i64(int64_t *buf)
+{
+	if (worker_world == 1)
+		return;
+	mpiCheck(MPI_Allgather(MPI_IN_PLACE, 1, MPI_INT64_T, buf, 1, MPI_INT64_T, MPI_COMM_WORLD));
+}
+
 void
 comm_bcast(void *buf, size_t bytes, int root)
 {

@@ -23,6 +23,7 @@ extern void comm_allreduce_float(float *buf, size_t n);
 extern void comm_allreduce_double(double *buf, size_t n);
 extern void comm_allreduce_max_i64(int64_t *buf, int n);
 extern void comm_bcast(void *buf, size_t bytes, int root);
+extern void comm_allgather_i64(int64_t *buf);	/* (world) entries */
 extern double comm_job_bytes(void);		/* sync bytes of the whole job so far */
 extern void comm_count_bytes(double buffer_bytes);	/* a ring all-reduce of this buffer elsewhere */
 extern void comm_barrier(void);

@@ -222,7 +222,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			   *val_idx;
 	int			ntrain,
 				nval;
-	int64_t		maxn[2];
+	int64_t    *all_n;
 	int			steps,
 				b;
 	DmlWork		work;
@@ -241,12 +241,14 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	double		nval_total;
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
-	maxn[0] = ntrain;
-	maxn[1] = nval;
-	comm_allreduce_max_i64(maxn, 2);
-	steps = (int) ((maxn[0] + spec->batch_size - 1) / spec->batch_size);
-	if (steps < 1)
-		steps = 1;
+	/* every rank's rows: steps per epoch, and each step's global row count */
+	all_n = calloc(worker_world, sizeof(int64_t));
+	all_n[worker_rank] = ntrain;
+	comm_allgather_i64(all_n);
+	steps = 1;
+	for (int r = 0; r < worker_world; r++)
+		if ((all_n[r] + spec->batch_size - 1) / spec->batch_size > steps)
+			steps = (int) ((all_n[r] + spec->batch_size - 1) / spec->batch_size);
 	b = (ntrain + steps - 1) / steps;
 	if (dml_work_alloc(&work, net, b > EVAL_ROWS ? b : EVAL_ROWS) != DML_OK)
 		worker_fail("out of memory for activations of %d rows", b);
@@ -291,24 +293,28 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			int			lo = s * b;
 			int			B = ntrain - lo < b ? ntrain - lo : b;
 
+			int64_t		total = 0;
+
 			if (B < 0)
 				B = 0;
+			/* rows in the global minibatch, known to every rank */
+			for (int r = 0; r < worker_world; r++)
+			{
+				int64_t		br = (all_n[r] + steps - 1) / steps;
+				int64_t		left = all_n[r] - (int64_t) s * br;
+
+				total += left <= 0 ? 0 : (left < br ? left : br);
+			}
 			memset(grads, 0, sizeof(float) * np);
 			if (B > 0)
 			{
 				gather(ds, train_idx + lo, B, Xb, yb);
-				sums[0] += dml_net_forward_backward(net, &work, grads, Xb, yb, B);
+				sums[0] += dml_net_forward_backward_scaled(net, &work, grads, Xb, yb, B,
+														   1.0f / (float) total);
 			}
-			grads[np] = (float) B;
-			comm_allreduce_float(grads, np + 1);
-			if (grads[np] > 0)
-			{
-				float		inv = 1.0f / grads[np];
-
-				for (size_t i = 0; i < np; i++)
-					grads[i] *= inv;
+			comm_allreduce_float(grads, np);
+			if (total > 0)
 				opt_step(&opt, spec, net->params, grads, lr);
-			}
 		}
 		comm_allreduce_double(sums, 2);
 
@@ -372,6 +378,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	free(opt.s2);
 	free(train_idx);
 	free(val_idx);
+	free(all_n);
 }
 
 /*
