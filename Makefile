@@ -24,11 +24,16 @@ DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
 EXTRA_CLEAN = $(DATA_built) build
 
 PG_CONFIG ?= pg_config
+
+# OpenBLAS, single-threaded build: no thread pool may start inside a backend,
+# and each worker rank is one core.  (The pthread build's cblas.h is the same.)
+BLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-serial
+BLAS_LIBS = -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -l:libopenblas.so.0
 # no LLVM bitcode: it would need clang at build time for no benefit here
 override with_llvm := no
 PG_CPPFLAGS = -I$(srcdir)/kernels -I$(srcdir)/coordinator -I$(srcdir)/extension
 PG_CFLAGS = -Werror -Wall -Wno-declaration-after-statement -O3 -fno-math-errno
-SHLIB_LINK = -lopenblas -lm
+SHLIB_LINK = $(BLAS_LIBS) -lm
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
@@ -45,7 +50,7 @@ PQ_INCLUDE := $(shell $(PG_CONFIG) --includedir)
 PQ_LIBDIR := $(shell $(PG_CONFIG) --libdir)
 WCFLAGS = -O3 -fno-math-errno -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Werror \
 	-Ikernels -Icoordinator -Iworkers -I$(PQ_INCLUDE)
-WLDLIBS = -L$(PQ_LIBDIR) -lpq -lopenblas -lm -lpthread
+WLDLIBS = -L$(PQ_LIBDIR) -lpq $(BLAS_LIBS) -lm -lpthread
 
 WORKER_SRCS = workers/worker.c workers/spec.c workers/load.c workers/comm.c \
 	workers/control.c workers/prepare.c workers/train.c workers/train_gpu.c \
@@ -105,7 +110,7 @@ uninstall-bin:
 # ---------------------------------------------------------------------------
 UNIT_TESTS = build/test_kernels
 build/test_kernels: regress/unit/test_kernels.c $(patsubst %.c,build/%.o,$(KERNEL_SRCS))
-	$(CC) -O1 -g -Wall -Werror -Ikernels -o $@ $^ -lopenblas -lm
+	$(CC) -O1 -g -Wall -Werror -Ikernels -o $@ $^ $(BLAS_LIBS) -lm
 
 unit: $(UNIT_TESTS)
 

@@ -13,7 +13,7 @@ PKGS=(
 	postgresql-15 postgresql-server-dev-15 postgresql-client-15
 	libpq-dev postgresql-15-pgtap
 	openmpi-bin libopenmpi-dev
-	libopenblas-dev zlib1g-dev
+	libopenblas-dev libopenblas0-serial zlib1g-dev
 	dataset-fashion-mnist
 	procps util-linux psmisc bc
 )

@@ -388,8 +388,6 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path,
 	envp[nenv++] = env_entry("OMP_NUM_THREADS", "1");
 	/* CMA needs ptrace rights that containers often withhold */
 	envp[nenv++] = env_entry("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
-	/* a database server has other work: waiting ranks yield the core */
-	envp[nenv++] = env_entry("OMPI_MCA_mpi_yield_when_idle", "1");
 	envp[nenv] = NULL;
 
 	logfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);

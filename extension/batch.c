@@ -12,7 +12,14 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
+#include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "executor/tuptable.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -68,9 +75,15 @@ encode_row(DmlCachedModel *cm, HeapTuple tup, TupleDesc td, float *dst)
 	{
 		bool		isnull;
 		Datum		v = SPI_getbinval(tup, td, i + 1, &isnull);
+		const DmlFeature *f = &cm->features[i];
 
-		DmlFeatureInputs(&cm->features[i], dst, v, isnull, SPI_gettypeid(td, i + 1));
-		dst += cm->features[i].width;
+		/* plain float8 columns skip the general conversion */
+		if (f->kind == DML_FEAT_NUM && !isnull && TupleDescAttr(td, i)->atttypid == FLOAT8OID &&
+			isfinite(DatumGetFloat8(v)))
+			dst[0] = (float) DatumGetFloat8(v);
+		else
+			DmlFeatureInputs(f, dst, v, isnull, TupleDescAttr(td, i)->atttypid);
+		dst += f->width;
 	}
 }
 
@@ -219,18 +232,17 @@ dml_predict_table(PG_FUNCTION_ARGS)
 	float	   *X,
 			   *out,
 			   *scratch;
-	Datum	   *ids,
-			   *preds,
-			   *probs;
+	Datum	   *ids;
 	bool	   *idnulls;
-	SPIPlanPtr	plan,
-				ins;
+	SPIPlanPtr	plan;
 	Portal		portal;
+	Relation	out_rel;
+	Oid			out_relid;
+	BulkInsertState bistate;
+	TupleTableSlot **slots;
+	CommandId	cid;
 	int64		done = 0;
 	bool		progress;
-	int16		id_len;
-	bool		id_byval;
-	char		id_align;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -267,15 +279,12 @@ dml_predict_table(PG_FUNCTION_ARGS)
 	}
 	else
 		id_type = INT8OID;		/* row number */
-	get_typlenbyvalalign(id_type, &id_len, &id_byval, &id_align);
 
 	X = palloc(sizeof(float) * DML_BATCH_ROWS * C);
 	out = palloc(sizeof(float) * DML_BATCH_ROWS * K);
 	scratch = palloc(sizeof(float) * dml_model_scratch_floats(&cm->model, DML_BATCH_ROWS));
 	ids = palloc(sizeof(Datum) * DML_BATCH_ROWS);
 	idnulls = palloc(sizeof(bool) * DML_BATCH_ROWS);
-	preds = palloc(sizeof(Datum) * DML_BATCH_ROWS);
-	probs = palloc(sizeof(Datum) * DML_BATCH_ROWS);
 	progress = estimated_rows(relid) >= DML_PROGRESS_MIN_ROWS;
 
 	SPI_connect();
@@ -286,18 +295,11 @@ dml_predict_table(PG_FUNCTION_ARGS)
 			psprintf("CREATE TABLE %s (%s %s, prediction text, probability float8)",
 					 qtarget, idcol, idtype) :
 			psprintf("CREATE TABLE %s (%s %s, prediction float8)", qtarget, idcol, idtype);
-		Oid			types[3] = {get_array_type(id_type), classifier ? TEXTARRAYOID : FLOAT8ARRAYOID,
-		FLOAT8ARRAYOID};
 
 		if (SPI_execute(ddl, false, 0) != SPI_OK_UTILITY)
 			elog(ERROR, "dml: creating %s failed", qtarget);
-		ins = SPI_prepare(classifier ?
-						  psprintf("INSERT INTO %s SELECT * FROM unnest($1, $2, $3)", qtarget) :
-						  psprintf("INSERT INTO %s SELECT * FROM unnest($1, $2)", qtarget),
-						  classifier ? 3 : 2, types);
-		if (ins == NULL)
-			elog(ERROR, "dml: preparing insert failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(ins);
+		CommandCounterIncrement();
+		out_relid = RangeVarGetRelid(rv, NoLock, false);
 		plan = SPI_prepare(psprintf("SELECT %s%s%s FROM %s", feature_list(cm),
 									id_column ? ", " : "", id_column ? quote_identifier(id_column) : "",
 									rel_sql_name(relid)), 0, NULL);
@@ -306,12 +308,21 @@ dml_predict_table(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("relation \"%s\" lacks the columns of model \"%s\"", get_rel_name(relid), name)));
 	}
+	/*
+	 * The table is new and ours, without indexes, triggers or policies:
+	 * rows go in through the table AM's multi-insert, as COPY FROM does.
+	 */
+	out_rel = table_open(out_relid, RowExclusiveLock);
+	bistate = GetBulkInsertState();
+	cid = GetCurrentCommandId(true);
+	slots = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
+	for (int r = 0; r < DML_BATCH_ROWS; r++)
+		slots[r] = MakeSingleTupleTableSlot(RelationGetDescr(out_rel), &TTSOpsVirtual);
+
 	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
 	for (;;)
 	{
 		int			B;
-		Datum		args[3];
-		char		argnulls[3] = "   ";
 		MemoryContext tmp = AllocSetContextCreate(CurrentMemoryContext, "dml batch", ALLOCSET_DEFAULT_SIZES);
 		MemoryContext old;
 
@@ -341,38 +352,29 @@ dml_predict_table(PG_FUNCTION_ARGS)
 		for (int r = 0; r < B; r++)
 		{
 			const float *o = out + (size_t) r * K;
+			TupleTableSlot *slot = slots[r];
 
+			ExecClearTuple(slot);
+			slot->tts_values[0] = ids[r];
+			slot->tts_isnull[0] = idnulls[r];
+			slot->tts_isnull[1] = false;
 			if (!classifier)
-				preds[r] = Float8GetDatum(o[0]);
+				slot->tts_values[1] = Float8GetDatum(o[0]);
 			else
 			{
 				int			k = DmlPredictedClass(cm, o);
 				double		p = cm->model.net.loss == DML_LOSS_BCE ? (k ? o[0] : 1.0 - o[0]) : o[k];
 
-				preds[r] = CStringGetTextDatum(cm->classes[k]);
-				probs[r] = Float8GetDatum(p);
+				slot->tts_values[1] = CStringGetTextDatum(cm->classes[k]);
+				slot->tts_values[2] = Float8GetDatum(p);
+				slot->tts_isnull[2] = false;
 			}
+			ExecStoreVirtualTuple(slot);
 		}
-		{
-			int			dims[1] = {B};
-			int			lbs[1] = {1};
-
-			args[0] = PointerGetDatum(construct_md_array(ids, idnulls, 1, dims, lbs, id_type,
-														 id_len, id_byval, id_align));
-		}
-		if (classifier)
-		{
-			args[1] = PointerGetDatum(construct_array(preds, B, TEXTOID, -1, false, TYPALIGN_INT));
-			args[2] = PointerGetDatum(construct_array(probs, B, FLOAT8OID, 8, FLOAT8PASSBYVAL,
-													  TYPALIGN_DOUBLE));
-		}
-		else
-			args[1] = PointerGetDatum(construct_array(preds, B, FLOAT8OID, 8, FLOAT8PASSBYVAL,
-													  TYPALIGN_DOUBLE));
+		/* the heap copies the values, so the fetched rows can go after this */
+		table_multi_insert(out_rel, slots, B, cid, 0, bistate);
 		SPI_freetuptable(SPI_tuptable);
 		MemoryContextSwitchTo(old);
-		if (SPI_execute_plan(ins, args, argnulls, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "dml: inserting predictions failed");
 		MemoryContextDelete(tmp);
 		done += B;
 		if (progress && done / DML_PROGRESS_ROWS != (done - B) / DML_PROGRESS_ROWS)
@@ -380,7 +382,11 @@ dml_predict_table(PG_FUNCTION_ARGS)
 		CHECK_FOR_INTERRUPTS();
 	}
 	SPI_cursor_close(portal);
-	SPI_freeplan(ins);
+	for (int r = 0; r < DML_BATCH_ROWS; r++)
+		ExecDropSingleTupleTableSlot(slots[r]);
+	FreeBulkInsertState(bistate);
+	table_finish_bulk_insert(out_rel, 0);
+	table_close(out_rel, NoLock);
 	SPI_finish();
 	ereport(NOTICE,
 			(errmsg("dml_predict_table: wrote " INT64_FORMAT " predictions to %s", done, qtarget)));
