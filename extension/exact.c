@@ -105,7 +105,8 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	foreach(lc, job->features)
 		appendStringInfo(&sql, ", %s", ((DmlColumn *) lfirst(lc))->expr);
 	appendStringInfo(&sql, "]), count(*)::float8 FROM %s", rel);
-	if (SPI_execute(sql.data, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+	/* no row limit: the executor runs a plan in parallel only without one */
+	if (SPI_execute(sql.data, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "dml: the normal-equations pass failed");
 	if (SPI_tuptable->vals[0] == NULL)
 		elog(ERROR, "dml: the normal-equations pass returned nothing");

@@ -62,14 +62,21 @@ DmlDatumToDouble(Datum d, Oid typid, double *out)
 	return false;
 }
 
+/* the feature's name, or its position in the array form */
 static void
-check_finite(double v, const char *what)
+check_finite(double v, const char *name, int position)
 {
-	if (!isfinite(v))
+	if (isfinite(v))
+		return;
+	if (name)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s is NaN or infinite", what),
+				 errmsg("feature \"%s\" is NaN or infinite", name),
 				 errhint("Models predict from finite numbers only.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("feature %d is NaN or infinite", position),
+			 errhint("Models predict from finite numbers only.")));
 }
 
 static int
@@ -101,7 +108,7 @@ DmlFeatureInputs(const DmlFeature *f, float *dst, Datum value, bool isnull, Oid 
 						(errcode(ERRCODE_DATATYPE_MISMATCH),
 						 errmsg("feature \"%s\" has type %s, expected a number or boolean",
 								f->name, format_type_be(typid))));
-			check_finite(v, psprintf("feature \"%s\"", f->name));
+			check_finite(v, f->name, 0);
 			dst[0] = (float) v;
 			break;
 		case DML_FEAT_VEC:
@@ -141,7 +148,7 @@ DmlFeatureInputs(const DmlFeature *f, float *dst, Datum value, bool isnull, Oid 
 								(errcode(ERRCODE_DATATYPE_MISMATCH),
 								 errmsg("feature \"%s\" has elements of type %s, expected numbers",
 										f->name, format_type_be(elt))));
-					check_finite(v, psprintf("feature \"%s\"", f->name));
+					check_finite(v, f->name, 0);
 					dst[i] = (float) v;
 				}
 				break;
@@ -211,7 +218,7 @@ inputs_from_array(DmlCachedModel *cm, ArrayType *arr)
 					 errmsg("feature %d is NULL", i + 1),
 					 errhint("Replace NULLs before predicting, e.g. with coalesce().")));
 		v = DatumGetFloat8(elems[i]);
-		check_finite(v, psprintf("feature %d", i + 1));
+		check_finite(v, NULL, i + 1);
 		cm->input[i] = (float) v;
 	}
 }

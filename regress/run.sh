@@ -13,6 +13,8 @@
 #   4. process-level tests (regress/t/*.sh: cancel, timeouts, faults),
 #      each of which checks that no process of a job is left behind
 #   5. the GPU tests, reported as skipped where no GPU is visible
+#   6. the benchmark harness on small sizes (make bench-quick), so the
+#      harness itself is tested; its figures are not judged
 # It closes with "N passed, N failed, N skipped" and exits non-zero on any
 # failure.
 set -uo pipefail
@@ -125,6 +127,16 @@ else
 	tail -20 "$RESULTS/gpu.log"
 	FAIL=$((FAIL + 1)); FAILED+=("gpu (exit $rc)")
 fi
+
+echo "== benchmark harness (make bench-quick: the same code as make bench, small sizes)"
+if bash .ci/setup.sh --bench >"$RESULTS/bench-setup.log" 2>&1 &&
+	timeout 600 bash bench/run.sh quick >"$RESULTS/bench-quick.log" 2>&1; then
+	echo "ok - bench-quick wrote bench/out/RESULTS-quick.md" | tee -a "$RESULTS/bench.tap"
+else
+	tail -20 "$RESULTS/bench-setup.log" "$RESULTS/bench-quick.log"
+	echo "not ok - bench-quick" | tee -a "$RESULTS/bench.tap"
+fi
+tally bench-quick "$RESULTS/bench.tap"
 
 # nothing of any job of this cluster may outlive the suite
 left=$(pgc_job_procs)
