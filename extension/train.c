@@ -590,7 +590,7 @@ json_str(StringInfo buf, const char *s)
 
 /* the spec jsonb: features, encodings, standardization, classes, settings */
 static char *
-spec_json(DmlJob *job, const DmlModel *m, int64 rows_hint)
+spec_json(DmlJob *job, const DmlModel *m)
 {
 	StringInfoData buf;
 	ListCell   *lc;
@@ -1036,7 +1036,7 @@ dml_train(PG_FUNCTION_ARGS)
 			result.device = pnstrdup(d, strcspn(d, "\""));
 		}
 	}
-	spec = spec_json(job, &parsed, 0);
+	spec = spec_json(job, &parsed);
 	version = DmlStoreModel(model_id, job->name, job->kind, result.device, spec,
 							result.weights, result.metrics_json);
 	dml_model_free(&parsed);

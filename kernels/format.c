@@ -8,7 +8,7 @@
  * write (a superuser can UPDATE dml.models), so it trusts nothing: the
  * length is checked before each read, shapes against DML_MAX_*, sizes
  * against the stated length, and the CRC-32 last of all.  It is fuzzed by
- * regress/fuzz_format.c.
+ * regress/fuzz/fuzz_format.c.
  *
  *-------------------------------------------------------------------------
  */
