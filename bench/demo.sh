@@ -43,7 +43,9 @@ UPDATE customers SET spend = 120 + 3.5 * tenure_months + 12 * visits
 SELECT model_id, name, version, epochs, round(final_loss::numeric, 3) AS mse,
 	   round(seconds::numeric, 2) AS seconds, workers, device
 FROM dml_train('spend', 'customers', 'spend',
-			   features => '{tenure_months,visits,premium}', workers => 2);
+			   features => '{tenure_months,visits,premium}', workers => 2,
+			   -- the exact solver runs inside the server by default; here on 2 MPI workers
+			   options => '{"in_server": false}');
 SELECT id, round(spend::numeric, 1) AS spend,
 	   round(dml_predict('spend', c)::numeric, 1) AS predicted
 FROM customers c ORDER BY id LIMIT 5;
@@ -78,7 +80,7 @@ FROM fashion_test t ORDER BY id LIMIT 3;
 \echo the same metrics from dml_evaluate
 SELECT (dml_evaluate('fashion_mlp', 'fashion_test') - 'confusion') AS evaluation;
 
-SELECT name, version, kind, classes, (metrics->>'accuracy')::float8 AS validation_accuracy
+SELECT name, version, kind, classes, metrics->>'evaluated_on' AS metrics_on, (metrics->>'accuracy')::float8 AS accuracy, (metrics->>'r2')::float8 AS r2
 FROM dml_models ORDER BY name;
 SQL
 echo "== done"
