@@ -770,8 +770,8 @@ def main():
     for kind in ("softmax", "mlp"):
         for b in (128, 256):
             runs = fash[(kind, 2, b)]
-            # one all-reduce per step of the gradient plus the row count, float32
-            buf = (nparams[kind] + 1) * 4
+            # one all-reduce per step of the gradient, float32 (every rank knows the row count)
+            buf = nparams[kind] * 4
             bpe = med([epoch_median(r, "bytes_sent") for r in runs])
             # bytes_sent counts 2(n-1) x buffer per all-reduce (plus a 16-byte loss sum)
             steps = int(round(bpe / 2.0 / buf))
@@ -784,7 +784,7 @@ def main():
             ep = med([epoch_median(r, "seconds") for r in runs])
             comm = steps * t_ar
             algbw = buf / t_ar / 1e9
-            comm_rows.append([f"{kind} w2 b{b}", f"{buf:,} B ({nparams[kind]:,} params + 1)",
+            comm_rows.append([f"{kind} w2 b{b}", f"{buf:,} B ({nparams[kind]:,} params)",
                               f"{steps:,}", fmt(bpe / 1e6) + " MB",
                               fmt(t_ar * 1e6) + " µs", f"{fmt(algbw)} / {fmt(algbw)}",
                               fmt(comm) + " s", fmt(ep) + " s", f"{100 * comm / ep:.0f}%"])
@@ -792,9 +792,9 @@ def main():
     RAW["comm"] = comm_rows
     s = ["## 6. Communication: dml's gradient all-reduce vs raw MPI_Allreduce", "",
          "Bandwidths as nccl-tests defines them: algbw = bytes / time, busbw = algbw · 2(n−1)/n "
-         "(= algbw for n = 2). dml all-reduces one float buffer per step (the gradient plus the "
-         "row count) and records `bytes_sent` per epoch in `dml.epochs` as 2(n−1) x buffer bytes "
-         "per all-reduce; the buffer is (parameters + 1) float32, so bytes_sent / (2 x buffer) "
+         "(= algbw for n = 2). dml all-reduces one float buffer per step (the gradient; every "
+         "rank knows the step's row count) and records `bytes_sent` per epoch in `dml.epochs` as "
+         "2(n−1) x buffer bytes per all-reduce; the buffer is the parameters as float32, so bytes_sent / (2 x buffer) "
          "is the number of all-reduces (steps) per epoch. The same buffer size is "
          "timed with raw MPI_Allreduce (`bench/micro/allreduce`, launched like dml's workers: "
          "`--oversubscribe --bind-to none`). \"Comm floor\" = steps x raw time: what the "
