@@ -18,6 +18,7 @@
  *-------------------------------------------------------------------------
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,6 +209,135 @@ train_resume(const char *path, DmlModel *m, OptState *o)
 }
 
 /*
+ * train_plan_steps
+ *		Every rank's training rows, and the steps per epoch they imply:
+ *		ceil(max rows / batch_size), the same on every rank.
+ */
+void
+train_plan_steps(StepPlan *plan, int ntrain, int batch_size)
+{
+	plan->rows = calloc(worker_world, sizeof(int64_t));
+	if (plan->rows == NULL)
+		worker_fail("out of memory");
+	plan->rows[worker_rank] = ntrain;
+	comm_allgather_i64(plan->rows);
+	plan->steps = 1;
+	for (int r = 0; r < worker_world; r++)
+		if ((plan->rows[r] + batch_size - 1) / batch_size > plan->steps)
+			plan->steps = (int) ((plan->rows[r] + batch_size - 1) / batch_size);
+}
+
+/* rows rank takes per step: ceil(its rows / steps) */
+int
+train_step_rows(const StepPlan *plan, int rank)
+{
+	return (int) ((plan->rows[rank] + plan->steps - 1) / plan->steps);
+}
+
+/* rows in the global minibatch of step s, known to every rank */
+int64_t
+train_step_total(const StepPlan *plan, int s)
+{
+	int64_t		total = 0;
+
+	for (int r = 0; r < worker_world; r++)
+	{
+		int64_t		br = train_step_rows(plan, r);
+		int64_t		left = plan->rows[r] - (int64_t) s * br;
+
+		total += left <= 0 ? 0 : (left < br ? left : br);
+	}
+	return total;
+}
+
+/* the epoch bookkeeping of a training loop, before its first epoch */
+void
+train_log_init(EpochLog *log, const DmlNet *net, const WorkerSpec *spec, int nval)
+{
+	memset(log, 0, sizeof(*log));
+	log->best_loss = INFINITY;
+	log->nval_total = nval;
+	comm_allreduce_double(&log->nval_total, 1);
+	if (dml_metrics_init(&log->met, net->loss, spec->classification ? spec->nclasses : 1) != DML_OK)
+		worker_fail("out of memory");
+}
+
+/*
+ * train_log_epoch
+ *		After an epoch's steps (sums: loss sum and rows of this rank): reduce
+ *		the figures, evaluate the validation rows with the parameters in
+ *		res->model, report progress, keep the best replica for early
+ *		stopping.  *checkpoint says whether rank 0 owes a checkpoint now;
+ *		returns true when early stopping ends the training.
+ */
+bool
+train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec, const Dataset *ds,
+				DmlWork *work, const int *val_idx, int nval, int epoch, double sums[2],
+				double t0, double bytes0, bool *checkpoint)
+{
+	DmlModel   *m = &res->model;
+	DmlProgress p;
+
+	memset(&p, 0, sizeof(p));
+	p.epoch = epoch;
+	p.loss = sums[0] / sums[1];
+	if (m->net.loss == DML_LOSS_MSE)
+		p.loss *= (double) m->out_scale[0] * m->out_scale[0];
+	p.rows = sums[1];
+	p.val_loss = NAN;
+	p.val_metric = NAN;
+	log->train_time += wall_seconds() - t0;
+	log->rows_done += sums[1];
+	if (log->nval_total > 0)
+	{
+		train_evaluate(m, work, ds, val_idx, nval, &log->met);
+		p.val_loss = dml_metrics_loss(&log->met);
+		p.val_metric = dml_metrics_score(&log->met);
+	}
+	p.seconds = wall_seconds() - t0;
+	p.bytes_sent = comm_job_bytes() - bytes0;
+	res->epochs_run = epoch;
+	res->final_loss = p.loss;
+	if (!isfinite(p.loss))
+		worker_user_error("2200H|Lower learning_rate, or use optimizer => 'adam'.|"
+						  "training diverged at epoch %d: the loss is not finite", epoch);
+	if (worker_rank == 0)
+		control_send(DML_MSG_PROGRESS, &p, sizeof(p), NULL, 0);
+	*checkpoint = worker_rank == 0 && spec->checkpoint_every > 0 &&
+		epoch % spec->checkpoint_every == 0 && epoch < spec->epochs;
+
+	/* early stopping keeps the best replica seen */
+	if (spec->patience > 0 && log->nval_total > 0)
+	{
+		size_t		np = m->net.nparams;
+
+		if (p.val_loss < log->best_loss)
+		{
+			log->best_loss = p.val_loss;
+			log->bad_epochs = 0;
+			if (log->best == NULL && (log->best = malloc(sizeof(float) * np)) == NULL)
+				worker_fail("out of memory");
+			memcpy(log->best, m->net.params, sizeof(float) * np);
+		}
+		else if (++log->bad_epochs >= spec->patience)
+			return true;
+	}
+	return false;
+}
+
+/* after the last epoch: the best replica back, the rates, memory freed */
+void
+train_log_finish(EpochLog *log, TrainResult *res)
+{
+	if (log->best != NULL)
+		memcpy(res->model.net.params, log->best, sizeof(float) * res->model.net.nparams);
+	res->train_seconds = log->train_time;
+	res->rows_per_second = log->train_time > 0 ? log->rows_done / log->train_time : 0;
+	free(log->best);
+	dml_metrics_free(&log->met);
+}
+
+/*
  * train_iterative
  *		SGD, momentum, Nesterov or Adam over minibatches, all-reduce sync,
  *		with validation, early stopping, progress and checkpoints.
@@ -222,41 +352,25 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			   *val_idx;
 	int			ntrain,
 				nval;
-	int64_t    *all_n;
-	int			steps,
-				b;
+	StepPlan	plan;
+	int			b;
 	DmlWork		work;
-	float	   *grads = malloc(sizeof(float) * (np + 1));
+	float	   *grads = malloc(sizeof(float) * np);
 	float	   *Xb,
-			   *yb,
-			   *best = NULL;
+			   *yb;
 	OptState	opt;
-	DmlMetrics	met;
+	EpochLog	log;
 	DmlRng		rng;
-	double		best_loss = INFINITY;
-	int			bad_epochs = 0;
 	int			first_epoch = 1;
-	double		train_time = 0,
-				rows_done = 0;
-	double		nval_total;
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
-	/* every rank's rows: steps per epoch, and each step's global row count */
-	all_n = calloc(worker_world, sizeof(int64_t));
-	all_n[worker_rank] = ntrain;
-	comm_allgather_i64(all_n);
-	steps = 1;
-	for (int r = 0; r < worker_world; r++)
-		if ((all_n[r] + spec->batch_size - 1) / spec->batch_size > steps)
-			steps = (int) ((all_n[r] + spec->batch_size - 1) / spec->batch_size);
-	b = (ntrain + steps - 1) / steps;
+	train_plan_steps(&plan, ntrain, spec->batch_size);
+	b = train_step_rows(&plan, worker_rank);
 	if (dml_work_alloc(&work, net, b > EVAL_ROWS ? b : EVAL_ROWS) != DML_OK)
 		worker_fail("out of memory for activations of %d rows", b);
 	Xb = malloc(sizeof(float) * (size_t) (b ? b : 1) * ds->d);
 	yb = malloc(sizeof(float) * (b ? b : 1));
 	if (!grads || !Xb || !yb)
-		worker_fail("out of memory");
-	if (dml_metrics_init(&met, net->loss, spec->classification ? spec->nclasses : 1) != DML_OK)
 		worker_fail("out of memory");
 
 	dml_net_init(net, spec->seed);
@@ -267,13 +381,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	opt.t = 0;
 	if (spec->resume)
 		first_epoch = train_resume(spec->resume, m, &opt) + 1;
-
-	{
-		double		cnt = nval;
-
-		comm_allreduce_double(&cnt, 1);
-		nval_total = cnt;
-	}
+	train_log_init(&log, net, spec, nval);
 
 	for (int epoch = first_epoch; epoch <= spec->epochs; epoch++)
 	{
@@ -282,29 +390,21 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		float		lr = lr_at_epoch(spec->schedule, (float) spec->learning_rate, epoch - 1,
 									 spec->epochs, spec->step_size, (float) spec->gamma);
 		double		sums[2] = {0, (double) ntrain};
-		DmlProgress p;
+		bool		checkpoint,
+					stop;
 
 		maybe_inject_fault(spec, epoch, NULL);
 		dml_rng_seed(&rng, spec->seed * 1000003u + (uint64_t) epoch * 7919u + (uint64_t) worker_rank);
 		dml_shuffle(train_idx, ntrain, &rng);
 
-		for (int s = 0; s < steps; s++)
+		for (int s = 0; s < plan.steps; s++)
 		{
 			int			lo = s * b;
 			int			B = ntrain - lo < b ? ntrain - lo : b;
-
-			int64_t		total = 0;
+			int64_t		total = train_step_total(&plan, s);
 
 			if (B < 0)
 				B = 0;
-			/* rows in the global minibatch, known to every rank */
-			for (int r = 0; r < worker_world; r++)
-			{
-				int64_t		br = (all_n[r] + steps - 1) / steps;
-				int64_t		left = all_n[r] - (int64_t) s * br;
-
-				total += left <= 0 ? 0 : (left < br ? left : br);
-			}
 			memset(grads, 0, sizeof(float) * np);
 			if (B > 0)
 			{
@@ -317,68 +417,23 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 				opt_step(&opt, spec, net->params, grads, lr);
 		}
 		comm_allreduce_double(sums, 2);
-
-		memset(&p, 0, sizeof(p));
-		p.epoch = epoch;
-		p.loss = sums[0] / sums[1];
-		if (net->loss == DML_LOSS_MSE)
-			p.loss *= (double) m->out_scale[0] * m->out_scale[0];
-		p.rows = sums[1];
-		p.val_loss = NAN;
-		p.val_metric = NAN;
-		train_time += wall_seconds() - t0;
-		rows_done += sums[1];
-		if (nval_total > 0)
-		{
-			train_evaluate(m, &work, ds, val_idx, nval, &met);
-			p.val_loss = dml_metrics_loss(&met);
-			p.val_metric = dml_metrics_score(&met);
-		}
-		p.seconds = wall_seconds() - t0;
-		p.bytes_sent = comm_job_bytes() - bytes0;
-		res->epochs_run = epoch;
-		res->final_loss = p.loss;
-		if (!isfinite(p.loss))
-			worker_user_error("2200H|Lower learning_rate, or use optimizer => 'adam'.|"
-							  "training diverged at epoch %d: the loss is not finite", epoch);
-		if (worker_rank == 0)
-		{
-			control_send(DML_MSG_PROGRESS, &p, sizeof(p), NULL, 0);
-			if (spec->checkpoint_every > 0 && epoch % spec->checkpoint_every == 0 &&
-				epoch < spec->epochs)
-				train_send_checkpoint(m, &opt, epoch);
-		}
-
-		/* early stopping keeps the best replica seen */
-		if (spec->patience > 0 && nval_total > 0)
-		{
-			if (p.val_loss < best_loss)
-			{
-				best_loss = p.val_loss;
-				bad_epochs = 0;
-				if (best == NULL)
-					best = malloc(sizeof(float) * np);
-				memcpy(best, net->params, sizeof(float) * np);
-			}
-			else if (++bad_epochs >= spec->patience)
-				break;
-		}
+		stop = train_log_epoch(&log, res, spec, ds, &work, val_idx, nval, epoch, sums, t0,
+							   bytes0, &checkpoint);
+		if (checkpoint)
+			train_send_checkpoint(m, &opt, epoch);
+		if (stop)
+			break;
 	}
-	if (best != NULL)
-		memcpy(net->params, best, sizeof(float) * np);
-	res->train_seconds = train_time;
-	res->rows_per_second = train_time > 0 ? rows_done / train_time : 0;
-	dml_metrics_free(&met);
+	train_log_finish(&log, res);
 	dml_work_free(&work);
 	free(grads);
 	free(Xb);
 	free(yb);
-	free(best);
 	free(opt.s1);
 	free(opt.s2);
 	free(train_idx);
 	free(val_idx);
-	free(all_n);
+	free(plan.rows);
 }
 
 /*

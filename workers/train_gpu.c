@@ -21,13 +21,11 @@
 #ifdef DML_HAVE_CUDA
 
 #include <math.h>
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm.h"
 #include "cuda_kernels.h"
-#include "protocol.h"
 #include "worker.h"
 
 #define POLL_STEPS	64			/* NCCL error polls */
@@ -58,10 +56,8 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 			   *val_idx;
 	int			ntrain,
 				nval;
-	int		   *all_n = malloc(sizeof(int) * worker_world);
-	int		   *all_b = malloc(sizeof(int) * worker_world);
-	int			steps = 1,
-				b;
+	StepPlan	plan;
+	int			b;
 	DmlGpuNet	g;
 	DmlGpuOptim gopt;
 	DmlNccl    *nccl = NULL;
@@ -72,31 +68,15 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 			   *yb;
 	int		   *idx_dev;
 	OptState	opt;
-	DmlMetrics	met;
+	EpochLog	log;
 	DmlWork		work;
 	DmlRng		rng;
-	double		train_time = 0,
-				rows_done = 0,
-				nval_total;
 	int			first_epoch = 1;
-	double		best_loss = INFINITY;
-	int			bad_epochs = 0;
-	float	   *best = NULL;
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 
-	/* every rank's rows: the steps per epoch and each step's global count */
-	MPI_Allgather(&ntrain, 1, MPI_INT, all_n, 1, MPI_INT, MPI_COMM_WORLD);
-	for (int r = 0; r < worker_world; r++)
-	{
-		int			s = (all_n[r] + spec->batch_size - 1) / spec->batch_size;
-
-		if (s > steps)
-			steps = s;
-	}
-	for (int r = 0; r < worker_world; r++)
-		all_b[r] = (all_n[r] + steps - 1) / steps;
-	b = all_b[worker_rank];
+	train_plan_steps(&plan, ntrain, spec->batch_size);
+	b = train_step_rows(&plan, worker_rank);
 
 	cudaRtCheck(cudaSetDevice(device));
 	dml_net_init(net, spec->seed);
@@ -142,18 +122,17 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	gopt.eps = (float) spec->eps;
 	gopt.weight_decay = (float) spec->weight_decay;
 
-	if (dml_metrics_init(&met, net->loss, spec->classification ? spec->nclasses : 1) != DML_OK ||
-		dml_work_alloc(&work, net, EVAL_ROWS) != DML_OK)
+	if (dml_work_alloc(&work, net, EVAL_ROWS) != DML_OK)
 		worker_fail("out of memory");
-	nval_total = nval;
-	comm_allreduce_double(&nval_total, 1);
+	train_log_init(&log, net, spec, nval);
 
 	for (int epoch = first_epoch; epoch <= spec->epochs; epoch++)
 	{
 		double		t0 = wall_seconds();
 		double		bytes0 = comm_job_bytes();
 		double		sums[2] = {0, (double) ntrain};
-		DmlProgress p;
+		bool		checkpoint,
+					stop;
 
 		maybe_inject_fault(spec, epoch, NULL);
 		gopt.lr = lr_at_epoch(spec->schedule, (float) spec->learning_rate, epoch - 1,
@@ -163,18 +142,12 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 		cudaRtCheck(cudaMemcpyAsync(idx_dev, train_idx, sizeof(int) * (ntrain ? ntrain : 1),
 									cudaMemcpyHostToDevice, g.stream));
 
-		for (int s = 0; s < steps; s++)
+		for (int s = 0; s < plan.steps; s++)
 		{
 			int			lo = s * b;
 			int			B = ntrain - lo < b ? ntrain - lo : b;
-			int			total = 0;
+			int64_t		total = train_step_total(&plan, s);
 
-			for (int r = 0; r < worker_world; r++)
-			{
-				int			Br = all_n[r] - s * all_b[r];
-
-				total += Br < 0 ? 0 : (Br < all_b[r] ? Br : all_b[r]);
-			}
 			if (B < 0)
 				B = 0;
 			gpuCheck(dml_gpu_net_zero_grads(&g, errbuf, sizeof(errbuf)));
@@ -188,7 +161,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 			if (worker_world > 1)
 				gpuCheck(dml_nccl_allreduce_sum(nccl, g.grads, np, g.stream, errbuf, sizeof(errbuf)));
 			if (total > 0)
-				gpuCheck(dml_gpu_net_step(&g, &gopt, 1.0f / total, errbuf, sizeof(errbuf)));
+				gpuCheck(dml_gpu_net_step(&g, &gopt, 1.0f / (float) total, errbuf, sizeof(errbuf)));
 			if (s % POLL_STEPS == POLL_STEPS - 1)
 				gpuCheck(dml_nccl_poll(nccl, errbuf, sizeof(errbuf)));
 		}
@@ -197,66 +170,27 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 		comm_allreduce_double(sums, 2);
 		if (worker_world > 1)
 			/* what NCCL moved: a ring all-reduce of the gradients per step */
-			comm_count_bytes((double) steps * np * sizeof(float));
+			comm_count_bytes((double) plan.steps * np * sizeof(float));
 
-		memset(&p, 0, sizeof(p));
-		p.epoch = epoch;
-		p.loss = sums[0] / sums[1];
-		if (net->loss == DML_LOSS_MSE)
-			p.loss *= (double) m->out_scale[0] * m->out_scale[0];
-		p.rows = sums[1];
-		p.val_loss = NAN;
-		p.val_metric = NAN;
-		train_time += wall_seconds() - t0;
-		rows_done += sums[1];
-		if (nval_total > 0 || (spec->checkpoint_every > 0 && epoch % spec->checkpoint_every == 0))
+		/* the host copy of the parameters is what validation and checkpoints read */
+		if (log.nval_total > 0 || (spec->checkpoint_every > 0 && epoch % spec->checkpoint_every == 0))
 			gpuCheck(dml_gpu_net_download(&g, net->params, errbuf, sizeof(errbuf)));
-		if (nval_total > 0)
+		stop = train_log_epoch(&log, res, spec, ds, &work, val_idx, nval, epoch, sums, t0,
+							   bytes0, &checkpoint);
+		if (checkpoint)
 		{
-			train_evaluate(m, &work, ds, val_idx, nval, &met);
-			p.val_loss = dml_metrics_loss(&met);
-			p.val_metric = dml_metrics_score(&met);
+			if (g.opt_m)
+				cudaRtCheck(cudaMemcpy(opt.s1, g.opt_m, sizeof(float) * np, cudaMemcpyDeviceToHost));
+			if (g.opt_v)
+				cudaRtCheck(cudaMemcpy(opt.s2, g.opt_v, sizeof(float) * np, cudaMemcpyDeviceToHost));
+			opt.t = g.step;
+			train_send_checkpoint(m, &opt, epoch);
 		}
-		p.seconds = wall_seconds() - t0;
-		p.bytes_sent = comm_job_bytes() - bytes0;
-		res->epochs_run = epoch;
-		res->final_loss = p.loss;
-		if (!isfinite(p.loss))
-			worker_user_error("2200H|Lower learning_rate, or use optimizer => 'adam'.|"
-							  "training diverged at epoch %d: the loss is not finite", epoch);
-		if (worker_rank == 0)
-		{
-			control_send(DML_MSG_PROGRESS, &p, sizeof(p), NULL, 0);
-			if (spec->checkpoint_every > 0 && epoch % spec->checkpoint_every == 0 &&
-				epoch < spec->epochs)
-			{
-				if (g.opt_m)
-					cudaRtCheck(cudaMemcpy(opt.s1, g.opt_m, sizeof(float) * np, cudaMemcpyDeviceToHost));
-				if (g.opt_v)
-					cudaRtCheck(cudaMemcpy(opt.s2, g.opt_v, sizeof(float) * np, cudaMemcpyDeviceToHost));
-				opt.t = g.step;
-				train_send_checkpoint(m, &opt, epoch);
-			}
-		}
-		if (spec->patience > 0 && nval_total > 0)
-		{
-			if (p.val_loss < best_loss)
-			{
-				best_loss = p.val_loss;
-				bad_epochs = 0;
-				if (best == NULL)
-					best = malloc(sizeof(float) * np);
-				memcpy(best, net->params, sizeof(float) * np);
-			}
-			else if (++bad_epochs >= spec->patience)
-				break;
-		}
+		if (stop)
+			break;
 	}
 	gpuCheck(dml_gpu_net_download(&g, net->params, errbuf, sizeof(errbuf)));
-	if (best != NULL)
-		memcpy(net->params, best, sizeof(float) * np);
-	res->train_seconds = train_time;
-	res->rows_per_second = train_time > 0 ? rows_done / train_time : 0;
+	train_log_finish(&log, res);
 
 	dml_nccl_destroy(nccl);
 	dml_gpu_net_free(&g);
@@ -265,13 +199,10 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	cudaFree(idx_dev);
 	cudaFree(Xb);
 	cudaFree(yb);
-	dml_metrics_free(&met);
 	dml_work_free(&work);
-	free(best);
 	free(opt.s1);
 	free(opt.s2);
-	free(all_n);
-	free(all_b);
+	free(plan.rows);
 	free(train_idx);
 	free(val_idx);
 }

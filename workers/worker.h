@@ -9,6 +9,7 @@
 #ifndef DML_WORKER_H
 #define DML_WORKER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -145,6 +146,25 @@ typedef struct OptState
 
 #define EVAL_ROWS 1024			/* rows per forward pass when evaluating */
 
+/* Steps per epoch, the same on every rank, and who holds how many rows */
+typedef struct StepPlan
+{
+	int64_t    *rows;			/* (world) training rows of each rank */
+	int			steps;
+} StepPlan;
+
+/* The per-epoch bookkeeping the CPU and GPU loops share */
+typedef struct EpochLog
+{
+	double		nval_total;		/* validation rows, all ranks */
+	double		train_time;
+	double		rows_done;
+	double		best_loss;		/* early stopping */
+	int			bad_epochs;
+	float	   *best;			/* best replica's parameters, or NULL */
+	DmlMetrics	met;
+} EpochLog;
+
 extern void prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model);
 extern void train_split_rows(const Dataset *ds, int **train, int *ntrain, int **val, int *nval);
 extern void train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds,
@@ -152,6 +172,15 @@ extern void train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds,
 extern DmlOptimizer train_optimizer_kind(const char *name);
 extern void train_send_checkpoint(const DmlModel *m, const OptState *o, int epoch);
 extern int	train_resume(const char *path, DmlModel *m, OptState *o);
+extern void train_plan_steps(StepPlan *plan, int ntrain, int batch_size);
+extern int	train_step_rows(const StepPlan *plan, int rank);
+extern int64_t train_step_total(const StepPlan *plan, int s);
+extern void train_log_init(EpochLog *log, const DmlNet *net, const WorkerSpec *spec, int nval);
+extern bool train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec,
+							const Dataset *ds, DmlWork *work, const int *val_idx, int nval,
+							int epoch, double sums[2], double t0, double bytes0,
+							bool *checkpoint);
+extern void train_log_finish(EpochLog *log, TrainResult *res);
 extern void train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device);
 extern void train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
