@@ -13,10 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source regress/pgcluster.sh
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-notok() { n=$((n + 1)); echo "not ok $n - $1"; }
-check() { if eval "$2"; then ok "$1"; else notok "$1"; fi; }
+source regress/tap.sh
 job_procs() { pgc_job_procs 2>/dev/null; }
 job_dirs() { pgc_job_dirs 2>/dev/null; }
 SECONDS_PGBENCH=${PGBENCH_SECONDS:-10}
