@@ -7,7 +7,8 @@
  * anything else (so privileges and row-level security apply), imports the
  * coordinator's snapshot, and runs COPY (SELECT ...) TO STDOUT (FORMAT
  * binary) for each slice.  Rows are decoded as they stream: float8 for
- * numbers, float4[] for vectors, text for labels and one-hot levels.
+ * numbers, packed float32 bytes (dml.vec_bytes) for vectors, text for labels
+ * and one-hot levels.
  * NULLs become NaN and are counted per column, non-finite numbers are
  * counted too; what to do about them is decided after the counts are
  * reduced over all ranks (prepare_data).  A row's validation membership is
@@ -45,16 +46,6 @@ be_double(const char *p)
 
 	memcpy(&d, &v, 8);
 	return d;
-}
-
-static inline float
-be_float(const char *p)
-{
-	uint32_t	v = be32(p);
-	float		f;
-
-	memcpy(&f, &v, 4);
-	return f;
 }
 
 /* FNV-1a, seeded */
@@ -139,13 +130,12 @@ decode_vector(const SpecFeature *ft, float *dst, const char *p, int len, Dataset
 	return 0;
 }
 
-/* decode one tuple (after its field count); returns bytes consumed */
-static void
+/* decode one tuple (after its field count); returns where the next begins */
+static const char *
 decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end)
 {
 	float	   *x;
 	int			len;
-	uint64_t	h = 0xCBF29CE484222325ull ^ spec->seed;
 	const char *start = p;
 
 	grow(ds);
@@ -233,10 +223,15 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 		}
 		p += len;
 	}
-	h = hash_bytes(h, start, p - start);
-	ds->val[ds->n] = spec->validation > 0 &&
-		(double) (h >> 11) * (1.0 / 9007199254740992.0) < spec->validation;
+	ds->val[ds->n] = 0;
+	if (spec->validation > 0)
+	{
+		uint64_t	h = hash_bytes(0xCBF29CE484222325ull ^ spec->seed, start, p - start);
+
+		ds->val[ds->n] = (double) (h >> 11) * (1.0 / 9007199254740992.0) < spec->validation;
+	}
 	ds->n++;
+	return p;
 }
 
 /* run one COPY and decode its rows */
@@ -281,14 +276,7 @@ copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
 				break;			/* trailer */
 			if (nf != 1 + spec->nfeatures)
 				worker_fail("COPY row has %d fields, expected %d", nf, 1 + spec->nfeatures);
-			decode_tuple(ds, spec, p, end);
-			/* skip what decode_tuple consumed: walk the fields again */
-			for (int i = 0; i < nf; i++)
-			{
-				int			fl = (int) be32(p);
-
-				p += 4 + (fl > 0 ? fl : 0);
-			}
+			p = decode_tuple(ds, spec, p, end);
 		}
 		PQfreemem(buf);
 	}
