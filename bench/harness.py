@@ -21,6 +21,8 @@ import time
 
 import psycopg2
 
+import sync_bench
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PY = "/usr/bin/python3"
@@ -32,11 +34,13 @@ MODES = {
     "quick": dict(reps=1, synth_rows=20000, fashion_limit=3000, sm_epochs=3, mlp_epochs=2,
                   logit_adam_epochs=2, mlp20_epochs=1, sk_logreg_iter=20,
                   sm_target=0.70, mlp_target=0.72, stream_n=1 << 22, stream_reps=3,
-                  sgemm_s=0.1, ar_max="4M", copy_reps=1),
+                  sgemm_s=0.1, ar_max="4M", copy_reps=1,
+                  sync_epochs=2, sync_target=0.70, sync_delay_ms=2, sync_workers=(2,)),
     "full": dict(reps=3, synth_rows=1000000, fashion_limit=None, sm_epochs=10, mlp_epochs=5,
                  logit_adam_epochs=2, mlp20_epochs=1, sk_logreg_iter=100,
                  sm_target=0.84, mlp_target=0.87, stream_n=1 << 24, stream_reps=10,
-                 sgemm_s=0.5, ar_max="64M", copy_reps=3),
+                 sgemm_s=0.5, ar_max="64M", copy_reps=3,
+                 sync_epochs=8, sync_target=0.83, sync_delay_ms=3, sync_workers=(2, 4)),
 }
 
 RAW = {}
@@ -934,6 +938,14 @@ def main():
         rep.head(f"Inference goal \"{g}\": {r} — {'met' if ok else 'NOT met'}.")
 
     # ------------------------------------------------------------------
+    # 8. sync modes (bench/sync_bench.py); the report keeps section order
+    # ------------------------------------------------------------------
+    log("sync modes")
+    sync_md, sync_heads = sync_bench.section(conn, M, 1, globals())
+    for x in sync_heads:
+        rep.head(x)
+
+    # ------------------------------------------------------------------
     # 7. GPU
     # ------------------------------------------------------------------
     if info["gpu"] == "none":
@@ -941,6 +953,8 @@ def main():
     else:
         rep.h(f"## 7. GPU\n\n`nvidia-smi -L`: {info['gpu']}. GPU benchmarks are not part of this "
               "harness yet; run `make gpu-check` for the GPU checks.\n")
+
+    rep.h(sync_md)
 
     # ------------------------------------------------------------------
     # write

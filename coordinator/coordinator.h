@@ -102,6 +102,15 @@ typedef struct DmlJob
 	char	   *fault;			/* test hook: "rank:epoch:how" or NULL */
 	int			attempt;		/* 0, then 1 for the first restart, ... */
 	bool		no_in_server;	/* option in_server => false: always a job */
+
+	/* synchronization (workers/sync.h) */
+	char	   *sync;			/* allreduce, ps, ssp, async, gossip, average */
+	int			servers;		/* parameter-server ranks after the workers */
+	int			staleness;
+	int			average_every;
+	char	   *compression;	/* none, fp16, topk */
+	double		topk_ratio;
+	char	   *straggler;		/* test hook: "rank:ms" */
 } DmlJob;
 
 /* What came back */

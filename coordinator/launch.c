@@ -105,7 +105,7 @@ spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
 	spec_put(&buf, "snapshot", job->snapshot);
 	spec_put(&buf, "role", job->role);
 	spec_put(&buf, "socket", socket_path);
-	spec_putf(&buf, "world", "%d", job->workers);
+	spec_putf(&buf, "world", "%d", job->workers + job->servers);
 	spec_put(&buf, "kind", job->kind);
 	spec_put(&buf, "loss", job->loss);
 	spec_put(&buf, "activation", job->activation);
@@ -133,6 +133,14 @@ spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
 	spec_putf(&buf, "checkpoint_every", "%d", job->checkpoint_every);
 	if (job->fault)
 		spec_put(&buf, "fault", job->fault);
+	spec_put(&buf, "sync", job->sync);
+	spec_putf(&buf, "servers", "%d", job->servers);
+	spec_putf(&buf, "staleness", "%d", job->staleness);
+	spec_putf(&buf, "average_every", "%d", job->average_every);
+	spec_put(&buf, "compression", job->compression);
+	spec_putf(&buf, "topk_ratio", "%.17g", job->topk_ratio);
+	if (job->straggler)
+		spec_put(&buf, "straggler", job->straggler);
 	if (resume_path)
 		spec_put(&buf, "resume", resume_path);
 	spec_putf(&buf, "attempt", "%d", job->attempt);
@@ -343,7 +351,7 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path,
 	char	   *spec_path = psprintf("%s/job-%d.spec", dir, (int) random());
 	char	   *log_path = psprintf("%s/worker.log", dir);
 	char	   *spec = spec_text(job, socket_path, resume_path);
-	char	   *np = psprintf("%d", job->workers);
+	char	   *np = psprintf("%d", job->workers + job->servers);
 	const char *argv[32];
 	char	  **envp;
 	int			argc = 0;

@@ -55,6 +55,7 @@ typedef struct DmlProgress
 	double		seconds;		/* wall time of the epoch */
 	double		rows;			/* training rows processed, all ranks */
 	double		bytes_sent;		/* bytes this job's sync put on the wire */
+	double		staleness;		/* ssp/async/ps: most staleness seen; NaN: n/a */
 } DmlProgress;
 
 #endif							/* DML_PROTOCOL_H */

@@ -262,13 +262,13 @@ float_or_null(double v, char *nulls, int i)
 void
 DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 			  double val_loss, double val_metric, double rows_per_second,
-			  double seconds, double bytes_sent)
+			  double seconds, double bytes_sent, double staleness)
 {
 	DmlCatalogUser save;
-	Oid			argtypes[9] = {INT8OID, INT4OID, INT4OID, FLOAT8OID, FLOAT8OID,
-	FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID};
-	Datum		values[9];
-	char		nulls[10] = "         ";
+	Oid			argtypes[10] = {INT8OID, INT4OID, INT4OID, FLOAT8OID, FLOAT8OID,
+	FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, INT4OID};
+	Datum		values[10];
+	char		nulls[11] = "          ";
 
 	values[0] = Int64GetDatum(model_id);
 	values[1] = Int32GetDatum(restarts);
@@ -279,14 +279,18 @@ DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 	values[6] = float_or_null(rows_per_second, nulls, 6);
 	values[7] = float_or_null(seconds, nulls, 7);
 	values[8] = Int64GetDatum((int64) bytes_sent);
+	values[9] = Int32GetDatum(isnan(staleness) ? 0 : (int32) staleness);
+	if (isnan(staleness))
+		nulls[9] = 'n';
 
 	DmlBecomeOwner(&save);
 	SPI_connect();
 	if (SPI_execute_with_args("INSERT INTO dml.epochs (model_id, restarts, epoch, loss, "
-							  "val_loss, val_metric, rows_per_second, seconds, bytes_sent) "
-							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+							  "val_loss, val_metric, rows_per_second, seconds, bytes_sent, "
+							  "staleness) "
+							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
 							  "ON CONFLICT (model_id, restarts, epoch) DO NOTHING",
-							  9, argtypes, values, nulls, false, 0) != SPI_OK_INSERT)
+							  10, argtypes, values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "dml: inserting into dml.epochs failed");
 	SPI_finish();
 	DmlRestoreUser(&save);

@@ -57,7 +57,7 @@ extern int	DmlStoreModel(int64 id, const char *name, const char *kind,
 extern void DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 						  double val_loss, double val_metric,
 						  double rows_per_second, double seconds,
-						  double bytes_sent);
+						  double bytes_sent, double staleness);
 extern void DmlCheckNameForTraining(const char *name);
 extern void DmlCatalogChanged(void);
 

@@ -200,10 +200,30 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 		job->fault = str;
 		return;
 	}
+	if (strcmp(key, "straggler") == 0)
+	{
+		int			rank,
+					ms,
+					used = 0;
+
+		if (!dml_test_hooks)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("option \"straggler\" needs dml.test_hooks"),
+					 errhint("A superuser can enable test hooks with SET dml.test_hooks = on.")));
+		if (str == NULL || sscanf(str, "%d:%d%n", &rank, &ms, &used) != 2 || str[used] != '\0' ||
+			rank < 0 || ms < 1 || ms > 60000)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"straggler\" must look like \"rank:milliseconds\""),
+					 errhint("It delays one worker by 1 to 60000 ms every step.")));
+		job->straggler = str;
+		return;
+	}
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unrecognized option \"%s\"", key),
-			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server and fault.")));
+			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, fault and straggler.")));
 }
 
 static void
@@ -560,6 +580,7 @@ typedef struct TrainProgress
 {
 	int64		model_id;
 	bool		classification;
+	bool		staleness;		/* the sync mode records staleness */
 } TrainProgress;
 
 /* one NOTICE and one dml.epochs row per epoch */
@@ -569,16 +590,20 @@ on_progress(const DmlProgress *p, void *arg)
 	TrainProgress *tp = arg;
 	double		rps = p->seconds > 0 ? p->rows / p->seconds : 0;
 
+	char	   *stale = tp->staleness && !isnan(p->staleness) ?
+		psprintf(", staleness %.0f", p->staleness) : "";
+
 	if (isnan(p->val_loss))
 		ereport(NOTICE,
-				(errmsg("epoch %d: loss %.6g, %.0f rows/s", p->epoch, p->loss, rps)));
+				(errmsg("epoch %d: loss %.6g, %.0f rows/s%s", p->epoch, p->loss, rps, stale)));
 	else
 		ereport(NOTICE,
-				(errmsg("epoch %d: loss %.6g, validation loss %.6g, validation %s %.4f, %.0f rows/s",
+				(errmsg("epoch %d: loss %.6g, validation loss %.6g, validation %s %.4f, %.0f rows/s%s",
 						p->epoch, p->loss, p->val_loss,
-						tp->classification ? "accuracy" : "R2", p->val_metric, rps)));
+						tp->classification ? "accuracy" : "R2", p->val_metric, rps, stale)));
 	DmlStoreEpoch(tp->model_id, p->restarts, p->epoch, p->loss, p->val_loss,
-				  p->val_metric, rps, p->seconds, p->bytes_sent);
+				  p->val_metric, rps, p->seconds, p->bytes_sent,
+				  tp->staleness ? p->staleness : NAN);
 }
 
 /* JSON string, escaped */
@@ -683,10 +708,13 @@ spec_json(DmlJob *job, const DmlModel *m)
 	appendStringInfo(&buf, ", \"learning_rate\": %.9g, \"batch_size\": %d, \"epochs\": %d, "
 					 "\"weight_decay\": %.9g, \"validation\": %.9g, \"patience\": %d, "
 					 "\"seed\": " INT64_FORMAT ", \"workers\": %d, \"nulls\": \"%s\", "
-					 "\"schedule\": \"%s\", \"momentum\": %.9g}",
+					 "\"schedule\": \"%s\", \"momentum\": %.9g, \"sync\": \"%s\", "
+					 "\"servers\": %d, \"staleness\": %d, \"average_every\": %d, "
+					 "\"compression\": \"%s\", \"topk_ratio\": %.9g}",
 					 job->learning_rate, job->batch_size, job->epochs, job->weight_decay,
 					 job->validation, job->patience, job->seed, job->workers, job->nulls,
-					 job->schedule, job->momentum);
+					 job->schedule, job->momentum, job->sync, job->servers, job->staleness,
+					 job->average_every, job->compression, job->topk_ratio);
 	appendStringInfoString(&buf, ", \"snapshot\": ");
 	json_str(&buf, job->snapshot);
 	appendStringInfoChar(&buf, '}');
@@ -696,6 +724,90 @@ spec_json(DmlJob *job, const DmlModel *m)
 /* ---------------------------------------------------------------------
  * dml_train
  * --------------------------------------------------------------------- */
+
+/*
+ * The synchronization arguments (sync, servers, staleness, average_every,
+ * compression, topk_ratio), checked against each other and the optimizer.
+ */
+static void
+choose_sync(DmlJob *job, FunctionCallInfo fcinfo)
+{
+	bool		ps;
+	bool		iterative = strcmp(job->optimizer, "exact") != 0 &&
+		strcmp(job->optimizer, "newton") != 0;
+
+	job->sync = PG_ARGISNULL(19) ? "allreduce" : arg_text(fcinfo, 19);
+	if (strcmp(job->sync, "allreduce") != 0 && strcmp(job->sync, "ps") != 0 &&
+		strcmp(job->sync, "ssp") != 0 && strcmp(job->sync, "async") != 0 &&
+		strcmp(job->sync, "gossip") != 0 && strcmp(job->sync, "average") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown sync mode \"%s\"", job->sync),
+				 errhint("Valid modes are allreduce, ps, ssp, async, gossip and average.")));
+	ps = strcmp(job->sync, "ps") == 0 || strcmp(job->sync, "ssp") == 0 ||
+		strcmp(job->sync, "async") == 0;
+
+	if (PG_ARGISNULL(20))
+		job->servers = ps ? 1 : 0;
+	else
+	{
+		job->servers = PG_GETARG_INT32(20);
+		if (!ps && job->servers != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("servers apply to sync modes ps, ssp and async only"),
+					 errhint("Use sync => 'ps', for example, together with servers.")));
+		if (ps && (job->servers < 1 || job->servers > dml_max_workers))
+			range_error("servers", psprintf("A parameter-server job has 1 to %d servers (dml.max_workers).",
+											dml_max_workers));
+	}
+
+	job->staleness = PG_ARGISNULL(21) ? 0 : PG_GETARG_INT32(21);
+	if (job->staleness < 0 || job->staleness > 100)
+		range_error("staleness", "It is the clocks a worker may run ahead, 0 to 100.");
+	if (job->staleness != 0 && strcmp(job->sync, "ssp") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("staleness applies to sync => 'ssp' only")));
+
+	job->average_every = PG_ARGISNULL(22) ? 1 : PG_GETARG_INT32(22);
+	if (job->average_every < 1 || job->average_every > 1000000)
+		range_error("average_every", "It is the steps between model averagings, at least 1.");
+	if (job->average_every != 1 && strcmp(job->sync, "average") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("average_every applies to sync => 'average' only")));
+
+	job->compression = PG_ARGISNULL(23) ? "none" : arg_text(fcinfo, 23);
+	if (strcmp(job->compression, "none") != 0 && strcmp(job->compression, "fp16") != 0 &&
+		strcmp(job->compression, "topk") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown compression \"%s\"", job->compression),
+				 errhint("Valid compressions are none, fp16 and topk.")));
+	if (strcmp(job->compression, "none") != 0 &&
+		(strcmp(job->sync, "gossip") == 0 || strcmp(job->sync, "average") == 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("compression applies to gradients: sync modes allreduce, ps, ssp and async"),
+				 errhint("gossip and average exchange the parameters themselves, uncompressed.")));
+	job->topk_ratio = PG_ARGISNULL(24) ? 0.01 : PG_GETARG_FLOAT8(24);
+	if (!(job->topk_ratio > 0 && job->topk_ratio <= 1))
+		range_error("topk_ratio", "It is the fraction of gradient values sent, greater than 0 and at most 1.");
+
+	if (!iterative && (strcmp(job->sync, "allreduce") != 0 || strcmp(job->compression, "none") != 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("optimizer \"%s\" takes one all-reduce per pass: sync modes and compression apply to iterative optimizers",
+						job->optimizer),
+				 errhint("Use optimizer => 'sgd', 'momentum' or 'adam' with sync => '%s'.", job->sync)));
+	if (strcmp(job->device, "gpu") == 0 &&
+		(strcmp(job->sync, "allreduce") != 0 || strcmp(job->compression, "none") != 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("GPU training synchronizes by NCCL all-reduce, uncompressed"),
+				 errhint("Use device => 'cpu' or 'auto' with sync => '%s' or compression.", job->sync)));
+}
 
 /* the defaults that depend on the kind of model */
 static void
@@ -965,6 +1077,7 @@ dml_train(PG_FUNCTION_ARGS)
 	}
 	choose_optimizer(job, optimizer, fcinfo);
 	apply_options(job, PG_ARGISNULL(18) ? NULL : PG_GETARG_JSONB_P(18));
+	choose_sync(job, fcinfo);
 
 	DmlCheckNameForTraining(job->name);
 
@@ -1001,6 +1114,7 @@ dml_train(PG_FUNCTION_ARGS)
 	model_id = DmlNextModelId();
 	tp.model_id = model_id;
 	tp.classification = job->classification;
+	tp.staleness = job->servers > 0;
 	if (in_server)
 		DmlExactSolve(job, &result, on_progress, &tp);
 	else

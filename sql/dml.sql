@@ -42,6 +42,7 @@ CREATE TABLE dml.epochs (
 	rows_per_second float8,
 	seconds		float8,
 	bytes_sent	bigint,
+	staleness	integer,		/* ps, ssp, async: most clocks/updates behind */
 	recorded	timestamptz NOT NULL DEFAULT clock_timestamp(),
 	PRIMARY KEY (model_id, restarts, epoch)
 );
@@ -98,7 +99,13 @@ CREATE FUNCTION @extschema@.dml_train(
 	workers			integer DEFAULT NULL,
 	device			text DEFAULT NULL,
 	seed			bigint DEFAULT 42,
-	options			jsonb DEFAULT '{}')
+	options			jsonb DEFAULT '{}',
+	sync			text DEFAULT 'allreduce',
+	servers			integer DEFAULT NULL,
+	staleness		integer DEFAULT 0,
+	average_every	integer DEFAULT 1,
+	compression		text DEFAULT 'none',
+	topk_ratio		float8 DEFAULT 0.01)
 RETURNS dml.train_result
 AS 'MODULE_PATHNAME', 'dml_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -224,7 +231,7 @@ WHERE dml.can_use(m.owner, m.name);
 
 CREATE VIEW @extschema@.dml_epochs AS
 SELECT m.name, m.version, e.restarts, e.epoch, e.loss, e.val_loss, e.val_metric,
-	   e.rows_per_second, e.seconds, e.bytes_sent, e.recorded
+	   e.rows_per_second, e.seconds, e.bytes_sent, e.staleness, e.recorded
 FROM dml.epochs e JOIN dml.models m ON m.id = e.model_id
 WHERE dml.can_use(m.owner, m.name);
 

@@ -18,15 +18,29 @@
 
 /* comm.c */
 extern void comm_init(int *argc, char ***argv);
+extern void comm_split_roles(int servers);
+extern int	comm_is_server(void);
 extern void comm_finalize(void);
 extern void comm_allreduce_float(float *buf, size_t n);
 extern void comm_allreduce_double(double *buf, size_t n);
 extern void comm_allreduce_max_i64(int64_t *buf, int n);
+extern void comm_allreduce_max_float(float *buf, int n);
+extern void comm_allreduce_max_double(double *buf, int n);
+extern void comm_allreduce_half(uint16_t *buf, size_t n);
+extern void comm_allgather_bytes(const void *send, size_t bytes, void *recv);
+extern void comm_sendrecv_float(const float *send, float *recv, size_t n, int dest, int src);
 extern void comm_bcast(void *buf, size_t bytes, int root);
 extern void comm_allgather_i64(int64_t *buf);	/* (world) entries */
 extern double comm_job_bytes(void);		/* sync bytes of the whole job so far */
 extern void comm_count_bytes(double buffer_bytes);	/* a ring all-reduce of this buffer elsewhere */
+extern void comm_count_p2p(double bytes);
+extern void comm_reduce_p2p(double extra);
 extern void comm_barrier(void);
+extern void *comm_data_handle(void);	/* MPI_Comm * of the data ranks */
+
+extern int	world_rank;
+extern int	world_size;
+extern int	server_count;
 extern void comm_abort(int code) __attribute__((noreturn));
 
 /* control.c: rank 0 only */

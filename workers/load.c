@@ -311,7 +311,7 @@ scatter_rows(Dataset *ds)
 	Dataset		mine = *ds;
 	int64_t		mycount;
 
-	MPI_Bcast(&total, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+	MPI_Bcast(&total, 1, MPI_INT64_T, 0, *(MPI_Comm *) comm_data_handle());
 	if (total * (int64_t) ds->d > 2000000000LL)
 		worker_fail("a view of %lld rows is too large to scatter; train on a table", (long long) total);
 	for (int r = 0; r < worker_world; r++)
@@ -329,10 +329,10 @@ scatter_rows(Dataset *ds)
 	mine.X = malloc(sizeof(float) * (mycount ? mycount : 1) * ds->d);
 	mine.y = malloc(sizeof(float) * (mycount ? mycount : 1));
 	mine.val = malloc(mycount ? mycount : 1);
-	MPI_Scatterv(ds->X, xcounts, xdispls, MPI_FLOAT, mine.X, xcounts[worker_rank], MPI_FLOAT, 0, MPI_COMM_WORLD);
-	MPI_Scatterv(ds->y, counts, displs, MPI_FLOAT, mine.y, counts[worker_rank], MPI_FLOAT, 0, MPI_COMM_WORLD);
+	MPI_Scatterv(ds->X, xcounts, xdispls, MPI_FLOAT, mine.X, xcounts[worker_rank], MPI_FLOAT, 0, *(MPI_Comm *) comm_data_handle());
+	MPI_Scatterv(ds->y, counts, displs, MPI_FLOAT, mine.y, counts[worker_rank], MPI_FLOAT, 0, *(MPI_Comm *) comm_data_handle());
 	MPI_Scatterv(ds->val, counts, displs, MPI_UNSIGNED_CHAR, mine.val, counts[worker_rank],
-				 MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
+				 MPI_UNSIGNED_CHAR, 0, *(MPI_Comm *) comm_data_handle());
 	free(ds->X);
 	free(ds->y);
 	free(ds->val);

@@ -68,6 +68,10 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 	SpecFeature *cur = NULL;
 
 	memset(spec, 0, sizeof(*spec));
+	spec->sync = "allreduce";
+	spec->compression = "none";
+	spec->average_every = 1;
+	spec->topk_ratio = 0.01;
 	if (f == NULL)
 	{
 		snprintf(err, errlen, "could not open job spec %s", path);
@@ -149,6 +153,20 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 			spec->checkpoint_every = atoi(val);
 		else if (strcmp(key, "fault") == 0)
 			spec->fault = val;
+		else if (strcmp(key, "sync") == 0)
+			spec->sync = val;
+		else if (strcmp(key, "servers") == 0)
+			spec->servers = atoi(val);
+		else if (strcmp(key, "staleness") == 0)
+			spec->staleness = atoi(val);
+		else if (strcmp(key, "average_every") == 0)
+			spec->average_every = atoi(val);
+		else if (strcmp(key, "compression") == 0)
+			spec->compression = val;
+		else if (strcmp(key, "topk_ratio") == 0)
+			spec->topk_ratio = strtod(val, NULL);
+		else if (strcmp(key, "straggler") == 0)
+			spec->straggler = val;
 		else if (strcmp(key, "resume") == 0)
 			spec->resume = val;
 		else if (strcmp(key, "attempt") == 0)
@@ -229,7 +247,9 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 		ft->offset = spec->ninputs;
 		spec->ninputs += ft->width;
 	}
-	if (spec->world < 1 || spec->ninputs < 1 || spec->outputs < 1 || spec->nslices < 1)
+	if (spec->world < 1 || spec->ninputs < 1 || spec->outputs < 1 || spec->nslices < 1 ||
+		spec->servers < 0 || spec->servers >= spec->world || spec->staleness < 0 ||
+		spec->average_every < 1 || !(spec->topk_ratio > 0 && spec->topk_ratio <= 1))
 	{
 		snprintf(err, errlen, "job spec %s is inconsistent", path);
 		return -1;

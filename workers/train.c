@@ -21,9 +21,11 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm.h"
 #include "protocol.h"
+#include "sync.h"
 #include "worker.h"
 
 
@@ -105,8 +107,8 @@ train_optimizer_kind(const char *name)
 	return DML_OPT_SGD;
 }
 
-static void
-opt_step(OptState *o, const WorkerSpec *spec, float *params, const float *grads, float lr)
+void
+train_opt_step(OptState *o, const WorkerSpec *spec, float *params, const float *grads, float lr)
 {
 	o->t++;
 	switch (o->kind)
@@ -256,6 +258,7 @@ train_log_init(EpochLog *log, const DmlNet *net, const WorkerSpec *spec, int nva
 {
 	memset(log, 0, sizeof(*log));
 	log->best_loss = INFINITY;
+	log->staleness = NAN;
 	log->nval_total = nval;
 	comm_allreduce_double(&log->nval_total, 1);
 	if (dml_metrics_init(&log->met, net->loss, spec->classification ? spec->nclasses : 1) != DML_OK)
@@ -286,6 +289,7 @@ train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec, const D
 	p.rows = sums[1];
 	p.val_loss = NAN;
 	p.val_metric = NAN;
+	p.staleness = log->staleness;
 	log->train_time += wall_seconds() - t0;
 	log->rows_done += sums[1];
 	if (log->nval_total > 0)
@@ -337,10 +341,56 @@ train_log_finish(EpochLog *log, TrainResult *res)
 	dml_metrics_free(&log->met);
 }
 
+/* "rank:ms" of the straggler test hook: this rank's delay per step, in ms */
+static int
+straggler_delay(const WorkerSpec *spec)
+{
+	int			rank,
+				ms;
+
+	if (spec->straggler == NULL || sscanf(spec->straggler, "%d:%d", &rank, &ms) != 2 ||
+		rank != worker_rank || ms <= 0)
+		return 0;
+	return ms;
+}
+
+/* JSON members that describe the synchronization, for the model's metrics */
+static char *
+sync_json(const Sync *sy, const WorkerSpec *spec)
+{
+	size_t		cap = 256 + 24 * (size_t) sy->S;
+	char	   *out = malloc(cap);
+	size_t		len;
+
+	len = snprintf(out, cap, "\"sync\": \"%s\", \"compression\": \"%s\"",
+				   spec->sync, spec->compression);
+	if (sy->S > 0)
+	{
+		len += snprintf(out + len, cap - len, ", \"servers\": %d, \"server_staleness\": [", sy->S);
+		for (int j = 0; j < sy->S; j++)
+			len += snprintf(out + len, cap - len, "%s%lld", j ? ", " : "",
+							(long long) sy->server_stale[j]);
+		len += snprintf(out + len, cap - len, "]");
+	}
+	if (sy->mode == SYNC_SSP)
+		len += snprintf(out + len, cap - len, ", \"staleness_bound\": %d", spec->staleness);
+	if (sy->mode == SYNC_AVERAGE)
+		len += snprintf(out + len, cap - len, ", \"average_every\": %d", spec->average_every);
+	if (sy->mode == SYNC_GOSSIP)
+		snprintf(out + len, cap - len, ", \"consensus_distance\": %.6g", sy->consensus);
+	return out;
+}
+
 /*
  * train_iterative
- *		SGD, momentum, Nesterov or Adam over minibatches, all-reduce sync,
- *		with validation, early stopping, progress and checkpoints.
+ *		SGD, momentum, Nesterov or Adam over minibatches, synchronized by
+ *		the job's sync mode (sync.c), with validation, early stopping,
+ *		progress and checkpoints.
+ *
+ *		Every mode but async runs the same steps per epoch on every rank.
+ *		In async a rank steps through its rows (wrapping around) until the
+ *		servers have received an epoch's worth of rows from all ranks, so a
+ *		fast rank does more of the epoch than a slow one.
  */
 void
 train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
@@ -361,7 +411,10 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	OptState	opt;
 	EpochLog	log;
 	DmlRng		rng;
+	Sync		sy;
 	int			first_epoch = 1;
+	int			delay_ms = straggler_delay(spec);
+	int64_t		all_rows = 0;
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 	train_plan_steps(&plan, ntrain, spec->batch_size);
@@ -372,6 +425,8 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	yb = malloc(sizeof(float) * (b ? b : 1));
 	if (!grads || !Xb || !yb)
 		worker_fail("out of memory");
+	for (int r = 0; r < worker_world; r++)
+		all_rows += plan.rows[r];
 
 	dml_net_init(net, spec->seed);
 	opt.kind = train_optimizer_kind(spec->optimizer);
@@ -381,6 +436,8 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	opt.t = 0;
 	if (spec->resume)
 		first_epoch = train_resume(spec->resume, m, &opt) + 1;
+	sync_init(&sy, spec, np);
+	sync_start(&sy, net->params, &opt, all_rows);
 	train_log_init(&log, net, spec, nval);
 
 	for (int epoch = first_epoch; epoch <= spec->epochs; epoch++)
@@ -389,42 +446,62 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		double		bytes0 = comm_job_bytes();
 		float		lr = lr_at_epoch(spec->schedule, (float) spec->learning_rate, epoch - 1,
 									 spec->epochs, spec->step_size, (float) spec->gamma);
-		double		sums[2] = {0, (double) ntrain};
+		double		sums[2] = {0, 0};
 		bool		checkpoint,
 					stop;
+		bool		async = sy.mode == SYNC_ASYNC;
+		int			pos = 0;
+		float	   *own = net->params;
 
 		maybe_inject_fault(spec, epoch, NULL);
 		dml_rng_seed(&rng, spec->seed * 1000003u + (uint64_t) epoch * 7919u + (uint64_t) worker_rank);
 		dml_shuffle(train_idx, ntrain, &rng);
 
-		for (int s = 0; s < plan.steps; s++)
+		for (int s = 0; async ? !sy.epoch_done : s < plan.steps; s++)
 		{
-			int			lo = s * b;
-			int			B = ntrain - lo < b ? ntrain - lo : b;
-			int64_t		total = train_step_total(&plan, s);
+			int			B = ntrain - pos < b ? ntrain - pos : b;
+			int64_t		total = async ? B : train_step_total(&plan, s);
 
 			if (B < 0)
 				B = 0;
 			memset(grads, 0, sizeof(float) * np);
 			if (B > 0)
 			{
-				gather(ds, train_idx + lo, B, Xb, yb);
+				gather(ds, train_idx + pos, B, Xb, yb);
 				sums[0] += dml_net_forward_backward_scaled(net, &work, grads, Xb, yb, B,
-														   1.0f / (float) total);
+														   sync_grad_scale(&sy, B, total));
+				sums[1] += B;
 			}
-			comm_allreduce_float(grads, np);
-			if (total > 0)
-				opt_step(&opt, spec, net->params, grads, lr);
+			pos += B;
+			if (async && pos >= ntrain)
+				pos = 0;
+			if (delay_ms > 0)
+				usleep((useconds_t) delay_ms * 1000);
+			sync_step(&sy, spec, net->params, grads, &opt, lr, B, total,
+					  !async && s == plan.steps - 1);
 		}
-		comm_allreduce_double(sums, 2);
-		stop = train_log_epoch(&log, res, spec, ds, &work, val_idx, nval, epoch, sums, t0,
-							   bytes0, &checkpoint);
+		{
+			/* gossip evaluates the replicas' average */
+			const float *eval = sync_epoch_end(&sy, net->params, &log.staleness);
+
+			comm_allreduce_double(sums, 2);
+			net->params = (float *) eval;
+			stop = train_log_epoch(&log, res, spec, ds, &work, val_idx, nval, epoch, sums, t0,
+								   bytes0, &checkpoint);
+			net->params = own;
+		}
 		if (checkpoint)
+		{
+			sync_gather_state(&sy, &opt);
 			train_send_checkpoint(m, &opt, epoch);
+		}
 		if (stop)
 			break;
 	}
+	sync_finish(&sy, net->params);
 	train_log_finish(&log, res);
+	res->sync_json = sync_json(&sy, spec);
+	sync_free(&sy);
 	dml_work_free(&work);
 	free(grads);
 	free(Xb);
@@ -468,16 +545,17 @@ final_metrics(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Trai
 	need = dml_metrics_json(&met, NULL, 0);
 	mj = malloc(need);
 	dml_metrics_json(&met, mj, need);
-	need += 512;
+	need += 512 + (res->sync_json ? strlen(res->sync_json) : 0);
 	out = malloc(need);
 	snprintf(out, need,
 			 "{\"evaluated_on\": \"%s\", \"train_rows\": %.0f, \"validation_rows\": %.0f, "
 			 "\"epochs\": %d, \"final_loss\": %.10g, \"rows_per_second\": %.1f, "
 			 "\"train_seconds\": %.4f, \"load_seconds\": %.4f, \"bytes_sent\": %.0f, "
-			 "\"workers\": %d, %s",
+			 "\"workers\": %d, %s%s%s",
 			 on_val ? "validation" : "training", counts[0], counts[1], res->epochs_run,
 			 isfinite(res->final_loss) ? res->final_loss : 0.0, res->rows_per_second,
-			 res->train_seconds, ds->load_seconds, comm_job_bytes(), worker_world, mj + 1);
+			 res->train_seconds, ds->load_seconds, comm_job_bytes(), worker_world, res->sync_json ? res->sync_json : "",
+			 res->sync_json ? ", " : "", mj + 1);
 	dml_metrics_free(&met);
 	dml_work_free(&work);
 	free(mj);

@@ -34,6 +34,7 @@
 #include "cuda_kernels.h"
 #endif
 #include "protocol.h"
+#include "sync.h"
 #include "worker.h"
 
 int			worker_rank = 0;
@@ -104,7 +105,8 @@ worker_user_error(const char *fmt,...)
 			n = snprintf(payload, sizeof(payload), "\n%s\n", msg);
 		control_send(DML_MSG_ERROR, payload, (size_t) n < sizeof(payload) ? (size_t) n : sizeof(payload) - 1, NULL, 0);
 	}
-	/* every rank found the same; end together */
+	/* every rank found the same; end together, the servers too */
+	sync_stop_servers();
 	comm_barrier();
 	comm_finalize();
 	exit(2);
@@ -152,16 +154,16 @@ static void
 send_hello(void)
 {
 	int			pid = (int) getpid();
-	int		   *pids = worker_rank == 0 ? malloc(sizeof(int) * worker_world) : NULL;
+	int		   *pids = world_rank == 0 ? malloc(sizeof(int) * world_size) : NULL;
 
 	MPI_Gather(&pid, 1, MPI_INT, pids, 1, MPI_INT, 0, MPI_COMM_WORLD);
-	if (worker_rank == 0)
+	if (world_rank == 0)
 	{
-		size_t		cap = 16 + 12 * (size_t) worker_world;
+		size_t		cap = 16 + 12 * (size_t) world_size;
 		char	   *text = malloc(cap);
 		size_t		len = snprintf(text, cap, "pids");
 
-		for (int r = 0; r < worker_world; r++)
+		for (int r = 0; r < world_size; r++)
 			len += snprintf(text + len, cap - len, " %d", pids[r]);
 		control_send(DML_MSG_HELLO, text, len, NULL, 0);
 		free(text);
@@ -242,8 +244,9 @@ main(int argc, char **argv)
 		worker_fail("usage: dml-worker <job spec>");
 	if (spec_read(&spec, argv[1], err, sizeof(err)) != 0)
 		worker_fail("%s", err);
-	if (spec.world != worker_world)
-		worker_fail("job spec is for %d ranks but mpirun started %d", spec.world, worker_world);
+	if (spec.world != world_size)
+		worker_fail("job spec is for %d ranks but mpirun started %d", spec.world, world_size);
+	comm_split_roles(spec.servers);
 
 	if (worker_rank == 0)
 	{
@@ -253,7 +256,15 @@ main(int argc, char **argv)
 	send_hello();
 
 	iterative = strcmp(spec.optimizer, "exact") != 0 && strcmp(spec.optimizer, "newton") != 0;
-	gpu = choose_device(&spec, iterative);
+	/* the GPU loop synchronizes by NCCL all-reduce, uncompressed; other modes run on the CPU */
+	gpu = choose_device(&spec, iterative && strcmp(spec.sync, "allreduce") == 0 &&
+						strcmp(spec.compression, "none") == 0);
+	if (comm_is_server())
+	{
+		server_main(&spec);
+		comm_finalize();
+		return 0;
+	}
 	device = gpu >= 0 ? "gpu" : "cpu";
 	if (worker_rank == 0)
 	{
@@ -261,6 +272,14 @@ main(int argc, char **argv)
 		int			n = snprintf(line, sizeof(line), "training %s on %s with %d worker%s",
 								 spec.kind, gpu >= 0 ? "gpu" : "cpu", worker_world,
 								 worker_world == 1 ? "" : "s");
+
+		if (strcmp(spec.sync, "allreduce") != 0 || strcmp(spec.compression, "none") != 0)
+			n += snprintf(line + n, sizeof(line) - n, ", sync %s%s%s", spec.sync,
+						  strcmp(spec.compression, "none") != 0 ? ", compression " : "",
+						  strcmp(spec.compression, "none") != 0 ? spec.compression : "");
+		if (spec.servers > 0)
+			n += snprintf(line + n, sizeof(line) - n, " and %d parameter server%s", spec.servers,
+						  spec.servers == 1 ? "" : "s");
 
 		control_send(DML_MSG_LOG, line, n, NULL, 0);
 	}

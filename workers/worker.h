@@ -77,6 +77,13 @@ typedef struct WorkerSpec
 	uint64_t	seed;
 	int			checkpoint_every;
 	char	   *fault;			/* "rank:epoch:how" */
+	char	   *sync;			/* allreduce, ps, async, ssp, gossip, average */
+	int			servers;		/* parameter-server ranks, the last of the world */
+	int			staleness;		/* ssp bound, in clocks */
+	int			average_every;	/* average: steps between averagings */
+	char	   *compression;	/* none, fp16, topk */
+	double		topk_ratio;
+	char	   *straggler;		/* test hook: "rank:ms" delay per step */
 	char	   *resume;			/* checkpoint to start from */
 	int			attempt;		/* 0 first launch, n after n restarts */
 
@@ -132,6 +139,7 @@ typedef struct TrainResult
 	double		rows_per_second;
 	double		train_seconds;
 	char	   *metrics_json;
+	char	   *sync_json;		/* JSON members describing the sync, or NULL */
 } TrainResult;
 
 /* optimizer state: velocity, or Adam's two moments */
@@ -160,6 +168,7 @@ typedef struct EpochLog
 	double		train_time;
 	double		rows_done;
 	double		best_loss;		/* early stopping */
+	double		staleness;		/* most staleness seen this epoch; NaN: n/a */
 	int			bad_epochs;
 	float	   *best;			/* best replica's parameters, or NULL */
 	DmlMetrics	met;

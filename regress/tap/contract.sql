@@ -6,7 +6,7 @@ SET client_min_messages = warning;
 LOAD 'dml';
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(49);
+SELECT plan(51);
 
 -- schema and catalog
 SELECT has_schema('dml');
@@ -21,22 +21,28 @@ SELECT has_column('dml', 'epochs', 'loss', 'dml.epochs has loss');
 SELECT has_column('dml', 'epochs', 'rows_per_second', 'dml.epochs has rows_per_second');
 SELECT has_column('dml', 'epochs', 'bytes_sent', 'dml.epochs has bytes_sent');
 SELECT has_column('dml', 'epochs', 'restarts', 'dml.epochs has restarts');
+SELECT has_column('dml', 'epochs', 'staleness', 'dml.epochs has staleness');
 SELECT has_view('dml_models', 'dml_models view exists');
 
 -- functions and their signatures
 SELECT has_function('dml_train', ARRAY['text', 'regclass', 'text', 'text[]', 'text', 'integer[]',
 	'text', 'text', 'double precision', 'integer', 'integer', 'double precision',
-	'double precision', 'integer', 'text', 'integer', 'text', 'bigint', 'jsonb'],
-	'dml_train(name, relation, target, features, model, hidden, activation, optimizer, learning_rate, batch_size, epochs, weight_decay, validation, patience, nulls, workers, device, seed, options)');
+	'double precision', 'integer', 'text', 'integer', 'text', 'bigint', 'jsonb',
+	'text', 'integer', 'integer', 'integer', 'text', 'double precision'],
+	'dml_train(name, relation, target, features, model, hidden, activation, optimizer, learning_rate, batch_size, epochs, weight_decay, validation, patience, nulls, workers, device, seed, options, sync, servers, staleness, average_every, compression, topk_ratio)');
 SELECT function_returns('dml_train', ARRAY['text', 'regclass', 'text', 'text[]', 'text', 'integer[]',
 	'text', 'text', 'double precision', 'integer', 'integer', 'double precision',
-	'double precision', 'integer', 'text', 'integer', 'text', 'bigint', 'jsonb'], 'dml.train_result');
+	'double precision', 'integer', 'text', 'integer', 'text', 'bigint', 'jsonb',
+	'text', 'integer', 'integer', 'integer', 'text', 'double precision'], 'dml.train_result');
 SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
 		   WHERE attrelid = 'dml.train_result'::regclass AND attnum > 0),
 		  ARRAY['model_id', 'name', 'version', 'epochs', 'final_loss', 'seconds',
 				'rows_per_second', 'workers', 'device', 'kind'], 'dml_train returns id, name, version, epochs, loss, seconds, rows/s, workers, device, kind');
 SELECT is((SELECT proargnames[1:4] FROM pg_proc WHERE proname = 'dml_train'),
 		  ARRAY['name', 'relation', 'target', 'features'], 'dml_train argument names');
+SELECT is((SELECT proargnames[20:25] FROM pg_proc WHERE proname = 'dml_train'),
+		  ARRAY['sync', 'servers', 'staleness', 'average_every', 'compression', 'topk_ratio'],
+		  'dml_train sync argument names');
 SELECT has_function('dml_predict', ARRAY['text', 'double precision[]']);
 SELECT function_returns('dml_predict', ARRAY['text', 'double precision[]'], 'double precision');
 SELECT has_function('dml_predict', ARRAY['text', 'record']);

@@ -1,0 +1,171 @@
+--
+-- sync: the synchronization modes (allreduce, ps, ssp, async, gossip,
+-- average), parameter servers, gradient compression, stragglers, and the
+-- guarantee each mode makes
+--
+SET client_min_messages = warning;
+SET extra_float_digits = 0;
+
+CREATE OR REPLACE FUNCTION sqlerr(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE q;
+	RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+	DECLARE hint text;
+	BEGIN
+		GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
+		RETURN SQLSTATE || ': ' || SQLERRM || coalesce(' (hint: ' || nullif(hint, '') || ')', '');
+	END;
+END $$;
+
+-- largest coordinate difference between two models' parameters, in the
+-- data's units: a linear model's coefficients and intercept
+CREATE FUNCTION coef_gap(a text, b text) RETURNS float8 LANGUAGE sql AS $$
+	SELECT max(abs(x.c::float8 - y.c::float8))
+	FROM (SELECT ord, c FROM dml.models m,
+			   jsonb_array_elements_text(m.spec->'coefficients' || (m.spec->'intercept'))
+			   WITH ORDINALITY AS e(c, ord) WHERE m.name = a) x
+	JOIN (SELECT ord, c FROM dml.models m,
+			   jsonb_array_elements_text(m.spec->'coefficients' || (m.spec->'intercept'))
+			   WITH ORDINALITY AS e(c, ord) WHERE m.name = b) y USING (ord)
+$$;
+
+-- A regression with unequal slices: 3,000 rows, three features
+CREATE TABLE sreg AS
+SELECT i, x1, x2, x3, 3 * x1 - 2 * x2 + 0.5 * x3 + 1 + 0.1 * sin(i * 7.1) AS y
+FROM (SELECT i, sin(i * 0.37)::float8 AS x1, cos(i * 0.91)::float8 AS x2,
+			 sin(i * 1.31 + 0.2)::float8 AS x3
+	  FROM generate_series(1, 3000) i) s;
+
+-- ps equals allreduce in full-batch training (Adam runs on the servers), for 1 and 2 servers
+SELECT name, workers FROM dml_train('fb_allreduce', 'sreg', 'y', features => '{x1,x2,x3}',
+	model => 'linear', optimizer => 'adam', learning_rate => 0.05, epochs => 25,
+	batch_size => 100000, workers => 2);
+SELECT name, workers FROM dml_train('fb_ps1', 'sreg', 'y', features => '{x1,x2,x3}',
+	model => 'linear', optimizer => 'adam', learning_rate => 0.05, epochs => 25,
+	batch_size => 100000, workers => 2, sync => 'ps', servers => 1);
+SELECT name, workers FROM dml_train('fb_ps2', 'sreg', 'y', features => '{x1,x2,x3}',
+	model => 'linear', optimizer => 'adam', learning_rate => 0.05, epochs => 25,
+	batch_size => 100000, workers => 2, sync => 'ps', servers => 2);
+SELECT coef_gap('fb_allreduce', 'fb_ps1') < 1e-5 AS ps1_equals_allreduce,
+	   coef_gap('fb_allreduce', 'fb_ps2') < 1e-5 AS ps2_equals_allreduce,
+	   coef_gap('fb_allreduce', 'fb_ps1') IS NOT NULL AS compared;
+-- and it learned: the coefficients are near the truth
+SELECT abs((spec->'coefficients'->>0)::float8 - 3) < 0.5 AS learned
+FROM dml.models WHERE name = 'fb_ps2';
+
+-- ssp with staleness 0 equals ps, minibatches and momentum included
+SELECT name FROM dml_train('mb_ps', 'sreg', 'y', features => '{x1,x2,x3}', model => 'linear',
+	optimizer => 'momentum', learning_rate => 0.02, epochs => 3, batch_size => 50,
+	workers => 3, sync => 'ps', servers => 2);
+SELECT name FROM dml_train('mb_ssp0', 'sreg', 'y', features => '{x1,x2,x3}', model => 'linear',
+	optimizer => 'momentum', learning_rate => 0.02, epochs => 3, batch_size => 50,
+	workers => 3, sync => 'ssp', staleness => 0, servers => 2);
+SELECT coef_gap('mb_ps', 'mb_ssp0') < 1e-5 AS ssp0_equals_ps;
+SELECT max(staleness) AS ps_staleness FROM dml_epochs WHERE name IN ('mb_ps', 'mb_ssp0');
+
+-- average with average_every 1 and plain SGD equals allreduce (4 workers)
+SELECT name FROM dml_train('avg_allreduce', 'sreg', 'y', features => '{x1,x2,x3}',
+	model => 'linear', optimizer => 'sgd', learning_rate => 0.1, epochs => 4, batch_size => 64,
+	workers => 4);
+SELECT name FROM dml_train('avg_every1', 'sreg', 'y', features => '{x1,x2,x3}',
+	model => 'linear', optimizer => 'sgd', learning_rate => 0.1, epochs => 4, batch_size => 64,
+	workers => 4, sync => 'average', average_every => 1);
+SELECT coef_gap('avg_allreduce', 'avg_every1') < 1e-5 AS average1_equals_allreduce;
+-- averaging less often is a different (cheaper) algorithm: fewer bytes
+SELECT name FROM dml_train('avg_every8', 'sreg', 'y', features => '{x1,x2,x3}',
+	model => 'linear', optimizer => 'sgd', learning_rate => 0.1, epochs => 4, batch_size => 64,
+	workers => 4, sync => 'average', average_every => 8);
+SELECT (SELECT sum(bytes_sent) FROM dml_epochs WHERE name = 'avg_every8') <
+	   (SELECT sum(bytes_sent) FROM dml_epochs WHERE name = 'avg_every1') / 4 AS fewer_bytes,
+	   (SELECT (metrics->>'r2')::float8 FROM dml.models WHERE name = 'avg_every8') > 0.95 AS fits;
+
+-- A separable classification problem, with a validation split
+CREATE TABLE sep AS
+SELECT i, x1, x2, x3, (x1 + 2 * x2 - x3 > 0) AS y
+FROM (SELECT i, sin(i * 0.37)::float8 AS x1, cos(i * 0.91)::float8 AS x2,
+			 sin(i * 1.7 + 1)::float8 AS x3
+	  FROM generate_series(1, 8000) i) s;
+
+SELECT name FROM dml_train('sep_allreduce', 'sep', 'y', features => '{x1,x2,x3}',
+	model => 'logistic', optimizer => 'adam', learning_rate => 0.05, epochs => 5,
+	batch_size => 64, workers => 4, validation => 0.2);
+-- async (2 servers) and gossip reach at least 0.95 of allreduce's validation accuracy
+SELECT name FROM dml_train('sep_async', 'sep', 'y', features => '{x1,x2,x3}',
+	model => 'logistic', optimizer => 'adam', learning_rate => 0.05, epochs => 5,
+	batch_size => 64, workers => 4, validation => 0.2, sync => 'async', servers => 2);
+SELECT name FROM dml_train('sep_gossip', 'sep', 'y', features => '{x1,x2,x3}',
+	model => 'logistic', optimizer => 'adam', learning_rate => 0.05, epochs => 5,
+	batch_size => 64, workers => 4, validation => 0.2, sync => 'gossip');
+SELECT m.name, (m.metrics->>'accuracy')::float8 >= 0.95 * (b.metrics->>'accuracy')::float8
+		   AS within_95pct_of_allreduce
+FROM dml.models m, dml.models b
+WHERE m.name IN ('sep_async', 'sep_gossip') AND b.name = 'sep_allreduce' ORDER BY m.name;
+-- async records the staleness it saw (updates behind); gossip's replicas
+-- end within 5% (relative L2) of their average, the model returned
+SELECT bool_and(staleness IS NOT NULL AND staleness >= 0) AS async_staleness_recorded
+FROM dml_epochs WHERE name = 'sep_async';
+SELECT (metrics->>'consensus_distance')::float8 < 0.05 AS replicas_near_average,
+	   metrics->>'sync' AS sync
+FROM dml.models WHERE name = 'sep_gossip';
+
+-- ssp with staleness 2 and a slow worker: the staleness each server saw
+-- is recorded, reaches the bound (the fast workers run ahead) and never
+-- exceeds it
+SELECT name FROM dml_train('sep_ssp2', 'sep', 'y', features => '{x1,x2,x3}',
+	model => 'logistic', optimizer => 'adam', learning_rate => 0.05, epochs => 2,
+	batch_size => 64, workers => 3, servers => 2, validation => 0.2, sync => 'ssp',
+	staleness => 2, options => '{"straggler": "1:3"}');
+SELECT max(staleness) BETWEEN 1 AND 2 AS bounded_and_reached, count(*) AS epochs
+FROM dml_epochs WHERE name = 'sep_ssp2';
+SELECT jsonb_array_length(metrics->'server_staleness') AS servers,
+	   (SELECT bool_and(v::int <= 2) FROM jsonb_array_elements_text(metrics->'server_staleness') v)
+		   AS every_server_within_bound,
+	   metrics->>'staleness_bound' AS bound
+FROM dml.models WHERE name = 'sep_ssp2';
+
+-- every mode records bytes sent per epoch
+SELECT name, bool_and(bytes_sent > 0) AS bytes_recorded
+FROM dml_epochs
+WHERE name IN ('fb_ps1', 'mb_ssp0', 'avg_every1', 'sep_async', 'sep_gossip', 'sep_ssp2', 'sep_allreduce')
+GROUP BY name ORDER BY name;
+
+-- compression with error feedback: fp16 halves the bytes of all-reduce,
+-- top-k sends a small fraction; both still learn
+SELECT name FROM dml_train('cmp_fp16', 'sep', 'y', features => '{x1,x2,x3}',
+	model => 'logistic', optimizer => 'sgd', learning_rate => 0.5, epochs => 5,
+	batch_size => 64, workers => 2, validation => 0.2, compression => 'fp16');
+SELECT name FROM dml_train('cmp_none', 'sep', 'y', features => '{x1,x2,x3}',
+	model => 'logistic', optimizer => 'sgd', learning_rate => 0.5, epochs => 5,
+	batch_size => 64, workers => 2, validation => 0.2);
+SELECT name FROM dml_train('cmp_topk_ps', 'sep', 'y', features => '{x1,x2,x3}',
+	model => 'logistic', optimizer => 'sgd', learning_rate => 0.5, epochs => 5,
+	batch_size => 64, workers => 2, validation => 0.2, sync => 'ps', servers => 2,
+	compression => 'topk', topk_ratio => 0.5);
+SELECT (SELECT sum(bytes_sent) FROM dml_epochs WHERE name = 'cmp_fp16')::float8 /
+	   (SELECT sum(bytes_sent) FROM dml_epochs WHERE name = 'cmp_none')
+	   BETWEEN 0.5 AND 0.6 AS fp16_about_half_the_bytes;
+SELECT name, (metrics->>'accuracy')::float8 > 0.95 AS learned, metrics->>'compression' AS compression
+FROM dml.models WHERE name LIKE 'cmp\_%' ORDER BY name;
+
+-- the choices are checked
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', sync => 'bsp')$$);
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', servers => 2)$$);
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', sync => 'ps', servers => 0)$$);
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', sync => 'ps', staleness => 2)$$);
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', sync => 'ssp', staleness => -1)$$);
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', average_every => 4)$$);
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', sync => 'average', average_every => 0)$$);
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', compression => 'zip')$$);
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', sync => 'gossip', compression => 'topk')$$);
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', compression => 'topk', topk_ratio => 0)$$);
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'newton', sync => 'ps')$$);
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', sync => 'ps', device => 'gpu')$$);
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', options => '{"straggler": "1"}')$$);
+SET dml.test_hooks = off;
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', options => '{"straggler": "0:5"}')$$);
+RESET dml.test_hooks;
+SELECT count(*) AS no_model_x FROM dml.models WHERE name = 'x';
+
+DROP TABLE sreg, sep;
+DROP FUNCTION coef_gap(text, text);

@@ -1,0 +1,726 @@
+/*-------------------------------------------------------------------------
+ *
+ * sync.c
+ *	  The data ranks' side of every sync mode (see sync.h): all-reduce with
+ *	  optional compression, the parameter-server client (push a gradient,
+ *	  get the weights back, by key range, nonblocking), gossip and model
+ *	  averaging.  The servers' side is server.c.
+ *
+ * Gradient scaling.  allreduce, ps and ssp scale each rank's gradient by
+ * 1/(rows of the global step), so the sum over ranks is the gradient of
+ * the global minibatch's mean loss and ps equals allreduce.  gossip and
+ * average scale by W/(rows of the global step): a replica's local step is
+ * then its own minibatch's mean (when slices are balanced), and the
+ * average of the replicas after one plain SGD step equals the all-reduce
+ * step exactly.  async pushes each rank's own mean and the server applies
+ * it with learning_rate / W, so W asynchronous updates move the model as
+ * far as one synchronous step.
+ *
+ * Compression with error feedback: what a rank could not send this step
+ * (the rounding of fp16, the coordinates top-k left out) stays in its
+ * residual and is added to the next step's gradient.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <math.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "sync.h"
+
+SyncMode
+sync_mode_parse(const char *name)
+{
+	if (name == NULL || strcmp(name, "allreduce") == 0)
+		return SYNC_ALLREDUCE;
+	if (strcmp(name, "ps") == 0)
+		return SYNC_PS;
+	if (strcmp(name, "ssp") == 0)
+		return SYNC_SSP;
+	if (strcmp(name, "async") == 0)
+		return SYNC_ASYNC;
+	if (strcmp(name, "gossip") == 0)
+		return SYNC_GOSSIP;
+	if (strcmp(name, "average") == 0)
+		return SYNC_AVERAGE;
+	worker_fail("unknown sync mode \"%s\"", name);
+}
+
+static bool
+uses_servers(const Sync *s)
+{
+	return s->mode == SYNC_PS || s->mode == SYNC_SSP || s->mode == SYNC_ASYNC;
+}
+
+static void *
+xmalloc(size_t n)
+{
+	void	   *p = malloc(n ? n : 1);
+
+	if (p == NULL)
+		worker_fail("out of memory (%zu bytes for synchronization)", n);
+	return p;
+}
+
+void
+sync_init(Sync *s, const WorkerSpec *spec, size_t np)
+{
+	size_t		shard_max = 0;
+
+	memset(s, 0, sizeof(*s));
+	s->mode = sync_mode_parse(spec->sync);
+	s->comp = strcmp(spec->compression, "fp16") == 0 ? COMPRESS_FP16 :
+		strcmp(spec->compression, "topk") == 0 ? COMPRESS_TOPK : COMPRESS_NONE;
+	s->topk_ratio = spec->topk_ratio;
+	s->W = worker_world;
+	s->S = spec->servers;
+	s->np = np;
+	s->consensus = NAN;
+	if (uses_servers(s) && s->S < 1)
+		worker_fail("sync mode %s needs at least one server rank", spec->sync);
+	s->scratch = xmalloc(sizeof(float) * np);
+	if (s->comp != COMPRESS_NONE)
+	{
+		s->residual = calloc(np, sizeof(float));
+		s->order = xmalloc(sizeof(int) * np);
+		if (s->residual == NULL)
+			worker_fail("out of memory for the compression residual");
+	}
+	if (!uses_servers(s))
+		return;
+
+	s->bound = xmalloc(sizeof(size_t) * (s->S + 1));
+	for (int j = 0; j <= s->S; j++)
+		s->bound[j] = np * (size_t) j / (size_t) s->S;
+	for (int j = 0; j < s->S; j++)
+		if (s->bound[j + 1] - s->bound[j] > shard_max)
+			shard_max = s->bound[j + 1] - s->bound[j];
+	/* the largest message either way: INIT or STATE carry 3 floats a key */
+	s->buflen = sizeof(PsHeader) + 12 * shard_max + 64;
+	s->sbuf = xmalloc(sizeof(unsigned char *) * s->S);
+	s->rbuf = xmalloc(sizeof(unsigned char *) * s->S);
+	s->version = calloc(s->S, sizeof(int64_t));
+	s->server_bytes = calloc(s->S, sizeof(double));
+	s->server_stale = calloc(s->S, sizeof(int64_t));
+	if (!s->version || !s->server_bytes || !s->server_stale)
+		worker_fail("out of memory");
+	for (int j = 0; j < s->S; j++)
+	{
+		s->sbuf[j] = xmalloc(s->buflen);
+		s->rbuf[j] = xmalloc(s->buflen);
+	}
+}
+
+/* world rank of server j */
+static int
+server_rank(const Sync *s, int j)
+{
+	return s->W + j;
+}
+
+static void
+send_blocking(const Sync *s, int j, void *buf, size_t len)
+{
+	int			rc = MPI_Send(buf, (int) len, MPI_BYTE, server_rank(s, j), PS_TAG_REQUEST,
+							  MPI_COMM_WORLD);
+
+	if (rc != MPI_SUCCESS)
+		worker_fail("sending to parameter server %d failed (MPI error %d)", j, rc);
+	comm_count_p2p((double) len);
+}
+
+/*
+ * sync_start
+ *		Before the first step: rank 0 gives every server its shard of the
+ *		parameters and of the optimizer state, and every worker tells each
+ *		server the key range it will push, once; afterwards only values
+ *		travel.  epoch_rows is the training rows of all workers (async
+ *		counts an epoch by them).
+ */
+void
+sync_start(Sync *s, const float *params, const OptState *o, int64_t epoch_rows)
+{
+	if (!uses_servers(s))
+		return;
+	for (int j = 0; j < s->S; j++)
+	{
+		size_t		lo = s->bound[j],
+					n = s->bound[j + 1] - lo;
+		PsHeader   *h = (PsHeader *) s->sbuf[j];
+		float	   *v = (float *) (s->sbuf[j] + sizeof(PsHeader));
+
+		if (worker_rank == 0)
+		{
+			memset(h, 0, sizeof(*h));
+			h->type = PS_INIT;
+			h->clock = o->t;
+			h->count = (int64_t) s->np;
+			h->target = epoch_rows;
+			memcpy(v, params + lo, sizeof(float) * n);
+			memcpy(v + n, o->s1 + lo, sizeof(float) * n);
+			memcpy(v + 2 * n, o->s2 + lo, sizeof(float) * n);
+			send_blocking(s, j, h, sizeof(PsHeader) + 12 * n);
+		}
+		memset(h, 0, sizeof(*h));
+		h->type = PS_REGISTER;
+		h->worker = worker_rank;
+		h->count = (int64_t) lo;
+		h->target = (int64_t) (lo + n);
+		send_blocking(s, j, h, sizeof(PsHeader));
+	}
+}
+
+float
+sync_grad_scale(const Sync *s, int B, int64_t total)
+{
+	switch (s->mode)
+	{
+		case SYNC_ASYNC:
+			return B > 0 ? 1.0f / (float) B : 0.0f;
+		case SYNC_GOSSIP:
+		case SYNC_AVERAGE:
+			return total > 0 ? (float) s->W / (float) total : 0.0f;
+		default:
+			return total > 0 ? 1.0f / (float) total : 0.0f;
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Compression
+ * --------------------------------------------------------------------- */
+
+/* the largest power of two p with m * p <= limit (1 when m is 0) */
+static float
+pow2_scale(float m, float limit)
+{
+	if (!(m > 0) || !isfinite(m))
+		return 1.0f;
+	return ldexpf(1.0f, (int) floorf(log2f(limit / m)));
+}
+
+/* how many values top-k sends of n */
+static size_t
+topk_count(double ratio, size_t n)
+{
+	size_t		k = (size_t) ceil(ratio * (double) n);
+
+	if (k < 1)
+		k = 1;
+	return n == 0 ? 0 : k > n ? n : k;
+}
+
+/* order[0..k) := indices of the k largest |u|, by quickselect */
+static void
+select_topk(const float *u, int *order, size_t n, size_t k)
+{
+	size_t		lo = 0,
+				hi = n;
+
+	for (size_t i = 0; i < n; i++)
+		order[i] = (int) i;
+	while (hi - lo > 1)
+	{
+		float		pivot = fabsf(u[order[lo + (hi - lo) / 2]]);
+
+		/* three-way partition: |u| > pivot, then == pivot, then < pivot */
+		size_t		gt = lo,
+					i = lo,
+					lt = hi;
+
+		while (i < lt)
+		{
+			float		x = fabsf(u[order[i]]);
+
+			if (x > pivot)
+			{
+				int			t = order[i];
+
+				order[i++] = order[gt];
+				order[gt++] = t;
+			}
+			else if (x < pivot)
+			{
+				int			t = order[i];
+
+				order[i] = order[--lt];
+				order[lt] = t;
+			}
+			else
+				i++;
+		}
+		if (k <= gt)
+			hi = gt;
+		else if (k <= lt)
+			return;
+		else
+			lo = lt;
+	}
+}
+
+/*
+ * ps_encode
+ *		Encode v[0..n) (plus the residual, when there is one) for the wire;
+ *		the residual becomes what the encoding lost.  Returns the payload
+ *		bytes.  work holds n floats, order n ints.
+ */
+size_t
+ps_encode(PsEncoding enc, const float *v, size_t n, float *residual, double topk_ratio,
+		  unsigned char *out, float *scale, int32_t *nvals, float *work, int *order)
+{
+	const float *u = v;
+
+	*scale = 1.0f;
+	*nvals = (int32_t) n;
+	if (residual != NULL)
+	{
+		for (size_t i = 0; i < n; i++)
+			work[i] = v[i] + residual[i];
+		u = work;
+	}
+	switch (enc)
+	{
+		case ENC_DENSE:
+			memcpy(out, u, sizeof(float) * n);
+			if (residual)
+				memset(residual, 0, sizeof(float) * n);
+			return sizeof(float) * n;
+		case ENC_FP16:
+			{
+				_Float16   *h = (_Float16 *) out;
+				float		m = 0;
+
+				for (size_t i = 0; i < n; i++)
+					m = fmaxf(m, fabsf(u[i]));
+				*scale = pow2_scale(m, 16384.0f);
+				for (size_t i = 0; i < n; i++)
+				{
+					h[i] = (_Float16) (u[i] * *scale);
+					if (residual)
+						residual[i] = u[i] - (float) h[i] / *scale;
+				}
+				return 2 * n;
+			}
+		case ENC_TOPK:
+			{
+				size_t		k = topk_count(topk_ratio, n);
+				unsigned char *p = out;
+
+				select_topk(u, order, n, k);
+				if (residual && u != residual)
+					memcpy(residual, u, sizeof(float) * n);
+				for (size_t i = 0; i < k; i++)
+				{
+					int32_t		idx = order[i];
+					float		val = u[idx];
+
+					memcpy(p, &idx, 4);
+					memcpy(p + 4, &val, 4);
+					p += 8;
+					if (residual)
+						residual[idx] = 0;
+				}
+				*nvals = (int32_t) k;
+				return 8 * k;
+			}
+	}
+	return 0;
+}
+
+/* acc[0..n) += the decoded payload */
+void
+ps_decode_add(PsEncoding enc, const unsigned char *in, size_t n, int32_t nvals, float scale,
+			  float *acc)
+{
+	switch (enc)
+	{
+		case ENC_DENSE:
+			{
+				const float *v = (const float *) in;
+
+				for (size_t i = 0; i < n; i++)
+					acc[i] += v[i];
+				break;
+			}
+		case ENC_FP16:
+			{
+				const _Float16 *h = (const _Float16 *) in;
+
+				for (size_t i = 0; i < n; i++)
+					acc[i] += (float) h[i] / scale;
+				break;
+			}
+		case ENC_TOPK:
+			for (int32_t i = 0; i < nvals; i++)
+			{
+				int32_t		idx;
+				float		val;
+
+				memcpy(&idx, in + 8 * (size_t) i, 4);
+				memcpy(&val, in + 8 * (size_t) i + 4, 4);
+				if (idx < 0 || (size_t) idx >= n)
+					worker_fail("top-k entry %d is outside a range of %zu keys", idx, n);
+				acc[idx] += val;
+			}
+			break;
+	}
+}
+
+static PsEncoding
+wire_encoding(const Sync *s)
+{
+	return s->comp == COMPRESS_FP16 ? ENC_FP16 : s->comp == COMPRESS_TOPK ? ENC_TOPK : ENC_DENSE;
+}
+
+/* sum of grads over the data ranks, compressed as asked */
+static void
+allreduce_grads(Sync *s, float *grads)
+{
+	size_t		n = s->np;
+
+	if (s->comp == COMPRESS_NONE || s->W == 1)
+	{
+		comm_allreduce_float(grads, n);
+		return;
+	}
+	if (s->comp == COMPRESS_FP16)
+	{
+		uint16_t   *h = (uint16_t *) s->order;	/* n ints hold n halves */
+		_Float16   *hf = (_Float16 *) h;
+		float		m = 0,
+					scale;
+
+		for (size_t i = 0; i < n; i++)
+		{
+			s->scratch[i] = grads[i] + s->residual[i];
+			m = fmaxf(m, fabsf(s->scratch[i]));
+		}
+		comm_allreduce_max_float(&m, 1);
+		/* W terms of at most 32768 / W each: the sum stays below fp16's 65504 */
+		scale = pow2_scale(m, 32768.0f / (float) s->W);
+		for (size_t i = 0; i < n; i++)
+		{
+			hf[i] = (_Float16) (s->scratch[i] * scale);
+			s->residual[i] = s->scratch[i] - (float) hf[i] / scale;
+		}
+		comm_allreduce_half(h, n);
+		for (size_t i = 0; i < n; i++)
+			grads[i] = (float) hf[i] / scale;
+		return;
+	}
+	/* top-k: every rank's (index, value) pairs gathered, summed densely */
+	{
+		size_t		k = topk_count(s->topk_ratio, n);
+		unsigned char *mine,
+				   *all;
+		float		scale;
+		int32_t		nv;
+
+		mine = xmalloc(8 * k);
+		all = xmalloc(8 * k * (size_t) s->W);
+		ps_encode(ENC_TOPK, grads, n, s->residual, s->topk_ratio, mine, &scale,
+				  &nv, s->scratch, s->order);
+		if ((size_t) nv != k)
+			worker_fail("top-k selected %d values, expected %zu", nv, k);
+		comm_allgather_bytes(mine, 8 * k, all);
+		memset(grads, 0, sizeof(float) * n);
+		for (int r = 0; r < s->W; r++)
+			ps_decode_add(ENC_TOPK, all + 8 * k * (size_t) r, n, (int32_t) k, 1.0f, grads);
+		free(mine);
+		free(all);
+	}
+}
+
+/* replica average over the data ranks, in place */
+static void
+average_params(Sync *s, float *params)
+{
+	comm_allreduce_float(params, s->np);
+	for (size_t i = 0; i < s->np; i++)
+		params[i] /= (float) s->W;
+}
+
+/*
+ * One request to every server and its reply: the request (built in
+ * sbuf[j] by the caller, len[j] bytes) goes out nonblocking after the
+ * reply's receive is posted; the weights of each reply land in params.
+ */
+static void
+exchange(Sync *s, const size_t *len, float *params)
+{
+	MPI_Request *req = xmalloc(sizeof(MPI_Request) * 2 * s->S);
+
+	for (int j = 0; j < s->S; j++)
+	{
+		if (MPI_Irecv(s->rbuf[j], (int) s->buflen, MPI_BYTE, server_rank(s, j), PS_TAG_REPLY,
+					  MPI_COMM_WORLD, &req[2 * j]) != MPI_SUCCESS ||
+			MPI_Isend(s->sbuf[j], (int) len[j], MPI_BYTE, server_rank(s, j), PS_TAG_REQUEST,
+					  MPI_COMM_WORLD, &req[2 * j + 1]) != MPI_SUCCESS)
+			worker_fail("posting a message to parameter server %d failed", j);
+		comm_count_p2p((double) len[j]);
+	}
+	if (MPI_Waitall(2 * s->S, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+		worker_fail("talking to the parameter servers failed");
+	free(req);
+	for (int j = 0; j < s->S; j++)
+	{
+		const PsHeader *h = (const PsHeader *) s->rbuf[j];
+		size_t		lo = s->bound[j],
+					n = s->bound[j + 1] - lo;
+
+		if (h->nvals != (int32_t) n)
+			worker_fail("parameter server %d sent %d weights for a range of %zu", j, h->nvals, n);
+		memcpy(params + lo, s->rbuf[j] + sizeof(PsHeader), sizeof(float) * n);
+		s->version[j] = h->version;
+		s->server_bytes[j] = h->bytes;
+		if (h->staleness > s->stale_epoch)
+			s->stale_epoch = h->staleness;
+		if (h->staleness > s->server_stale[j])
+			s->server_stale[j] = h->staleness;
+		if (j == 0 && (h->flags & PS_EPOCH_DONE))
+			s->epoch_done = 1;
+	}
+}
+
+/* push this step's gradient to every server, get the weights back */
+static void
+ps_push_pull(Sync *s, const WorkerSpec *spec, float *params, const float *grads, float lr,
+			 int B, bool epoch_end)
+{
+	size_t	   *len = xmalloc(sizeof(size_t) * s->S);
+	PsEncoding	enc = wire_encoding(s);
+
+	for (int j = 0; j < s->S; j++)
+	{
+		PsHeader   *h = (PsHeader *) s->sbuf[j];
+		size_t		lo = s->bound[j],
+					n = s->bound[j + 1] - lo;
+
+		memset(h, 0, sizeof(*h));
+		h->type = PS_PUSH;
+		h->worker = worker_rank;
+		h->clock = s->clock;
+		/* ps: all of this clock; ssp: up to s clocks missing, none at an epoch's end */
+		h->want = s->clock + 1 - (s->mode == SYNC_SSP && !epoch_end ? spec->staleness : 0);
+		h->version = s->version[j];
+		h->count = B;
+		h->lr = lr;
+		h->encoding = enc;
+		len[j] = sizeof(PsHeader) +
+			ps_encode(enc, grads + lo, n, s->residual ? s->residual + lo : NULL, s->topk_ratio,
+					  s->sbuf[j] + sizeof(PsHeader), &h->scale, &h->nvals, s->scratch,
+					  s->order);
+	}
+	exchange(s, len, params);
+	free(len);
+	s->clock++;
+}
+
+/*
+ * sync_step
+ *		After a step's gradient (scaled by sync_grad_scale): agree, and
+ *		update params (and, where replicas step locally, the optimizer
+ *		state).  B is this rank's rows in the step, total all ranks'.
+ *		epoch_end marks the epoch's last step.
+ */
+void
+sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads, OptState *o,
+		  float lr, int B, int64_t total, bool epoch_end)
+{
+	switch (s->mode)
+	{
+		case SYNC_ALLREDUCE:
+			allreduce_grads(s, grads);
+			if (total > 0)
+				train_opt_step(o, spec, params, grads, lr);
+			break;
+		case SYNC_PS:
+		case SYNC_SSP:
+		case SYNC_ASYNC:
+			ps_push_pull(s, spec, params, grads, lr, B, epoch_end);
+			break;
+		case SYNC_AVERAGE:
+			if (total > 0)
+				train_opt_step(o, spec, params, grads, lr);
+			if (++s->round >= spec->average_every || epoch_end)
+			{
+				average_params(s, params);
+				s->round = 0;
+			}
+			break;
+		case SYNC_GOSSIP:
+			if (total > 0)
+				train_opt_step(o, spec, params, grads, lr);
+			if (s->W > 1)
+			{
+				/* round r: send to rank + d, receive from rank - d, d = 1 + r mod (W - 1) */
+				int			d = 1 + (int) (s->round % (s->W - 1));
+
+				comm_sendrecv_float(params, s->scratch, s->np, (worker_rank + d) % s->W,
+									(worker_rank - d + s->W) % s->W);
+				for (size_t i = 0; i < s->np; i++)
+					params[i] = 0.5f * (params[i] + s->scratch[i]);
+			}
+			s->round++;
+			break;
+	}
+}
+
+/* gossip: the replicas' average into scratch, and how far they are from it */
+static void
+gossip_average(Sync *s, const float *params)
+{
+	double		num = 0,
+				den = 0,
+				d[1];
+
+	memcpy(s->scratch, params, sizeof(float) * s->np);
+	average_params(s, s->scratch);
+	for (size_t i = 0; i < s->np; i++)
+	{
+		double		e = (double) params[i] - s->scratch[i];
+
+		num += e * e;
+		den += (double) s->scratch[i] * s->scratch[i];
+	}
+	d[0] = den > 0 ? sqrt(num / den) : sqrt(num);
+	comm_allreduce_max_double(d, 1);
+	s->consensus = d[0];
+}
+
+/*
+ * sync_epoch_end
+ *		After an epoch's steps (collective over the data ranks): async
+ *		waits for every worker at the servers and takes the same weights;
+ *		gossip computes the replicas' average.  Returns the parameters to
+ *		evaluate; *staleness gets the most staleness any rank saw in the
+ *		epoch (NaN where the mode has none).  Also brings the bytes sent
+ *		up to date.
+ */
+const float *
+sync_epoch_end(Sync *s, float *params, double *staleness)
+{
+	const float *eval = params;
+	double		extra = 0;
+
+	*staleness = NAN;
+	if (s->mode == SYNC_ASYNC)
+	{
+		size_t	   *len = xmalloc(sizeof(size_t) * s->S);
+
+		for (int j = 0; j < s->S; j++)
+		{
+			PsHeader   *h = (PsHeader *) s->sbuf[j];
+
+			memset(h, 0, sizeof(*h));
+			h->type = PS_BARRIER;
+			h->worker = worker_rank;
+			len[j] = sizeof(PsHeader);
+		}
+		exchange(s, len, params);
+		free(len);
+		s->epoch_done = 0;
+	}
+	else if (s->mode == SYNC_GOSSIP)
+	{
+		gossip_average(s, params);
+		eval = s->scratch;
+	}
+	if (s->mode == SYNC_SSP || s->mode == SYNC_ASYNC || s->mode == SYNC_PS)
+	{
+		int64_t		st = s->stale_epoch;
+
+		comm_allreduce_max_i64(&st, 1);
+		*staleness = (double) st;
+		s->stale_epoch = 0;
+	}
+	if (uses_servers(s))
+		for (int j = 0; j < s->S; j++)
+			extra += s->server_bytes[j];
+	comm_reduce_p2p(extra);
+	return eval;
+}
+
+/* rank 0, before a checkpoint: the servers' optimizer state into o */
+void
+sync_gather_state(Sync *s, OptState *o)
+{
+	if (!uses_servers(s) || worker_rank != 0)
+		return;
+	for (int j = 0; j < s->S; j++)
+	{
+		PsHeader   *h = (PsHeader *) s->sbuf[j];
+		size_t		lo = s->bound[j],
+					n = s->bound[j + 1] - lo;
+		MPI_Status	st;
+		const PsHeader *r = (const PsHeader *) s->rbuf[j];
+		const float *v = (const float *) (s->rbuf[j] + sizeof(PsHeader));
+
+		memset(h, 0, sizeof(*h));
+		h->type = PS_STATE;
+		h->worker = worker_rank;
+		send_blocking(s, j, h, sizeof(PsHeader));
+		if (MPI_Recv(s->rbuf[j], (int) s->buflen, MPI_BYTE, server_rank(s, j), PS_TAG_REPLY,
+					 MPI_COMM_WORLD, &st) != MPI_SUCCESS || r->nvals != (int32_t) (2 * n))
+			worker_fail("parameter server %d did not send its optimizer state", j);
+		memcpy(o->s1 + lo, v, sizeof(float) * n);
+		memcpy(o->s2 + lo, v + n, sizeof(float) * n);
+		o->t = (int) r->clock;
+	}
+}
+
+/* rank 0: every server ends its loop (also on the way out of an error) */
+void
+sync_stop_servers(void)
+{
+	PsHeader	h;
+
+	if (server_count <= 0 || world_rank != 0)
+		return;
+	memset(&h, 0, sizeof(h));
+	h.type = PS_STOP;
+	for (int r = world_size - server_count; r < world_size; r++)
+		MPI_Send(&h, sizeof(h), MPI_BYTE, r, PS_TAG_REQUEST, MPI_COMM_WORLD);
+}
+
+/*
+ * sync_finish
+ *		After the last epoch: gossip's model is the replicas' average; the
+ *		servers stop; the most staleness each server reported is reduced
+ *		over the workers (collective over the data ranks).
+ */
+void
+sync_finish(Sync *s, float *params)
+{
+	if (s->mode == SYNC_GOSSIP)
+	{
+		gossip_average(s, params);
+		memcpy(params, s->scratch, sizeof(float) * s->np);
+	}
+	if (uses_servers(s))
+	{
+		comm_allreduce_max_i64(s->server_stale, s->S);
+		sync_stop_servers();
+	}
+}
+
+void
+sync_free(Sync *s)
+{
+	if (s->sbuf)
+		for (int j = 0; j < s->S; j++)
+		{
+			free(s->sbuf[j]);
+			free(s->rbuf[j]);
+		}
+	free(s->sbuf);
+	free(s->rbuf);
+	free(s->bound);
+	free(s->residual);
+	free(s->scratch);
+	free(s->order);
+	free(s->version);
+	free(s->server_bytes);
+	free(s->server_stale);
+}

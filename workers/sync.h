@@ -1,0 +1,134 @@
+/*-------------------------------------------------------------------------
+ *
+ * sync.h
+ *	  How the data ranks of a training job agree on the parameters each
+ *	  step (the `sync` modes), how gradients are compressed on the way, and
+ *	  the parameter-server ranks that hold the parameters in ps, ssp and
+ *	  async modes.
+ *
+ *	  allreduce  gradients summed by MPI_Allreduce; every replica steps
+ *	  ps         servers sum the workers' pushes of a clock, step, serve pulls
+ *	  ssp        ps, but a worker may run up to `staleness` clocks ahead of
+ *	             the slowest; s = 0 is ps
+ *	  async      servers apply every push at once; no clock, no barrier
+ *	  gossip     local steps, then each replica averages with one partner
+ *	  average    local steps, replicas averaged every `average_every` steps
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DML_SYNC_H
+#define DML_SYNC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "worker.h"
+
+typedef enum SyncMode
+{
+	SYNC_ALLREDUCE,
+	SYNC_PS,
+	SYNC_SSP,
+	SYNC_ASYNC,
+	SYNC_GOSSIP,
+	SYNC_AVERAGE
+} SyncMode;
+
+typedef enum Compression
+{
+	COMPRESS_NONE,
+	COMPRESS_FP16,
+	COMPRESS_TOPK
+} Compression;
+
+/* parameter-server messages: one MPI_BYTE message, this header then values */
+typedef enum PsType
+{
+	PS_INIT = 1,				/* rank 0 -> server: shard of params and state */
+	PS_REGISTER,				/* worker -> server, once: the key range it pushes */
+	PS_PUSH,					/* worker -> server: gradient; answered with weights */
+	PS_BARRIER,					/* async epoch end: answered when every worker came */
+	PS_STATE,					/* rank 0 -> server: send the optimizer state */
+	PS_STOP						/* the job is over */
+} PsType;
+
+typedef enum PsEncoding
+{
+	ENC_DENSE = 0,				/* float32 values of the whole range */
+	ENC_FP16,					/* binary16 values times `scale` */
+	ENC_TOPK					/* nvals (int32 offset, float32 value) pairs */
+} PsEncoding;
+
+#define PS_TAG_REQUEST	101
+#define PS_TAG_REPLY	102
+#define PS_EPOCH_DONE	1		/* reply flag (async): the epoch's rows are in */
+
+typedef struct PsHeader
+{
+	int32_t		type;
+	int32_t		worker;			/* data rank of the sender (requests) */
+	int64_t		clock;			/* push: the clock of this gradient */
+	int64_t		want;			/* push: clocks the weights sent back must include */
+	int64_t		version;		/* async: updates in the weights a gradient used / sent */
+	int64_t		count;			/* INIT: parameters; PUSH: rows; REGISTER: range start */
+	int64_t		target;			/* INIT: training rows per epoch; REGISTER: range end */
+	double		bytes;			/* reply: bytes this server sent so far */
+	float		lr;
+	float		scale;			/* fp16 */
+	int32_t		encoding;
+	int32_t		nvals;
+	int32_t		staleness;		/* reply: clocks (ssp) or updates (async) missing */
+	int32_t		flags;
+} PsHeader;
+
+typedef struct Sync
+{
+	SyncMode	mode;
+	Compression comp;
+	double		topk_ratio;
+	int			W;				/* data ranks */
+	int			S;				/* server ranks */
+	size_t		np;				/* parameters */
+	size_t	   *bound;			/* (S + 1) shard boundaries */
+	float	   *residual;		/* error feedback of the compression */
+	float	   *scratch;		/* (np) values to compress, or the average */
+	int		   *order;			/* top-k selection */
+	int64_t		clock;			/* pushes (steps) done */
+	int64_t	   *version;		/* async: per server, updates in our weights */
+	unsigned char **sbuf;		/* per server: request and reply buffers */
+	unsigned char **rbuf;
+	size_t		buflen;
+	double	   *server_bytes;	/* latest figure each server reported */
+	int64_t	   *server_stale;	/* the most staleness each server reported */
+	int			stale_epoch;	/* the most this rank saw this epoch */
+	int			epoch_done;		/* async: server 0 said the epoch's rows are in */
+	int64_t		round;			/* gossip round / steps since averaging */
+	double		consensus;		/* gossip: max ||x_r - mean|| / ||mean||; NaN otherwise */
+} Sync;
+
+extern SyncMode sync_mode_parse(const char *name);
+extern void sync_init(Sync *s, const WorkerSpec *spec, size_t np);
+extern void sync_start(Sync *s, const float *params, const OptState *o, int64_t epoch_rows);
+extern float sync_grad_scale(const Sync *s, int B, int64_t total);
+extern void sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads,
+					  OptState *o, float lr, int B, int64_t total, bool epoch_end);
+extern const float *sync_epoch_end(Sync *s, float *params, double *staleness);
+extern void sync_gather_state(Sync *s, OptState *o);
+extern void sync_finish(Sync *s, float *params);
+extern void sync_free(Sync *s);
+extern void sync_stop_servers(void);
+
+/* shared by workers and servers */
+extern void train_opt_step(OptState *o, const WorkerSpec *spec, float *params,
+						   const float *grads, float lr);
+extern size_t ps_encode(PsEncoding enc, const float *v, size_t n, float *residual,
+						double topk_ratio, unsigned char *out, float *scale, int32_t *nvals,
+						float *work, int *order);
+extern void ps_decode_add(PsEncoding enc, const unsigned char *in, size_t n, int32_t nvals,
+						  float scale, float *acc);
+
+/* server.c */
+extern void server_main(const WorkerSpec *spec);
+
+#endif							/* DML_SYNC_H */
