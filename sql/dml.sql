@@ -220,6 +220,14 @@ CREATE FUNCTION dml.vec_bytes(anyarray) RETURNS bytea
 AS 'MODULE_PATHNAME', 'dml_vec_bytes' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 GRANT EXECUTE ON FUNCTION dml.vec_bytes(anyarray) TO PUBLIC;
 
+/*
+ * float8 values as one field of little-endian float32 bytes (a NULL bitmap
+ * after them when some are NULL), for the workers' COPY of numeric features
+ */
+CREATE FUNCTION dml.num_bytes(VARIADIC "any") RETURNS bytea
+AS 'MODULE_PATHNAME', 'dml_num_bytes' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+GRANT EXECUTE ON FUNCTION dml.num_bytes("any") TO PUBLIC;
+
 /* true when the calling role may use a model name */
 CREATE FUNCTION dml.can_use(owner oid, name text)
 RETURNS boolean
