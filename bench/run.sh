@@ -6,6 +6,10 @@
 #   bash bench/run.sh quick    the same code on small sizes (< 3 min),
 #                              report in bench/out/RESULTS-quick.md
 #
+#   DML_BENCH_BASELINE=REV bash bench/run.sh full
+#                              also builds REV's dml-worker (git archive) and runs
+#                              the MPI exact solvers with it side by side
+#
 # Starts its own private PostgreSQL cluster (regress/pgcluster.sh) and stops
 # it on exit, builds the micro benchmarks (bench/micro) into build/micro,
 # loads synth_1m (bench/sql/synth.sql) and Fashion-MNIST
@@ -68,6 +72,19 @@ fi
 bash bench/micro/build.sh "$here/build/micro" >"$out_dir/build-micro.log" 2>&1 || {
 	cat "$out_dir/build-micro.log" >&2; exit 1; }
 
+# --- a previous build's dml-worker, to compare with (optional) ------------------
+baseline_args=()
+if [ -n "${DML_BENCH_BASELINE:-}" ]; then
+	bsrc=$out_dir/baseline-src
+	rm -rf "$bsrc"
+	mkdir -p "$bsrc"
+	git -C "$here" archive "$DML_BENCH_BASELINE" | tar -x -C "$bsrc"
+	# CPU only: the exact solvers it is compared on do not use CUDA
+	make -C "$bsrc" -s build/dml-worker HAVE_CUDA=no >"$out_dir/build-baseline.log" 2>&1 || {
+		cat "$out_dir/build-baseline.log" >&2; exit 1; }
+	baseline_label="dml-worker of $(git -C "$here" rev-parse --short "$DML_BENCH_BASELINE")"
+fi
+
 # --- private cluster ------------------------------------------------------------
 # shellcheck source=../regress/pgcluster.sh
 source regress/pgcluster.sh
@@ -84,6 +101,11 @@ pgc_start
 echo "run.sh: cluster in $PGC_DIR, port $PGC_PORT" >&2
 # the benchmark runs as root; the socket directory must let root's psql in
 pgc_psql -c 'CREATE EXTENSION dml'
+if [ -n "${DML_BENCH_BASELINE:-}" ]; then
+	# where the server's user can run it
+	install -m 755 "$bsrc/build/dml-worker" "$PGC_DIR/baseline-dml-worker"
+	baseline_args=(--baseline-worker "$PGC_DIR/baseline-dml-worker" --baseline-label "$baseline_label")
+fi
 
 setup_json=$out_dir/setup-$mode.json
 timed_setup() {	# name, command...
@@ -111,6 +133,6 @@ EOF
 
 # --- the benchmarks -----------------------------------------------------------
 $PY bench/harness.py --mode "$mode" --out "$report" --micro "$here/build/micro" \
-	--workdir "$out_dir" --setup-json "$setup_json" 2>&1 | tee -a "$out_dir/run-$mode.log" >&2
+	--workdir "$out_dir" --setup-json "$setup_json" "${baseline_args[@]}" 2>&1 | tee -a "$out_dir/run-$mode.log" >&2
 
 echo "run.sh: $mode done in $(( $(date +%s) - t_begin )) s; report: $report" >&2

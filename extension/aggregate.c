@@ -1,16 +1,23 @@
 /*-------------------------------------------------------------------------
  *
  * aggregate.c
- *	  dml.xtx(float8[]): the sufficient statistics of least squares as a
- *	  parallel-safe aggregate, for the one-pass exact solver.
+ *	  dml.xtx: the sufficient statistics of least squares as a
+ *	  parallel-safe aggregate, for the one-pass exact solver; and the byte
+ *	  packers the workers' COPY reads (dml.vec_bytes, dml.num_bytes).
  *
- * Each input is ARRAY[y, x1, ..., xd].  The state sums, in double, the
- * upper triangle of Z'Z for z = [x, 1], Z'y and y'y, and counts NULL and
- * non-finite values per column (a row with any NULL is left out of the
- * sums).  PostgreSQL's parallel workers each build a state, the combine
- * function merges them, so every row stays inside the server and no MPI
- * job starts: for a single pass this beats reading the rows out over
- * libpq (bench/RESULTS.md has the side-by-side figures).
+ * Two forms share one state: dml.xtx_cols(y, x1, ..., xd), float8
+ * arguments passed one by one (VARIADIC "any": no array is built per row,
+ * which cost more than the sums themselves), and dml.xtx(ARRAY[y, x1, ...,
+ * xd]) for more columns than a function takes arguments.  The state counts
+ * NULL and non-finite values per column (a row with any NULL or non-finite
+ * value is left out of the sums) and buffers the other rows as
+ * z = [x, 1, y]; every XTX_BLOCK rows one dsyrk adds the block's Z'Z to the
+ * augmented Gram matrix G = [Z'Z Z'y; . y'y] (upper triangle, double), a
+ * rank-k update instead of a rank-1 update per row.  PostgreSQL's parallel
+ * workers each build a state, the combine function merges them, so every
+ * row stays inside the server and no MPI job starts: for a single pass
+ * this beats reading the rows out over libpq (bench/RESULTS.md has the
+ * side-by-side figures).
  *
  * The final value is a float8[] laid out as
  *	 d, n, nulls[d+1], bad[d+1], A[(d+1)^2] (full), b[d+1], yy
@@ -20,6 +27,7 @@
  */
 #include "postgres.h"
 
+#include <cblas.h>
 #include <math.h>
 
 #include "catalog/pg_type.h"
@@ -32,17 +40,19 @@
 #include "dml.h"
 
 #define XTX_MAX_DIM 1000
+#define XTX_BLOCK_VALUES 32768	/* values buffered before a dsyrk */
 
 typedef struct XtxState
 {
 	int			d;				/* features */
+	int			q;				/* columns of z = [x, 1, y]: d + 2 */
 	double		n;
 	double	   *nulls;			/* (d + 1): target, then features */
 	double	   *bad;			/* (d + 1) */
-	double	   *A;				/* (p, p), upper triangle, p = d + 1 */
-	double	   *b;				/* (p) */
-	double		yy;
-	double	   *z;				/* scratch (p) */
+	double	   *G;				/* (q, q), upper triangle */
+	double	   *Z;				/* (block, q) rows not yet added */
+	int			nz;				/* rows in Z */
+	int			block;			/* Z's capacity in rows */
 } XtxState;
 
 static XtxState *
@@ -56,17 +66,45 @@ xtx_new(MemoryContext cxt, int d)
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("dml.xtx takes 2 to %d array elements, got %d", XTX_MAX_DIM + 1, d + 1)));
 	st->d = d;
+	st->q = d + 2;
+	st->block = Max(8, XTX_BLOCK_VALUES / st->q);
 	st->nulls = MemoryContextAllocZero(cxt, sizeof(double) * p);
 	st->bad = MemoryContextAllocZero(cxt, sizeof(double) * p);
-	st->A = MemoryContextAllocZero(cxt, sizeof(double) * p * p);
-	st->b = MemoryContextAllocZero(cxt, sizeof(double) * p);
-	st->z = MemoryContextAllocZero(cxt, sizeof(double) * p);
+	st->G = MemoryContextAllocZero(cxt, sizeof(double) * st->q * st->q);
+	st->Z = MemoryContextAlloc(cxt, sizeof(double) * st->block * st->q);
 	return st;
+}
+
+/* add the buffered rows to G */
+static void
+xtx_flush(XtxState *st)
+{
+	if (st->nz == 0)
+		return;
+	cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, st->q, st->nz, 1.0, st->Z, st->q,
+				1.0, st->G, st->q);
+	st->nz = 0;
+}
+
+/* the next buffer row, flushing a full buffer first */
+static inline double *
+xtx_row(XtxState *st)
+{
+	if (st->nz == st->block)
+		xtx_flush(st);
+	return st->Z + (size_t) st->nz * st->q;
+}
+
+/* a value that does not fit the workers' float32 is counted as bad */
+static inline bool
+xtx_bad(double x)
+{
+	return !isfinite(x) || !isfinite((float) x);
 }
 
 PG_FUNCTION_INFO_V1(dml_xtx_trans);
 
-/* add one row */
+/* add one row, ARRAY[y, x1, ..., xd] */
 Datum
 dml_xtx_trans(PG_FUNCTION_ARGS)
 {
@@ -74,9 +112,9 @@ dml_xtx_trans(PG_FUNCTION_ARGS)
 	XtxState   *st;
 	ArrayType  *arr;
 	int			n,
-				d,
-				p;
+				d;
 	const double *v;
+	double	   *z;
 	bool		skip = false;
 
 	if (!AggCheckCallContext(fcinfo, &aggcxt))
@@ -90,7 +128,6 @@ dml_xtx_trans(PG_FUNCTION_ARGS)
 				 errmsg("dml.xtx takes a one-dimensional float8 array")));
 	n = ARR_DIMS(arr)[0];
 	d = n - 1;
-	p = d + 1;
 	st = PG_ARGISNULL(0) ? xtx_new(aggcxt, d) : (XtxState *) PG_GETARG_POINTER(0);
 	if (st->d != d)
 		ereport(ERROR,
@@ -108,19 +145,14 @@ dml_xtx_trans(PG_FUNCTION_ARGS)
 		{
 			if (!(bitmap[i / 8] & (1 << (i % 8))))
 				st->nulls[i] += 1;
-			else
-			{
-				double		x = data[k++];
-
-				if (!isfinite(x) || !isfinite((float) x))
-					st->bad[i] += 1;
-			}
+			else if (xtx_bad(data[k++]))
+				st->bad[i] += 1;
 		}
 		PG_RETURN_POINTER(st);
 	}
 	v = (const double *) ARR_DATA_PTR(arr);
 	for (int i = 0; i < n; i++)
-		if (!isfinite(v[i]) || !isfinite((float) v[i]))
+		if (xtx_bad(v[i]))
 		{
 			st->bad[i] += 1;
 			skip = true;
@@ -128,21 +160,80 @@ dml_xtx_trans(PG_FUNCTION_ARGS)
 	if (skip)
 		PG_RETURN_POINTER(st);
 
-	/* z = [x, 1]; A += z z' (upper), b += z y */
-	for (int i = 0; i < d; i++)
-		st->z[i] = v[i + 1];
-	st->z[d] = 1.0;
-	for (int i = 0; i < p; i++)
-	{
-		double		zi = st->z[i];
-		double	   *row = st->A + (size_t) i * p;
-
-		for (int j = i; j < p; j++)
-			row[j] += zi * st->z[j];
-		st->b[i] += zi * v[0];
-	}
-	st->yy += v[0] * v[0];
+	/* z = [x, 1, y] */
+	z = xtx_row(st);
+	memcpy(z, v + 1, sizeof(double) * d);
+	z[d] = 1.0;
+	z[d + 1] = v[0];
+	st->nz++;
 	st->n += 1;
+	PG_RETURN_POINTER(st);
+}
+
+PG_FUNCTION_INFO_V1(dml_xtx_cols_trans);
+
+/*
+ * add one row, (y, x1, ..., xd) as float8 arguments: no array per row.
+ * The argument types are checked on the first row of each call site.
+ */
+Datum
+dml_xtx_cols_trans(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggcxt;
+	XtxState   *st;
+	int			n = PG_NARGS() - 1;
+	int			d = n - 1;
+	double	   *z;
+	bool		skip = false;
+
+	if (!AggCheckCallContext(fcinfo, &aggcxt))
+		elog(ERROR, "dml_xtx_cols_trans called in non-aggregate context");
+	if (fcinfo->flinfo->fn_extra == NULL)
+	{
+		if (get_fn_expr_variadic(fcinfo->flinfo))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("dml.xtx_cols takes its columns one by one, not as a VARIADIC array")));
+		for (int i = 1; i <= n; i++)
+			if (get_fn_expr_argtype(fcinfo->flinfo, i) != FLOAT8OID)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("dml.xtx_cols takes float8 arguments, argument %d is %s", i,
+								format_type_be(get_fn_expr_argtype(fcinfo->flinfo, i)))));
+		fcinfo->flinfo->fn_extra = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, 1);
+	}
+	st = PG_ARGISNULL(0) ? xtx_new(aggcxt, d) : (XtxState *) PG_GETARG_POINTER(0);
+	if (st->d != d)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("dml.xtx_cols got %d and %d columns", st->d + 1, n)));
+
+	/* z = [x, 1, y], written in place and kept only if the row is usable */
+	z = xtx_row(st);
+	for (int i = 0; i < n; i++)
+	{
+		double		x;
+
+		if (PG_ARGISNULL(i + 1))
+		{
+			st->nulls[i] += 1;
+			skip = true;
+			continue;
+		}
+		x = PG_GETARG_FLOAT8(i + 1);
+		if (xtx_bad(x))
+		{
+			st->bad[i] += 1;
+			skip = true;
+		}
+		z[i == 0 ? d + 1 : i - 1] = x;
+	}
+	if (!skip)
+	{
+		z[d] = 1.0;
+		st->nz++;
+		st->n += 1;
+	}
 	PG_RETURN_POINTER(st);
 }
 
@@ -164,24 +255,21 @@ dml_xtx_combine(PG_FUNCTION_ARGS)
 	if (b == NULL)
 		PG_RETURN_POINTER(a);
 	if (a == NULL)
-	{
 		a = xtx_new(aggcxt, b->d);
-	}
 	if (a->d != b->d)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("dml.xtx got arrays of %d and %d elements", a->d + 1, b->d + 1)));
+	xtx_flush(b);
 	p = a->d + 1;
 	a->n += b->n;
-	a->yy += b->yy;
 	for (int i = 0; i < p; i++)
 	{
 		a->nulls[i] += b->nulls[i];
 		a->bad[i] += b->bad[i];
-		a->b[i] += b->b[i];
 	}
-	for (int i = 0; i < p * p; i++)
-		a->A[i] += b->A[i];
+	for (int i = 0; i < a->q * a->q; i++)
+		a->G[i] += b->G[i];
 	PG_RETURN_POINTER(a);
 }
 
@@ -190,10 +278,12 @@ static ArrayType *
 xtx_flatten(XtxState *st)
 {
 	int			p = st->d + 1;
+	int			q = st->q;
 	int			len = 2 + 2 * p + p * p + p + 1;
 	Datum	   *e = palloc(sizeof(Datum) * len);
 	int			k = 0;
 
+	xtx_flush(st);
 	e[k++] = Float8GetDatum(st->d);
 	e[k++] = Float8GetDatum(st->n);
 	for (int i = 0; i < p; i++)
@@ -202,16 +292,16 @@ xtx_flatten(XtxState *st)
 		e[k++] = Float8GetDatum(st->bad[i]);
 	for (int i = 0; i < p; i++)
 		for (int j = 0; j < p; j++)
-			e[k++] = Float8GetDatum(j >= i ? st->A[(size_t) i * p + j] : st->A[(size_t) j * p + i]);
+			e[k++] = Float8GetDatum(j >= i ? st->G[(size_t) i * q + j] : st->G[(size_t) j * q + i]);
 	for (int i = 0; i < p; i++)
-		e[k++] = Float8GetDatum(st->b[i]);
-	e[k++] = Float8GetDatum(st->yy);
+		e[k++] = Float8GetDatum(st->G[(size_t) i * q + p]);
+	e[k++] = Float8GetDatum(st->G[(size_t) p * q + p]);
 	return construct_array(e, len, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
 }
 
 PG_FUNCTION_INFO_V1(dml_xtx_serialize);
 
-/* for parallel workers: the state as bytea */
+/* for parallel workers: the state as bytea (the buffered rows added first) */
 Datum
 dml_xtx_serialize(PG_FUNCTION_ARGS)
 {
@@ -219,18 +309,18 @@ dml_xtx_serialize(PG_FUNCTION_ARGS)
 	int			p = st->d + 1;
 	StringInfoData buf;
 
+	xtx_flush(st);
 	pq_begintypsend(&buf);
 	pq_sendint32(&buf, st->d);
 	pq_sendfloat8(&buf, st->n);
-	pq_sendfloat8(&buf, st->yy);
 	for (int i = 0; i < p; i++)
 	{
 		pq_sendfloat8(&buf, st->nulls[i]);
 		pq_sendfloat8(&buf, st->bad[i]);
-		pq_sendfloat8(&buf, st->b[i]);
 	}
-	for (int i = 0; i < p * p; i++)
-		pq_sendfloat8(&buf, st->A[i]);
+	for (int i = 0; i < st->q; i++)
+		for (int j = i; j < st->q; j++)
+			pq_sendfloat8(&buf, st->G[(size_t) i * st->q + j]);
 	PG_RETURN_BYTEA_P(pq_endtypsend(&buf));
 }
 
@@ -256,15 +346,14 @@ dml_xtx_deserialize(PG_FUNCTION_ARGS)
 	st = xtx_new(aggcxt, d);
 	p = d + 1;
 	st->n = pq_getmsgfloat8(&buf);
-	st->yy = pq_getmsgfloat8(&buf);
 	for (int i = 0; i < p; i++)
 	{
 		st->nulls[i] = pq_getmsgfloat8(&buf);
 		st->bad[i] = pq_getmsgfloat8(&buf);
-		st->b[i] = pq_getmsgfloat8(&buf);
 	}
-	for (int i = 0; i < p * p; i++)
-		st->A[i] = pq_getmsgfloat8(&buf);
+	for (int i = 0; i < st->q; i++)
+		for (int j = i; j < st->q; j++)
+			st->G[(size_t) i * st->q + j] = pq_getmsgfloat8(&buf);
 	pq_getmsgend(&buf);
 	PG_RETURN_POINTER(st);
 }
@@ -344,5 +433,67 @@ dml_vec_bytes(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("dml.vec_bytes takes real[] or float8[], not %s[]",
 						format_type_be(ARR_ELEMTYPE(arr)))));
+	PG_RETURN_BYTEA_P(out);
+}
+
+PG_FUNCTION_INFO_V1(dml_num_bytes);
+
+/*
+ * dml.num_bytes(VARIADIC "any") -> bytea: float8 arguments as one field of
+ * little-endian float32s, for the workers' COPY of numeric features.  Binary
+ * COPY spends more on each field (a send call, a length word) than on its
+ * eight bytes, so one field per row for all the numeric features moves
+ * about twice the rows per second (bench/RESULTS.md).  A NULL argument is
+ * stored as 0 and flagged in a bitmap of ceil(n / 8) bytes after the
+ * floats (bit i of byte i / 8), present only when some argument is NULL,
+ * so the workers still count NULLs per column.  Values keep the float32
+ * rounding the workers would apply; an out-of-range one becomes infinite,
+ * which they count as they count it now.
+ */
+Datum
+dml_num_bytes(PG_FUNCTION_ARGS)
+{
+	int			n = PG_NARGS();
+	int			nbitmap = (n + 7) / 8;
+	bool		hasnull = false;
+	bytea	   *out;
+	unsigned char *dst;
+
+	if (fcinfo->flinfo->fn_extra == NULL)
+	{
+		if (get_fn_expr_variadic(fcinfo->flinfo))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("dml.num_bytes takes its values one by one, not as a VARIADIC array")));
+		for (int i = 0; i < n; i++)
+			if (get_fn_expr_argtype(fcinfo->flinfo, i) != FLOAT8OID)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("dml.num_bytes takes float8 arguments, argument %d is %s", i + 1,
+								format_type_be(get_fn_expr_argtype(fcinfo->flinfo, i)))));
+		fcinfo->flinfo->fn_extra = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, 1);
+	}
+	for (int i = 0; i < n; i++)
+		hasnull |= PG_ARGISNULL(i);
+	out = palloc(VARHDRSZ + 4 * (size_t) n + (hasnull ? nbitmap : 0));
+	SET_VARSIZE(out, VARHDRSZ + 4 * (size_t) n + (hasnull ? nbitmap : 0));
+	dst = (unsigned char *) VARDATA(out);
+	if (hasnull)
+		memset(dst + 4 * (size_t) n, 0, nbitmap);
+	for (int i = 0; i < n; i++)
+	{
+		float		f = 0.0f;
+		uint32		u;
+
+		if (PG_ARGISNULL(i))
+			dst[4 * (size_t) n + i / 8] |= 1 << (i % 8);
+		else
+			f = (float) PG_GETARG_FLOAT8(i);
+		memcpy(&u, &f, 4);
+#ifdef WORDS_BIGENDIAN
+		u = pg_bswap32(u);
+#endif
+		memcpy(dst + 4 * i, &u, 4);
+	}
 	PG_RETURN_BYTEA_P(out);
 }

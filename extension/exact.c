@@ -2,8 +2,9 @@
  *
  * exact.c
  *	  Linear regression by the normal equations in one pass inside the
- *	  server: dml.xtx over the relation (parallel-safe, run by PostgreSQL's
- *	  own parallel workers), then a Cholesky solve in the backend.
+ *	  server: dml.xtx_cols over the relation (parallel-safe, run by
+ *	  PostgreSQL's own parallel workers), then a Cholesky solve in the
+ *	  backend.
  *
  * For a single pass the data path decides the time: reading the rows out
  * over libpq into MPI workers costs more than the whole computation, and
@@ -97,14 +98,21 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	size_t		blen;
 	bytea	   *weights;
 
-	/* ARRAY[y, x1, ..., xd] over every row */
+	/*
+	 * dml.xtx_cols(y, x1, ..., xd) over every row: the columns as arguments,
+	 * no array per row; ARRAY[y, x1, ..., xd] beyond a function's argument
+	 * limit (the state takes one of them).
+	 */
 	rel = quote_qualified_identifier(get_namespace_name(get_rel_namespace(job->relid)),
 									 get_rel_name(job->relid));
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT dml.xtx(ARRAY[%s", job->target.expr);
+	if (d + 2 <= FUNC_MAX_ARGS)
+		appendStringInfo(&sql, "SELECT dml.xtx_cols(%s", job->target.expr);
+	else
+		appendStringInfo(&sql, "SELECT dml.xtx(ARRAY[%s", job->target.expr);
 	foreach(lc, job->features)
 		appendStringInfo(&sql, ", %s", ((DmlColumn *) lfirst(lc))->expr);
-	appendStringInfo(&sql, "]), count(*)::float8 FROM %s", rel);
+	appendStringInfo(&sql, "%s), count(*)::float8 FROM %s", d + 2 <= FUNC_MAX_ARGS ? "" : "]", rel);
 	/* no row limit: the executor runs a plan in parallel only without one */
 	if (SPI_execute(sql.data, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "dml: the normal-equations pass failed");

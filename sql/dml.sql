@@ -204,10 +204,36 @@ GRANT EXECUTE ON FUNCTION dml.xtx_trans(internal, float8[]), dml.xtx_combine(int
 	dml.xtx_serialize(internal), dml.xtx_deserialize(bytea, internal), dml.xtx_final(internal)
 	TO PUBLIC;
 
+/*
+ * dml.xtx_cols(y, x1, ..., xd): the same statistics from float8 columns
+ * passed one by one, with no array built per row (the in-server exact
+ * solver's form; dml.xtx remains for more columns than a function takes).
+ */
+CREATE FUNCTION dml.xtx_cols_trans(internal, VARIADIC "any") RETURNS internal
+AS 'MODULE_PATHNAME', 'dml_xtx_cols_trans' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE AGGREGATE dml.xtx_cols(VARIADIC "any") (
+	SFUNC = dml.xtx_cols_trans,
+	STYPE = internal,
+	COMBINEFUNC = dml.xtx_combine,
+	SERIALFUNC = dml.xtx_serialize,
+	DESERIALFUNC = dml.xtx_deserialize,
+	FINALFUNC = dml.xtx_final,
+	PARALLEL = SAFE
+);
+GRANT EXECUTE ON FUNCTION dml.xtx_cols_trans(internal, "any") TO PUBLIC;
+
 /* a numeric array as little-endian float32 bytes, for the workers' COPY */
 CREATE FUNCTION dml.vec_bytes(anyarray) RETURNS bytea
 AS 'MODULE_PATHNAME', 'dml_vec_bytes' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 GRANT EXECUTE ON FUNCTION dml.vec_bytes(anyarray) TO PUBLIC;
+
+/*
+ * float8 values as one field of little-endian float32 bytes (a NULL bitmap
+ * after them when some are NULL), for the workers' COPY of numeric features
+ */
+CREATE FUNCTION dml.num_bytes(VARIADIC "any") RETURNS bytea
+AS 'MODULE_PATHNAME', 'dml_num_bytes' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+GRANT EXECUTE ON FUNCTION dml.num_bytes("any") TO PUBLIC;
 
 /* true when the calling role may use a model name */
 CREATE FUNCTION dml.can_use(owner oid, name text)
