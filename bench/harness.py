@@ -1011,11 +1011,28 @@ def main():
     # ------------------------------------------------------------------
     # 7. GPU
     # ------------------------------------------------------------------
+    # the CPU side of the GPU goal: MLP 784-1024-1024-10, global batch 1,024
+    # (512 per worker, 2 workers), measured on this machine's CPU
+    log("gpu-goal cpu baseline")
+    big = dml_runs(conn, 1, "mlp-1024-cpu-w2", "bench_mlp1024", "fashion_train", "label",
+                   features=["pixels"], model="mlp", hidden=[1024, 1024], optimizer="sgd",
+                   learning_rate=0.01, batch_size=512, epochs=1, workers=2, device="cpu")
+    big_sps = epoch_median(big[0], "rows_per_second")
+    gpu_txt = [f"## 7. GPU", "",
+               f"The CPU rate the GPU goal is measured against (\"at least 50x this project's 2-core "
+               f"CPU rate\"): MLP 784-1024-1024-10 on `fashion_train`, plain SGD, batch 512 per "
+               f"worker x 2 workers = 1,024, on this machine: **{fmt(big_sps)} samples/s**, so the "
+               f"GPU goal is {fmt(50 * big_sps)} samples/s. `make gpu-check` on a GPU machine prints "
+               "dml's and PyTorch's rate for the same step (batch 1,024, SGD) side by side.", "",
+               codeblock([big[0]["sql"]]), ""]
     if info["gpu"] == "none":
-        rep.h("## 7. GPU\n\nnot run: no GPU on this machine (`nvidia-smi -L` found none).\n")
+        gpu_txt.append("GPU runs: not run, no GPU on this machine (`nvidia-smi -L` found none).")
     else:
-        rep.h(f"## 7. GPU\n\n`nvidia-smi -L`: {info['gpu']}. GPU benchmarks are not part of this "
-              "harness yet; run `make gpu-check` for the GPU checks.\n")
+        gpu_txt.append(f"`nvidia-smi -L`: {info['gpu']}. Run `make gpu-check` for the GPU "
+                       "checks and the throughput table.")
+    rep.h("\n".join(gpu_txt) + "\n")
+    rep.head(f"GPU goal baseline: MLP 784-1024-1024-10, batch 1,024 on 2 CPU workers: "
+             f"{fmt(big_sps)} samples/s (the goal is 50x this on a GPU).")
 
     rep.h(sync_md)
 
