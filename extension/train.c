@@ -211,12 +211,17 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("option \"straggler\" needs dml.test_hooks"),
 					 errhint("A superuser can enable test hooks with SET dml.test_hooks = on.")));
-		if (str == NULL || sscanf(str, "%d:%d%n", &rank, &ms, &used) != 2 || str[used] != '\0' ||
-			rank < 0 || ms < 1 || ms > 60000)
+		double		p = 1;
+		bool		any = str != NULL && str[0] == '*';
+
+		if (str == NULL ||
+			(any ? sscanf(str, "*:%d:%lf%n", &ms, &p, &used) != 2 :
+			 (sscanf(str, "%d:%d%n", &rank, &ms, &used) != 2 || rank < 0)) ||
+			str[used] != '\0' || ms < 1 || ms > 60000 || !(p > 0 && p <= 1))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"straggler\" must look like \"rank:milliseconds\""),
-					 errhint("It delays one worker by 1 to 60000 ms every step.")));
+					 errmsg("option \"straggler\" must look like \"rank:milliseconds\" or \"*:milliseconds:probability\""),
+					 errhint("\"1:5\" delays worker 1 by 5 ms every step; \"*:5:0.25\" delays each worker by 5 ms in a quarter of its steps.")));
 		job->straggler = str;
 		return;
 	}

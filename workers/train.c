@@ -341,17 +341,46 @@ train_log_finish(EpochLog *log, TrainResult *res)
 	dml_metrics_free(&log->met);
 }
 
-/* "rank:ms" of the straggler test hook: this rank's delay per step, in ms */
-static int
-straggler_delay(const WorkerSpec *spec)
+/*
+ * The straggler test hook: "rank:ms" delays that worker by ms every step;
+ * "*:ms:p" delays each worker by ms in a step with probability p (drawn
+ * independently per worker and step, seeded by the job's seed).
+ */
+typedef struct Straggler
+{
+	int			ms;				/* 0: this rank is never delayed */
+	double		p;				/* probability per step */
+	DmlRng		rng;
+} Straggler;
+
+static void
+straggler_init(Straggler *st, const WorkerSpec *spec)
 {
 	int			rank,
 				ms;
+	double		p;
 
-	if (spec->straggler == NULL || sscanf(spec->straggler, "%d:%d", &rank, &ms) != 2 ||
-		rank != worker_rank || ms <= 0)
-		return 0;
-	return ms;
+	memset(st, 0, sizeof(*st));
+	if (spec->straggler == NULL)
+		return;
+	if (sscanf(spec->straggler, "*:%d:%lf", &ms, &p) == 2)
+	{
+		st->ms = ms;
+		st->p = p;
+		dml_rng_seed(&st->rng, spec->seed * 7777u + (uint64_t) worker_rank * 131u + 17u);
+	}
+	else if (sscanf(spec->straggler, "%d:%d", &rank, &ms) == 2 && rank == worker_rank)
+	{
+		st->ms = ms;
+		st->p = 1.0;
+	}
+}
+
+static void
+straggler_step(Straggler *st)
+{
+	if (st->ms > 0 && (st->p >= 1.0 || dml_rng_uniform(&st->rng) < st->p))
+		usleep((useconds_t) st->ms * 1000);
 }
 
 /* JSON members that describe the synchronization, for the model's metrics */
@@ -413,7 +442,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	DmlRng		rng;
 	Sync		sy;
 	int			first_epoch = 1;
-	int			delay_ms = straggler_delay(spec);
+	Straggler	straggler;
 	int64_t		all_rows = 0;
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
@@ -427,6 +456,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		worker_fail("out of memory");
 	for (int r = 0; r < worker_world; r++)
 		all_rows += plan.rows[r];
+	straggler_init(&straggler, spec);
 
 	dml_net_init(net, spec->seed);
 	opt.kind = train_optimizer_kind(spec->optimizer);
@@ -475,8 +505,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			pos += B;
 			if (async && pos >= ntrain)
 				pos = 0;
-			if (delay_ms > 0)
-				usleep((useconds_t) delay_ms * 1000);
+			straggler_step(&straggler);
 			sync_step(&sy, spec, net->params, grads, &opt, lr, B, total,
 					  !async && s == plan.steps - 1);
 		}

@@ -18,6 +18,15 @@ EXCEPTION WHEN OTHERS THEN
 	END;
 END $$;
 
+-- rerunnable: drop this file's models left by an earlier run
+DO $$
+DECLARE n text;
+BEGIN
+	FOR n IN SELECT DISTINCT name FROM dml.models WHERE name ~ '^(fb|mb|avg|sep|cmp)_' LOOP
+		PERFORM dml_drop_model(n);
+	END LOOP;
+END $$;
+
 -- largest coordinate difference between two models' parameters, in the
 -- data's units: a linear model's coefficients and intercept
 CREATE FUNCTION coef_gap(a text, b text) RETURNS float8 LANGUAGE sql AS $$
@@ -124,6 +133,14 @@ SELECT jsonb_array_length(metrics->'server_staleness') AS servers,
 	   metrics->>'staleness_bound' AS bound
 FROM dml.models WHERE name = 'sep_ssp2';
 
+-- random stragglers ("*:ms:p": each worker slowed in a share of its steps): still within the bound
+SELECT name FROM dml_train('sep_ssp_random', 'sep', 'y', features => '{x1,x2,x3}',
+	model => 'logistic', optimizer => 'adam', learning_rate => 0.05, epochs => 2,
+	batch_size => 64, workers => 3, servers => 1, validation => 0.2, sync => 'ssp',
+	staleness => 1, options => '{"straggler": "*:2:0.3"}');
+SELECT max(staleness) <= 1 AS bounded, count(*) AS epochs
+FROM dml_epochs WHERE name = 'sep_ssp_random';
+
 -- every mode records bytes sent per epoch
 SELECT name, bool_and(bytes_sent > 0) AS bytes_recorded
 FROM dml_epochs
@@ -162,6 +179,7 @@ SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', compressio
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'newton', sync => 'ps')$$);
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', sync => 'ps', device => 'gpu')$$);
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', options => '{"straggler": "1"}')$$);
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', options => '{"straggler": "*:5:1.5"}')$$);
 SET dml.test_hooks = off;
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', options => '{"straggler": "0:5"}')$$);
 RESET dml.test_hooks;
