@@ -1,0 +1,63 @@
+/*-------------------------------------------------------------------------
+ *
+ * batch.h
+ *	  dml_predict_table: the target table (checked, created) and the
+ *	  writer that fills it through the table AM's multi-insert.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DML_BATCH_H
+#define DML_BATCH_H
+
+#include "access/heapam.h"
+#include "executor/tuptable.h"
+#include "nodes/primnodes.h"
+#include "utils/relcache.h"
+
+#include "dml.h"
+
+#define DML_BATCH_ROWS			1024	/* rows per GEMM and per multi-insert */
+#define DML_PROGRESS_ROWS		100000	/* NOTICE every this many rows... */
+#define DML_PROGRESS_MIN_ROWS	200000	/* ...on tables estimated at least this large */
+
+/* The call: model, source, target table, and how rows are identified */
+typedef struct DmlPredictTarget
+{
+	char	   *model;			/* model name as given */
+	DmlCachedModel *cm;
+	Oid			source;
+	char	   *target;			/* target name as given */
+	RangeVar   *rv;
+	char	   *qtarget;		/* quoted, possibly qualified */
+	char	   *id_column;		/* NULL: row numbers */
+	AttrNumber	id_attnum;
+	Oid			id_type;		/* INT8OID for row numbers */
+	Oid			out_relid;		/* once created */
+	bool		progress;		/* NOTICE as rows go in */
+} DmlPredictTarget;
+
+/* Rows into the target table through the table AM's multi-insert */
+typedef struct DmlPredictWriter
+{
+	DmlPredictTarget *t;
+	Relation	rel;
+	BulkInsertState bistate;
+	CommandId	cid;
+	TupleTableSlot **slots;		/* (DML_BATCH_ROWS) virtual slots */
+	int			K;				/* outputs per row */
+	bool		classifier;
+	Datum	   *labels;			/* class labels as text datums, made once */
+	MemoryContext cxt;			/* the heap's tuples of one multi-insert */
+	int64		done;
+} DmlPredictWriter;
+
+extern char *DmlRelSqlName(Oid relid);
+extern char *DmlFeatureList(DmlCachedModel *cm);
+extern double DmlEstimatedRows(Oid relid);
+extern void DmlPredictTargetCreate(DmlPredictTarget *t);
+extern void DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t);
+extern void DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids,
+								const bool *idnulls, const float *out, int B);
+extern void DmlPredictWriterEnd(DmlPredictWriter *w);
+
+#endif							/* DML_BATCH_H */
