@@ -8,7 +8,8 @@
  * row-level security apply), encode DML_BATCH_ROWS rows at a time into one
  * matrix and run the model on it with GEMM.  dml_predict_table reads its
  * rows through a DestReceiver of its own, without tuple copies, and writes
- * through the table AM's multi-insert (DmlPredictWriter).
+ * through the table AM's multi-insert (DmlPredictWriter, shared with the
+ * worker path in batch_worker.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -588,14 +589,20 @@ predict_in_backend(DmlPredictTarget *t)
 PG_FUNCTION_INFO_V1(dml_predict_table);
 
 /*
- * dml_predict_table(model, source, target, id_column): create table target
- * with (id_column, prediction) for regression or (id_column, prediction
- * text, probability float8) for classification, filled in blocks.
+ * dml_predict_table(model, source, target, id_column, device): create table
+ * target with (id_column, prediction) for regression or (id_column,
+ * prediction text, probability float8) for classification, filled in
+ * blocks.  device 'cpu' runs the model here; 'gpu' in one dml-worker on a
+ * GPU (batch_worker.c); 'auto' on a GPU when one is visible and the build
+ * has CUDA, else here.  'worker-cpu', for tests only, runs the worker's
+ * path on its CPU kernels.
  */
 Datum
 dml_predict_table(PG_FUNCTION_ARGS)
 {
 	DmlPredictTarget t;
+	char	   *device;
+	const char *worker_device = NULL;	/* NULL: in the backend */
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -606,12 +613,46 @@ dml_predict_table(PG_FUNCTION_ARGS)
 	t.source = PG_GETARG_OID(1);
 	t.target = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	t.id_column = PG_ARGISNULL(3) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(3));
+	device = PG_NARGS() < 5 || PG_ARGISNULL(4) ? "cpu" : text_to_cstring(PG_GETARG_TEXT_PP(4));
+
+	if (strcmp(device, "cpu") == 0)
+		worker_device = NULL;
+	else if (strcmp(device, "gpu") == 0)
+	{
+		if (!DmlBuildHasCuda())
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("device 'gpu' was asked for, but this build of dml has no CUDA support"),
+					 errhint("Use device => 'cpu' (or 'auto'), or build dml with the CUDA toolkit.")));
+		/* whether a GPU is there, the worker asks CUDA and says */
+		worker_device = "gpu";
+	}
+	else if (strcmp(device, "auto") == 0)
+		worker_device = DmlBuildHasCuda() && DmlGpuVisible() ? "auto" : NULL;
+	else if (strcmp(device, "worker-cpu") == 0)
+	{
+		if (!dml_test_hooks)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("device \"worker-cpu\" needs dml.test_hooks"),
+					 errhint("A superuser can enable test hooks with SET dml.test_hooks = on.")));
+		worker_device = "cpu";
+	}
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown device \"%s\"", device),
+				 errhint("Valid devices are cpu, gpu and auto.")));
+
 	t.cm = DmlGetModel(t.model);
 	t.rv = makeRangeVarFromNameList(textToQualifiedNameList(PG_GETARG_TEXT_PP(2)));
 
 	SPI_connect();
 	DmlPredictTargetCreate(&t);
-	predict_in_backend(&t);
+	if (worker_device)
+		DmlPredictTableInWorker(&t, worker_device);
+	else
+		predict_in_backend(&t);
 	SPI_finish();
 	PG_RETURN_VOID();
 }

@@ -1,8 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * batch.h
- *	  dml_predict_table: the target table (checked, created) and the
- *	  writer that fills it through the table AM's multi-insert.
+ *	  dml_predict_table's two paths and what they share: the target
+ *	  table (checked, created) and the writer that fills it.
+ *
+ * In the backend (batch.c) the source is read through SPI as the caller
+ * and the model runs with the CPU kernels.  In a worker (batch_worker.c)
+ * one dml-worker reads the source under the caller's exported snapshot
+ * and role, runs the model on a GPU (or, for tests, the CPU), and streams
+ * (id, outputs) blocks back; the backend writes them.  Either way the
+ * rows go into the table through the same writer.
  *
  *-------------------------------------------------------------------------
  */
@@ -59,5 +66,10 @@ extern void DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t);
 extern void DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids,
 								const bool *idnulls, const float *out, int B);
 extern void DmlPredictWriterEnd(DmlPredictWriter *w);
+
+/* batch_worker.c */
+extern bool DmlBuildHasCuda(void);
+extern bool DmlGpuVisible(void);
+extern void DmlPredictTableInWorker(DmlPredictTarget *t, const char *device);
 
 #endif							/* DML_BATCH_H */

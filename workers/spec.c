@@ -87,7 +87,13 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 		unescape(val);
 		val = strdup(val);
 
-		if (strcmp(key, "conninfo") == 0)
+		if (strcmp(key, "job") == 0)
+			spec->predict = strcmp(val, "predict") == 0;
+		else if (strcmp(key, "model") == 0)
+			spec->model_path = val;
+		else if (strcmp(key, "id") == 0)
+			spec->has_id = atoi(val);
+		else if (strcmp(key, "conninfo") == 0)
 			spec->conninfo = val;
 		else if (strcmp(key, "snapshot") == 0)
 			spec->snapshot = val;
@@ -229,7 +235,8 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 		ft->offset = spec->ninputs;
 		spec->ninputs += ft->width;
 	}
-	if (spec->world < 1 || spec->ninputs < 1 || spec->outputs < 1 || spec->nslices < 1)
+	if (spec->world < 1 || spec->ninputs < 1 || spec->outputs < 1 || spec->nslices < 1 ||
+		(spec->predict && spec->model_path == NULL))
 	{
 		snprintf(err, errlen, "job spec %s is inconsistent", path);
 		return -1;
