@@ -28,6 +28,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -262,6 +263,69 @@ DmlPredictTargetCreate(DmlPredictTarget *t)
 }
 
 /*
+ * A row whose layout is fixed (an int4 or int8 id that is not NULL) is
+ * made by copying a template tuple, one per class, and patching the id and
+ * the float8s in place: no heap_form_tuple, and the heap takes the tuple
+ * as it is.  Where the value is in template tup's data: the offset of
+ * each attribute, walked as heap_deform_tuple walks it.
+ */
+static void
+template_offsets(TupleDesc td, HeapTuple tup, int *offs)
+{
+	char	   *tp = (char *) tup->t_data + tup->t_data->t_hoff;
+	uint32		off = 0;
+
+	for (int a = 0; a < td->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(td, a);
+
+		if (att->attlen == -1)
+			off = att_align_pointer(off, att->attalign, -1, tp + off);
+		else
+			off = att_align_nominal(off, att->attalign);
+		offs[a] = off;
+		off = att_addlength_pointer(off, att->attlen, tp + off);
+	}
+}
+
+/* the templates, when the id type allows them */
+static void
+writer_templates(DmlPredictWriter *w)
+{
+	TupleDesc	td = RelationGetDescr(w->rel);
+	Oid			idtype = TupleDescAttr(td, 0)->atttypid;
+	int			n = w->classifier ? w->t->cm->nclasses : 1;
+	Datum		values[3] = {0, 0, 0};
+	bool		nulls[3] = {false, false, false};
+	int			offs[3];
+
+	if (idtype != INT4OID && idtype != INT8OID)
+		return;
+	w->id_len = idtype == INT4OID ? 4 : 8;
+	w->templates = palloc(sizeof(HeapTuple) * n);
+	values[0] = idtype == INT4OID ? Int32GetDatum(0) : Int64GetDatum(0);
+	for (int k = 0; k < n; k++)
+	{
+		values[1] = w->classifier ? w->labels[k] : Float8GetDatum(0);
+		values[2] = Float8GetDatum(0);
+		w->templates[k] = heap_form_tuple(td, values, nulls);
+	}
+	template_offsets(td, w->templates[0], offs);
+	w->id_off = offs[0];
+	w->value_off = offs[1];
+	if (w->classifier)
+	{
+		/* the label's length differs by class, and so does where p goes */
+		w->prob_offs = palloc(sizeof(int) * n);
+		for (int k = 0; k < n; k++)
+		{
+			template_offsets(td, w->templates[k], offs);
+			w->prob_offs[k] = offs[2];
+		}
+	}
+}
+
+/*
  * DmlPredictWriterBegin
  *		Open the new table for multi-insert.  It is new and ours, without
  *		indexes, triggers or policies: rows go in through the table AM's
@@ -273,25 +337,66 @@ void
 DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t)
 {
 	DmlCachedModel *cm = t->cm;
+	TupleDesc	td;
 
 	memset(w, 0, sizeof(*w));
 	w->t = t;
 	w->K = cm->model.net.sizes[cm->model.net.nlayers];
 	w->classifier = cm->model.net.loss != DML_LOSS_MSE;
 	w->rel = table_open(t->out_relid, RowExclusiveLock);
+	td = RelationGetDescr(w->rel);
 	w->bistate = GetBulkInsertState();
 	w->cid = GetCurrentCommandId(true);
 	w->cxt = AllocSetContextCreate(CurrentMemoryContext, "dml predict insert",
 								   ALLOCSET_DEFAULT_SIZES);
-	w->slots = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
+	w->vslots = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
+	w->hslots = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
+	w->use = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
 	for (int r = 0; r < DML_BATCH_ROWS; r++)
-		w->slots[r] = MakeSingleTupleTableSlot(RelationGetDescr(w->rel), &TTSOpsVirtual);
+	{
+		w->vslots[r] = MakeSingleTupleTableSlot(td, &TTSOpsVirtual);
+		w->hslots[r] = MakeSingleTupleTableSlot(td, &TTSOpsHeapTuple);
+	}
 	if (w->classifier)
 	{
 		w->labels = palloc(sizeof(Datum) * Max(cm->nclasses, 1));
 		for (int k = 0; k < cm->nclasses; k++)
 			w->labels[k] = CStringGetTextDatum(cm->classes[k]);
 	}
+	writer_templates(w);
+}
+
+/* one row from its class's template; id and values patched in */
+static HeapTuple
+row_from_template(DmlPredictWriter *w, int k, Datum id, double value, double prob)
+{
+	HeapTuple	tmpl = w->templates[k];
+	HeapTuple	tup = MemoryContextAlloc(w->cxt, HEAPTUPLESIZE + tmpl->t_len);
+	char	   *data;
+
+	tup->t_len = tmpl->t_len;
+	ItemPointerSetInvalid(&tup->t_self);
+	tup->t_tableOid = InvalidOid;
+	tup->t_data = (HeapTupleHeader) ((char *) tup + HEAPTUPLESIZE);
+	memcpy(tup->t_data, tmpl->t_data, tmpl->t_len);
+	data = (char *) tup->t_data + tup->t_data->t_hoff;
+	if (w->id_len == 4)
+	{
+		int32		v = DatumGetInt32(id);
+
+		memcpy(data + w->id_off, &v, 4);
+	}
+	else
+	{
+		int64		v = DatumGetInt64(id);
+
+		memcpy(data + w->id_off, &v, 8);
+	}
+	if (w->classifier)
+		memcpy(data + w->prob_offs[k], &prob, 8);
+	else
+		memcpy(data + w->value_off, &value, 8);
+	return tup;
 }
 
 /*
@@ -314,39 +419,51 @@ DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 		for (int r = 0; r < n; r++)
 		{
 			const float *o = out + (size_t) r * w->K;
-			TupleTableSlot *slot = w->slots[r];
-			Datum	   *values = slot->tts_values;
-			bool	   *nulls = slot->tts_isnull;
+			Datum		id = ids ? ids[r] : Int64GetDatum(w->done + r + 1);
+			bool		idnull = ids ? idnulls[r] : false;
+			int			k = 0;
+			double		value = 0;
+			double		p = 0;
+			TupleTableSlot *slot;
 
-			ExecClearTuple(slot);
-			if (ids)
-			{
-				values[0] = ids[r];
-				nulls[0] = idnulls[r];
-			}
-			else
-			{
-				values[0] = Int64GetDatum(w->done + r + 1);
-				nulls[0] = false;
-			}
-			nulls[1] = false;
 			if (!w->classifier)
-				values[1] = Float8GetDatum(o[0]);
+				value = o[0];
 			else
 			{
-				int			k = DmlPredictedClass(cm, o);
-				double		p = cm->model.net.loss == DML_LOSS_BCE ? (k ? o[0] : 1.0 - o[0]) : o[k];
-
-				values[1] = w->labels[k];
-				values[2] = Float8GetDatum(p);
-				nulls[2] = false;
+				k = DmlPredictedClass(cm, o);
+				p = cm->model.net.loss == DML_LOSS_BCE ? (k ? o[0] : 1.0 - o[0]) : o[k];
 			}
-			ExecStoreVirtualTuple(slot);
+			if (w->templates && !idnull)
+			{
+				slot = w->hslots[r];
+				ExecStoreHeapTuple(row_from_template(w, k, id, value, p), slot, true);
+			}
+			else
+			{
+				slot = w->vslots[r];
+				ExecClearTuple(slot);
+				slot->tts_values[0] = id;
+				slot->tts_isnull[0] = idnull;
+				slot->tts_isnull[1] = false;
+				if (!w->classifier)
+					slot->tts_values[1] = Float8GetDatum(value);
+				else
+				{
+					slot->tts_values[1] = w->labels[k];
+					slot->tts_values[2] = Float8GetDatum(p);
+					slot->tts_isnull[2] = false;
+				}
+				ExecStoreVirtualTuple(slot);
+			}
+			w->use[r] = slot;
 		}
-		/* the heap forms its own tuples, so ids may go after this */
+		/* the heap copies what it needs, so ids may go after this */
 		old = MemoryContextSwitchTo(w->cxt);
-		table_multi_insert(w->rel, w->slots, n, w->cid, TABLE_INSERT_SKIP_FSM, w->bistate);
+		table_multi_insert(w->rel, w->use, n, w->cid, TABLE_INSERT_SKIP_FSM, w->bistate);
 		MemoryContextSwitchTo(old);
+		for (int r = 0; r < n; r++)
+			if (w->use[r] == w->hslots[r])
+				ExecClearTuple(w->hslots[r]);
 		MemoryContextReset(w->cxt);
 		w->done += n;
 		out += (size_t) n * w->K;
@@ -366,7 +483,10 @@ void
 DmlPredictWriterEnd(DmlPredictWriter *w)
 {
 	for (int r = 0; r < DML_BATCH_ROWS; r++)
-		ExecDropSingleTupleTableSlot(w->slots[r]);
+	{
+		ExecDropSingleTupleTableSlot(w->vslots[r]);
+		ExecDropSingleTupleTableSlot(w->hslots[r]);
+	}
 	FreeBulkInsertState(w->bistate);
 	table_finish_bulk_insert(w->rel, TABLE_INSERT_SKIP_FSM);
 	table_close(w->rel, NoLock);
@@ -400,7 +520,11 @@ typedef struct PredictReceiver
 	DestReceiver pub;
 	DmlCachedModel *cm;
 	DmlPredictWriter *w;
-	int			natts;			/* features, then the id column if any */
+	int			natts;			/* columns of the query */
+	bool		whole_rows;		/* SELECT *: columns found by name */
+	int		   *pos;			/* (nfeatures) each feature's column, 0-based */
+	int			id_pos;
+	int			fetch;			/* columns to deform: the last one used + 1 */
 	bool		has_id;
 	bool		id_byval;
 	int16		id_len;
@@ -413,6 +537,7 @@ typedef struct PredictReceiver
 	float	   *scratch;
 	Datum	   *ids;
 	bool	   *idnulls;
+	const char *id_column;
 	MemoryContext blockcxt;		/* by-reference ids and encoding garbage of a block */
 } PredictReceiver;
 
@@ -429,18 +554,34 @@ receiver_flush(PredictReceiver *pr)
 	CHECK_FOR_INTERRUPTS();
 }
 
+/* the column of the query's result named name, 0-based */
+static int
+result_column(TupleDesc typeinfo, const char *name)
+{
+	for (int a = 0; a < typeinfo->natts; a++)
+		if (!TupleDescAttr(typeinfo, a)->attisdropped &&
+			strcmp(NameStr(TupleDescAttr(typeinfo, a)->attname), name) == 0)
+			return a;
+	elog(ERROR, "dml: predict query has no column \"%s\". Please report a bug.", name);
+	return -1;					/* not reached */
+}
+
 static void
 receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 {
 	PredictReceiver *pr = (PredictReceiver *) self;
 
-	if (typeinfo->natts != pr->natts)
+	if (!pr->whole_rows && typeinfo->natts != pr->natts)
 		elog(ERROR, "dml: predict query returned %d columns, expected %d. Please report a bug.",
 			 typeinfo->natts, pr->natts);
+	pr->fetch = 0;
 	for (int i = 0; i < pr->cm->nfeatures; i++)
 	{
-		Oid			t = getBaseType(TupleDescAttr(typeinfo, i)->atttypid);
+		Oid			t;
 
+		pr->pos[i] = pr->whole_rows ? result_column(typeinfo, pr->cm->features[i].name) : i;
+		pr->fetch = Max(pr->fetch, pr->pos[i] + 1);
+		t = getBaseType(TupleDescAttr(typeinfo, pr->pos[i])->atttypid);
 		pr->types[i] = t;
 		pr->how[i] = READ_GENERAL;
 		/* the types DmlDatumToDouble reads without a lookup or allocation */
@@ -455,8 +596,11 @@ receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 	}
 	if (pr->has_id)
 	{
-		Form_pg_attribute att = TupleDescAttr(typeinfo, pr->natts - 1);
+		Form_pg_attribute att;
 
+		pr->id_pos = pr->whole_rows ? result_column(typeinfo, pr->id_column) : pr->natts - 1;
+		pr->fetch = Max(pr->fetch, pr->id_pos + 1);
+		att = TupleDescAttr(typeinfo, pr->id_pos);
 		pr->id_byval = att->attbyval;
 		pr->id_len = att->attlen;
 	}
@@ -472,15 +616,17 @@ receiver_receive(TupleTableSlot *slot, DestReceiver *self)
 	bool	   *isnull;
 	MemoryContext old;
 
-	slot_getsomeattrs(slot, pr->natts);
+	slot_getsomeattrs(slot, pr->fetch);
 	values = slot->tts_values;
 	isnull = slot->tts_isnull;
 	for (int i = 0; i < cm->nfeatures; i++)
 	{
+		int			a = pr->pos[i];
+
 		/* a scalar number: no lookup, no allocation */
-		if (pr->how[i] == READ_FLOAT8 && !isnull[i])
+		if (pr->how[i] == READ_FLOAT8 && !isnull[a])
 		{
-			double		v = DatumGetFloat8(values[i]);
+			double		v = DatumGetFloat8(values[a]);
 
 			if (likely(isfinite(v)))
 			{
@@ -488,11 +634,11 @@ receiver_receive(TupleTableSlot *slot, DestReceiver *self)
 				continue;
 			}
 		}
-		else if (pr->how[i] == READ_NUMBER && !isnull[i])
+		else if (pr->how[i] == READ_NUMBER && !isnull[a])
 		{
 			double		v;
 
-			(void) DmlDatumToDouble(values[i], pr->types[i], &v);
+			(void) DmlDatumToDouble(values[a], pr->types[i], &v);
 			if (likely(isfinite(v)))
 			{
 				*dst++ = (float) v;
@@ -501,13 +647,13 @@ receiver_receive(TupleTableSlot *slot, DestReceiver *self)
 		}
 		/* everything else, and every error, as dml_predict does it */
 		old = MemoryContextSwitchTo(pr->blockcxt);
-		DmlFeatureInputs(&cm->features[i], dst, values[i], isnull[i], pr->types[i]);
+		DmlFeatureInputs(&cm->features[i], dst, values[a], isnull[a], pr->types[i]);
 		MemoryContextSwitchTo(old);
 		dst += cm->features[i].width;
 	}
 	if (pr->has_id)
 	{
-		int			a = pr->natts - 1;
+		int			a = pr->id_pos;
 
 		pr->idnulls[pr->B] = isnull[a];
 		if (isnull[a])
@@ -536,6 +682,29 @@ receiver_destroy(DestReceiver *self)
 {
 }
 
+/*
+ * Whether the source can be read as SELECT *: a table (no view: its
+ * columns would all be computed; no foreign table: all fetched) that the
+ * caller may read whole, with every feature column there.  Then the scan
+ * hands over its own tuples, deformed only as far as the last column used,
+ * instead of projecting each row into a new slot.  Otherwise (column
+ * privileges only, say) the columns are named, and errors come from there.
+ */
+static bool
+read_whole_rows(DmlPredictTarget *t)
+{
+	char		relkind = get_rel_relkind(t->source);
+
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_MATVIEW)
+		return false;
+	if (pg_class_aclcheck(t->source, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		return false;
+	for (int i = 0; i < t->cm->nfeatures; i++)
+		if (get_attnum(t->source, t->cm->features[i].name) <= 0)
+			return false;
+	return true;
+}
+
 /* the SELECT of features (and id) and its execution into the receiver */
 static void
 predict_in_backend(DmlPredictTarget *t)
@@ -556,7 +725,10 @@ predict_in_backend(DmlPredictTarget *t)
 	pr.cm = cm;
 	pr.w = &w;
 	pr.has_id = t->id_column != NULL;
+	pr.id_column = t->id_column;
 	pr.natts = cm->nfeatures + (pr.has_id ? 1 : 0);
+	pr.whole_rows = read_whole_rows(t);
+	pr.pos = palloc(sizeof(int) * Max(cm->nfeatures, 1));
 	pr.types = palloc(sizeof(Oid) * Max(cm->nfeatures, 1));
 	pr.how = palloc(sizeof(ReadHow) * Max(cm->nfeatures, 1));
 	pr.C = cm->model.net.sizes[0];
@@ -568,9 +740,12 @@ predict_in_backend(DmlPredictTarget *t)
 	pr.blockcxt = AllocSetContextCreate(CurrentMemoryContext, "dml predict block",
 										ALLOCSET_DEFAULT_SIZES);
 
-	sql = psprintf("SELECT %s%s%s FROM %s", DmlFeatureList(cm),
-				   t->id_column ? ", " : "", t->id_column ? quote_identifier(t->id_column) : "",
-				   DmlRelSqlName(t->source));
+	if (pr.whole_rows)
+		sql = psprintf("SELECT * FROM %s", DmlRelSqlName(t->source));
+	else
+		sql = psprintf("SELECT %s%s%s FROM %s", DmlFeatureList(cm),
+					   t->id_column ? ", " : "", t->id_column ? quote_identifier(t->id_column) : "",
+					   DmlRelSqlName(t->source));
 	DmlPredictWriterBegin(&w, t);
 	memset(&opts, 0, sizeof(opts));
 	opts.read_only = true;

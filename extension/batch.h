@@ -50,11 +50,18 @@ typedef struct DmlPredictWriter
 	Relation	rel;
 	BulkInsertState bistate;
 	CommandId	cid;
-	TupleTableSlot **slots;		/* (DML_BATCH_ROWS) virtual slots */
+	TupleTableSlot **vslots;	/* (DML_BATCH_ROWS) virtual: rows formed by the heap */
+	TupleTableSlot **hslots;	/* (DML_BATCH_ROWS) heap: rows from a template */
+	TupleTableSlot **use;		/* (DML_BATCH_ROWS) the slot each row went in */
 	int			K;				/* outputs per row */
 	bool		classifier;
 	Datum	   *labels;			/* class labels as text datums, made once */
-	MemoryContext cxt;			/* the heap's tuples of one multi-insert */
+	MemoryContext cxt;			/* the tuples of one multi-insert */
+	HeapTuple  *templates;		/* per class (one for regression), or NULL */
+	int			id_len;			/* 4 or 8: the id in a template */
+	int			id_off;			/* offsets into a template's data */
+	int			value_off;
+	int		   *prob_offs;		/* per class */
 	int64		done;
 } DmlPredictWriter;
 

@@ -255,15 +255,21 @@ dml_model_scratch_floats(const DmlModel *m, int B)
 }
 
 /* Xs (B,C) = (X - in_mean) * in_scale, the network's inputs; in place allowed */
-void
+DML_VECTORIZE void
 dml_model_standardize(const DmlModel *m, float *Xs, const float *X, int B)
 {
 	int			C = m->net.sizes[0];
+	const float *mean = m->in_mean;
+	const float *scale = m->in_scale;
 
 	for (int b = 0; b < B; b++)
+	{
+		const float *x = X + (size_t) b * C;
+		float	   *xs = Xs + (size_t) b * C;
+
 		for (int c = 0; c < C; c++)
-			Xs[(size_t) b * C + c] =
-				(X[(size_t) b * C + c] - m->in_mean[c]) * m->in_scale[c];
+			xs[c] = (x[c] - mean[c]) * scale[c];
+	}
 }
 
 /* logits (B,K) into predictions in place: output function, regression mapped back */

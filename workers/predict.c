@@ -277,6 +277,25 @@ decode_row(Predictor *pr, const char *p, const char *end)
 		 if (e_ != cudaSuccess) \
 			 worker_fail("%s failed on GPU %d: %s", #call, pr->gpu, cudaGetErrorString(e_)); } while (0)
 
+/*
+ * Blocks no bigger than half the device's free memory takes (activations
+ * of every layer for the block, and its inputs): a very wide network gets
+ * smaller blocks instead of an out-of-memory error.
+ */
+static void
+gpu_fit_block(Predictor *pr)
+{
+	size_t		free_bytes = 0,
+				total_bytes = 0;
+
+	cudaRtCheck(cudaSetDevice(pr->gpu));
+	cudaRtCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
+	while (pr->block > BLOCK_MIN_ROWS &&
+		   dml_gpu_net_bytes(&pr->m.net, pr->block, DML_OPT_SGD) +
+		   sizeof(float) * (size_t) pr->block * pr->C > free_bytes / 2)
+		pr->block /= 2;
+}
+
 /* the network on the device, in strict FP32, and a block's input buffer */
 static void
 gpu_setup(Predictor *pr)
@@ -525,6 +544,10 @@ predict_run(const WorkerSpec *spec)
 		pr.block = BLOCK_MAX_ROWS;
 	if (pr.block < BLOCK_MIN_ROWS)
 		pr.block = BLOCK_MIN_ROWS;
+#ifdef DML_HAVE_CUDA
+	if (pr.gpu >= 0)
+		gpu_fit_block(&pr);
+#endif
 	pr.X = malloc(sizeof(float) * (size_t) pr.block * pr.C);
 	pr.msg = malloc(8 + sizeof(float) * (size_t) pr.block * pr.K);
 	pr.out = (float *) (pr.msg + 8);
