@@ -15,7 +15,7 @@ KERNEL_OBJS = kernels/cpu.o kernels/net.o kernels/format.o kernels/solve.o \
 	kernels/metrics.o
 OBJS = extension/dml.o extension/train.o extension/predict.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o \
-	extension/batch.o extension/aggregate.o extension/exact.o \
+	extension/batch.o extension/batch_worker.o extension/aggregate.o extension/exact.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o \
 	$(KERNEL_OBJS)
 
@@ -32,6 +32,14 @@ BLAS_LIBS = -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -l:libopenblas.so.0
 # no LLVM bitcode: it would need clang at build time for no benefit here
 override with_llvm := no
 PG_CPPFLAGS = -I$(srcdir)/kernels -I$(srcdir)/coordinator -I$(srcdir)/extension
+# CUDA: compiled and linked into dml-worker whenever the toolkit is there,
+# GPU or not.  The backend only needs to know (device => 'auto', 'gpu'):
+# no CUDA code ever runs in it.
+CUDA_HOME ?= /usr/local/cuda
+HAVE_CUDA := $(shell test -x $(CUDA_HOME)/bin/nvcc && echo yes)
+ifeq ($(HAVE_CUDA),yes)
+PG_CPPFLAGS += -DDML_WORKER_HAS_CUDA
+endif
 PG_CFLAGS = -Werror -Wall -Wno-declaration-after-statement -O3 -fno-math-errno
 SHLIB_LINK = $(BLAS_LIBS) -lm
 
@@ -54,13 +62,10 @@ WLDLIBS = -L$(PQ_LIBDIR) -lpq $(BLAS_LIBS) -lm -lpthread
 
 WORKER_SRCS = workers/worker.c workers/spec.c workers/load.c workers/comm.c \
 	workers/control.c workers/prepare.c workers/train.c workers/train_gpu.c \
-	workers/exact.c workers/sync.c workers/server.c
+	workers/exact.c workers/sync.c workers/server.c workers/predict.c
 KERNEL_SRCS = $(KERNEL_OBJS:.o=.c)
 WORKER_OBJS = $(patsubst %.c,build/%.o,$(WORKER_SRCS) $(KERNEL_SRCS))
 
-# CUDA: compiled and linked whenever the toolkit is there, GPU or not.
-CUDA_HOME ?= /usr/local/cuda
-HAVE_CUDA := $(shell test -x $(CUDA_HOME)/bin/nvcc && echo yes)
 NVCC = $(CUDA_HOME)/bin/nvcc
 NVCCFLAGS = -O3 -std=c++17 -Ikernels -Xcompiler -Wall,-Werror \
 	-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -136,4 +141,5 @@ fuzz:
 	bash regress/fuzz/run.sh $(FUZZ_SECONDS)
 
 $(CUDA_OBJS): kernels/cuda_kernels.h kernels/cuda/common.cuh kernels/kernels.h
-build/workers/worker.o build/workers/train_gpu.o: kernels/cuda_kernels.h
+build/workers/worker.o build/workers/train_gpu.o build/workers/predict.o: kernels/cuda_kernels.h
+extension/batch.o extension/batch_worker.o: extension/batch.h extension/dml.h

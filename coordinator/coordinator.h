@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * coordinator.h
- *	  The part of the backend that runs one training job: plan the slices,
- *	  write the job spec, launch mpirun, supervise it, receive the model.
+ *	  The part of the backend that runs one job of dml-workers: plan the
+ *	  slices, write the job spec, launch mpirun, supervise it, receive the
+ *	  model (a training job) or the predictions (a predict job).
  *
  * The extension (extension/train.c) checks the arguments and resolves
  * every name through the catalog; it hands the coordinator a DmlJob whose
@@ -39,6 +40,16 @@ typedef struct DmlColumn
 	char	   *expr;			/* quoted SQL expression the worker reads */
 } DmlColumn;
 
+/* What a job does */
+typedef enum DmlJobType
+{
+	DML_JOB_TRAIN,				/* train a model, send it back */
+	DML_JOB_PREDICT				/* run a model over a relation, stream predictions back */
+} DmlJobType;
+
+/* Called for each PREDICTIONS message of a predict job, in order */
+typedef void (*DmlBlockCallback) (const char *payload, uint32 len, void *arg);
+
 /* One rank's share: block range [start, end) of one relation */
 typedef struct DmlSlice
 {
@@ -51,6 +62,8 @@ typedef struct DmlSlice
 
 typedef struct DmlJob
 {
+	DmlJobType	type;
+
 	/* what to train */
 	char	   *name;
 	Oid			relid;
@@ -110,7 +123,14 @@ typedef struct DmlJob
 	int			average_every;
 	char	   *compression;	/* none, fp16, topk */
 	double		topk_ratio;
-	char	   *straggler;		/* test hook: "rank:ms" */
+	char	   *straggler;		/* test hook: "rank:ms" or "*:ms:p" */
+
+	/* a predict job: the model, the query rank 0 reads, where blocks go */
+	bytea	   *model_blob;		/* kernels/format.c, written into the job directory */
+	char	   *predict_query;	/* SELECT [id,] features..., names quoted */
+	bool		predict_id;		/* the query's first column is the row id */
+	DmlBlockCallback on_block;
+	void	   *block_arg;
 } DmlJob;
 
 /* What came back */
@@ -124,6 +144,7 @@ typedef struct DmlJobResult
 	double		rows_per_second;
 	char	   *device;
 	int			restarts;
+	int64		rows_predicted; /* a predict job: the count its DONE gave */
 } DmlJobResult;
 
 /* Called for each epoch as its progress arrives */
@@ -136,6 +157,10 @@ extern char *DmlSliceQuery(DmlJob *job, DmlSlice *slice);
 /* extension/exact.c: the in-server alternative to a job */
 extern void DmlExactSolve(DmlJob *job, DmlJobResult *result,
 						  DmlProgressCallback cb, void *cb_arg);
+
+/* extension/train.c: how a job's workers are started and connect back */
+extern char *DmlWorkerConninfo(void);
+extern char *DmlWorkerPath(void);
 
 /* launch.c, supervise.c */
 extern void DmlRunJob(DmlJob *job, DmlJobResult *result,

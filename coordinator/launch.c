@@ -92,6 +92,63 @@ spec_putf(StringInfo buf, const char *key, const char *fmt,...)
 	pfree(v.data);
 }
 
+/* features with their encodings, for the worker to read them as training did */
+static void
+spec_features(StringInfo buf, DmlJob *job)
+{
+	ListCell   *lc;
+
+	foreach(lc, job->features)
+	{
+		DmlColumn  *col = lfirst(lc);
+		ListCell   *lv;
+
+		switch (col->kind)
+		{
+			case DML_COL_NUM:
+				spec_put(buf, "feature_num", col->name);
+				break;
+			case DML_COL_VEC:
+				spec_putf(buf, "feature_vec", "%d %s", col->width, col->name);
+				break;
+			case DML_COL_CAT:
+				spec_put(buf, "feature_cat", col->name);
+				foreach(lv, col->vocab)
+					spec_put(buf, "level", (char *) lfirst(lv));
+				break;
+		}
+	}
+}
+
+/*
+ * The spec of a predict job: one rank reads the query (its one slice) and
+ * runs the model in the job directory's model file on it.
+ */
+static char *
+spec_text_predict(DmlJob *job, const char *socket_path, const char *model_path)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	spec_put(&buf, "version", "1");
+	spec_put(&buf, "job", "predict");
+	spec_put(&buf, "conninfo", job->conninfo);
+	spec_put(&buf, "snapshot", job->snapshot);
+	spec_put(&buf, "role", job->role);
+	spec_put(&buf, "socket", socket_path);
+	spec_putf(&buf, "world", "%d", job->workers);
+	spec_put(&buf, "kind", job->kind);
+	spec_putf(&buf, "outputs", "%d", job->noutputs);
+	spec_put(&buf, "device", job->device);
+	spec_put(&buf, "model", model_path);
+	spec_putf(&buf, "id", "%d", job->predict_id ? 1 : 0);
+	spec_putf(&buf, "attempt", "%d", job->attempt);
+	spec_features(&buf, job);
+	spec_putf(&buf, "slice", "0 0 %s", job->predict_query);
+	spec_put(&buf, "end", "");
+	return buf.data;
+}
+
 /* The spec text for one launch of a job */
 static char *
 spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
@@ -148,26 +205,7 @@ spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
 	spec_put(&buf, "target", job->classification ? "label" : "num");
 	foreach(lc, job->classes)
 		spec_put(&buf, "class", (char *) lfirst(lc));
-	foreach(lc, job->features)
-	{
-		DmlColumn  *col = lfirst(lc);
-		ListCell   *lv;
-
-		switch (col->kind)
-		{
-			case DML_COL_NUM:
-				spec_put(&buf, "feature_num", col->name);
-				break;
-			case DML_COL_VEC:
-				spec_putf(&buf, "feature_vec", "%d %s", col->width, col->name);
-				break;
-			case DML_COL_CAT:
-				spec_put(&buf, "feature_cat", col->name);
-				foreach(lv, col->vocab)
-					spec_put(&buf, "level", (char *) lfirst(lv));
-				break;
-		}
-	}
+	spec_features(&buf, job);
 	foreach(lc, job->slices)
 	{
 		DmlSlice   *slice = lfirst(lc);
@@ -350,7 +388,7 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path,
 {
 	char	   *spec_path = psprintf("%s/job-%d.spec", dir, (int) random());
 	char	   *log_path = psprintf("%s/worker.log", dir);
-	char	   *spec = spec_text(job, socket_path, resume_path);
+	char	   *spec;
 	char	   *np = psprintf("%d", job->workers + job->servers);
 	const char *argv[32];
 	char	  **envp;
@@ -363,6 +401,17 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path,
 
 	if (maxfd < 1024)
 		maxfd = 1024;
+	if (job->type == DML_JOB_PREDICT)
+	{
+		/* the model goes to the worker as its blob, in the private directory */
+		char	   *model_path = psprintf("%s/model-%d.bin", dir, (int) random());
+
+		write_private_file(model_path, VARDATA_ANY(job->model_blob),
+						   VARSIZE_ANY_EXHDR(job->model_blob));
+		spec = spec_text_predict(job, socket_path, model_path);
+	}
+	else
+		spec = spec_text(job, socket_path, resume_path);
 	write_private_file(spec_path, spec, strlen(spec));
 
 	argv[argc++] = job->mpirun;

@@ -19,6 +19,12 @@
  *	 MODEL     binary: uint32 blob length, the blob, then JSON metrics text
  *	 ERROR     text: what failed, for the user's errmsg/errdetail
  *	 LOG       text: a line for a NOTICE
+ *	 PREDICTIONS  a predict job's block of rows, in the order they were read:
+ *	           uint32 rows B, uint32 outputs K, float32 out[B * K] (the
+ *	           model's predictions as dml_model_predict gives them), then
+ *	           when the job has an id column, per row an int32 length (-1
+ *	           for NULL) and the id in its type's binary format
+ *	 DONE      a predict job's end: int64 rows sent in all
  *
  * The socket is the job's lifeline: when the coordinator closes it, rank 0
  * ends the whole job.
@@ -41,7 +47,9 @@ typedef enum DmlMsgType
 	DML_MSG_CHECKPOINT = 3,
 	DML_MSG_MODEL = 4,
 	DML_MSG_ERROR = 5,
-	DML_MSG_LOG = 6
+	DML_MSG_LOG = 6,
+	DML_MSG_PREDICTIONS = 7,
+	DML_MSG_DONE = 8
 } DmlMsgType;
 
 /* One epoch's figures, reduced over every rank by rank 0 */

@@ -1,15 +1,18 @@
 /*-------------------------------------------------------------------------
  *
  * supervise.c
- *	  Run one training job to its end: launch, wait on latch + control
- *	  socket + child, relay progress, keep checkpoints, restart after a
- *	  worker failure, receive the model, and clean up on every path out.
+ *	  Run one job to its end: launch, wait on latch + control socket +
+ *	  child, relay progress, keep checkpoints, restart after a worker
+ *	  failure, receive the model (training) or hand each block of
+ *	  predictions to the caller (predict), and clean up on every path out.
  *
  * States of a job, advanced one step at a time:
  *
  *	 LAUNCHED   mpirun started, rank 0 not yet connected
- *	 RUNNING    rank 0 connected; progress and checkpoints arrive
- *	 RECEIVED   the model arrived; waiting for mpirun to exit
+ *	 RUNNING    rank 0 connected; progress and checkpoints (or blocks of
+ *	            predictions) arrive
+ *	 RECEIVED   the model (or a predict job's DONE) arrived; waiting for
+ *	            mpirun to exit
  *	 EXITED     mpirun reaped: success, restart, or failure
  *
  * The backend never blocks: each wait is WaitLatchOrSocket with a 100 ms
@@ -52,6 +55,7 @@
 #define DML_POLL_MS			100
 #define DML_CONNECT_TIMEOUT_S 120	/* mpirun start + libpq connect */
 #define DML_EXIT_GRACE_S	10		/* after the model, for MPI_Finalize */
+#define DML_RECV_CHUNK		(8 << 20)	/* bytes read before dispatching */
 
 typedef enum JobState
 {
@@ -186,6 +190,7 @@ typedef struct JobRun
 	void	   *cb_arg;
 	JobState	state;
 	RecvBuf		in;
+	bool		in_more;		/* read_messages stopped at DML_RECV_CHUNK */
 	char	   *last_error;		/* from an ERROR message */
 	bool		have_checkpoint;
 	int			checkpoint_epoch;
@@ -251,7 +256,7 @@ handle_model(JobRun *run, const char *payload, uint32 len)
 	uint32		blen;
 	bytea	   *w;
 
-	if (len < 4)
+	if (len < 4 || run->job->type != DML_JOB_TRAIN)
 		elog(ERROR, "dml: malformed MODEL from rank 0. Please report a bug.");
 	memcpy(&blen, payload, 4);
 	if (blen > len - 4)
@@ -300,20 +305,46 @@ handle_message(JobRun *run, uint32 type, const char *payload, uint32 len)
 		case DML_MSG_LOG:
 			ereport(NOTICE, (errmsg("%s", pnstrdup(payload, len))));
 			break;
+		case DML_MSG_PREDICTIONS:
+			if (run->job->type != DML_JOB_PREDICT || run->state != JOB_RUNNING)
+				elog(ERROR, "dml: unexpected PREDICTIONS from rank 0. Please report a bug.");
+			run->job->on_block(payload, len, run->job->block_arg);
+			break;
+		case DML_MSG_DONE:
+			if (run->job->type != DML_JOB_PREDICT || len != sizeof(int64))
+				elog(ERROR, "dml: malformed DONE from rank 0. Please report a bug.");
+			memcpy(&run->result->rows_predicted, payload, sizeof(int64));
+			run->state = JOB_RECEIVED;
+			run->received = GetCurrentTimestamp();
+			break;
 		default:
 			elog(ERROR, "dml: unknown message type %u from rank 0. Please report a bug.", type);
 	}
 }
 
-/* read what is there; dispatch complete frames; false at EOF */
+/*
+ * Read what is there, up to DML_RECV_CHUNK bytes at a time (so a fast
+ * sender cannot make us buffer without bound: what we leave in the socket
+ * holds it back); dispatch complete frames; false at EOF (after
+ * dispatching what came before it).
+ */
 static bool
 read_messages(JobRun *run)
 {
 	RecvBuf    *in = &run->in;
+	size_t		got = 0;
+	bool		eof = false;
 
+	run->in_more = false;
 	for (;;)
 	{
 		ssize_t		n;
+
+		if (got >= DML_RECV_CHUNK)
+		{
+			run->in_more = true;
+			break;
+		}
 
 		if (in->cap - in->len < 65536)
 		{
@@ -323,19 +354,24 @@ read_messages(JobRun *run)
 		}
 		n = recv(active_job.conn_fd, in->data + in->len, in->cap - in->len, 0);
 		if (n == 0)
-			return false;
+		{
+			eof = true;
+			break;
+		}
 		if (n < 0)
 		{
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				break;
-			return false;		/* connection reset: rank 0 died */
+			eof = true;			/* connection reset: rank 0 died */
+			break;
 		}
 		in->len += n;
+		got += n;
 	}
 
-	/* dispatch every complete frame */
+	/* dispatch every complete frame, those that came just before EOF too */
 	{
 		size_t		pos = 0;
 
@@ -357,7 +393,7 @@ read_messages(JobRun *run)
 			in->len -= pos;
 		}
 	}
-	return true;
+	return !eof;
 }
 
 /* ---------------------------------------------------------------------
@@ -528,6 +564,13 @@ error_text(const char *payload)
 	return msg;
 }
 
+/* "training" or "predict", for messages */
+static const char *
+job_noun(DmlJob *job)
+{
+	return job->type == DML_JOB_PREDICT ? "predict" : "training";
+}
+
 /* mpirun is gone without a model: restart from the checkpoint, or fail */
 static bool
 job_failed(JobRun *run, const char *what)
@@ -563,7 +606,7 @@ job_failed(JobRun *run, const char *what)
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-			 errmsg("training job failed: %s", what),
+			 errmsg("%s job failed: %s", job_noun(run->job), what),
 			 why ? errdetail("%s", why) : 0,
 			 run->restarts > 0 ? errhint("The job was restarted %d time%s first.",
 										 run->restarts, run->restarts == 1 ? "" : "s") : 0));
@@ -607,7 +650,8 @@ supervise_step(JobRun *run)
 		/* drain anything rank 0 wrote before it went */
 		if (active_job.conn_fd >= 0)
 		{
-			read_messages(run);
+			while (read_messages(run) && run->in_more)
+				CHECK_FOR_INTERRUPTS();
 			close(active_job.conn_fd);
 			active_job.conn_fd = -1;
 		}
@@ -636,7 +680,8 @@ supervise_step(JobRun *run)
 
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("training job did not start within %d seconds", DML_CONNECT_TIMEOUT_S),
+				 errmsg("%s job did not start within %d seconds", job_noun(run->job),
+						DML_CONNECT_TIMEOUT_S),
 				 why ? errdetail("%s", why) : 0));
 	}
 	if (run->state == JOB_RUNNING && run->job->epoch_timeout > 0 &&
@@ -672,8 +717,11 @@ supervise_step(JobRun *run)
 
 /*
  * DmlRunJob
- *		Run a job to completion, calling cb for each epoch.  On return the
- *		result holds the model; on any error the job is killed first.
+ *		Run a job to completion, calling cb for each epoch (training) or
+ *		job->on_block for each block of predictions (predict).  On return
+ *		the result holds the model, or the count of rows predicted; on any
+ *		error the job is killed first.  A predict job is never restarted:
+ *		its blocks are already written.
  */
 void
 DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_arg)
@@ -690,7 +738,9 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 		exit_hook_registered = true;
 	}
 	if (active_job.active)
-		elog(ERROR, "dml: a training job is already running in this backend. Please report a bug.");
+		elog(ERROR, "dml: a job is already running in this backend. Please report a bug.");
+	if (job->type == DML_JOB_PREDICT && (job->on_block == NULL || job->max_restarts != 0))
+		elog(ERROR, "dml: a predict job needs a block callback and no restarts. Please report a bug.");
 
 	memset(&run, 0, sizeof(run));
 	run.job = job;
@@ -723,6 +773,8 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
 	result->seconds = secs + usecs / 1e6;
 	result->restarts = run.restarts;
-	if (result->weights == NULL)
+	if (job->type == DML_JOB_TRAIN && result->weights == NULL)
 		elog(ERROR, "dml: job ended without a model. Please report a bug.");
+	if (job->type == DML_JOB_PREDICT && run.state != JOB_EXITED)
+		elog(ERROR, "dml: predict job ended without DONE. Please report a bug.");
 }

@@ -4,9 +4,12 @@
  *	  Inference over whole relations: dml_evaluate and the
  *	  dml_predict_table procedure.
  *
- * Both read the relation through an SPI cursor as the caller (so
- * privileges and row-level security apply), encode DML_BATCH_ROWS rows at
- * a time into one matrix and run the model on it with GEMM.
+ * Both read the relation through SPI as the caller (so privileges and
+ * row-level security apply), encode DML_BATCH_ROWS rows at a time into one
+ * matrix and run the model on it with GEMM.  dml_predict_table reads its
+ * rows through a DestReceiver of its own, without tuple copies, and writes
+ * through the table AM's multi-insert (DmlPredictWriter, shared with the
+ * worker path in batch_worker.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -25,8 +28,10 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -34,16 +39,13 @@
 #include "utils/syscache.h"
 #include "utils/varlena.h"
 
+#include "batch.h"
 #include "dml.h"
 #include "predict.h"
 
-#define DML_BATCH_ROWS			1024
-#define DML_PROGRESS_ROWS		100000	/* NOTICE every this many rows... */
-#define DML_PROGRESS_MIN_ROWS	200000	/* ...on tables estimated at least this large */
-
 /* quoted, qualified name of relid */
-static char *
-rel_sql_name(Oid relid)
+char *
+DmlRelSqlName(Oid relid)
 {
 	char	   *nsp = get_namespace_name(get_rel_namespace(relid));
 	char	   *rel = get_rel_name(relid);
@@ -56,8 +58,8 @@ rel_sql_name(Oid relid)
 }
 
 /* "f1", "f2", ... of the model, quoted, for a SELECT list */
-static char *
-feature_list(DmlCachedModel *cm)
+char *
+DmlFeatureList(DmlCachedModel *cm)
 {
 	StringInfoData buf;
 
@@ -98,8 +100,8 @@ class_index(DmlCachedModel *cm, const char *label)
 }
 
 /* the estimated rows of a relation, for deciding on progress NOTICEs */
-static double
-estimated_rows(Oid relid)
+double
+DmlEstimatedRows(Oid relid)
 {
 	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	double		n = 0;
@@ -141,8 +143,8 @@ dml_evaluate(PG_FUNCTION_ARGS)
 	if (dml_metrics_init(&met, cm->model.net.loss, classifier ? cm->nclasses : K) != DML_OK)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 	sql = psprintf("SELECT %s, %s%s FROM %s WHERE %s IS NOT NULL",
-				   feature_list(cm), quote_identifier(cm->target),
-				   classifier ? "::text" : "::float8", rel_sql_name(relid),
+				   DmlFeatureList(cm), quote_identifier(cm->target),
+				   classifier ? "::text" : "::float8", DmlRelSqlName(relid),
 				   quote_identifier(cm->target));
 
 	SPI_connect();
@@ -208,187 +210,624 @@ dml_evaluate(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
 }
 
+/* ---------------------------------------------------------------------
+ * The target table and the writer (both paths)
+ * --------------------------------------------------------------------- */
+
+/*
+ * DmlPredictTargetCreate
+ *		Check the target name and id column, then create the table in the
+ *		caller's transaction: (id, prediction float8) for regression,
+ *		(id, prediction text, probability float8) for classification.  The
+ *		caller is connected to SPI.
+ */
+void
+DmlPredictTargetCreate(DmlPredictTarget *t)
+{
+	bool		classifier = t->cm->model.net.loss != DML_LOSS_MSE;
+	const char *idcol;
+	char	   *idtype;
+	char	   *ddl;
+
+	if (OidIsValid(RangeVarGetRelid(t->rv, NoLock, true)))
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("relation \"%s\" already exists", t->target),
+				 errhint("Drop it first, or choose another target name.")));
+	t->qtarget = t->rv->schemaname ? quote_qualified_identifier(t->rv->schemaname, t->rv->relname)
+		: pstrdup(quote_identifier(t->rv->relname));
+	if (t->id_column)
+	{
+		t->id_attnum = get_attnum(t->source, t->id_column);
+		if (t->id_attnum == InvalidAttrNumber || t->id_attnum < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" of relation \"%s\" does not exist",
+							t->id_column, get_rel_name(t->source))));
+		t->id_type = get_atttype(t->source, t->id_attnum);
+	}
+	else
+		t->id_type = INT8OID;	/* row number */
+	t->progress = DmlEstimatedRows(t->source) >= DML_PROGRESS_MIN_ROWS;
+
+	idcol = t->id_column ? quote_identifier(t->id_column) : "row_number";
+	idtype = format_type_be_qualified(t->id_type);
+	ddl = classifier ?
+		psprintf("CREATE TABLE %s (%s %s, prediction text, probability float8)",
+				 t->qtarget, idcol, idtype) :
+		psprintf("CREATE TABLE %s (%s %s, prediction float8)", t->qtarget, idcol, idtype);
+	if (SPI_execute(ddl, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "dml: creating %s failed", t->qtarget);
+	CommandCounterIncrement();
+	t->out_relid = RangeVarGetRelid(t->rv, NoLock, false);
+}
+
+/*
+ * A row whose layout is fixed (an int4 or int8 id that is not NULL) is
+ * made by copying a template tuple, one per class, and patching the id and
+ * the float8s in place: no heap_form_tuple, and the heap takes the tuple
+ * as it is.  Where the value is in template tup's data: the offset of
+ * each attribute, walked as heap_deform_tuple walks it.
+ */
+static void
+template_offsets(TupleDesc td, HeapTuple tup, int *offs)
+{
+	char	   *tp = (char *) tup->t_data + tup->t_data->t_hoff;
+	uint32		off = 0;
+
+	for (int a = 0; a < td->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(td, a);
+
+		if (att->attlen == -1)
+			off = att_align_pointer(off, att->attalign, -1, tp + off);
+		else
+			off = att_align_nominal(off, att->attalign);
+		offs[a] = off;
+		off = att_addlength_pointer(off, att->attlen, tp + off);
+	}
+}
+
+/* the templates, when the id type allows them */
+static void
+writer_templates(DmlPredictWriter *w)
+{
+	TupleDesc	td = RelationGetDescr(w->rel);
+	Oid			idtype = TupleDescAttr(td, 0)->atttypid;
+	int			n = w->classifier ? w->t->cm->nclasses : 1;
+	Datum		values[3] = {0, 0, 0};
+	bool		nulls[3] = {false, false, false};
+	int			offs[3];
+
+	if (idtype != INT4OID && idtype != INT8OID)
+		return;
+	w->id_len = idtype == INT4OID ? 4 : 8;
+	w->templates = palloc(sizeof(HeapTuple) * n);
+	values[0] = idtype == INT4OID ? Int32GetDatum(0) : Int64GetDatum(0);
+	for (int k = 0; k < n; k++)
+	{
+		values[1] = w->classifier ? w->labels[k] : Float8GetDatum(0);
+		values[2] = Float8GetDatum(0);
+		w->templates[k] = heap_form_tuple(td, values, nulls);
+	}
+	template_offsets(td, w->templates[0], offs);
+	w->id_off = offs[0];
+	w->value_off = offs[1];
+	if (w->classifier)
+	{
+		/* the label's length differs by class, and so does where p goes */
+		w->prob_offs = palloc(sizeof(int) * n);
+		for (int k = 0; k < n; k++)
+		{
+			template_offsets(td, w->templates[k], offs);
+			w->prob_offs[k] = offs[2];
+		}
+	}
+}
+
+/*
+ * DmlPredictWriterBegin
+ *		Open the new table for multi-insert.  It is new and ours, without
+ *		indexes, triggers or policies: rows go in through the table AM's
+ *		multi-insert with a bulk-insert state, as COPY FROM does, WAL-logged
+ *		as any insert.  A new table has no free space to look up, so the
+ *		free space map is skipped, as CREATE TABLE AS does.
+ */
+void
+DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t)
+{
+	DmlCachedModel *cm = t->cm;
+	TupleDesc	td;
+
+	memset(w, 0, sizeof(*w));
+	w->t = t;
+	w->K = cm->model.net.sizes[cm->model.net.nlayers];
+	w->classifier = cm->model.net.loss != DML_LOSS_MSE;
+	w->rel = table_open(t->out_relid, RowExclusiveLock);
+	td = RelationGetDescr(w->rel);
+	w->bistate = GetBulkInsertState();
+	w->cid = GetCurrentCommandId(true);
+	w->cxt = AllocSetContextCreate(CurrentMemoryContext, "dml predict insert",
+								   ALLOCSET_DEFAULT_SIZES);
+	w->vslots = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
+	w->hslots = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
+	w->use = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
+	for (int r = 0; r < DML_BATCH_ROWS; r++)
+	{
+		w->vslots[r] = MakeSingleTupleTableSlot(td, &TTSOpsVirtual);
+		w->hslots[r] = MakeSingleTupleTableSlot(td, &TTSOpsHeapTuple);
+	}
+	if (w->classifier)
+	{
+		w->labels = palloc(sizeof(Datum) * Max(cm->nclasses, 1));
+		for (int k = 0; k < cm->nclasses; k++)
+			w->labels[k] = CStringGetTextDatum(cm->classes[k]);
+	}
+	writer_templates(w);
+}
+
+/* one row from its class's template; id and values patched in */
+static HeapTuple
+row_from_template(DmlPredictWriter *w, int k, Datum id, double value, double prob)
+{
+	HeapTuple	tmpl = w->templates[k];
+	HeapTuple	tup = MemoryContextAlloc(w->cxt, HEAPTUPLESIZE + tmpl->t_len);
+	char	   *data;
+
+	tup->t_len = tmpl->t_len;
+	ItemPointerSetInvalid(&tup->t_self);
+	tup->t_tableOid = InvalidOid;
+	tup->t_data = (HeapTupleHeader) ((char *) tup + HEAPTUPLESIZE);
+	memcpy(tup->t_data, tmpl->t_data, tmpl->t_len);
+	data = (char *) tup->t_data + tup->t_data->t_hoff;
+	if (w->id_len == 4)
+	{
+		int32		v = DatumGetInt32(id);
+
+		memcpy(data + w->id_off, &v, 4);
+	}
+	else
+	{
+		int64		v = DatumGetInt64(id);
+
+		memcpy(data + w->id_off, &v, 8);
+	}
+	if (w->classifier)
+		memcpy(data + w->prob_offs[k], &prob, 8);
+	else
+		memcpy(data + w->value_off, &value, 8);
+	return tup;
+}
+
+/*
+ * DmlPredictWriterPut
+ *		Write B rows: ids (B) or, when ids is NULL, row numbers; out (B, K)
+ *		the model's outputs as dml_model_predict gives them.
+ */
+void
+DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
+					const float *out, int B)
+{
+	DmlCachedModel *cm = w->t->cm;
+	int64		before = w->done;
+	MemoryContext old;
+
+	while (B > 0)
+	{
+		int			n = Min(B, DML_BATCH_ROWS);
+
+		for (int r = 0; r < n; r++)
+		{
+			const float *o = out + (size_t) r * w->K;
+			Datum		id = ids ? ids[r] : Int64GetDatum(w->done + r + 1);
+			bool		idnull = ids ? idnulls[r] : false;
+			int			k = 0;
+			double		value = 0;
+			double		p = 0;
+			TupleTableSlot *slot;
+
+			if (!w->classifier)
+				value = o[0];
+			else
+			{
+				k = DmlPredictedClass(cm, o);
+				p = cm->model.net.loss == DML_LOSS_BCE ? (k ? o[0] : 1.0 - o[0]) : o[k];
+			}
+			if (w->templates && !idnull)
+			{
+				slot = w->hslots[r];
+				ExecStoreHeapTuple(row_from_template(w, k, id, value, p), slot, true);
+			}
+			else
+			{
+				slot = w->vslots[r];
+				ExecClearTuple(slot);
+				slot->tts_values[0] = id;
+				slot->tts_isnull[0] = idnull;
+				slot->tts_isnull[1] = false;
+				if (!w->classifier)
+					slot->tts_values[1] = Float8GetDatum(value);
+				else
+				{
+					slot->tts_values[1] = w->labels[k];
+					slot->tts_values[2] = Float8GetDatum(p);
+					slot->tts_isnull[2] = false;
+				}
+				ExecStoreVirtualTuple(slot);
+			}
+			w->use[r] = slot;
+		}
+		/* the heap copies what it needs, so ids may go after this */
+		old = MemoryContextSwitchTo(w->cxt);
+		table_multi_insert(w->rel, w->use, n, w->cid, TABLE_INSERT_SKIP_FSM, w->bistate);
+		MemoryContextSwitchTo(old);
+		for (int r = 0; r < n; r++)
+			if (w->use[r] == w->hslots[r])
+				ExecClearTuple(w->hslots[r]);
+		MemoryContextReset(w->cxt);
+		w->done += n;
+		out += (size_t) n * w->K;
+		if (ids)
+		{
+			ids += n;
+			idnulls += n;
+		}
+		B -= n;
+	}
+	if (w->t->progress && w->done / DML_PROGRESS_ROWS != before / DML_PROGRESS_ROWS)
+		ereport(NOTICE, (errmsg("dml_predict_table: " INT64_FORMAT " rows predicted", w->done)));
+}
+
+/* DmlPredictWriterEnd: finish the bulk insert and close the table */
+void
+DmlPredictWriterEnd(DmlPredictWriter *w)
+{
+	for (int r = 0; r < DML_BATCH_ROWS; r++)
+	{
+		ExecDropSingleTupleTableSlot(w->vslots[r]);
+		ExecDropSingleTupleTableSlot(w->hslots[r]);
+	}
+	FreeBulkInsertState(w->bistate);
+	table_finish_bulk_insert(w->rel, TABLE_INSERT_SKIP_FSM);
+	table_close(w->rel, NoLock);
+	MemoryContextDelete(w->cxt);
+	ereport(NOTICE,
+			(errmsg("dml_predict_table: wrote " INT64_FORMAT " predictions to %s",
+					w->done, w->t->qtarget)));
+}
+
+/* ---------------------------------------------------------------------
+ * In the backend: the source through a DestReceiver of our own
+ *
+ * The SELECT runs through SPI as the caller, so privileges and row-level
+ * security apply, but its rows come to PredictReceiver instead of an SPI
+ * tuple table: no tuple is formed or copied.  Each row's features are
+ * read from the slot's values straight into the float32 block, a plain
+ * float8 column without any conversion; when the block is full the model
+ * runs on it with GEMM and the writer inserts it.
+ * --------------------------------------------------------------------- */
+
+/* how a feature column is read */
+typedef enum ReadHow
+{
+	READ_GENERAL,				/* DmlFeatureInputs */
+	READ_FLOAT8,				/* a float8 number */
+	READ_NUMBER					/* another scalar DmlDatumToDouble reads as is */
+} ReadHow;
+
+typedef struct PredictReceiver
+{
+	DestReceiver pub;
+	DmlCachedModel *cm;
+	DmlPredictWriter *w;
+	int			natts;			/* columns of the query */
+	bool		whole_rows;		/* SELECT *: columns found by name */
+	int		   *pos;			/* (nfeatures) each feature's column, 0-based */
+	int			id_pos;
+	int			fetch;			/* columns to deform: the last one used + 1 */
+	bool		has_id;
+	bool		id_byval;
+	int16		id_len;
+	Oid		   *types;			/* (nfeatures) base type of each column */
+	ReadHow    *how;			/* (nfeatures) */
+	int			C;
+	int			B;				/* rows in the block */
+	float	   *X;				/* (DML_BATCH_ROWS, C) */
+	float	   *out;			/* (DML_BATCH_ROWS, K) */
+	float	   *scratch;
+	Datum	   *ids;
+	bool	   *idnulls;
+	const char *id_column;
+	MemoryContext blockcxt;		/* by-reference ids and encoding garbage of a block */
+} PredictReceiver;
+
+/* predict and write the block */
+static void
+receiver_flush(PredictReceiver *pr)
+{
+	if (pr->B == 0)
+		return;
+	dml_model_predict(&pr->cm->model, pr->out, pr->X, pr->B, pr->scratch);
+	DmlPredictWriterPut(pr->w, pr->has_id ? pr->ids : NULL, pr->idnulls, pr->out, pr->B);
+	pr->B = 0;
+	MemoryContextReset(pr->blockcxt);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/* the column of the query's result named name, 0-based */
+static int
+result_column(TupleDesc typeinfo, const char *name)
+{
+	for (int a = 0; a < typeinfo->natts; a++)
+		if (!TupleDescAttr(typeinfo, a)->attisdropped &&
+			strcmp(NameStr(TupleDescAttr(typeinfo, a)->attname), name) == 0)
+			return a;
+	elog(ERROR, "dml: predict query has no column \"%s\". Please report a bug.", name);
+	return -1;					/* not reached */
+}
+
+static void
+receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+	PredictReceiver *pr = (PredictReceiver *) self;
+
+	if (!pr->whole_rows && typeinfo->natts != pr->natts)
+		elog(ERROR, "dml: predict query returned %d columns, expected %d. Please report a bug.",
+			 typeinfo->natts, pr->natts);
+	pr->fetch = 0;
+	for (int i = 0; i < pr->cm->nfeatures; i++)
+	{
+		Oid			t;
+
+		pr->pos[i] = pr->whole_rows ? result_column(typeinfo, pr->cm->features[i].name) : i;
+		pr->fetch = Max(pr->fetch, pr->pos[i] + 1);
+		t = getBaseType(TupleDescAttr(typeinfo, pr->pos[i])->atttypid);
+		pr->types[i] = t;
+		pr->how[i] = READ_GENERAL;
+		/* the types DmlDatumToDouble reads without a lookup or allocation */
+		if (pr->cm->features[i].kind == DML_FEAT_NUM)
+		{
+			if (t == FLOAT8OID)
+				pr->how[i] = READ_FLOAT8;
+			else if (t == FLOAT4OID || t == INT2OID || t == INT4OID || t == INT8OID ||
+					 t == BOOLOID)
+				pr->how[i] = READ_NUMBER;
+		}
+	}
+	if (pr->has_id)
+	{
+		Form_pg_attribute att;
+
+		pr->id_pos = pr->whole_rows ? result_column(typeinfo, pr->id_column) : pr->natts - 1;
+		pr->fetch = Max(pr->fetch, pr->id_pos + 1);
+		att = TupleDescAttr(typeinfo, pr->id_pos);
+		pr->id_byval = att->attbyval;
+		pr->id_len = att->attlen;
+	}
+}
+
+static bool
+receiver_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	PredictReceiver *pr = (PredictReceiver *) self;
+	DmlCachedModel *cm = pr->cm;
+	float	   *dst = pr->X + (size_t) pr->B * pr->C;
+	Datum	   *values;
+	bool	   *isnull;
+	MemoryContext old;
+
+	slot_getsomeattrs(slot, pr->fetch);
+	values = slot->tts_values;
+	isnull = slot->tts_isnull;
+	for (int i = 0; i < cm->nfeatures; i++)
+	{
+		int			a = pr->pos[i];
+
+		/* a scalar number: no lookup, no allocation */
+		if (pr->how[i] == READ_FLOAT8 && !isnull[a])
+		{
+			double		v = DatumGetFloat8(values[a]);
+
+			if (likely(isfinite(v)))
+			{
+				*dst++ = (float) v;
+				continue;
+			}
+		}
+		else if (pr->how[i] == READ_NUMBER && !isnull[a])
+		{
+			double		v;
+
+			(void) DmlDatumToDouble(values[a], pr->types[i], &v);
+			if (likely(isfinite(v)))
+			{
+				*dst++ = (float) v;
+				continue;
+			}
+		}
+		/* everything else, and every error, as dml_predict does it */
+		old = MemoryContextSwitchTo(pr->blockcxt);
+		DmlFeatureInputs(&cm->features[i], dst, values[a], isnull[a], pr->types[i]);
+		MemoryContextSwitchTo(old);
+		dst += cm->features[i].width;
+	}
+	if (pr->has_id)
+	{
+		int			a = pr->id_pos;
+
+		pr->idnulls[pr->B] = isnull[a];
+		if (isnull[a])
+			pr->ids[pr->B] = (Datum) 0;
+		else if (pr->id_byval)
+			pr->ids[pr->B] = values[a];
+		else
+		{
+			old = MemoryContextSwitchTo(pr->blockcxt);
+			pr->ids[pr->B] = datumCopy(values[a], false, pr->id_len);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	if (++pr->B == DML_BATCH_ROWS)
+		receiver_flush(pr);
+	return true;
+}
+
+static void
+receiver_shutdown(DestReceiver *self)
+{
+}
+
+static void
+receiver_destroy(DestReceiver *self)
+{
+}
+
+/*
+ * Whether the source can be read as SELECT *: a table (no view: its
+ * columns would all be computed; no foreign table: all fetched) that the
+ * caller may read whole, with every feature column there.  Then the scan
+ * hands over its own tuples, deformed only as far as the last column used,
+ * instead of projecting each row into a new slot.  Otherwise (column
+ * privileges only, say) the columns are named, and errors come from there.
+ */
+static bool
+read_whole_rows(DmlPredictTarget *t)
+{
+	char		relkind = get_rel_relkind(t->source);
+
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_MATVIEW)
+		return false;
+	if (pg_class_aclcheck(t->source, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		return false;
+	for (int i = 0; i < t->cm->nfeatures; i++)
+		if (get_attnum(t->source, t->cm->features[i].name) <= 0)
+			return false;
+	return true;
+}
+
+/* the SELECT of features (and id) and its execution into the receiver */
+static void
+predict_in_backend(DmlPredictTarget *t)
+{
+	DmlCachedModel *cm = t->cm;
+	DmlPredictWriter w;
+	PredictReceiver pr;
+	SPIExecuteOptions opts;
+	int			K = cm->model.net.sizes[cm->model.net.nlayers];
+	char	   *sql;
+
+	memset(&pr, 0, sizeof(pr));
+	pr.pub.receiveSlot = receiver_receive;
+	pr.pub.rStartup = receiver_startup;
+	pr.pub.rShutdown = receiver_shutdown;
+	pr.pub.rDestroy = receiver_destroy;
+	pr.pub.mydest = DestNone;
+	pr.cm = cm;
+	pr.w = &w;
+	pr.has_id = t->id_column != NULL;
+	pr.id_column = t->id_column;
+	pr.natts = cm->nfeatures + (pr.has_id ? 1 : 0);
+	pr.whole_rows = read_whole_rows(t);
+	pr.pos = palloc(sizeof(int) * Max(cm->nfeatures, 1));
+	pr.types = palloc(sizeof(Oid) * Max(cm->nfeatures, 1));
+	pr.how = palloc(sizeof(ReadHow) * Max(cm->nfeatures, 1));
+	pr.C = cm->model.net.sizes[0];
+	pr.X = palloc(sizeof(float) * DML_BATCH_ROWS * pr.C);
+	pr.out = palloc(sizeof(float) * DML_BATCH_ROWS * K);
+	pr.scratch = palloc(sizeof(float) * dml_model_scratch_floats(&cm->model, DML_BATCH_ROWS));
+	pr.ids = palloc(sizeof(Datum) * DML_BATCH_ROWS);
+	pr.idnulls = palloc(sizeof(bool) * DML_BATCH_ROWS);
+	pr.blockcxt = AllocSetContextCreate(CurrentMemoryContext, "dml predict block",
+										ALLOCSET_DEFAULT_SIZES);
+
+	if (pr.whole_rows)
+		sql = psprintf("SELECT * FROM %s", DmlRelSqlName(t->source));
+	else
+		sql = psprintf("SELECT %s%s%s FROM %s", DmlFeatureList(cm),
+					   t->id_column ? ", " : "", t->id_column ? quote_identifier(t->id_column) : "",
+					   DmlRelSqlName(t->source));
+	DmlPredictWriterBegin(&w, t);
+	memset(&opts, 0, sizeof(opts));
+	opts.read_only = true;
+	opts.dest = &pr.pub;
+	/* with a receiver of its own SPI says SPI_OK_UTILITY: rows were not kept */
+	if (SPI_execute_extended(sql, &opts) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("relation \"%s\" lacks the columns of model \"%s\"",
+						get_rel_name(t->source), t->model)));
+	receiver_flush(&pr);
+	DmlPredictWriterEnd(&w);
+	MemoryContextDelete(pr.blockcxt);
+}
+
 PG_FUNCTION_INFO_V1(dml_predict_table);
 
 /*
- * dml_predict_table(model, source, target, id_column): create table target
- * with (id_column, prediction) for regression or (id_column, prediction
- * text, probability float8) for classification, filled in blocks.
+ * dml_predict_table(model, source, target, id_column, device): create table
+ * target with (id_column, prediction) for regression or (id_column,
+ * prediction text, probability float8) for classification, filled in
+ * blocks.  device 'cpu' runs the model here; 'gpu' in one dml-worker on a
+ * GPU (batch_worker.c); 'auto' on a GPU when one is visible and the build
+ * has CUDA, else here.  'worker-cpu', for tests only, runs the worker's
+ * path on its CPU kernels.
  */
 Datum
 dml_predict_table(PG_FUNCTION_ARGS)
 {
-	char	   *name;
-	Oid			relid;
-	char	   *target;
-	char	   *id_column;
-	DmlCachedModel *cm;
-	RangeVar   *rv;
-	char	   *qtarget;
-	Oid			id_type = InvalidOid;
-	int			C,
-				K;
-	bool		classifier;
-	float	   *X,
-			   *out,
-			   *scratch;
-	Datum	   *ids;
-	bool	   *idnulls;
-	SPIPlanPtr	plan;
-	Portal		portal;
-	Relation	out_rel;
-	Oid			out_relid;
-	BulkInsertState bistate;
-	TupleTableSlot **slots;
-	CommandId	cid;
-	int64		done = 0;
-	bool		progress;
+	DmlPredictTarget t;
+	char	   *device;
+	const char *worker_device = NULL;	/* NULL: in the backend */
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("model, source and target must not be NULL")));
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	relid = PG_GETARG_OID(1);
-	target = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	id_column = PG_ARGISNULL(3) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(3));
+	memset(&t, 0, sizeof(t));
+	t.model = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	t.source = PG_GETARG_OID(1);
+	t.target = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	t.id_column = PG_ARGISNULL(3) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(3));
+	device = PG_NARGS() < 5 || PG_ARGISNULL(4) ? "cpu" : text_to_cstring(PG_GETARG_TEXT_PP(4));
 
-	cm = DmlGetModel(name);
-	C = cm->model.net.sizes[0];
-	K = cm->model.net.sizes[cm->model.net.nlayers];
-	classifier = cm->model.net.loss != DML_LOSS_MSE;
-
-	rv = makeRangeVarFromNameList(textToQualifiedNameList(PG_GETARG_TEXT_PP(2)));
-	if (OidIsValid(RangeVarGetRelid(rv, NoLock, true)))
-		ereport(ERROR,
-				(errcode(ERRCODE_DUPLICATE_TABLE),
-				 errmsg("relation \"%s\" already exists", target),
-				 errhint("Drop it first, or choose another target name.")));
-	qtarget = rv->schemaname ? quote_qualified_identifier(rv->schemaname, rv->relname)
-		: pstrdup(quote_identifier(rv->relname));
-	if (id_column)
+	if (strcmp(device, "cpu") == 0)
+		worker_device = NULL;
+	else if (strcmp(device, "gpu") == 0)
 	{
-		AttrNumber	att = get_attnum(relid, id_column);
-
-		if (att == InvalidAttrNumber || att < 0)
+		if (!DmlBuildHasCuda())
 			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("column \"%s\" of relation \"%s\" does not exist",
-							id_column, get_rel_name(relid))));
-		id_type = get_atttype(relid, att);
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("device 'gpu' was asked for, but this build of dml has no CUDA support"),
+					 errhint("Use device => 'cpu' (or 'auto'), or build dml with the CUDA toolkit.")));
+		/* whether a GPU is there, the worker asks CUDA and says */
+		worker_device = "gpu";
+	}
+	else if (strcmp(device, "auto") == 0)
+		worker_device = DmlBuildHasCuda() && DmlGpuVisible() ? "auto" : NULL;
+	else if (strcmp(device, "worker-cpu") == 0)
+	{
+		if (!dml_test_hooks)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("device \"worker-cpu\" needs dml.test_hooks"),
+					 errhint("A superuser can enable test hooks with SET dml.test_hooks = on.")));
+		worker_device = "cpu";
 	}
 	else
-		id_type = INT8OID;		/* row number */
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown device \"%s\"", device),
+				 errhint("Valid devices are cpu, gpu and auto.")));
 
-	X = palloc(sizeof(float) * DML_BATCH_ROWS * C);
-	out = palloc(sizeof(float) * DML_BATCH_ROWS * K);
-	scratch = palloc(sizeof(float) * dml_model_scratch_floats(&cm->model, DML_BATCH_ROWS));
-	ids = palloc(sizeof(Datum) * DML_BATCH_ROWS);
-	idnulls = palloc(sizeof(bool) * DML_BATCH_ROWS);
-	progress = estimated_rows(relid) >= DML_PROGRESS_MIN_ROWS;
+	t.cm = DmlGetModel(t.model);
+	t.rv = makeRangeVarFromNameList(textToQualifiedNameList(PG_GETARG_TEXT_PP(2)));
 
 	SPI_connect();
-	{
-		const char *idcol = id_column ? quote_identifier(id_column) : "row_number";
-		char	   *idtype = format_type_be_qualified(id_type);
-		char	   *ddl = classifier ?
-			psprintf("CREATE TABLE %s (%s %s, prediction text, probability float8)",
-					 qtarget, idcol, idtype) :
-			psprintf("CREATE TABLE %s (%s %s, prediction float8)", qtarget, idcol, idtype);
-
-		if (SPI_execute(ddl, false, 0) != SPI_OK_UTILITY)
-			elog(ERROR, "dml: creating %s failed", qtarget);
-		CommandCounterIncrement();
-		out_relid = RangeVarGetRelid(rv, NoLock, false);
-		plan = SPI_prepare(psprintf("SELECT %s%s%s FROM %s", feature_list(cm),
-									id_column ? ", " : "", id_column ? quote_identifier(id_column) : "",
-									rel_sql_name(relid)), 0, NULL);
-		if (plan == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("relation \"%s\" lacks the columns of model \"%s\"", get_rel_name(relid), name)));
-	}
-	/*
-	 * The table is new and ours, without indexes, triggers or policies:
-	 * rows go in through the table AM's multi-insert, as COPY FROM does.
-	 */
-	out_rel = table_open(out_relid, RowExclusiveLock);
-	bistate = GetBulkInsertState();
-	cid = GetCurrentCommandId(true);
-	slots = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
-	for (int r = 0; r < DML_BATCH_ROWS; r++)
-		slots[r] = MakeSingleTupleTableSlot(RelationGetDescr(out_rel), &TTSOpsVirtual);
-
-	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
-	for (;;)
-	{
-		int			B;
-		MemoryContext tmp = AllocSetContextCreate(CurrentMemoryContext, "dml batch", ALLOCSET_DEFAULT_SIZES);
-		MemoryContext old;
-
-		SPI_cursor_fetch(portal, true, DML_BATCH_ROWS);
-		B = (int) SPI_processed;
-		if (B == 0)
-		{
-			MemoryContextDelete(tmp);
-			break;
-		}
-		old = MemoryContextSwitchTo(tmp);
-		for (int r = 0; r < B; r++)
-		{
-			HeapTuple	tup = SPI_tuptable->vals[r];
-			TupleDesc	td = SPI_tuptable->tupdesc;
-
-			encode_row(cm, tup, td, X + (size_t) r * C);
-			if (id_column)
-				ids[r] = SPI_getbinval(tup, td, cm->nfeatures + 1, &idnulls[r]);
-			else
-			{
-				ids[r] = Int64GetDatum(done + r + 1);
-				idnulls[r] = false;
-			}
-		}
-		dml_model_predict(&cm->model, out, X, B, scratch);
-		for (int r = 0; r < B; r++)
-		{
-			const float *o = out + (size_t) r * K;
-			TupleTableSlot *slot = slots[r];
-
-			ExecClearTuple(slot);
-			slot->tts_values[0] = ids[r];
-			slot->tts_isnull[0] = idnulls[r];
-			slot->tts_isnull[1] = false;
-			if (!classifier)
-				slot->tts_values[1] = Float8GetDatum(o[0]);
-			else
-			{
-				int			k = DmlPredictedClass(cm, o);
-				double		p = cm->model.net.loss == DML_LOSS_BCE ? (k ? o[0] : 1.0 - o[0]) : o[k];
-
-				slot->tts_values[1] = CStringGetTextDatum(cm->classes[k]);
-				slot->tts_values[2] = Float8GetDatum(p);
-				slot->tts_isnull[2] = false;
-			}
-			ExecStoreVirtualTuple(slot);
-		}
-		/* the heap copies the values, so the fetched rows can go after this */
-		table_multi_insert(out_rel, slots, B, cid, 0, bistate);
-		SPI_freetuptable(SPI_tuptable);
-		MemoryContextSwitchTo(old);
-		MemoryContextDelete(tmp);
-		done += B;
-		if (progress && done / DML_PROGRESS_ROWS != (done - B) / DML_PROGRESS_ROWS)
-			ereport(NOTICE, (errmsg("dml_predict_table: " INT64_FORMAT " rows predicted", done)));
-		CHECK_FOR_INTERRUPTS();
-	}
-	SPI_cursor_close(portal);
-	for (int r = 0; r < DML_BATCH_ROWS; r++)
-		ExecDropSingleTupleTableSlot(slots[r]);
-	FreeBulkInsertState(bistate);
-	table_finish_bulk_insert(out_rel, 0);
-	table_close(out_rel, NoLock);
+	DmlPredictTargetCreate(&t);
+	if (worker_device)
+		DmlPredictTableInWorker(&t, worker_device);
+	else
+		predict_in_backend(&t);
 	SPI_finish();
-	ereport(NOTICE,
-			(errmsg("dml_predict_table: wrote " INT64_FORMAT " predictions to %s", done, qtarget)));
 	PG_RETURN_VOID();
 }

@@ -539,8 +539,8 @@ append_conn_value(StringInfo buf, const char *key, const char *value)
 }
 
 /* dml.conninfo, or this server's first Unix socket as the bootstrap superuser */
-static char *
-worker_conninfo(void)
+char *
+DmlWorkerConninfo(void)
 {
 	StringInfoData buf;
 	char	   *dirs;
@@ -565,8 +565,8 @@ worker_conninfo(void)
 }
 
 /* dml.worker_path, or dml-worker next to the postgres binary */
-static char *
-worker_path(void)
+char *
+DmlWorkerPath(void)
 {
 	char	   *dir;
 
@@ -1109,10 +1109,10 @@ dml_train(PG_FUNCTION_ARGS)
 		job->snapshot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	}
 	job->role = GetUserNameFromId(GetUserId(), false);
-	job->conninfo = worker_conninfo();
+	job->conninfo = DmlWorkerConninfo();
 	job->hosts = dml_hosts;
 	job->mpirun = dml_mpirun;
-	job->worker_path = worker_path();
+	job->worker_path = DmlWorkerPath();
 	if (!in_server)
 		job->slices = DmlPlanSlices(job->relid, job->relkind, job->workers);
 

@@ -254,23 +254,51 @@ dml_model_scratch_floats(const DmlModel *m, int B)
 	return 2 * (size_t) B * w;
 }
 
+/* Xs (B,C) = (X - in_mean) * in_scale, the network's inputs; in place allowed */
+DML_VECTORIZE void
+dml_model_standardize(const DmlModel *m, float *Xs, const float *X, int B)
+{
+	int			C = m->net.sizes[0];
+	const float *mean = m->in_mean;
+	const float *scale = m->in_scale;
+
+	for (int b = 0; b < B; b++)
+	{
+		const float *x = X + (size_t) b * C;
+		float	   *xs = Xs + (size_t) b * C;
+
+		for (int c = 0; c < C; c++)
+			xs[c] = (x[c] - mean[c]) * scale[c];
+	}
+}
+
+/* logits (B,K) into predictions in place: output function, regression mapped back */
+void
+dml_model_finish(const DmlModel *m, float *out, int B)
+{
+	const DmlNet *net = &m->net;
+	int			K = net->sizes[net->nlayers];
+
+	dml_net_output(net, out, B);
+	if (net->loss == DML_LOSS_MSE)
+		for (int b = 0; b < B; b++)
+			for (int k = 0; k < K; k++)
+				out[(size_t) b * K + k] =
+					out[(size_t) b * K + k] * m->out_scale[k] + m->out_mean[k];
+}
+
 /* predictions out (B,K) for raw features X (B,C) */
 void
 dml_model_predict(const DmlModel *m, float *out, const float *X, int B,
 				  float *scratch)
 {
 	const DmlNet *net = &m->net;
-	int			C = net->sizes[0];
-	int			K = net->sizes[net->nlayers];
 	size_t		half = dml_model_scratch_floats(m, B) / 2;
 	float	   *buf[2] = {scratch, scratch + half};
 	const float *inp;
 	int			cur = 0;
 
-	for (int b = 0; b < B; b++)
-		for (int c = 0; c < C; c++)
-			buf[0][(size_t) b * C + c] =
-				(X[(size_t) b * C + c] - m->in_mean[c]) * m->in_scale[c];
+	dml_model_standardize(m, buf[0], X, B);
 	inp = buf[0];
 	for (int l = 0; l < net->nlayers; l++)
 	{
@@ -285,10 +313,5 @@ dml_model_predict(const DmlModel *m, float *out, const float *X, int B,
 		inp = dst;
 		cur ^= 1;
 	}
-	dml_net_output(net, out, B);
-	if (net->loss == DML_LOSS_MSE)
-		for (int b = 0; b < B; b++)
-			for (int k = 0; k < K; k++)
-				out[(size_t) b * K + k] =
-					out[(size_t) b * K + k] * m->out_scale[k] + m->out_mean[k];
+	dml_model_finish(m, out, B);
 }

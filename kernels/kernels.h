@@ -287,6 +287,14 @@ extern size_t dml_model_scratch_floats(const DmlModel *m, int B);
 extern void dml_model_predict(const DmlModel *m, float *out, const float *X,
 							  int B, float *scratch);
 
+/*
+ * The two ends of dml_model_predict, for a network run elsewhere (a GPU):
+ * Xs (B, sizes[0]) = standardized X, in place allowed; then the network's
+ * logits (B,K) turned into predictions in place.
+ */
+extern void dml_model_standardize(const DmlModel *m, float *Xs, const float *X, int B);
+extern void dml_model_finish(const DmlModel *m, float *out, int B);
+
 extern uint32_t dml_crc32(const unsigned char *buf, size_t len);
 
 /* ---------------------------------------------------------------------

@@ -6,7 +6,10 @@
 # installed extension, no MPI needed), then runs regress/gpu/gpu_check:
 #   (a) every CUDA kernel vs its CPU twin on random inputs, FP32 and TF32,
 #   (b) the same MLP trained on GPU and CPU, loss curves compared,
-#   (c) a throughput table (training step samples/s, GEMM TFLOP/s).
+#   (c) a throughput table (training step samples/s, GEMM TFLOP/s),
+#   (d) dml_predict_table with device => 'gpu' against the CPU path, in a
+#       private cluster of its own (regress/gpu/predict_table.sh; needs the
+#       extension installed, and installs it when it is not).
 # Where no GPU is visible the build still runs (so the CUDA code is proven
 # to compile and link) and the GPU checks are reported as skipped, exit 0.
 # Tolerances and their reasons are at the top of regress/gpu/gpu_check.c.
@@ -164,5 +167,25 @@ if [ -n "$dml_fp32" ] && [ "$dml_fp32" != "nan" ]; then
 	else
 		echo "# PyTorch comparison not run: $(tail -n 1 "$OUT/torch_peer.err")"
 	fi
+fi
+
+# (d) dml_predict_table on the GPU against the CPU, through a real server
+ndev=$("$OUT/gpu_check" --device-count 2>/dev/null)
+if [ "${ndev:-0}" -gt 0 ] 2>/dev/null; then
+	bash regress/gpu/predict_table.sh > "$OUT/predict_table.out" 2>&1
+	rc=$?
+	grep -v -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$OUT/predict_table.out"
+	summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$OUT/predict_table.out" | tail -n 1)
+	if [ -z "$summary" ]; then
+		notok "regress/gpu/predict_table.sh ended without a summary (exit status $rc)"
+	else
+		read -r p _ f _ s _ <<< "$summary"
+		passed=$((passed + p))
+		failed=$((failed + f))
+		skipped=$((skipped + s))
+	fi
+else
+	echo "skip - dml_predict_table on the GPU vs the CPU: no CUDA device # SKIP"
+	skipped=$((skipped + 1))
 fi
 finish

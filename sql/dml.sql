@@ -168,12 +168,17 @@ RETURNS jsonb
 AS 'MODULE_PATHNAME', 'dml_evaluate'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;
 
-/* Batch inference into a new table, through GEMM in blocks */
+/*
+ * Batch inference into a new table, through GEMM in blocks: in the backend
+ * (device 'cpu'), or in one dml-worker on a GPU ('gpu'; 'auto' when one is
+ * visible)
+ */
 CREATE PROCEDURE @extschema@.dml_predict_table(
 	model		text,
 	source		regclass,
 	target		text,
-	id_column	text DEFAULT NULL)
+	id_column	text DEFAULT NULL,
+	device		text DEFAULT 'cpu')
 AS 'MODULE_PATHNAME', 'dml_predict_table'
 LANGUAGE C;
 

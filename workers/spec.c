@@ -91,7 +91,13 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 		unescape(val);
 		val = strdup(val);
 
-		if (strcmp(key, "conninfo") == 0)
+		if (strcmp(key, "job") == 0)
+			spec->predict = strcmp(val, "predict") == 0;
+		else if (strcmp(key, "model") == 0)
+			spec->model_path = val;
+		else if (strcmp(key, "id") == 0)
+			spec->has_id = atoi(val);
+		else if (strcmp(key, "conninfo") == 0)
 			spec->conninfo = val;
 		else if (strcmp(key, "snapshot") == 0)
 			spec->snapshot = val;
@@ -249,7 +255,8 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 	}
 	if (spec->world < 1 || spec->ninputs < 1 || spec->outputs < 1 || spec->nslices < 1 ||
 		spec->servers < 0 || spec->servers >= spec->world || spec->staleness < 0 ||
-		spec->average_every < 1 || !(spec->topk_ratio > 0 && spec->topk_ratio <= 1))
+		spec->average_every < 1 || !(spec->topk_ratio > 0 && spec->topk_ratio <= 1) ||
+		(spec->predict && spec->model_path == NULL))
 	{
 		snprintf(err, errlen, "job spec %s is inconsistent", path);
 		return -1;

@@ -8,7 +8,8 @@
  * Started by mpirun, which the coordinator started in the backend.  Every
  * rank reads the spec and its slices; rank 0 also talks to the coordinator
  * over the control socket: HELLO with every rank's pid, PROGRESS per
- * epoch, CHECKPOINTs, and at the end the MODEL (or an ERROR).
+ * epoch, CHECKPOINTs, and at the end the MODEL (or an ERROR).  A predict
+ * job (predict.c) sends blocks of PREDICTIONS and DONE instead.
  *
  * A rank never outlives its job: it asks for SIGKILL when its parent
  * (mpirun) dies, and rank 0 ends the job when the coordinator's end of the
@@ -254,6 +255,12 @@ main(int argc, char **argv)
 		control_start_watchdog();
 	}
 	send_hello();
+	if (spec.predict)
+	{
+		predict_run(&spec);
+		comm_finalize();
+		return 0;
+	}
 
 	iterative = strcmp(spec.optimizer, "exact") != 0 && strcmp(spec.optimizer, "newton") != 0;
 	/* the GPU loop synchronizes by NCCL all-reduce, uncompressed; other modes run on the CPU */

@@ -2,7 +2,8 @@
  *
  * worker.h
  *	  dml-worker: one MPI rank of a training job.  The job spec, the local
- *	  dataset, and the steps of a run (load, prepare, train, report).
+ *	  dataset, and the steps of a run (load, prepare, train, report); and
+ *	  the one rank of a predict job.
  *
  *-------------------------------------------------------------------------
  */
@@ -46,6 +47,9 @@ typedef struct SpecSlice
 
 typedef struct WorkerSpec
 {
+	int			predict;		/* "job predict": run a model over the slice, no training */
+	char	   *model_path;		/* predict: the model blob */
+	int			has_id;			/* predict: the slice's first column is the row id */
 	char	   *conninfo;
 	char	   *snapshot;
 	char	   *role;
@@ -196,6 +200,13 @@ extern void train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern char *final_metrics(Dataset *ds, const WorkerSpec *spec, const DmlModel *m,
 						   const TrainResult *res);
+
+/* ---------------------------------------------------------------------
+ * A predict job (predict.c): read the slice, run the model in blocks on a
+ * GPU or the CPU, stream (id, prediction) blocks to the coordinator
+ * --------------------------------------------------------------------- */
+
+extern void predict_run(const WorkerSpec *spec);
 
 /* ---------------------------------------------------------------------
  * Failing fast (worker.c): name rank, host, file and line, end the job

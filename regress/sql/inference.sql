@@ -95,6 +95,38 @@ SELECT count(*) AS rows, bool_and(abs(o.prediction - dml_predict('reg', p)) < 1e
 FROM reg_out o JOIN pts p ON p.i = o.row_number;
 SELECT sqlerr($$CALL dml_predict_table('clf', 'pts', 'clf_out', 'i')$$);
 SELECT sqlerr($$CALL dml_predict_table('clf', 'pts', 'other_out', 'no_such_column')$$);
+-- the same whichever way rows are read and written: whole rows of a table
+-- with a dropped column, or named columns for a role with column privileges
+-- only; int ids, some NULL, next to rows numbered
+CREATE TABLE pts2 AS SELECT i, 0 AS gone, x1, x2 FROM pts;
+ALTER TABLE pts2 DROP COLUMN gone;
+UPDATE pts2 SET i = NULL WHERE i % 7 = 0;
+CALL dml_predict_table('clf', 'pts2', 'clf_out2', 'i');
+CALL dml_predict_table('reg', 'pts2', 'reg_out2');
+CREATE ROLE dml_inf_cols;
+GRANT SELECT (i, x1, x2) ON pts2 TO dml_inf_cols;
+GRANT CREATE ON SCHEMA public TO dml_inf_cols;
+SELECT dml_grant('clf', 'dml_inf_cols');
+SET ROLE dml_inf_cols;
+CALL dml_predict_table('clf', 'pts2', 'clf_out3', 'i');
+RESET ROLE;
+SELECT count(*) AS rows, count(*) FILTER (WHERE o.i IS NULL) AS null_ids,
+	   bool_and(o.prediction = dml_predict_class('clf', ARRAY[p.x1, p.x2])) AS same_class,
+	   bool_and(abs(o.probability - greatest((dml_predict_proba('clf', ARRAY[p.x1, p.x2]))[1],
+											 (dml_predict_proba('clf', ARRAY[p.x1, p.x2]))[2])) < 1e-6) AS same_probability
+FROM (SELECT row_number() OVER () AS n, * FROM clf_out2) o
+JOIN (SELECT row_number() OVER () AS n, * FROM pts2) p ON p.n = o.n AND p.i IS NOT DISTINCT FROM o.i;
+SELECT count(*) AS rows, bool_and(a.prediction = b.prediction AND a.probability = b.probability
+								  AND a.i IS NOT DISTINCT FROM b.i) AS column_privileges_same
+FROM (SELECT row_number() OVER () AS n, * FROM clf_out2) a
+JOIN (SELECT row_number() OVER () AS n, * FROM clf_out3) b ON a.n = b.n;
+SELECT count(*) AS rows, bool_and(abs(o.prediction - dml_predict('reg', ARRAY[p.x1, p.x2])) < 1e-5) AS same_value
+FROM (SELECT row_number() OVER () AS n, * FROM pts2) p JOIN reg_out2 o ON o.row_number = p.n;
+DROP TABLE clf_out3;
+REVOKE CREATE ON SCHEMA public FROM dml_inf_cols;
+SELECT dml_revoke('clf', 'dml_inf_cols');
+REVOKE ALL ON pts2 FROM dml_inf_cols;
+DROP ROLE dml_inf_cols;
 
 -- a parallel sequential scan with predict gives the same answer
 CREATE TABLE big AS SELECT i, sin(i * 0.37)::float8 AS x1, cos(i * 0.91)::float8 AS x2

@@ -1,0 +1,82 @@
+/*-------------------------------------------------------------------------
+ *
+ * batch.h
+ *	  dml_predict_table's two paths and what they share: the target
+ *	  table (checked, created) and the writer that fills it.
+ *
+ * In the backend (batch.c) the source is read through SPI as the caller
+ * and the model runs with the CPU kernels.  In a worker (batch_worker.c)
+ * one dml-worker reads the source under the caller's exported snapshot
+ * and role, runs the model on a GPU (or, for tests, the CPU), and streams
+ * (id, outputs) blocks back; the backend writes them.  Either way the
+ * rows go into the table through the same writer.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DML_BATCH_H
+#define DML_BATCH_H
+
+#include "access/heapam.h"
+#include "executor/tuptable.h"
+#include "nodes/primnodes.h"
+#include "utils/relcache.h"
+
+#include "dml.h"
+
+#define DML_BATCH_ROWS			1024	/* rows per GEMM and per multi-insert */
+#define DML_PROGRESS_ROWS		100000	/* NOTICE every this many rows... */
+#define DML_PROGRESS_MIN_ROWS	200000	/* ...on tables estimated at least this large */
+
+/* The call: model, source, target table, and how rows are identified */
+typedef struct DmlPredictTarget
+{
+	char	   *model;			/* model name as given */
+	DmlCachedModel *cm;
+	Oid			source;
+	char	   *target;			/* target name as given */
+	RangeVar   *rv;
+	char	   *qtarget;		/* quoted, possibly qualified */
+	char	   *id_column;		/* NULL: row numbers */
+	AttrNumber	id_attnum;
+	Oid			id_type;		/* INT8OID for row numbers */
+	Oid			out_relid;		/* once created */
+	bool		progress;		/* NOTICE as rows go in */
+} DmlPredictTarget;
+
+/* Rows into the target table through the table AM's multi-insert */
+typedef struct DmlPredictWriter
+{
+	DmlPredictTarget *t;
+	Relation	rel;
+	BulkInsertState bistate;
+	CommandId	cid;
+	TupleTableSlot **vslots;	/* (DML_BATCH_ROWS) virtual: rows formed by the heap */
+	TupleTableSlot **hslots;	/* (DML_BATCH_ROWS) heap: rows from a template */
+	TupleTableSlot **use;		/* (DML_BATCH_ROWS) the slot each row went in */
+	int			K;				/* outputs per row */
+	bool		classifier;
+	Datum	   *labels;			/* class labels as text datums, made once */
+	MemoryContext cxt;			/* the tuples of one multi-insert */
+	HeapTuple  *templates;		/* per class (one for regression), or NULL */
+	int			id_len;			/* 4 or 8: the id in a template */
+	int			id_off;			/* offsets into a template's data */
+	int			value_off;
+	int		   *prob_offs;		/* per class */
+	int64		done;
+} DmlPredictWriter;
+
+extern char *DmlRelSqlName(Oid relid);
+extern char *DmlFeatureList(DmlCachedModel *cm);
+extern double DmlEstimatedRows(Oid relid);
+extern void DmlPredictTargetCreate(DmlPredictTarget *t);
+extern void DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t);
+extern void DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids,
+								const bool *idnulls, const float *out, int B);
+extern void DmlPredictWriterEnd(DmlPredictWriter *w);
+
+/* batch_worker.c */
+extern bool DmlBuildHasCuda(void);
+extern bool DmlGpuVisible(void);
+extern void DmlPredictTableInWorker(DmlPredictTarget *t, const char *device);
+
+#endif							/* DML_BATCH_H */
