@@ -62,7 +62,7 @@ WLDLIBS = -L$(PQ_LIBDIR) -lpq $(BLAS_LIBS) -lm -lpthread
 
 WORKER_SRCS = workers/worker.c workers/spec.c workers/load.c workers/comm.c \
 	workers/control.c workers/prepare.c workers/train.c workers/train_gpu.c \
-	workers/exact.c workers/sync.c workers/server.c workers/predict.c
+	workers/exact.c workers/sync.c workers/server.c workers/predict.c workers/half.c
 KERNEL_SRCS = $(KERNEL_OBJS:.o=.c)
 WORKER_OBJS = $(patsubst %.c,build/%.o,$(WORKER_SRCS) $(KERNEL_SRCS))
 
@@ -99,7 +99,7 @@ build/workers/load_idx.o: workers/load_idx.c
 	$(CC) -O2 -Wall -Werror -I$(PQ_INCLUDE) -c -o $@ $<
 
 $(WORKER_OBJS) $(OBJS): kernels/kernels.h coordinator/protocol.h
-$(patsubst %.c,build/%.o,$(WORKER_SRCS)): workers/worker.h workers/comm.h workers/sync.h coordinator/protocol.h
+$(patsubst %.c,build/%.o,$(WORKER_SRCS)): workers/worker.h workers/comm.h workers/sync.h workers/half.h coordinator/protocol.h
 
 install: install-bin
 install-bin: build/dml-worker build/dml-load-idx

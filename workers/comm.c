@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "half.h"
 #include "worker.h"
 
 static double sync_bytes = 0;	/* collectives: the same figure on every data rank */
@@ -149,12 +150,8 @@ comm_allreduce_max_double(double *buf, int n)
 static void
 half_sum(void *in, void *inout, int *len, MPI_Datatype *type)
 {
-	const _Float16 *a = in;
-	_Float16   *b = inout;
-
 	(void) type;
-	for (int i = 0; i < *len; i++)
-		b[i] = (_Float16) ((float) a[i] + (float) b[i]);
+	half_add(inout, in, (size_t) *len);
 }
 
 /* sum of fp16 values over the data ranks, in place; counted at 2 bytes a value */

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "half.h"
 #include "sync.h"
 
 SyncMode
@@ -288,17 +289,21 @@ ps_encode(PsEncoding enc, const float *v, size_t n, float *residual, double topk
 			return sizeof(float) * n;
 		case ENC_FP16:
 			{
-				_Float16   *h = (_Float16 *) out;
+				uint16_t   *h = (uint16_t *) out;
 				float		m = 0;
 
 				for (size_t i = 0; i < n; i++)
 					m = fmaxf(m, fabsf(u[i]));
 				*scale = pow2_scale(m, 16384.0f);
-				for (size_t i = 0; i < n; i++)
+				half_from_float(h, u, n, *scale);
+				if (residual)
 				{
-					h[i] = (_Float16) (u[i] * *scale);
-					if (residual)
-						residual[i] = u[i] - (float) h[i] / *scale;
+					/* what was lost: u minus what was sent (work holds u, or is free) */
+					if (u != work)
+						memcpy(work, u, sizeof(float) * n);
+					half_to_float(residual, h, n, 1.0f / *scale);
+					for (size_t i = 0; i < n; i++)
+						residual[i] = work[i] - residual[i];
 				}
 				return 2 * n;
 			}
@@ -345,10 +350,19 @@ ps_decode_add(PsEncoding enc, const unsigned char *in, size_t n, int32_t nvals, 
 			}
 		case ENC_FP16:
 			{
-				const _Float16 *h = (const _Float16 *) in;
+				/* decode in chunks through a small buffer, then add */
+				float		tmp[1024];
 
-				for (size_t i = 0; i < n; i++)
-					acc[i] += (float) h[i] / scale;
+				for (size_t lo = 0; lo < n; lo += 1024)
+				{
+					size_t		c = n - lo < 1024 ? n - lo : 1024;
+					uint16_t	h[1024];
+
+					memcpy(h, in + 2 * lo, 2 * c);
+					half_to_float(tmp, h, c, 1.0f / scale);
+					for (size_t i = 0; i < c; i++)
+						acc[lo + i] += tmp[i];
+				}
 				break;
 			}
 		case ENC_TOPK:
@@ -387,7 +401,6 @@ allreduce_grads(Sync *s, float *grads)
 	if (s->comp == COMPRESS_FP16)
 	{
 		uint16_t   *h = (uint16_t *) s->order;	/* n ints hold n halves */
-		_Float16   *hf = (_Float16 *) h;
 		float		m = 0,
 					scale;
 
@@ -399,14 +412,13 @@ allreduce_grads(Sync *s, float *grads)
 		comm_allreduce_max_float(&m, 1);
 		/* W terms of at most 32768 / W each: the sum stays below fp16's 65504 */
 		scale = pow2_scale(m, 32768.0f / (float) s->W);
+		half_from_float(h, s->scratch, n, scale);
+		/* the residual: what this rank could not send */
+		half_to_float(s->residual, h, n, 1.0f / scale);
 		for (size_t i = 0; i < n; i++)
-		{
-			hf[i] = (_Float16) (s->scratch[i] * scale);
-			s->residual[i] = s->scratch[i] - (float) hf[i] / scale;
-		}
+			s->residual[i] = s->scratch[i] - s->residual[i];
 		comm_allreduce_half(h, n);
-		for (size_t i = 0; i < n; i++)
-			grads[i] = (float) hf[i] / scale;
+		half_to_float(grads, h, n, 1.0f / scale);
 		return;
 	}
 	/* top-k: every rank's (index, value) pairs gathered, summed densely */
