@@ -857,8 +857,28 @@ def main():
                               fmt(comm) + " s", fmt(ep) + " s", f"{100 * comm / ep:.0f}%"])
             comm_cmds.append(f"{kind} w2 b{b} buffer: {cmd}")
     RAW["comm"] = comm_rows
+    # dml's own all-reduce step (workers/sync.c) against raw MPI_Allreduce, alternately
+    step_cmd = (f"{mpirun} -np 2 {micro}/sync_step -n {nparams['softmax']} -n {nparams['mlp']} "
+                f"-r {max(R, 3) * 2 + 1}")
+    log("sync_step")
+    o, _ = sh(step_cmd)
+    step = [x for x in jsonl(o) if x.get("bench") == "sync_step"]
+    RAW["sync_step"] = step
+    step_rows = [[f"{x['bytes']:,} B", x["method"], fmt(x["time_s"] * 1e6) + " µs",
+                  f"{fmt(x['algbw_gbs'])} / {fmt(x['busbw_gbs'])}", fmt(x["vs_raw"], 3) + "x"]
+                 for x in step]
+    worst = max((x["vs_raw"] for x in step if x["method"] == "dml allreduce"), default=None)
+    comm_cmds.append(f"dml step vs raw: {step_cmd}")
     s = ["## 6. Communication: dml's gradient all-reduce vs raw MPI_Allreduce", "",
-         "Bandwidths as nccl-tests defines them: algbw = bytes / time, busbw = algbw · 2(n−1)/n "
+         "dml's all-reduce step (`sync_step` of `workers/sync.c`, sync mode allreduce, the same "
+         "code the workers run, optimizer step excluded) against a raw in-place MPI_Allreduce of "
+         "the same buffer, timed alternately in one run (`bench/micro/sync_step`, 2 ranks, median "
+         "over rounds of the slowest rank's mean). Bandwidths of the uncompressed buffer. "
+         f"Uncompressed overhead, worst size: {fmt(worst, 3)}x raw (goal: at most 1.10x). The "
+         "compressed steps add the compression and its error feedback to a smaller exchange: on "
+         "shared memory they cost more time than they save; they pay where bytes are dear.", "",
+         table(["buffer", "method", "time", "algbw / busbw GB/s", "vs raw"], step_rows), "",
+         "Per epoch. Bandwidths as nccl-tests defines them: algbw = bytes / time, busbw = algbw · 2(n−1)/n "
          "(= algbw for n = 2). dml all-reduces one float buffer per step (the gradient; every "
          "rank knows the step's row count) and records `bytes_sent` per epoch in `dml.epochs` as "
          "2(n−1) x buffer bytes per all-reduce; the buffer is the parameters as float32, so bytes_sent / (2 x buffer) "
@@ -874,6 +894,10 @@ def main():
                  fmt(x["busbw_gbs"])] for x in sweep]), "",
          codeblock(comm_cmds), ""]
     comm_section = "\n".join(s)
+    if worst is not None:
+        rep.head(f"All-reduce step: dml's (workers/sync.c) takes {fmt(worst, 3)}x the time of a raw "
+                 "MPI_Allreduce of the same buffer, worst of the softmax and MLP gradient sizes "
+                 "(goal at most 1.10x).")
 
     # ------------------------------------------------------------------
     # 5. inference

@@ -212,51 +212,77 @@ topk_count(double ratio, size_t n)
 	return n == 0 ? 0 : k > n ? n : k;
 }
 
-/* order[0..k) := indices of the k largest |u|, by quickselect */
+/* the k-th largest of v[0..n) (1 <= k <= n), reordering v: quickselect */
+static float
+kth_largest(float *v, size_t n, size_t k)
+{
+	long		lo = 0,
+				hi = (long) n - 1,
+				want = (long) k - 1;	/* its index in descending order */
+
+	while (lo < hi)
+	{
+		float		pivot = v[lo + (hi - lo) / 2];
+		long		a = lo,
+					b = hi;
+
+		/* afterwards [lo, b] >= pivot, [a, hi] <= pivot, and (b, a) == pivot */
+		while (a <= b)
+		{
+			while (v[a] > pivot)
+				a++;
+			while (v[b] < pivot)
+				b--;
+			if (a <= b)
+			{
+				float		t = v[a];
+
+				v[a++] = v[b];
+				v[b--] = t;
+			}
+		}
+		if (want <= b)
+			hi = b;
+		else if (want >= a)
+			lo = a;
+		else
+			return v[want];
+	}
+	return v[want];
+}
+
+/*
+ * order[0..k) := indices of the k largest |u|: the k-th largest magnitude
+ * by quickselect over a contiguous copy (order's memory, as floats), then
+ * one pass taking everything above it and enough of what equals it
+ */
 static void
 select_topk(const float *u, int *order, size_t n, size_t k)
 {
-	size_t		lo = 0,
-				hi = n;
+	float	   *mag = (float *) order;
+	float		thr;
+	size_t		above = 0,
+				got = 0;
 
+	if (k == 0)
+		return;
 	for (size_t i = 0; i < n; i++)
-		order[i] = (int) i;
-	while (hi - lo > 1)
+		mag[i] = fabsf(u[i]);
+	thr = kth_largest(mag, n, k);
+	for (size_t i = 0; i < n; i++)
+		above += fabsf(u[i]) > thr;
+	/* mag is no longer needed: order fills from the front */
+	for (size_t i = 0, ties = k - above; i < n && got < k; i++)
 	{
-		float		pivot = fabsf(u[order[lo + (hi - lo) / 2]]);
+		float		a = fabsf(u[i]);
 
-		/* three-way partition: |u| > pivot, then == pivot, then < pivot */
-		size_t		gt = lo,
-					i = lo,
-					lt = hi;
-
-		while (i < lt)
+		if (a > thr)
+			order[got++] = (int) i;
+		else if (a == thr && ties > 0)
 		{
-			float		x = fabsf(u[order[i]]);
-
-			if (x > pivot)
-			{
-				int			t = order[i];
-
-				order[i++] = order[gt];
-				order[gt++] = t;
-			}
-			else if (x < pivot)
-			{
-				int			t = order[i];
-
-				order[i] = order[--lt];
-				order[lt] = t;
-			}
-			else
-				i++;
+			order[got++] = (int) i;
+			ties--;
 		}
-		if (k <= gt)
-			hi = gt;
-		else if (k <= lt)
-			return;
-		else
-			lo = lt;
 	}
 }
 
@@ -293,7 +319,11 @@ ps_encode(PsEncoding enc, const float *v, size_t n, float *residual, double topk
 				float		m = 0;
 
 				for (size_t i = 0; i < n; i++)
-					m = fmaxf(m, fabsf(u[i]));
+				{
+					float		a = fabsf(u[i]);
+
+					m = a > m ? a : m;
+				}
 				*scale = pow2_scale(m, 16384.0f);
 				half_from_float(h, u, n, *scale);
 				if (residual)
@@ -406,8 +436,11 @@ allreduce_grads(Sync *s, float *grads)
 
 		for (size_t i = 0; i < n; i++)
 		{
+			float		a;
+
 			s->scratch[i] = grads[i] + s->residual[i];
-			m = fmaxf(m, fabsf(s->scratch[i]));
+			a = fabsf(s->scratch[i]);
+			m = a > m ? a : m;
 		}
 		comm_allreduce_max_float(&m, 1);
 		/* W terms of at most 32768 / W each: the sum stays below fp16's 65504 */

@@ -8,6 +8,7 @@
 #   OPENBLAS_NUM_THREADS=1 OUTDIR/sgemm            MLP shapes + 2048^3, 1 thread
 #   OUTDIR/sgemm -t 1 256x784x256 4096x4096x4096
 #   mpirun --allow-run-as-root --oversubscribe -np 2 OUTDIR/allreduce -b 1K -e 64M
+#   mpirun --allow-run-as-root --oversubscribe -np 2 OUTDIR/sync_step [-n FLOATS]
 #   OUTDIR/copy_reader -t fashion_train -r 3 [-j 2]   (PG* env or -d CONNINFO)
 set -euo pipefail
 
@@ -25,5 +26,9 @@ set -x
 $CC -O3 $WARN -fopenmp -o "$out/stream" "$src/stream.c"
 $CC -O2 $WARN -o "$out/sgemm" "$src/sgemm.c" -lopenblas
 $MPICC -O2 $WARN -o "$out/allreduce" "$src/allreduce.c"
+# dml's own all-reduce step (workers/sync.c) against raw MPI_Allreduce
+$MPICC -O3 -fno-math-errno $WARN -I"$src/../../workers" -I"$src/../../kernels" -I"$src/../../coordinator" \
+    -o "$out/sync_step" "$src/sync_step.c" "$src/../../workers/comm.c" \
+    "$src/../../workers/sync.c" "$src/../../workers/half.c" -lm
 $CC -O2 $WARN -I"$PG_INCLUDE" -o "$out/copy_reader" "$src/copy_reader.c" \
     -L"$PG_LIBDIR" -lpq
