@@ -39,25 +39,6 @@ static struct
 	int			contiguous;		/* their inputs first, in column order */
 } packing;
 
-/* big-endian readers */
-static inline uint32_t
-be32(const char *p)
-{
-	const unsigned char *u = (const unsigned char *) p;
-
-	return ((uint32_t) u[0] << 24) | ((uint32_t) u[1] << 16) | ((uint32_t) u[2] << 8) | u[3];
-}
-
-static inline double
-be_double(const char *p)
-{
-	uint64_t	v = ((uint64_t) be32(p) << 32) | be32(p + 4);
-	double		d;
-
-	memcpy(&d, &v, 8);
-	return d;
-}
-
 /* FNV-1a, seeded */
 static uint64_t
 hash_bytes(uint64_t h, const char *p, size_t n)
@@ -70,7 +51,8 @@ hash_bytes(uint64_t h, const char *p, size_t n)
 	return h;
 }
 
-static int
+/* bsearch over sorted strings (class labels, one-hot levels) */
+int
 cmp_key(const void *key, const void *elem)
 {
 	return strcmp((const char *) key, *(char *const *) elem);
@@ -91,7 +73,7 @@ grow(Dataset *ds)
 }
 
 /* text of a field, NUL-terminated in a scratch buffer */
-static const char *
+const char *
 field_text(const char *p, int len)
 {
 	static char *buf = NULL;
@@ -107,6 +89,17 @@ field_text(const char *p, int len)
 	memcpy(buf, p, len);
 	buf[len] = '\0';
 	return buf;
+}
+
+/* a categorical field as its one-hot block; a level never seen in training is all zeros */
+void
+feature_onehot(const SpecFeature *ft, const char *p, int len, float *dst)
+{
+	char	  **hit = bsearch(field_text(p, len), ft->levels, ft->nlevels, sizeof(char *), cmp_key);
+
+	memset(dst, 0, sizeof(float) * ft->width);
+	if (hit)
+		dst[ft->level_slot[hit - ft->levels]] = 1.0f;
 }
 
 /*
@@ -290,15 +283,8 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 				}
 				break;
 			case FEAT_CAT:
-				{
-					const char *s = field_text(p, len);
-					char	  **hit = bsearch(s, ft->levels, ft->nlevels, sizeof(char *), cmp_key);
-
-					memset(dst, 0, sizeof(float) * ft->width);
-					if (hit)
-						dst[ft->level_slot[hit - ft->levels]] = 1.0f;
-					break;
-				}
+				feature_onehot(ft, p, len, dst);
+				break;
 		}
 		p += len;
 	}
@@ -348,37 +334,30 @@ packed_query(const WorkerSpec *spec, const char *query)
 	return sql;
 }
 
-/* run one COPY and decode its rows */
-static void
-copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
+/*
+ * copy_rows
+ *		Read the binary COPY stream that a COPY ... TO STDOUT started on
+ *		conn: the header, then each row, its field count checked against
+ *		nfields, handed to row(arg, p, end), which returns where the next
+ *		row begins; until the trailer.  Adds the bytes read to *bytes
+ *		(unless NULL).  Returns PQgetCopyData's last status: -1 at the
+ *		stream's end, -2 when it broke off (the caller reports it).
+ */
+int
+copy_rows(void *pgconn, int nfields, CopyRowFn row, void *arg, double *bytes)
 {
-	size_t		qlen = strlen(query) + 64;
-	char	   *sql = malloc(qlen);
-	PGresult   *res;
+	PGconn	   *conn = pgconn;
 	char	   *buf;
 	int			len;
 	int			header_done = 0;
-	int			nfields = 1 + spec->nfeatures - (packing.nnum > 0 ? packing.nnum - 1 : 0);
-
-	if (packing.nnum > 0)
-	{
-		free(sql);
-		sql = packed_query(spec, query);
-	}
-	else
-		snprintf(sql, qlen, "COPY (%s) TO STDOUT (FORMAT binary)", query);
-	res = PQexec(conn, sql);
-	if (PQresultStatus(res) != PGRES_COPY_OUT)
-		worker_fail("COPY failed: %s", PQerrorMessage(conn));
-	PQclear(res);
-	free(sql);
 
 	while ((len = PQgetCopyData(conn, &buf, 0)) > 0)
 	{
 		const char *p = buf;
 		const char *end = buf + len;
 
-		ds->bytes_read += len;
+		if (bytes)
+			*bytes += len;
 		if (!header_done)
 		{
 			/* "PGCOPY\n\377\r\n\0", flags, extension length and area */
@@ -397,11 +376,51 @@ copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
 				break;			/* trailer */
 			if (nf != nfields)
 				worker_fail("COPY row has %d fields, expected %d", nf, nfields);
-			p = decode_tuple(ds, spec, p, end);
+			p = row(arg, p, end);
 		}
 		PQfreemem(buf);
 	}
-	if (len == -2)
+	return len;
+}
+
+typedef struct SliceRows
+{
+	Dataset    *ds;
+	const WorkerSpec *spec;
+} SliceRows;
+
+static const char *
+slice_row(void *arg, const char *p, const char *end)
+{
+	SliceRows  *sr = arg;
+
+	return decode_tuple(sr->ds, sr->spec, p, end);
+}
+
+/* run one COPY and decode its rows */
+static void
+copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
+{
+	size_t		qlen = strlen(query) + 64;
+	char	   *sql = malloc(qlen);
+	PGresult   *res;
+	SliceRows	sr = {ds, spec};
+	int			nfields = 1 + spec->nfeatures - (packing.nnum > 0 ? packing.nnum - 1 : 0);
+
+	if (packing.nnum > 0)
+	{
+		free(sql);
+		sql = packed_query(spec, query);
+	}
+	else
+		snprintf(sql, qlen, "COPY (%s) TO STDOUT (FORMAT binary)", query);
+	res = PQexec(conn, sql);
+	if (PQresultStatus(res) != PGRES_COPY_OUT)
+		worker_fail("COPY failed: %s", PQerrorMessage(conn));
+	PQclear(res);
+	free(sql);
+
+	if (copy_rows(conn, nfields, slice_row, &sr, &ds->bytes_read) == -2)
 		worker_fail("COPY failed: %s", PQerrorMessage(conn));
 	res = PQgetResult(conn);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)

@@ -65,31 +65,6 @@ typedef struct Predictor
 #endif
 } Predictor;
 
-/* big-endian readers */
-static inline uint32_t
-be32(const char *p)
-{
-	const unsigned char *u = (const unsigned char *) p;
-
-	return ((uint32_t) u[0] << 24) | ((uint32_t) u[1] << 16) | ((uint32_t) u[2] << 8) | u[3];
-}
-
-static inline double
-be_double(const char *p)
-{
-	uint64_t	v = ((uint64_t) be32(p) << 32) | be32(p + 4);
-	double		d;
-
-	memcpy(&d, &v, 8);
-	return d;
-}
-
-static int
-cmp_key(const void *key, const void *elem)
-{
-	return strcmp((const char *) key, *(char *const *) elem);
-}
-
 /* ---------------------------------------------------------------------
  * The errors dml_predict raises, raised here with the same words
  * --------------------------------------------------------------------- */
@@ -234,27 +209,8 @@ decode_row(Predictor *pr, const char *p, const char *end)
 				decode_vector(ft, dst, p, len);
 				break;
 			case FEAT_CAT:
-				{
-					static char *text = NULL;
-					static int	cap = 0;
-					char	  **hit;
-
-					if (len + 1 > cap)
-					{
-						cap = len + 1 > 256 ? len + 1 : 256;
-						text = realloc(text, cap);
-						if (text == NULL)
-							worker_fail("out of memory");
-					}
-					memcpy(text, p, len);
-					text[len] = '\0';
-					/* a level never seen in training is all zeros */
-					memset(dst, 0, sizeof(float) * ft->width);
-					hit = bsearch(text, ft->levels, ft->nlevels, sizeof(char *), cmp_key);
-					if (hit)
-						dst[ft->level_slot[hit - ft->levels]] = 1.0f;
-					break;
-				}
+				feature_onehot(ft, p, len, dst);
+				break;
 		}
 		p += len;
 	}
@@ -458,6 +414,18 @@ connect_as_caller(const WorkerSpec *spec)
 	return conn;
 }
 
+/* one row into the block; a full block is run and sent */
+static const char *
+predict_row(void *arg, const char *p, const char *end)
+{
+	Predictor  *pr = arg;
+
+	p = decode_row(pr, p, end);
+	if (pr->B == pr->block)
+		flush_block(pr);
+	return p;
+}
+
 /* COPY the slice and predict it block by block */
 static void
 copy_and_predict(Predictor *pr, PGconn *conn, const char *query)
@@ -465,9 +433,6 @@ copy_and_predict(Predictor *pr, PGconn *conn, const char *query)
 	size_t		qlen = strlen(query) + 64;
 	char	   *sql = malloc(qlen);
 	PGresult   *res;
-	char	   *buf;
-	int			len;
-	int			header_done = 0;
 	int			nfields = pr->spec->nfeatures + (pr->spec->has_id ? 1 : 0);
 
 	snprintf(sql, qlen, "COPY (%s) TO STDOUT (FORMAT binary)", query);
@@ -477,36 +442,7 @@ copy_and_predict(Predictor *pr, PGconn *conn, const char *query)
 	PQclear(res);
 	free(sql);
 
-	while ((len = PQgetCopyData(conn, &buf, 0)) > 0)
-	{
-		const char *p = buf;
-		const char *end = buf + len;
-
-		if (!header_done)
-		{
-			/* "PGCOPY\n\377\r\n\0", flags, extension length and area */
-			if (len < 19 || memcmp(p, "PGCOPY\n\377\r\n\0", 11) != 0)
-				worker_fail("unexpected binary COPY header");
-			p += 15;
-			p += 4 + be32(p);
-			header_done = 1;
-		}
-		while (end - p >= 2)
-		{
-			int			nf = (int16_t) ((unsigned char) p[0] << 8 | (unsigned char) p[1]);
-
-			p += 2;
-			if (nf == -1)
-				break;			/* trailer */
-			if (nf != nfields)
-				worker_fail("COPY row has %d fields, expected %d", nf, nfields);
-			p = decode_row(pr, p, end);
-			if (pr->B == pr->block)
-				flush_block(pr);
-		}
-		PQfreemem(buf);
-	}
-	if (len == -2)
+	if (copy_rows(conn, nfields, predict_row, pr, NULL) == -2)
 		relay_error(conn, PQgetResult(conn), "COPY");
 	res = PQgetResult(conn);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "kernels.h"
 
@@ -130,6 +131,32 @@ typedef struct Dataset
 } Dataset;
 
 extern void load_slices(Dataset *ds, const WorkerSpec *spec, int rank);
+
+/* The binary COPY wire format, for load.c (training rows) and predict.c */
+static inline uint32_t
+be32(const char *p)
+{
+	const unsigned char *u = (const unsigned char *) p;
+
+	return ((uint32_t) u[0] << 24) | ((uint32_t) u[1] << 16) | ((uint32_t) u[2] << 8) | u[3];
+}
+
+static inline double
+be_double(const char *p)
+{
+	uint64_t	v = ((uint64_t) be32(p) << 32) | be32(p + 4);
+	double		d;
+
+	memcpy(&d, &v, 8);
+	return d;
+}
+
+/* a row's fields (after its field count) consumed; returns where the next row begins */
+typedef const char *(*CopyRowFn) (void *arg, const char *p, const char *end);
+extern int	copy_rows(void *pgconn, int nfields, CopyRowFn row, void *arg, double *bytes);
+extern const char *field_text(const char *p, int len);
+extern int	cmp_key(const void *key, const void *elem);
+extern void feature_onehot(const SpecFeature *ft, const char *p, int len, float *dst);
 
 /* ---------------------------------------------------------------------
  * Training (train.c, exact.c)
