@@ -159,8 +159,7 @@ extern void DmlExactSolve(DmlJob *job, DmlJobResult *result,
 						  DmlProgressCallback cb, void *cb_arg);
 
 /* extension/train.c: how a job's workers are started and connect back */
-extern char *DmlWorkerConninfo(void);
-extern char *DmlWorkerPath(void);
+extern void DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice);
 
 /* launch.c, supervise.c */
 extern void DmlRunJob(DmlJob *job, DmlJobResult *result,

@@ -399,24 +399,8 @@ DmlPredictTableInWorker(DmlPredictTarget *t, const char *device)
 	job->model_blob = model_blob(&cm->model);
 	job->predict_query = q.data;
 	job->predict_id = t->id_column != NULL;
-	if (IsSubTransaction())
-	{
-		/* as dml_train: no snapshot can be exported from a subtransaction */
-		ereport(NOTICE,
-				(errmsg("dml_predict_table in a subtransaction: the worker reads with a snapshot taken when it starts")));
-		job->snapshot = "";
-	}
-	else
-	{
-		if (SPI_execute("SELECT pg_export_snapshot()", false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "dml: pg_export_snapshot failed");
-		job->snapshot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	}
-	job->role = GetUserNameFromId(GetUserId(), false);
-	job->conninfo = DmlWorkerConninfo();
-	job->hosts = dml_hosts;
-	job->mpirun = dml_mpirun;
-	job->worker_path = DmlWorkerPath();
+	DmlJobSetLaunch(job, true,
+					"dml_predict_table in a subtransaction: the worker reads with a snapshot taken when it starts");
 	job->max_restarts = 0;		/* written blocks cannot be taken back */
 	job->checkpoint_every = 0;
 	job->epoch_timeout = 0;

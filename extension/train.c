@@ -539,8 +539,8 @@ append_conn_value(StringInfo buf, const char *key, const char *value)
 }
 
 /* dml.conninfo, or this server's first Unix socket as the bootstrap superuser */
-char *
-DmlWorkerConninfo(void)
+static char *
+worker_conninfo(void)
 {
 	StringInfoData buf;
 	char	   *dirs;
@@ -565,8 +565,8 @@ DmlWorkerConninfo(void)
 }
 
 /* dml.worker_path, or dml-worker next to the postgres binary */
-char *
-DmlWorkerPath(void)
+static char *
+worker_path(void)
 {
 	char	   *dir;
 
@@ -575,6 +575,41 @@ DmlWorkerPath(void)
 	dir = pstrdup(my_exec_path);
 	get_parent_directory(dir);
 	return psprintf("%s/dml-worker", dir);
+}
+
+/*
+ * DmlJobSetLaunch
+ *		How a job's workers start and connect back: the snapshot they read
+ *		under, the role they SET ROLE to, the connection string, hosts and
+ *		programs.  With export_snapshot false they read with no snapshot of
+ *		ours (the in-server path launches nothing).  A snapshot cannot be
+ *		exported from a subtransaction (a PL/pgSQL EXCEPTION block, a
+ *		SAVEPOINT): rank 0 then exports one of its own and the other ranks
+ *		import it, so the ranks still agree on the data, as of the job's
+ *		start rather than the caller's snapshot; subxact_notice says so.
+ *		Needs an SPI connection.
+ */
+void
+DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice)
+{
+	if (!export_snapshot)
+		job->snapshot = "";
+	else if (IsSubTransaction())
+	{
+		ereport(NOTICE, (errmsg("%s", subxact_notice)));
+		job->snapshot = "";
+	}
+	else
+	{
+		if (SPI_execute("SELECT pg_export_snapshot()", false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "dml: pg_export_snapshot failed");
+		job->snapshot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	}
+	job->role = GetUserNameFromId(GetUserId(), false);
+	job->conninfo = worker_conninfo();
+	job->hosts = dml_hosts;
+	job->mpirun = dml_mpirun;
+	job->worker_path = worker_path();
 }
 
 /* ---------------------------------------------------------------------
@@ -1088,31 +1123,8 @@ dml_train(PG_FUNCTION_ARGS)
 
 	/* how to run it: one pass in the server, or a job of workers */
 	in_server = DmlExactInServer(job);
-	if (in_server)
-		job->snapshot = "";
-	else if (IsSubTransaction())
-	{
-		/*
-		 * A snapshot cannot be exported from a subtransaction (a PL/pgSQL
-		 * EXCEPTION block, a SAVEPOINT).  Rank 0 then exports one of its own
-		 * and the other ranks import it: the ranks still agree on the data,
-		 * as of the job's start rather than the caller's snapshot.
-		 */
-		ereport(NOTICE,
-				(errmsg("dml_train in a subtransaction: workers read with a snapshot taken at job start")));
-		job->snapshot = "";
-	}
-	else
-	{
-		if (SPI_execute("SELECT pg_export_snapshot()", false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "dml: pg_export_snapshot failed");
-		job->snapshot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	}
-	job->role = GetUserNameFromId(GetUserId(), false);
-	job->conninfo = DmlWorkerConninfo();
-	job->hosts = dml_hosts;
-	job->mpirun = dml_mpirun;
-	job->worker_path = DmlWorkerPath();
+	DmlJobSetLaunch(job, !in_server,
+					"dml_train in a subtransaction: workers read with a snapshot taken at job start");
 	if (!in_server)
 		job->slices = DmlPlanSlices(job->relid, job->relkind, job->workers);
 
