@@ -134,22 +134,28 @@ else
 	notok "dml_gpu_device_count with no visible device: rc $rc, said '$n'"
 fi
 
-# the checks themselves; their summary line is folded into ours
-"$OUT/gpu_check" > "$OUT/gpu_check.out" 2>&1
-rc=$?
-grep -v -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$OUT/gpu_check.out"
-summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$OUT/gpu_check.out" | tail -n 1)
-if [ -z "$summary" ]; then
-	notok "gpu_check ended without a summary (exit status $rc)"
-else
+# fold NAME LOG RC: print a sub-check's lines and add its summary line to
+# ours; no summary, or a failing exit status with no failure, is a failure
+fold() {
+	local name=$1 log=$2 rc=$3 summary p f s
+	grep -v -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log"
+	summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -n 1)
+	if [ -z "$summary" ]; then
+		notok "$name ended without a summary (exit status $rc)"
+		return
+	fi
 	read -r p _ f _ s _ <<< "$summary"
 	passed=$((passed + p))
 	failed=$((failed + f))
 	skipped=$((skipped + s))
-	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
-		notok "gpu_check exit status $rc"
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		notok "$name exit status $rc"
 	fi
-fi
+}
+
+# the checks themselves; their summary line is folded into ours
+"$OUT/gpu_check" > "$OUT/gpu_check.out" 2>&1
+fold gpu_check "$OUT/gpu_check.out" $?
 
 # PyTorch's rate for the same step, where torch sees the GPU (issue goal:
 # dml's GPU step at least 1.0x PyTorch's); informational, not a check
@@ -173,17 +179,7 @@ fi
 ndev=$("$OUT/gpu_check" --device-count 2>/dev/null)
 if [ "${ndev:-0}" -gt 0 ] 2>/dev/null; then
 	bash regress/gpu/predict_table.sh > "$OUT/predict_table.out" 2>&1
-	rc=$?
-	grep -v -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$OUT/predict_table.out"
-	summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$OUT/predict_table.out" | tail -n 1)
-	if [ -z "$summary" ]; then
-		notok "regress/gpu/predict_table.sh ended without a summary (exit status $rc)"
-	else
-		read -r p _ f _ s _ <<< "$summary"
-		passed=$((passed + p))
-		failed=$((failed + f))
-		skipped=$((skipped + s))
-	fi
+	fold regress/gpu/predict_table.sh "$OUT/predict_table.out" $?
 else
 	echo "skip - dml_predict_table on the GPU vs the CPU: no CUDA device # SKIP"
 	skipped=$((skipped + 1))

@@ -89,6 +89,15 @@ def md(s):
 
 out = []
 w = out.append
+
+def failed_checks(bad):
+    if bad:
+        w('Failed checks:')
+        w('')
+        for l in bad:
+            w('- ' + md(l))
+        w('')
+
 cpu = ''
 try:
     for l in open('/proc/cpuinfo'):
@@ -144,12 +153,7 @@ if surv:
         w('%d of %d single faults survived; noticed after %.2f s at most, %.2f s on average.' %
           (len(surv), len([r for r in rows if not r[0].endswith('!')]), max(det), sum(det) / len(det)))
         w('')
-if f_bad:
-    w('Failed checks:')
-    w('')
-    for l in f_bad:
-        w('- ' + md(l))
-    w('')
+failed_checks(f_bad)
 
 # server events
 w('## Backend and server events')
@@ -172,12 +176,7 @@ for l in e_txt.splitlines():
     if l.startswith('# '):
         w('Note: ' + md(l[2:]))
         w('')
-if e_bad:
-    w('Failed checks:')
-    w('')
-    for l in e_bad:
-        w('- ' + md(l))
-    w('')
+failed_checks(e_bad)
 
 # concurrency
 w('## Concurrent clients')
@@ -195,12 +194,7 @@ tps = re.search(r'\(([0-9.]+) tps\)', c_txt)
 if tps:
     w('pgbench ran %s clients for %s s at %s transactions/s (each: 3 predictions, by array, by row, by class).' % (16, PGB, tps.group(1)))
     w('')
-if c_bad:
-    w('Failed checks:')
-    w('')
-    for l in c_bad:
-        w('- ' + md(l))
-    w('')
+failed_checks(c_bad)
 
 # hostile input
 w('## Bad inputs tried')

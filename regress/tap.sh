@@ -3,9 +3,47 @@
 #   ok "what"            print "ok N - what"
 #   notok "what"         print "not ok N - what"
 #   check "what" 'cond'  ok or notok as the shell condition says
+#   stop_job ...         cancel, terminate or time out a job and check it ended
 #
 # N counts up from 1 in the variable n.
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 notok() { n=$((n + 1)); echo "not ok $n - $1"; }
 check() { if eval "$2"; then ok "$1"; else notok "$1"; fi; }
+
+# stop_job LABEL HOW MATCH LOG CLIENT TRIES: end a running job and check that
+# it ended.  HOW is cancel or terminate (sent to the backend whose query
+# contains MATCH) or timeout (the statement's own statement_timeout ends it).
+# Polls every 0.05 s, TRIES times at most, until no job process of this
+# cluster is left (pgcluster.sh), waits for the client (pid CLIENT), then
+# checks that every job process went (within 2 s of the signal, unless
+# timeout) and that the client's LOG holds the error HOW raises.
+stop_job() {
+	local label=$1 how=$2 match=$3 log=$4 client=$5 tries=$6
+	local fn t0 t1 elapsed pattern gone=0
+	if [ "$how" != timeout ]; then
+		fn=pg_cancel_backend; [ "$how" = terminate ] && fn=pg_terminate_backend
+		pgc_psql -t -A -c "SELECT $fn(pid) FROM pg_stat_activity
+			WHERE query LIKE '%$match%' AND pid <> pg_backend_pid()" >/dev/null
+	fi
+	t0=$(date +%s.%N)
+	for _ in $(seq 1 "$tries"); do
+		if [ "$(pgc_job_procs)" -eq 0 ]; then gone=1; break; fi
+		sleep 0.05
+	done
+	t1=$(date +%s.%N)
+	wait "$client"
+	elapsed=$(echo "$t1 - $t0" | bc)
+	if [ "$how" = timeout ]; then
+		check "$label: every job process gone by the deadline (${elapsed}s after check)" '[ $gone = 1 ]'
+	else
+		check "$label: every job process gone within 2 s (${elapsed}s)" \
+			'[ $gone = 1 ] && [ "$(echo "$elapsed < 2.0" | bc)" = 1 ]'
+	fi
+	case $how in
+		cancel) pattern='canceling statement due to user request' ;;
+		terminate) pattern='terminating connection due to administrator command' ;;
+		timeout) pattern='canceling statement due to statement timeout' ;;
+	esac
+	check "$label: the client saw '$pattern'" "grep -q '$pattern' '$log'"
+}

@@ -26,32 +26,9 @@ for how in cancel terminate timeout; do
 		client=$!
 		sleep 2
 		check "$how: workers are running" '[ "$(job_procs)" -ge 2 ]'
-		fn=pg_cancel_backend; [ "$how" = terminate ] && fn=pg_terminate_backend
-		pgc_psql -t -A -c "SELECT $fn(pid) FROM pg_stat_activity
-			WHERE query LIKE '%cancel_$how%' AND pid <> pg_backend_pid()" >/dev/null
 	fi
-	t0=$(date +%s.%N)
-	gone=0
-	for i in $(seq 1 60); do
-		if [ "$(job_procs)" -eq 0 ]; then gone=1; break; fi
-		sleep 0.05
-	done
-	t1=$(date +%s.%N)
-	wait $client
-	elapsed=$(echo "$t1 - $t0" | bc)
-	if [ "$how" = timeout ]; then
-		# the timeout fires 3 s after the statement began, 1.5 s after our check
-		check "$how: every job process gone by the deadline (${elapsed}s after check)" '[ $gone = 1 ]'
-	else
-		check "$how: every job process gone within 2 s (${elapsed}s)" \
-			'[ $gone = 1 ] && [ "$(echo "$elapsed < 2.0" | bc)" = 1 ]'
-	fi
-	case $how in
-		cancel) pattern='canceling statement due to user request' ;;
-		terminate) pattern='terminating connection due to administrator command' ;;
-		timeout) pattern='canceling statement due to statement timeout' ;;
-	esac
-	check "$how: the client saw '$pattern'" "grep -q '$pattern' /tmp/dml-cancel-$how.log"
+	# the timeout fires 3 s after the statement began, 1.5 s after our check
+	stop_job "$how" "$how" "cancel_$how" /tmp/dml-cancel-$how.log $client 60
 	after=$(pgc_psql -t -A -c "SELECT count(*) FROM dml.models WHERE name = 'cancel_$how'")
 	check "$how: no model row stored" '[ "$before" = "$after" ]'
 	check "$how: no job directory left" '[ "$(job_dirs)" -eq 0 ]'

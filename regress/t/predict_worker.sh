@@ -66,32 +66,7 @@ for how in cancel terminate timeout; do
 	done
 	sleep 1.5
 	check "$how: the worker is running" '[ "$(job_procs)" -ge 1 ]'
-	if [ "$how" != timeout ]; then
-		fn=pg_cancel_backend; [ "$how" = terminate ] && fn=pg_terminate_backend
-		pgc_psql -t -A -c "SELECT $fn(pid) FROM pg_stat_activity
-			WHERE query LIKE '%$out%' AND pid <> pg_backend_pid()" >/dev/null
-	fi
-	t0=$(date +%s.%N)
-	gone=0
-	for i in $(seq 1 100); do
-		if [ "$(job_procs)" -eq 0 ]; then gone=1; break; fi
-		sleep 0.05
-	done
-	t1=$(date +%s.%N)
-	wait $client
-	elapsed=$(echo "$t1 - $t0" | bc)
-	if [ "$how" = timeout ]; then
-		check "$how: every job process gone by the deadline (${elapsed}s after check)" '[ $gone = 1 ]'
-	else
-		check "$how: every job process gone within 2 s (${elapsed}s)" \
-			'[ $gone = 1 ] && [ "$(echo "$elapsed < 2.0" | bc)" = 1 ]'
-	fi
-	case $how in
-		cancel) pattern='canceling statement due to user request' ;;
-		terminate) pattern='terminating connection due to administrator command' ;;
-		timeout) pattern='canceling statement due to statement timeout' ;;
-	esac
-	check "$how: the client saw '$pattern'" "grep -q '$pattern' /tmp/dml-pw-$how.log"
+	stop_job "$how" "$how" "$out" /tmp/dml-pw-$how.log $client 100
 	check "$how: no target table left" "! table_exists $out"
 	check "$how: no job directory left" '[ "$(job_dirs)" -eq 0 ]'
 	rm -f /tmp/dml-pw-$how.log
