@@ -50,6 +50,8 @@ typedef enum DmlJobType
 /* Called for each PREDICTIONS message of a predict job, in order */
 typedef void (*DmlBlockCallback) (const char *payload, uint32 len, void *arg);
 
+#define DML_MAX_CLASSES		1000	/* labels of a classifier */
+
 /* One rank's share: block range [start, end) of one relation */
 typedef struct DmlSlice
 {
@@ -73,6 +75,11 @@ typedef struct DmlJob
 	DmlColumn	target;
 	List	   *features;		/* of DmlColumn * */
 	List	   *classes;		/* of char *, class labels as text */
+	char	   *pack_target;	/* all-numeric job: the target for dml.pack_rows
+								 * (float8, or an int8 label key), else NULL */
+	char	   *label_keys;		/* integer or boolean labels: "int" or "bool" */
+	bool		discover_classes;	/* the workers list the labels (classes NIL) */
+	bool		load_copy;		/* options: {"load": "copy"} */
 	Oid			label_type;		/* type of the target column */
 	int			ninputs;		/* sum of feature widths */
 	int			noutputs;
@@ -145,6 +152,7 @@ typedef struct DmlJobResult
 	char	   *device;
 	int			restarts;
 	int64		rows_predicted; /* a predict job: the count its DONE gave */
+	List	   *classes;		/* discover_classes: the labels rank 0 listed */
 } DmlJobResult;
 
 /* Called for each epoch as its progress arrives */

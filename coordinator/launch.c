@@ -203,6 +203,13 @@ spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
 	spec_putf(&buf, "attempt", "%d", job->attempt);
 
 	spec_put(&buf, "target", job->classification ? "label" : "num");
+	spec_put(&buf, "target_name", job->target.name);
+	if (job->pack_target)
+		spec_put(&buf, "load", "block");
+	if (job->label_keys)
+		spec_put(&buf, "label_keys", job->label_keys);
+	if (job->discover_classes)
+		spec_putf(&buf, "discover_classes", "%d", DML_MAX_CLASSES);
 	foreach(lc, job->classes)
 		spec_put(&buf, "class", (char *) lfirst(lc));
 	spec_features(&buf, job);
@@ -445,6 +452,16 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path,
 	envp[nenv++] = env_entry("OMP_NUM_THREADS", "1");
 	/* CMA needs ptrace rights that containers often withhold */
 	envp[nenv++] = env_entry("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+
+	/*
+	 * Open MPI picks its point-to-point layer by asking each candidate; the
+	 * cm layer's probe of network libraries costs about 0.2 s of every
+	 * job's start-up here.  ob1 carries shared memory and TCP, which is
+	 * what dml uses (NCCL moves GPU data), so name it unless the server's
+	 * environment chose one.
+	 */
+	if (getenv("OMPI_MCA_pml") == NULL)
+		envp[nenv++] = env_entry("OMPI_MCA_pml", "ob1");
 	envp[nenv] = NULL;
 
 	logfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);

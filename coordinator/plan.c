@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * plan.c
- *	  Split a relation into one slice per rank.
+ *	  Split a relation into slices, a contiguous share per rank.
  *
  * A plain table is cut into contiguous ctid block ranges, read with a TID
  * Range Scan.  A declaratively partitioned table is the concatenation of
@@ -27,6 +27,14 @@
 #include "utils/rel.h"
 
 #include "coordinator.h"
+
+/*
+ * Blocks per slice query at most: 64 MB of heap.  A dml.pack_rows block of
+ * those rows is smaller for float8 columns (8 bytes become 4) and at most
+ * four times larger for booleans (1 byte becomes 4), so it stays well below
+ * a bytea's 1 GB; the worker holds one block at a time.
+ */
+#define DML_SLICE_MAX_BLOCKS 8192
 
 typedef struct LeafBlocks
 {
@@ -157,12 +165,19 @@ DmlPlanSlices(Oid relid, char relkind, int nranks)
 			else if (s >= e)
 				continue;
 
-			slice = palloc0(sizeof(DmlSlice));
-			slice->rank = r;
-			slice->relid = lb->relid;
-			slice->start = (BlockNumber) (s - lstart);
-			slice->end = last_of_leaf ? InvalidBlockNumber : (BlockNumber) (e - lstart);
-			slices = lappend(slices, slice);
+			/* at most DML_SLICE_MAX_BLOCKS per query, so a packed block stays small */
+			do
+			{
+				uint64		ce = Min(e, s + DML_SLICE_MAX_BLOCKS);
+
+				slice = palloc0(sizeof(DmlSlice));
+				slice->rank = r;
+				slice->relid = lb->relid;
+				slice->start = (BlockNumber) (s - lstart);
+				slice->end = (last_of_leaf && ce == e) ? InvalidBlockNumber : (BlockNumber) (ce - lstart);
+				slices = lappend(slices, slice);
+				s = ce;
+			} while (s < e);
 		}
 		pos = lend;
 	}
@@ -185,9 +200,20 @@ DmlSliceQuery(DmlJob *job, DmlSlice *slice)
 	if (nsp == NULL || rel == NULL)
 		elog(ERROR, "relation %u vanished while planning", slice->relid);
 	initStringInfo(&buf);
-	appendStringInfo(&buf, "SELECT %s", job->target.expr);
-	foreach(lc, job->features)
-		appendStringInfo(&buf, ", %s", ((DmlColumn *) lfirst(lc))->expr);
+	if (job->pack_target && !slice->whole)
+	{
+		/* one dml.pack_rows block for the slice (workers/load.c) */
+		appendStringInfo(&buf, "SELECT dml.pack_rows(%s", job->pack_target);
+		foreach(lc, job->features)
+			appendStringInfo(&buf, ", %s", ((DmlColumn *) lfirst(lc))->expr);
+		appendStringInfoChar(&buf, ')');
+	}
+	else
+	{
+		appendStringInfo(&buf, "SELECT %s", job->target.expr);
+		foreach(lc, job->features)
+			appendStringInfo(&buf, ", %s", ((DmlColumn *) lfirst(lc))->expr);
+	}
 	appendStringInfo(&buf, " FROM %s", quote_qualified_identifier(nsp, rel));
 	if (!slice->whole)
 	{

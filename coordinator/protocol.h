@@ -49,7 +49,8 @@ typedef enum DmlMsgType
 	DML_MSG_ERROR = 5,
 	DML_MSG_LOG = 6,
 	DML_MSG_PREDICTIONS = 7,
-	DML_MSG_DONE = 8
+	DML_MSG_DONE = 8,
+	DML_MSG_CLASSES = 9
 } DmlMsgType;
 
 /* One epoch's figures, reduced over every rank by rank 0 */

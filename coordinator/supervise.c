@@ -310,6 +310,19 @@ handle_message(JobRun *run, uint32 type, const char *payload, uint32 len)
 				elog(ERROR, "dml: unexpected PREDICTIONS from rank 0. Please report a bug.");
 			run->job->on_block(payload, len, run->job->block_arg);
 			break;
+		case DML_MSG_CLASSES:
+			{
+				/* the labels the workers found, one per line, in order */
+				char	   *text = pnstrdup(payload, len);
+				char	   *save = NULL;
+
+				if (run->job->type != DML_JOB_TRAIN || !run->job->discover_classes)
+					elog(ERROR, "dml: unexpected CLASSES from rank 0. Please report a bug.");
+				run->result->classes = NIL;
+				for (char *tok = strtok_r(text, "\n", &save); tok; tok = strtok_r(NULL, "\n", &save))
+					run->result->classes = lappend(run->result->classes, pstrdup(tok));
+				break;
+			}
 		case DML_MSG_DONE:
 			if (run->job->type != DML_JOB_PREDICT || len != sizeof(int64))
 				elog(ERROR, "dml: malformed DONE from rank 0. Please report a bug.");
@@ -715,6 +728,16 @@ supervise_step(JobRun *run)
 	return true;
 }
 
+/* mpirun ended (or a child of it stopped): wake the supervising loop */
+static void
+job_sigchld(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
 /*
  * DmlRunJob
  *		Run a job to completion, calling cb for each epoch (training) or
@@ -729,6 +752,7 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 	JobRun		run;
 	char	   *dir;
 	TimestampTz start = GetCurrentTimestamp();
+	pqsigfunc	old_sigchld;
 	long		secs;
 	int			usecs;
 
@@ -756,6 +780,8 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 	active_job.npids = 0;
 	strlcpy(active_job.dir, dir, sizeof(active_job.dir));
 
+	/* an exit wakes us at once instead of at the next poll */
+	old_sigchld = pqsignal(SIGCHLD, job_sigchld);
 	PG_TRY();
 	{
 		start_job(&run);
@@ -764,10 +790,12 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 	}
 	PG_CATCH();
 	{
+		pqsignal(SIGCHLD, old_sigchld);
 		DmlKillActiveJob();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	pqsignal(SIGCHLD, old_sigchld);
 	DmlKillActiveJob();
 
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);

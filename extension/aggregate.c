@@ -36,6 +36,7 @@
 #include "utils/array.h"
 #include "port/pg_bswap.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 
 #include "dml.h"
 
@@ -495,5 +496,200 @@ dml_num_bytes(PG_FUNCTION_ARGS)
 #endif
 		memcpy(dst + 4 * i, &u, 4);
 	}
+	PG_RETURN_BYTEA_P(out);
+}
+
+/* ---------------------------------------------------------------------
+ * dml.pack_rows: a slice of rows as one block of float32s
+ * --------------------------------------------------------------------- */
+
+/*
+ * dml.pack_rows(target, x1, ..., xn) -> bytea: every row of the group as
+ * one value, for the workers' load of all-numeric jobs.  Binary COPY costs
+ * a send call, a length word and a row header per row, which at 20 float8
+ * columns is most of the server's work; one aggregate over a slice of
+ * blocks (plan.c keeps slices small enough) hands over the rows with no
+ * per-row protocol at all, and the worker copies them into place.  The
+ * target is float8 (a number) or int8 (a class label's key); the features
+ * are float8.  Layout, little-endian:
+ *
+ *	 "DMLB", version 1, nrows, nfeatures, nnulls, flags (bit 0: int8 target)
+ *	 nrows x { target (8 bytes), nfeatures float32 }
+ *	 nnulls x { row (uint32), column (int32: -1 the target, else 0-based) }
+ *
+ * A NULL is stored as 0 and listed, so the workers apply the NULL policy
+ * as they do for COPY; values keep the float32 rounding the workers would
+ * apply.  Not parallel: the slice is one TID range scan.
+ */
+#define PACK_MAGIC "DMLB"
+#define PACK_HEADER 24
+
+typedef struct PackState
+{
+	int			n;				/* features */
+	bool		int_target;
+	uint32		nrows;
+	char	   *buf;			/* header room, then the rows */
+	Size		len;
+	Size		cap;
+	uint32	   *nulls;			/* pairs (row, column) */
+	Size		nnulls;
+	Size		nulls_cap;
+} PackState;
+
+static void
+pack_put32(char *dst, uint32 u)
+{
+#ifdef WORDS_BIGENDIAN
+	u = pg_bswap32(u);
+#endif
+	memcpy(dst, &u, 4);
+}
+
+static void
+pack_null(PackState *st, int col)
+{
+	if (st->nnulls == st->nulls_cap)
+	{
+		st->nulls_cap = st->nulls_cap ? 2 * st->nulls_cap : 256;
+		st->nulls = st->nulls ? repalloc_huge(st->nulls, sizeof(uint32) * 2 * st->nulls_cap)
+			: palloc(sizeof(uint32) * 2 * st->nulls_cap);
+	}
+	st->nulls[2 * st->nnulls] = st->nrows;
+	st->nulls[2 * st->nnulls + 1] = (uint32) col;
+	st->nnulls++;
+}
+
+PG_FUNCTION_INFO_V1(dml_pack_rows_trans);
+
+Datum
+dml_pack_rows_trans(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggcxt;
+	PackState  *st;
+	int			n = PG_NARGS() - 2;
+	Size		rowlen;
+	char	   *dst;
+
+	if (!AggCheckCallContext(fcinfo, &aggcxt))
+		elog(ERROR, "dml.pack_rows_trans called outside an aggregate");
+	if (PG_ARGISNULL(0))
+	{
+		Oid			t = get_fn_expr_argtype(fcinfo->flinfo, 1);
+
+		if (get_fn_expr_variadic(fcinfo->flinfo))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("dml.pack_rows takes its values one by one, not as a VARIADIC array")));
+		if (n < 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("dml.pack_rows needs a target and at least one feature")));
+		if (t != FLOAT8OID && t != INT8OID)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("dml.pack_rows takes a float8 or int8 target, not %s", format_type_be(t))));
+		for (int i = 0; i < n; i++)
+			if (get_fn_expr_argtype(fcinfo->flinfo, i + 2) != FLOAT8OID)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("dml.pack_rows takes float8 features, argument %d is %s", i + 2,
+								format_type_be(get_fn_expr_argtype(fcinfo->flinfo, i + 2)))));
+		st = MemoryContextAllocZero(aggcxt, sizeof(PackState));
+		st->n = n;
+		st->int_target = t == INT8OID;
+		st->cap = PACK_HEADER + (Size) 4096 * (8 + 4 * (Size) n);
+		st->buf = MemoryContextAllocHuge(aggcxt, st->cap);
+		st->len = PACK_HEADER;
+	}
+	else
+		st = (PackState *) PG_GETARG_POINTER(0);
+
+	rowlen = 8 + 4 * (Size) st->n;
+	if (st->len + rowlen > st->cap)
+	{
+		Size		cap = 2 * st->cap;
+
+		if (cap > MaxAllocHugeSize / 2 || st->nrows == PG_UINT32_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("dml.pack_rows: too many rows in one group")));
+		st->buf = repalloc_huge(st->buf, cap);
+		st->cap = cap;
+	}
+	dst = st->buf + st->len;
+
+	/* the target: 8 bytes, float8 or int8 */
+	if (PG_ARGISNULL(1))
+	{
+		memset(dst, 0, 8);
+		pack_null(st, -1);
+	}
+	else
+	{
+		uint64		u;
+
+		if (st->int_target)
+			u = (uint64) PG_GETARG_INT64(1);
+		else
+		{
+			double		v = PG_GETARG_FLOAT8(1);
+
+			memcpy(&u, &v, 8);
+		}
+#ifdef WORDS_BIGENDIAN
+		u = pg_bswap64(u);
+#endif
+		memcpy(dst, &u, 8);
+	}
+	dst += 8;
+	for (int i = 0; i < st->n; i++)
+	{
+		float		f = 0.0f;
+		uint32		u;
+
+		if (PG_ARGISNULL(i + 2))
+			pack_null(st, i);
+		else
+			f = (float) PG_GETARG_FLOAT8(i + 2);
+		memcpy(&u, &f, 4);
+		pack_put32(dst + 4 * i, u);
+	}
+	st->len += rowlen;
+	st->nrows++;
+	PG_RETURN_POINTER(st);
+}
+
+PG_FUNCTION_INFO_V1(dml_pack_rows_final);
+
+Datum
+dml_pack_rows_final(PG_FUNCTION_ARGS)
+{
+	PackState  *st;
+	Size		total;
+	bytea	   *out;
+	char	   *p;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();		/* no rows */
+	st = (PackState *) PG_GETARG_POINTER(0);
+	total = VARHDRSZ + st->len + 8 * st->nnulls;
+	if (total > MaxAllocSize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("dml.pack_rows: %zu bytes do not fit one bytea", total)));
+	out = palloc(total);
+	SET_VARSIZE(out, total);
+	p = VARDATA(out);
+	memcpy(p, PACK_MAGIC, 4);
+	pack_put32(p + 4, 1);
+	pack_put32(p + 8, st->nrows);
+	pack_put32(p + 12, (uint32) st->n);
+	pack_put32(p + 16, (uint32) st->nnulls);
+	pack_put32(p + 20, st->int_target ? 1 : 0);
+	memcpy(p + PACK_HEADER, st->buf + PACK_HEADER, st->len - PACK_HEADER);
+	p += st->len;
+	for (Size i = 0; i < 2 * st->nnulls; i++)
+		pack_put32(p + 4 * i, st->nulls[i]);
 	PG_RETURN_BYTEA_P(out);
 }

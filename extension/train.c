@@ -17,6 +17,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "access/htup_details.h"
 #include "access/xact.h"
@@ -39,10 +40,10 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
+#include "batch.h"
 #include "coordinator.h"
 #include "dml.h"
 
-#define DML_MAX_CLASSES			1000	/* labels of a classifier */
 #define DML_AUTO_MAX_CLASSES	32		/* integer targets with more are regression */
 #define DML_MAX_LEVELS			1000	/* levels of a one-hot feature */
 #define DML_MAX_EPOCHS			100000
@@ -173,6 +174,16 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 		job->no_in_server = !v->val.boolean;
 		return;
 	}
+	if (strcmp(key, "load") == 0)
+	{
+		if (str == NULL || (strcmp(str, "auto") != 0 && strcmp(str, "copy") != 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"load\" must be \"auto\" or \"copy\""),
+					 errhint("\"copy\" reads every job through binary COPY, for comparison.")));
+		job->load_copy = strcmp(str, "copy") == 0;
+		return;
+	}
 	if (strcmp(key, "fault") == 0)
 	{
 		if (!dml_test_hooks)
@@ -228,7 +239,7 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unrecognized option \"%s\"", key),
-			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, fault and straggler.")));
+			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, fault and straggler.")));
 }
 
 static void
@@ -410,14 +421,50 @@ target_classes(Oid relid, DmlColumn *target, int limit)
 {
 	const char *qcol = quote_identifier(target->name);
 
-	return spi_text_column(psprintf("SELECT v::text FROM (SELECT DISTINCT %s AS v FROM %s "
-									"WHERE %s IS NOT NULL) s ORDER BY v",
+	return spi_text_column(psprintf("SELECT s.v::text FROM (SELECT DISTINCT %s AS v FROM %s "
+									"WHERE %s IS NOT NULL) s ORDER BY s.v",
 									qcol, rel_sql_name(relid), qcol), limit);
+}
+
+/*
+ * The target's labels, checked: at least 2, at most DML_MAX_CLASSES, and 2
+ * for logistic regression; then the kind, loss and outputs they imply.
+ * The list comes from SQL, or from the workers (discover_classes).
+ */
+static void
+set_classes(DmlJob *job, List *classes)
+{
+	int			n = list_length(classes);
+
+	if (n > DML_MAX_CLASSES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("target column \"%s\" has more than %d distinct labels",
+						job->target.name, DML_MAX_CLASSES)));
+	if (n < 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("target column \"%s\" has %d distinct label%s; classification needs at least 2",
+						job->target.name, n, n == 1 ? "" : "s"),
+				 n == 0 ?
+				 errhint("The relation has no rows with a non-NULL target.") :
+				 errhint("A model cannot learn from a single class.")));
+	if (job->kind != NULL && strcmp(job->kind, "logistic") == 0 && n != 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("logistic regression needs 2 labels, but column \"%s\" has %d",
+						job->target.name, n),
+				 errhint("Use model => 'softmax' for more than two classes.")));
+	job->classes = classes;
+	if (job->kind == NULL)
+		job->kind = n == 2 ? "logistic" : "softmax";
+	job->loss = n == 2 && strcmp(job->kind, "softmax") != 0 ? "bce" : "softmax";
+	job->noutputs = strcmp(job->loss, "bce") == 0 ? 1 : n;
 }
 
 /* settle kind, loss, outputs and classes */
 static void
-choose_kind(DmlJob *job, const char *model)
+choose_kind(DmlJob *job, const char *model, const char *optimizer)
 {
 	Oid			t = job->target.typid;
 	bool		numeric = type_is_numeric(t);
@@ -477,32 +524,28 @@ choose_kind(DmlJob *job, const char *model)
 
 	if (job->classification)
 	{
-		job->classes = target_classes(job->relid, &job->target, DML_MAX_CLASSES + 1);
-		if (list_length(job->classes) > DML_MAX_CLASSES)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("target column \"%s\" has more than %d distinct labels",
-							job->target.name, DML_MAX_CLASSES)));
-		if (list_length(job->classes) < 2)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_EXCEPTION),
-					 errmsg("target column \"%s\" has %d distinct label%s; classification needs at least 2",
-							job->target.name, list_length(job->classes),
-							list_length(job->classes) == 1 ? "" : "s"),
-					 list_length(job->classes) == 0 ?
-					 errhint("The relation has no rows with a non-NULL target.") :
-					 errhint("A model cannot learn from a single class.")));
-		if (job->kind != NULL && strcmp(job->kind, "logistic") == 0 && list_length(job->classes) != 2)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("logistic regression needs 2 labels, but column \"%s\" has %d",
-							job->target.name, list_length(job->classes)),
-					 errhint("Use model => 'softmax' for more than two classes.")));
 		job->target.expr = psprintf("%s::text", quote_identifier(job->target.name));
-		if (job->kind == NULL)
-			job->kind = list_length(job->classes) == 2 ? "logistic" : "softmax";
-		job->loss = list_length(job->classes) == 2 && strcmp(job->kind, "softmax") != 0 ? "bce" : "softmax";
-		job->noutputs = strcmp(job->loss, "bce") == 0 ? 1 : list_length(job->classes);
+		if (t == BOOLOID)
+			job->label_keys = "bool";
+		else if (type_is_integer(t))
+			job->label_keys = "int";
+		if (job->label_keys && job->kind != NULL &&
+			(strcmp(job->kind, "logistic") == 0 ||
+			 (strcmp(job->kind, "softmax") == 0 && optimizer != NULL && strcmp(optimizer, "newton") != 0)))
+		{
+			/*
+			 * Integer or boolean labels of a model whose shape does not
+			 * depend on how many there are (logistic has 2, or the
+			 * optimizer is named): the workers list them while they load,
+			 * which spares a scan of the table here (set_classes checks
+			 * their list when it comes back).
+			 */
+			job->discover_classes = true;
+			job->loss = strcmp(job->kind, "logistic") == 0 ? "bce" : "softmax";
+			job->noutputs = strcmp(job->kind, "logistic") == 0 ? 1 : 0;
+		}
+		else
+			set_classes(job, target_classes(job->relid, &job->target, DML_MAX_CLASSES + 1));
 	}
 	else
 	{
@@ -518,6 +561,33 @@ choose_kind(DmlJob *job, const char *model)
 		job->noutputs = 1;
 	}
 	job->label_type = t;
+}
+
+/*
+ * All-numeric jobs (numbers and booleans in, a number or an integer or
+ * boolean label out) load through dml.pack_rows: one block per slice
+ * instead of a COPY row per row.  Text and enum labels, one-hot and array
+ * features keep the COPY path.
+ */
+static void
+choose_packing(DmlJob *job)
+{
+	ListCell   *lc;
+	Oid			t = getBaseType(job->target.typid);
+	const char *qcol = quote_identifier(job->target.name);
+
+	job->pack_target = NULL;
+	if (job->load_copy)
+		return;
+	foreach(lc, job->features)
+		if (((DmlColumn *) lfirst(lc))->kind != DML_COL_NUM)
+			return;
+	if (!job->classification)
+		job->pack_target = psprintf("%s::float8", qcol);
+	else if (t == BOOLOID)
+		job->pack_target = psprintf("%s::int4::int8", qcol);
+	else if (type_is_integer(t))
+		job->pack_target = psprintf("%s::int8", qcol);
 }
 
 /* ---------------------------------------------------------------------
@@ -564,16 +634,29 @@ worker_conninfo(void)
 	return buf.data;
 }
 
-/* dml.worker_path, or dml-worker next to the postgres binary */
+/*
+ * dml.worker_path, or the worker next to the postgres binary: the CUDA
+ * build (dml-worker-gpu) when the job may run on a GPU, else the CPU build,
+ * which starts and exits about 0.15 s sooner because it loads no CUDA
+ * libraries.  'gpu' always gets the CUDA build (its worker reports a
+ * missing GPU); 'auto' gets it when this host shows a GPU or when ranks
+ * run on other hosts (dml.hosts), which may have one.
+ */
 static char *
-worker_path(void)
+worker_path(const char *device)
 {
 	char	   *dir;
+	char	   *gpu;
 
 	if (dml_worker_path && dml_worker_path[0])
 		return pstrdup(dml_worker_path);
 	dir = pstrdup(my_exec_path);
 	get_parent_directory(dir);
+	gpu = psprintf("%s/dml-worker-gpu", dir);
+	if (device != NULL && (strcmp(device, "gpu") == 0 || strcmp(device, "auto") == 0) &&
+		access(gpu, X_OK) == 0 &&
+		(strcmp(device, "gpu") == 0 || (dml_hosts && dml_hosts[0]) || DmlGpuVisible()))
+		return gpu;
 	return psprintf("%s/dml-worker", dir);
 }
 
@@ -609,7 +692,7 @@ DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice)
 	job->conninfo = worker_conninfo();
 	job->hosts = dml_hosts;
 	job->mpirun = dml_mpirun;
-	job->worker_path = worker_path();
+	job->worker_path = worker_path(job->device);
 }
 
 /* ---------------------------------------------------------------------
@@ -1074,7 +1157,7 @@ dml_train(PG_FUNCTION_ARGS)
 				 errmsg("relation \"%s\" has no rows", get_rel_name(job->relid)),
 				 errhint("Training needs data: load rows first, or check row-level security policies.")));
 
-	choose_kind(job, model);
+	choose_kind(job, model, optimizer);
 	foreach(lc, job->features)
 	{
 		DmlColumn  *col = lfirst(lc);
@@ -1118,6 +1201,13 @@ dml_train(PG_FUNCTION_ARGS)
 	choose_optimizer(job, optimizer, fcinfo);
 	apply_options(job, PG_ARGISNULL(18) ? NULL : PG_GETARG_JSONB_P(18));
 	choose_sync(job, fcinfo);
+	if (job->discover_classes && job->servers > 0)
+	{
+		/* parameter servers size the model before any data is read */
+		job->discover_classes = false;
+		set_classes(job, target_classes(job->relid, &job->target, DML_MAX_CLASSES + 1));
+	}
+	choose_packing(job);
 
 	DmlCheckNameForTraining(job->name);
 
@@ -1136,6 +1226,12 @@ dml_train(PG_FUNCTION_ARGS)
 		DmlExactSolve(job, &result, on_progress, &tp);
 	else
 		DmlRunJob(job, &result, on_progress, &tp);
+	if (job->discover_classes)
+	{
+		if (result.classes == NIL)
+			elog(ERROR, "dml: the workers did not list the labels. Please report a bug.");
+		set_classes(job, result.classes);
+	}
 
 	/* what came back must parse before it is stored */
 	if (dml_model_parse(&parsed, (unsigned char *) VARDATA(result.weights),

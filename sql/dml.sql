@@ -240,6 +240,22 @@ CREATE FUNCTION dml.num_bytes(VARIADIC "any") RETURNS bytea
 AS 'MODULE_PATHNAME', 'dml_num_bytes' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 GRANT EXECUTE ON FUNCTION dml.num_bytes("any") TO PUBLIC;
 
+/*
+ * A slice of rows as one bytea of float32s (target first, 8 bytes), for the
+ * workers' load of all-numeric jobs: no per-row protocol (aggregate.c)
+ */
+CREATE FUNCTION dml.pack_rows_trans(internal, VARIADIC "any") RETURNS internal
+AS 'MODULE_PATHNAME', 'dml_pack_rows_trans' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE FUNCTION dml.pack_rows_final(internal) RETURNS bytea
+AS 'MODULE_PATHNAME', 'dml_pack_rows_final' LANGUAGE C PARALLEL SAFE;
+CREATE AGGREGATE dml.pack_rows(VARIADIC "any") (
+	SFUNC = dml.pack_rows_trans,
+	STYPE = internal,
+	FINALFUNC = dml.pack_rows_final
+);
+GRANT EXECUTE ON FUNCTION dml.pack_rows_trans(internal, "any") TO PUBLIC;
+GRANT EXECUTE ON FUNCTION dml.pack_rows_final(internal) TO PUBLIC;
+
 /* true when the calling role may use a model name */
 CREATE FUNCTION dml.can_use(owner oid, name text)
 RETURNS boolean

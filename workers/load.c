@@ -5,18 +5,23 @@
  *
  * Each rank connects, sets its role to the calling user before running
  * anything else (so privileges and row-level security apply), imports the
- * coordinator's snapshot, and runs COPY (SELECT ...) TO STDOUT (FORMAT
- * binary) for each slice.  Rows are decoded as they stream: the numeric
- * features of a row come packed in one field of float32 bytes
- * (dml.num_bytes: binary COPY pays per field more than per byte, so this
- * about doubles the rows per second), vectors as float32 bytes
- * (dml.vec_bytes), labels and one-hot levels as text, a numeric target as
- * float8.
+ * coordinator's snapshot, and reads each of its slices one of two ways.
+ *
+ * All-numeric jobs (every feature a number or boolean, the target a number
+ * or an integer or boolean label) run SELECT dml.pack_rows(...) over the
+ * slice: the server hands the slice over as one block of float32 rows,
+ * which is copied into place; no per-row protocol at all (aggregate.c).
+ * Other jobs run COPY (SELECT ...) TO STDOUT (FORMAT binary), decoded as
+ * it streams: the numeric features of a row come packed in one field of
+ * float32 bytes (dml.num_bytes: binary COPY pays per field more than per
+ * byte), vectors as float32 bytes (dml.vec_bytes), labels and one-hot
+ * levels as text, a numeric target as float8.
+ *
  * NULLs become NaN and are counted per column, non-finite numbers are
  * counted too; what to do about them is decided after the counts are
  * reduced over all ranks (prepare_data).  A row's validation membership is
- * a hash of its bytes and the seed, so it does not depend on which rank
- * read it.
+ * a hash of its decoded values and the seed, so it depends neither on
+ * which rank read it nor on the path it came by.
  *
  * A view has no blocks to split: rank 0 reads it and scatters the rows.
  *
@@ -30,7 +35,10 @@
 #include "libpq-fe.h"
 
 #include "comm.h"
+#include "protocol.h"
 #include "worker.h"
+
+static void put_label_key(Dataset *ds, const WorkerSpec *spec, int64_t key);
 
 /* how this job's numeric features come packed (dml.num_bytes) */
 static struct
@@ -39,16 +47,30 @@ static struct
 	int			contiguous;		/* their inputs first, in column order */
 } packing;
 
-/* FNV-1a, seeded */
-static uint64_t
-hash_bytes(uint64_t h, const char *p, size_t n)
+/*
+ * Whether row i is held out for validation: a hash of its decoded values
+ * (inputs and target, as float32 bits) and the seed, so it depends neither
+ * on which rank read the row nor on how it travelled.
+ */
+static int
+held_out(const Dataset *ds, int64_t i, uint64_t seed, double fraction)
 {
-	for (size_t i = 0; i < n; i++)
+	const float *x = ds->X + (size_t) i * ds->d;
+	uint64_t	h = 0xCBF29CE484222325ull ^ seed;
+	uint32_t	u;
+
+	for (int c = 0; c < ds->d; c++)
 	{
-		h ^= (unsigned char) p[i];
-		h *= 0x100000001B3ull;
+		memcpy(&u, &x[c], 4);
+		h = (h ^ u) * 0x100000001B3ull;
+		h ^= h >> 29;
 	}
-	return h;
+	memcpy(&u, &ds->y[i], 4);
+	h = (h ^ u) * 0x100000001B3ull;
+	h ^= h >> 32;
+	h *= 0xD6E8FEB86659FD93ull;
+	h ^= h >> 32;
+	return (double) (h >> 11) * (1.0 / 9007199254740992.0) < fraction;
 }
 
 /* bsearch over sorted strings (class labels, one-hot levels) */
@@ -58,17 +80,21 @@ cmp_key(const void *key, const void *elem)
 	return strcmp((const char *) key, *(char *const *) elem);
 }
 
-/* room for one more row */
+/* room for n more rows (keys too while the labels are being listed) */
 static void
-grow(Dataset *ds)
+reserve(Dataset *ds, const WorkerSpec *spec, int64_t n)
 {
-	if (ds->n < ds->cap)
+	if (ds->n + n <= ds->cap)
 		return;
-	ds->cap = ds->cap ? ds->cap * 2 : 4096;
+	ds->cap = ds->n + n;
+	if (n == 1)
+		ds->cap = ds->cap < 4096 ? 4096 : 2 * ds->cap;
 	ds->X = realloc(ds->X, sizeof(float) * ds->cap * ds->d);
 	ds->y = realloc(ds->y, sizeof(float) * ds->cap);
 	ds->val = realloc(ds->val, ds->cap);
-	if (!ds->X || !ds->y || !ds->val)
+	if (spec->discover)
+		ds->keys = realloc(ds->keys, sizeof(int64_t) * ds->cap);
+	if (!ds->X || !ds->y || !ds->val || (spec->discover && !ds->keys))
 		worker_fail("out of memory for %lld rows of %d inputs", (long long) ds->cap, ds->d);
 }
 
@@ -196,9 +222,8 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 {
 	float	   *x;
 	int			len;
-	const char *start = p;
 
-	grow(ds);
+	reserve(ds, spec, 1);
 	x = ds->X + (size_t) ds->n * ds->d;
 
 	/* target */
@@ -208,6 +233,27 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 	{
 		ds->y[ds->n] = NAN;
 		ds->target_nulls++;
+		if (spec->discover)
+			ds->keys[ds->n] = 0;
+	}
+	else if (spec->classification && spec->label_keys)
+	{
+		/* an integer or boolean label, as text */
+		const char *label = field_text(p, len);
+		char	   *end;
+		int64_t		key;
+
+		if (strcmp(spec->label_keys, "bool") == 0)
+		{
+			key = strcmp(label, "true") == 0;
+			end = (char *) label + (strcmp(label, "true") == 0 || strcmp(label, "false") == 0 ? len : 0);
+		}
+		else
+			key = strtoll(label, &end, 10);
+		if (len == 0 || *end != '\0')
+			worker_fail("label \"%s\" is not an %s", label, spec->label_keys);
+		put_label_key(ds, spec, key);
+		p += len;
 	}
 	else if (spec->classification)
 	{
@@ -287,13 +333,6 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 				break;
 		}
 		p += len;
-	}
-	ds->val[ds->n] = 0;
-	if (spec->validation > 0)
-	{
-		uint64_t	h = hash_bytes(0xCBF29CE484222325ull ^ spec->seed, start, p - start);
-
-		ds->val[ds->n] = (double) (h >> 11) * (1.0 / 9007199254740992.0) < spec->validation;
 	}
 	ds->n++;
 	return p;
@@ -428,6 +467,305 @@ copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
 	PQclear(res);
 }
 
+/* an int8 label key as its output index, or -1 for a label not listed */
+static int
+label_of_key(const WorkerSpec *spec, int64_t key)
+{
+	int			lo = 0,
+				hi = spec->nclasses - 1;
+
+	while (lo <= hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if (spec->class_keys[mid] == key)
+			return spec->class_key_index[mid];
+		if (spec->class_keys[mid] < key)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
+}
+
+/*
+ * A row's label key.  Listing the labels (spec->discover), the key is kept
+ * and added to this rank's sorted set; otherwise it becomes the output
+ * index, or NaN and a count for a label the coordinator did not list.
+ */
+static void
+put_label_key(Dataset *ds, const WorkerSpec *spec, int64_t key)
+{
+	if (spec->discover)
+	{
+		int			lo = 0,
+					hi = ds->nseen;
+
+		ds->keys[ds->n] = key;
+		ds->y[ds->n] = 0;
+		if (ds->nseen > 0 && ds->seen[ds->nseen - 1] == key)
+			return;				/* the common repeat */
+		while (lo < hi)
+		{
+			int			mid = (lo + hi) / 2;
+
+			if (ds->seen[mid] < key)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < ds->nseen && ds->seen[lo] == key)
+			return;
+		if (ds->nseen >= spec->discover)
+		{
+			ds->seen_overflow = 1;
+			return;
+		}
+		if (ds->seen == NULL)
+			ds->seen = malloc(sizeof(int64_t) * (spec->discover + 1));
+		if (ds->seen == NULL)
+			worker_fail("out of memory");
+		memmove(ds->seen + lo + 1, ds->seen + lo, sizeof(int64_t) * (ds->nseen - lo));
+		ds->seen[lo] = key;
+		ds->nseen++;
+		return;
+	}
+	{
+		int			cls = label_of_key(spec, key);
+
+		if (cls < 0)
+		{
+			ds->unknown_labels++;
+			ds->y[ds->n] = NAN;
+		}
+		else
+			ds->y[ds->n] = (float) cls;
+	}
+}
+
+static uint32_t
+le32(const char *p)
+{
+	const unsigned char *u = (const unsigned char *) p;
+
+	return (uint32_t) u[0] | (uint32_t) u[1] << 8 | (uint32_t) u[2] << 16 | (uint32_t) u[3] << 24;
+}
+
+/*
+ * One slice as a dml.pack_rows block (aggregate.c has the layout): the
+ * rows are copied into place, NULLs listed after them become NaN and are
+ * counted, non-finite values are counted, labels are looked up by key.
+ */
+static void
+decode_block(Dataset *ds, const WorkerSpec *spec, const char *p, size_t len)
+{
+	uint32_t	nrows,
+				nnum,
+				nnulls,
+				flags;
+	size_t		rowlen;
+	const char *nulls;
+	uint32_t	k = 0;
+
+	if (len < 24 || memcmp(p, "DMLB", 4) != 0 || le32(p + 4) != 1)
+		worker_fail("malformed dml.pack_rows block");
+	nrows = le32(p + 8);
+	nnum = le32(p + 12);
+	nnulls = le32(p + 16);
+	flags = le32(p + 20);
+	rowlen = 8 + 4 * (size_t) nnum;
+	if ((int) nnum != ds->d || (int) nnum != spec->nfeatures ||
+		len != 24 + rowlen * nrows + 8 * (size_t) nnulls ||
+		((flags & 1) != 0) != (spec->classification != 0))
+		worker_fail("dml.pack_rows block does not match the job (%u rows of %u features)", nrows, nnum);
+	nulls = p + 24 + rowlen * nrows;
+	p += 24;
+	reserve(ds, spec, nrows);
+	for (uint32_t r = 0; r < nrows; r++, p += rowlen)
+	{
+		float	   *x = ds->X + (size_t) ds->n * ds->d;
+		float	   *yv = &ds->y[ds->n];
+		uint64_t	u = (uint64_t) le32(p) | (uint64_t) le32(p + 4) << 32;
+		int			target_null = 0;
+
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		memcpy(x, p + 8, 4 * (size_t) nnum);
+#else
+		for (uint32_t c = 0; c < nnum; c++)
+		{
+			uint32_t	w = le32(p + 8 + 4 * c);
+
+			memcpy(&x[c], &w, 4);
+		}
+#endif
+		for (uint32_t c = 0; c < nnum; c++)
+			if (!isfinite(x[c]))
+				ds->bad_count[c]++;
+		/* this row's NULLs (listed in row order) */
+		for (; k < nnulls && le32(nulls + 8 * (size_t) k) == r; k++)
+		{
+			int32_t		col = (int32_t) le32(nulls + 8 * (size_t) k + 4);
+
+			if (col < 0)
+				target_null = 1;
+			else if (col < (int32_t) nnum)
+			{
+				x[col] = NAN;
+				ds->null_count[col]++;
+			}
+		}
+		if (target_null)
+		{
+			*yv = NAN;
+			ds->target_nulls++;
+			if (spec->discover)
+				ds->keys[ds->n] = 0;
+		}
+		else if (spec->classification)
+			put_label_key(ds, spec, (int64_t) u);
+		else
+		{
+			double		v;
+
+			memcpy(&v, &u, 8);
+			if (!isfinite(v) || !isfinite((float) v))
+				ds->target_bad++;
+			*yv = (float) v;
+		}
+		ds->n++;
+	}
+	if (k != nnulls)
+		worker_fail("malformed NULL list in a dml.pack_rows block");
+}
+
+/* run one slice's dml.pack_rows query and decode its block */
+static void
+block_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
+{
+	PGresult   *res = PQexecParams(conn, query, 0, NULL, NULL, NULL, NULL, 1);
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		worker_fail("reading a slice failed: %s", PQerrorMessage(conn));
+	if (PQntuples(res) != 1 || PQnfields(res) != 1)
+		worker_fail("dml.pack_rows returned %d rows of %d columns", PQntuples(res), PQnfields(res));
+	if (!PQgetisnull(res, 0, 0))
+	{
+		size_t		len = (size_t) PQgetlength(res, 0, 0);
+
+		ds->bytes_read += len;
+		decode_block(ds, spec, PQgetvalue(res, 0, 0), len);
+	}
+	PQclear(res);
+}
+
+static int
+cmp_int64(const void *a, const void *b)
+{
+	int64_t		x = *(const int64_t *) a;
+	int64_t		y = *(const int64_t *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * discover_classes
+ *		Every data rank's distinct label keys, gathered and merged: the
+ *		labels in the type's order (integers ascending, false before true),
+ *		checked as the coordinator checks a list it reads itself.  Fills
+ *		the spec's classes and outputs, maps every row's key to its output
+ *		index, and rank 0 tells the coordinator the labels.  Collective.
+ */
+static void
+discover_classes(Dataset *ds, WorkerSpec *spec)
+{
+	MPI_Comm	comm = *(MPI_Comm *) comm_data_handle();
+	int			mine = ds->seen_overflow ? -1 : ds->nseen;
+	int		   *counts = malloc(sizeof(int) * worker_world);
+	int		   *displs = malloc(sizeof(int) * worker_world);
+	int64_t    *all;
+	int			total = 0,
+				k = 0,
+				overflow = 0;
+	int			isbool = strcmp(spec->label_keys, "bool") == 0;
+	int			logistic = spec->loss == DML_LOSS_BCE;
+
+	MPI_Allgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, comm);
+	for (int r = 0; r < worker_world; r++)
+	{
+		if (counts[r] < 0)
+		{
+			overflow = 1;
+			counts[r] = 0;
+		}
+		displs[r] = total;
+		total += counts[r];
+	}
+	all = malloc(sizeof(int64_t) * (total ? total : 1));
+	if (!counts || !displs || !all)
+		worker_fail("out of memory");
+	MPI_Allgatherv(ds->seen, ds->seen_overflow ? 0 : ds->nseen, MPI_INT64_T,
+				   all, counts, displs, MPI_INT64_T, comm);
+	qsort(all, total, sizeof(int64_t), cmp_int64);
+	for (int i = 0; i < total; i++)
+		if (k == 0 || all[k - 1] != all[i])
+			all[k++] = all[i];
+	if (overflow || k > spec->discover)
+		worker_user_error("54000||target column \"%s\" has more than %d distinct labels",
+						  spec->target_name, spec->discover);
+	if (k < 2)
+		worker_user_error(k == 0 ?
+						  "22000|The relation has no rows with a non-NULL target.|target column \"%s\" has %d distinct labels; classification needs at least 2" :
+						  "22000|A model cannot learn from a single class.|target column \"%s\" has %d distinct label; classification needs at least 2",
+						  spec->target_name, k);
+	if (logistic && k != 2)
+		worker_user_error("22023|Use model => 'softmax' for more than two classes.|"
+						  "logistic regression needs 2 labels, but column \"%s\" has %d",
+						  spec->target_name, k);
+
+	spec->nclasses = k;
+	spec->classes = malloc(sizeof(char *) * k);
+	spec->class_index = malloc(sizeof(int) * k);
+	spec->class_keys = all;
+	spec->class_key_index = malloc(sizeof(int) * k);
+	if (!spec->classes || !spec->class_index || !spec->class_key_index)
+		worker_fail("out of memory");
+	for (int i = 0; i < k; i++)
+	{
+		char		buf[32];
+
+		if (isbool)
+			snprintf(buf, sizeof(buf), "%s", all[i] ? "true" : "false");
+		else
+			snprintf(buf, sizeof(buf), "%lld", (long long) all[i]);
+		spec->classes[i] = strdup(buf);
+		spec->class_index[i] = i;
+		spec->class_key_index[i] = i;
+	}
+	/* in key order: with label keys, classes[] is only read to tell the coordinator */
+	spec->outputs = logistic ? 1 : k;
+	for (int64_t i = 0; i < ds->n; i++)
+		if (!isnan(ds->y[i]))
+			ds->y[i] = (float) label_of_key(spec, ds->keys[i]);
+	free(ds->keys);
+	free(ds->seen);
+	ds->keys = ds->seen = NULL;
+	spec->discover = 0;
+
+	if (worker_rank == 0)
+	{
+		size_t		cap = 32 * (size_t) k + 1,
+					len = 0;
+		char	   *msg = malloc(cap);
+
+		for (int i = 0; i < k; i++)
+			len += snprintf(msg + len, cap - len, "%s\n", spec->classes[i]);
+		control_send(DML_MSG_CLASSES, msg, len, NULL, 0);
+		free(msg);
+	}
+	free(counts);
+	free(displs);
+}
+
 /* run a command or fail */
 static void
 exec_ok(PGconn *conn, const char *sql)
@@ -489,7 +827,7 @@ scatter_rows(Dataset *ds)
  *		of this rank.
  */
 void
-load_slices(Dataset *ds, const WorkerSpec *spec, int rank)
+load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 {
 	PGconn	   *conn;
 	char	   *role;
@@ -554,12 +892,26 @@ load_slices(Dataset *ds, const WorkerSpec *spec, int rank)
 			comm_barrier();
 		maybe_inject_fault(spec, 0, conn);
 		for (int i = 0; i < spec->nslices; i++)
-			if (spec->slices[i].rank == rank)
+		{
+			if (spec->slices[i].rank != rank)
+				continue;
+			if (spec->load_block && !spec->slices[i].whole)
+				block_slice(conn, ds, spec, spec->slices[i].query);
+			else
 				copy_slice(conn, ds, spec, spec->slices[i].query);
+		}
 		exec_ok(conn, "COMMIT");
 		PQfinish(conn);
 	}
+	if (spec->discover)
+		discover_classes(ds, spec);
+	if (ds->n > 0)
+		memset(ds->val, 0, ds->n);
+	if (spec->validation > 0)
+		for (int64_t i = 0; i < ds->n; i++)
+			ds->val[i] = held_out(ds, i, spec->seed, spec->validation);
 	if (whole && worker_world > 1)
 		scatter_rows(ds);
 	ds->load_seconds = wall_seconds() - t0;
+	ds->load_path = spec->load_block && !whole ? "block" : "copy";
 }

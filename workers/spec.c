@@ -6,6 +6,7 @@
  *
  *-------------------------------------------------------------------------
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,59 @@ sort_with_slots(char **names, int n, int *slot)
 	free(orig);
 }
 
+static int
+cmp_key64(const void *a, const void *b)
+{
+	int64_t		x = *(const int64_t *) a;
+	int64_t		y = *(const int64_t *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Labels that come as int8 keys (dml.pack_rows): integers, or booleans as
+ * 0 and 1.  class_keys sorted, class_key_index their output index.
+ */
+static int
+classes_as_keys(WorkerSpec *spec)
+{
+	int64_t    *pairs = malloc(sizeof(int64_t) * 2 * spec->nclasses);
+	int			isbool = strcmp(spec->label_keys, "bool") == 0;
+
+	spec->class_keys = malloc(sizeof(int64_t) * spec->nclasses);
+	spec->class_key_index = malloc(sizeof(int) * spec->nclasses);
+	if (!pairs || !spec->class_keys || !spec->class_key_index)
+		return -1;
+	for (int i = 0; i < spec->nclasses; i++)
+	{
+		const char *c = spec->classes[i];
+		char	   *end;
+
+		if (isbool)
+		{
+			if (strcmp(c, "true") != 0 && strcmp(c, "false") != 0)
+				return -1;
+			pairs[2 * i] = strcmp(c, "true") == 0;
+		}
+		else
+		{
+			errno = 0;
+			pairs[2 * i] = strtoll(c, &end, 10);
+			if (errno != 0 || end == c || *end != '\0')
+				return -1;
+		}
+		pairs[2 * i + 1] = spec->class_index[i];
+	}
+	qsort(pairs, spec->nclasses, 2 * sizeof(int64_t), cmp_key64);
+	for (int i = 0; i < spec->nclasses; i++)
+	{
+		spec->class_keys[i] = pairs[2 * i];
+		spec->class_key_index[i] = (int) pairs[2 * i + 1];
+	}
+	free(pairs);
+	return 0;
+}
+
 #define GROW(arr, n, type) \
 	do { arr = realloc(arr, sizeof(type) * ((n) + 1)); \
 		 if (!(arr)) { snprintf(err, errlen, "out of memory"); fclose(f); return -1; } } while (0)
@@ -72,6 +126,7 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 	spec->compression = "none";
 	spec->average_every = 1;
 	spec->topk_ratio = 0.01;
+	spec->target_name = "target";
 	if (f == NULL)
 	{
 		snprintf(err, errlen, "could not open job spec %s", path);
@@ -179,6 +234,14 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 			spec->attempt = atoi(val);
 		else if (strcmp(key, "target") == 0)
 			spec->classification = strcmp(val, "label") == 0;
+		else if (strcmp(key, "target_name") == 0)
+			spec->target_name = val;
+		else if (strcmp(key, "discover_classes") == 0)
+			spec->discover = atoi(val);
+		else if (strcmp(key, "load") == 0)
+			spec->load_block = strcmp(val, "block") == 0;
+		else if (strcmp(key, "label_keys") == 0)
+			spec->label_keys = val;
 		else if (strcmp(key, "class") == 0)
 		{
 			GROW(spec->classes, spec->nclasses, char *);
@@ -239,6 +302,11 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 	/* lookup tables: sorted labels and levels with their output slots */
 	spec->class_index = malloc(sizeof(int) * (spec->nclasses ? spec->nclasses : 1));
 	sort_with_slots(spec->classes, spec->nclasses, spec->class_index);
+	if (spec->label_keys && spec->nclasses > 0 && classes_as_keys(spec) != 0)
+	{
+		snprintf(err, errlen, "job spec %s has a label that is not an %s", path, spec->label_keys);
+		return -1;
+	}
 	spec->ninputs = 0;
 	for (int i = 0; i < spec->nfeatures; i++)
 	{
@@ -253,7 +321,8 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 		ft->offset = spec->ninputs;
 		spec->ninputs += ft->width;
 	}
-	if (spec->world < 1 || spec->ninputs < 1 || spec->outputs < 1 || spec->nslices < 1 ||
+	if (spec->world < 1 || spec->ninputs < 1 || (spec->outputs < 1 && !spec->discover) ||
+		spec->nslices < 1 || (spec->discover && (!spec->label_keys || !spec->classification)) ||
 		spec->servers < 0 || spec->servers >= spec->world || spec->staleness < 0 ||
 		spec->average_every < 1 || !(spec->topk_ratio > 0 && spec->topk_ratio <= 1) ||
 		(spec->predict && spec->model_path == NULL))

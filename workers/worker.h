@@ -96,6 +96,12 @@ typedef struct WorkerSpec
 	int			nclasses;
 	char	  **classes;		/* sorted bytewise */
 	int		   *class_index;	/* output index of classes[i] */
+	char	   *target_name;
+	int			discover;		/* > 0: list the labels while loading, at most this many */
+	int			load_block;		/* table slices come as dml.pack_rows blocks */
+	char	   *label_keys;		/* "int" or "bool": labels come as int8 keys */
+	int64_t    *class_keys;		/* (nclasses) sorted, with label_keys */
+	int		   *class_key_index;	/* output index of class_keys[i] */
 
 	int			nfeatures;
 	SpecFeature *features;
@@ -128,9 +134,15 @@ typedef struct Dataset
 	int64_t		unknown_labels;
 	double		load_seconds;
 	double		bytes_read;
+	const char *load_path;		/* "block" (dml.pack_rows) or "copy" */
+	/* while the labels are being listed (spec->discover) */
+	int64_t    *keys;			/* (n) each row's label key */
+	int64_t    *seen;			/* distinct keys of this rank, sorted */
+	int			nseen;
+	int			seen_overflow;	/* more than spec->discover of them */
 } Dataset;
 
-extern void load_slices(Dataset *ds, const WorkerSpec *spec, int rank);
+extern void load_slices(Dataset *ds, WorkerSpec *spec, int rank);
 
 /* The binary COPY wire format, for load.c (training rows) and predict.c */
 static inline uint32_t

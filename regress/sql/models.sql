@@ -143,3 +143,56 @@ SELECT sqlerr($$SELECT dml_train('x', 'regions', 'region', model => 'logistic')$
 SELECT sqlerr($$SELECT dml_train('x', 'plane', 'label', activation => 'gelu')$$);
 SELECT sqlerr($$SELECT dml_train('x', 'plane', 'label', nulls => 'ignore')$$);
 SELECT sqlerr($$SELECT dml_train('x', 'plane', 'label', patience => 3)$$);
+
+-- Two load paths: an all-numeric job reads each slice as one dml.pack_rows
+-- block, {"load": "copy"} reads the same rows through binary COPY.  They
+-- must agree on everything: the weights, the NULL counts, the split.
+CREATE TABLE mixed AS
+SELECT i, CASE WHEN i % 13 = 0 THEN NULL ELSE sin(i)::float8 END AS x,
+	(i % 7)::int2 AS small, (i % 3 = 0) AS flag, cos(i)::numeric(10, 4) AS num,
+	CASE WHEN i % 97 = 0 THEN NULL ELSE (sin(i) + 0.3 * cos(i) > 0.2) END AS label,
+	CASE WHEN i % 89 = 0 THEN NULL ELSE (CASE WHEN sin(i) > 0.4 THEN 10 WHEN sin(i) > -0.3 THEN 2 ELSE 1 END)::int8 END AS code,
+	CASE WHEN i % 83 = 0 THEN NULL ELSE 2 * sin(i) + cos(i) END AS y
+FROM generate_series(1, 3000) i;
+CREATE FUNCTION both_loads(target text, model text, nulls text) RETURNS TABLE (paths text, same_weights bool, same_rows bool)
+LANGUAGE plpgsql AS $$
+BEGIN
+	FOR i IN 1..2 LOOP
+		PERFORM dml_train(format('load_%s_%s', target, i), 'mixed', target,
+			features => '{x,small,flag,num}', model => model, optimizer => 'adam', epochs => 3,
+			batch_size => 64, validation => 0.2, nulls => nulls, workers => 2,
+			options => CASE i WHEN 1 THEN '{"load": "auto"}' ELSE '{"load": "copy"}' END::jsonb);
+	END LOOP;
+	RETURN QUERY SELECT a.metrics->>'load' || ' vs ' || (b.metrics->>'load'), a.weights = b.weights,
+		(a.metrics->>'train_rows', a.metrics->>'validation_rows') = (b.metrics->>'train_rows', b.metrics->>'validation_rows')
+	FROM dml.models a, dml.models b
+	WHERE a.name = format('load_%s_1', target) AND b.name = format('load_%s_2', target);
+END $$;
+SELECT * FROM both_loads('y', 'linear', 'impute');
+SELECT * FROM both_loads('label', 'logistic', 'skip');
+SELECT * FROM both_loads('code', 'softmax', 'impute');
+SELECT name, metrics->>'train_rows' AS train_rows, metrics->>'validation_rows' AS validation_rows
+FROM dml.models WHERE name LIKE 'load\_%\_1' ORDER BY name;
+-- integer labels are listed in the type's order, not as text
+SELECT classes FROM dml_models WHERE name = 'load_code_1';
+-- the same errors either way
+SELECT sqlerr($$SELECT dml_train('e', 'mixed', 'y', features => '{x,small}', workers => 2, optimizer => 'adam')$$);
+SELECT sqlerr($$SELECT dml_train('e', 'mixed', 'y', features => '{x,small}', workers => 2, optimizer => 'adam',
+	options => '{"load": "copy"}')$$);
+SELECT sqlerr($$SELECT dml_train('e', 'mixed', 'y', features => '{x}', options => '{"load": "fast"}')$$);
+
+-- Integer and boolean labels of a logistic model, or of a softmax model with
+-- a named optimizer, are listed by the workers as they load (no scan in the
+-- coordinator); they equal the list SQL gives, and break the same rules.
+SELECT name FROM dml_train('code_auto', 'mixed', 'code', features => '{x,small}', nulls => 'skip', workers => 2);
+SELECT (SELECT classes FROM dml_models WHERE name = 'code_auto') =
+	   (SELECT classes FROM dml_models WHERE name = 'load_code_1') AS same_classes;
+SELECT sqlerr($$SELECT dml_train('e', 'mixed', 'code', features => '{x,small}', model => 'logistic',
+	nulls => 'skip', workers => 2)$$);
+CREATE TABLE onelabel AS SELECT i::float8 AS x, 4 AS y FROM generate_series(1, 50) i;
+SELECT sqlerr($$SELECT dml_train('e', 'onelabel', 'y', model => 'logistic')$$);
+CREATE TABLE nolabel AS SELECT i::float8 AS x, NULL::int AS y FROM generate_series(1, 50) i;
+SELECT sqlerr($$SELECT dml_train('e', 'nolabel', 'y', model => 'softmax', optimizer => 'sgd', workers => 2)$$);
+CREATE TABLE manylabels AS SELECT i::float8 AS x, i AS y FROM generate_series(1, 1500) i;
+SELECT sqlerr($$SELECT dml_train('e', 'manylabels', 'y', model => 'softmax', optimizer => 'adam', workers => 2)$$);
+SELECT sqlerr($$SELECT dml_train('e', 'manylabels', 'y', model => 'softmax', workers => 2)$$);
