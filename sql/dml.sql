@@ -110,6 +110,32 @@ RETURNS dml.train_result
 AS 'MODULE_PATHNAME', 'dml_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+/*
+ * The column form of predict by row: dml.predict_cols(m, '{col,...}',
+ * t.col, ...), every column of a row under its name, finds the model's
+ * features among them as the record form does in a row value.  Not
+ * STRICT: a NULL column is a NULL feature, an error.
+ */
+
+CREATE FUNCTION dml.predict_cols(model text, columns text[], VARIADIC "any")
+RETURNS float8
+AS 'MODULE_PATHNAME', 'dml_predict_cols'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+CREATE FUNCTION dml.predict_class_cols(model text, columns text[], VARIADIC "any")
+RETURNS text
+AS 'MODULE_PATHNAME', 'dml_predict_class_cols'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+CREATE FUNCTION dml.predict_proba_cols(model text, columns text[], VARIADIC "any")
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'dml_predict_proba_cols'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+GRANT EXECUTE ON FUNCTION dml.predict_cols(text, text[], "any"),
+	dml.predict_class_cols(text, text[], "any"), dml.predict_proba_cols(text, text[], "any")
+	TO PUBLIC;
+
 /* Per-row inference on the deployed (else newest) version of a model */
 CREATE FUNCTION @extschema@.dml_predict(model text, features float8[])
 RETURNS float8
