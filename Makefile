@@ -13,7 +13,7 @@ EXTVERSION = 0.1.0
 MODULE_big = dml
 KERNEL_OBJS = kernels/cpu.o kernels/net.o kernels/format.o kernels/solve.o \
 	kernels/metrics.o
-OBJS = extension/dml.o extension/train.o extension/predict.o \
+OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_plan.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o \
 	extension/batch.o extension/batch_worker.o extension/aggregate.o extension/exact.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o \

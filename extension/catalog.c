@@ -21,14 +21,19 @@
 
 #include <math.h>
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/syscache.h"
 
 #include "dml.h"
@@ -58,6 +63,32 @@ DmlExtensionOwner(void)
 	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
 	ReleaseSysCache(tup);
 	return owner;
+}
+
+/*
+ * DmlExtensionSchema
+ *		The schema of dml's user-facing functions (@extschema@), or
+ *		InvalidOid when the extension is not installed.  (PostgreSQL 15
+ *		keeps its own get_extension_schema static.)
+ */
+Oid
+DmlExtensionSchema(void)
+{
+	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			nsp = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("dml"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		nsp = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return nsp;
 }
 
 /* run as the extension's owner until DmlRestoreUser */

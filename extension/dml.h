@@ -47,6 +47,7 @@ typedef struct DmlCatalogUser
 } DmlCatalogUser;
 
 extern Oid	DmlExtensionOwner(void);
+extern Oid	DmlExtensionSchema(void);
 extern void DmlBecomeOwner(DmlCatalogUser *save);
 extern void DmlRestoreUser(DmlCatalogUser *save);
 extern bool DmlRoleCanUse(Oid owner, const char *name);

@@ -10,6 +10,14 @@
  * the column names stored with the model and encodes them as training did.
  * Standardization is applied inside dml_model_predict, from the weights.
  *
+ * The column form (dml.predict_cols and its class and proba twins) is what
+ * the planner turns the record form into when the row is a table's own row
+ * (predict_plan.c): the model name, the table's column names, then every
+ * column as an argument of its own.  It finds the features among the
+ * columns by name, as the record form does in the row, so the results are
+ * the same to the bit; the executor only deforms the scan tuple, with no
+ * composite datum built per row and taken apart again here.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -19,6 +27,10 @@
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_func.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -172,8 +184,41 @@ DmlFeatureInputs(const DmlFeature *f, float *dst, Datum value, bool isnull, Oid 
 	}
 }
 
+/*
+ * feature_inputs
+ *		DmlFeatureInputs, with plain float8 columns read straight: the
+ *		record and column forms' per-feature step.  Returns the width.
+ */
+static inline int
+feature_inputs(const DmlFeature *f, float *dst, Datum value, bool isnull, Oid typid)
+{
+	if (f->kind == DML_FEAT_NUM && typid == FLOAT8OID && !isnull)
+	{
+		double		v = DatumGetFloat8(value);
+
+		if (isfinite(v))
+		{
+			dst[0] = (float) v;
+			return 1;
+		}
+	}
+	DmlFeatureInputs(f, dst, value, isnull, typid);
+	return f->width;
+}
+
+/* a feature of the model that the row lacks */
+static void
+missing_column_error(DmlCachedModel *cm, int feature)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_COLUMN),
+			 errmsg("row has no column \"%s\", a feature of model \"%s\"",
+					cm->features[feature].name, cm->name),
+			 errhint("Pass a row with the model's feature columns, e.g. SELECT dml_predict('m', t) FROM t.")));
+}
+
 /* ---------------------------------------------------------------------
- * Inputs from an array or a record
+ * Inputs from an array, a record or columns
  * --------------------------------------------------------------------- */
 
 /* the model's input vector from a float8[] */
@@ -226,7 +271,8 @@ inputs_from_array(DmlCachedModel *cm, ArrayType *arr)
 /*
  * Per call site (fn_extra): the model name last asked for, the cached model
  * it resolved to, and the stamp it was checked under; the row mapping of
- * the record form.  Most calls then cost a memcmp and a stamp.
+ * the record form or the column form.  Most calls then cost a memcmp and a
+ * stamp.
  */
 typedef struct CallCache
 {
@@ -235,6 +281,8 @@ typedef struct CallCache
 	DmlCachedModel *cm;
 	uint64		stamp;
 	struct RecordMap *map;
+	struct ColumnMap *cols;
+	bool		acl_checked;	/* column form: EXECUTE on the record form */
 } CallCache;
 
 static CallCache *
@@ -302,11 +350,7 @@ inputs_from_record(FunctionCallInfo fcinfo, DmlCachedModel *cm, HeapTupleHeader 
 				}
 			}
 			if (map->attnums[i] < 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_UNDEFINED_COLUMN),
-						 errmsg("row has no column \"%s\", a feature of model \"%s\"",
-								cm->features[i].name, cm->name),
-						 errhint("Pass a row with the model's feature columns, e.g. SELECT dml_predict('m', t) FROM t.")));
+				missing_column_error(cm, i);
 		}
 		cc->map = map;
 	}
@@ -319,22 +363,119 @@ inputs_from_record(FunctionCallInfo fcinfo, DmlCachedModel *cm, HeapTupleHeader 
 	for (int i = 0; i < cm->nfeatures; i++)
 	{
 		int			a = map->attnums[i];
-		const DmlFeature *f = &cm->features[i];
 
-		/* plain float8 columns skip the general conversion */
-		if (f->kind == DML_FEAT_NUM && map->types[i] == FLOAT8OID && !map->nulls[a])
-		{
-			double		v = DatumGetFloat8(map->values[a]);
+		dst += feature_inputs(&cm->features[i], dst, map->values[a], map->nulls[a],
+							  map->types[i]);
+	}
+}
 
-			if (isfinite(v))
-			{
-				dst[0] = (float) v;
-				dst++;
-				continue;
-			}
-		}
-		DmlFeatureInputs(f, dst, map->values[a], map->nulls[a], map->types[i]);
-		dst += f->width;
+/* per call site of the column form: where the model's features sit among the arguments */
+typedef struct ColumnMap
+{
+	int64		model_id;
+	bool		stable;			/* the names argument is the same every call */
+	int		   *argnos;			/* per model feature */
+	Oid		   *types;
+} ColumnMap;
+
+/* the column form's first two arguments: the model and the column names */
+#define COLUMNS_FIRST_VALUE 2
+
+/*
+ * check_record_form_acl
+ *		The column form stands in for record form "proname": the caller
+ *		needs EXECUTE on that, as the executor would have checked had the
+ *		planner left the call alone.
+ */
+static void
+check_record_form_acl(const char *proname)
+{
+	Oid			nsp = DmlExtensionSchema();
+	char	   *schema = OidIsValid(nsp) ? get_namespace_name(nsp) : NULL;
+	Oid			argtypes[2] = {TEXTOID, RECORDOID};
+	Oid			fn;
+	AclResult	aclresult;
+
+	if (schema == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"dml\" is not installed in this database")));
+	fn = LookupFuncName(list_make2(makeString(schema), makeString(pstrdup(proname))),
+						2, argtypes, false);
+	aclresult = pg_proc_aclcheck(fn, GetUserId(), ACL_EXECUTE);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_FUNCTION, get_func_name(fn));
+}
+
+/* map the model's features to the column form's arguments, by name */
+static ColumnMap *
+column_map(FunctionCallInfo fcinfo, DmlCachedModel *cm)
+{
+	CallCache  *cc = call_cache(fcinfo);
+	ArrayType  *names = PG_GETARG_ARRAYTYPE_P(1);
+	int			ncols = PG_NARGS() - COLUMNS_FIRST_VALUE;
+	Datum	   *elems;
+	bool	   *enulls;
+	int			n;
+	char	  **colnames;
+	ColumnMap  *map;
+
+	deconstruct_array(names, TEXTOID, -1, false, TYPALIGN_INT, &elems, &enulls, &n);
+	if (ARR_NDIM(names) > 1 || n != ncols)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%d column names for %d columns", n, ncols),
+				 errhint("Pass one name per column value, in the same order.")));
+	colnames = palloc(sizeof(char *) * Max(n, 1));
+	for (int j = 0; j < n; j++)
+		colnames[j] = enulls[j] ? NULL : TextDatumGetCString(elems[j]);
+
+	if (cc->cols)
+	{
+		pfree(cc->cols->argnos);
+		pfree(cc->cols->types);
+		pfree(cc->cols);
+		cc->cols = NULL;
+	}
+	map = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(ColumnMap));
+	map->model_id = cm->id;
+	map->stable = get_fn_expr_arg_stable(fcinfo->flinfo, 1);
+	map->argnos = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(int) * Max(cm->nfeatures, 1));
+	map->types = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(Oid) * Max(cm->nfeatures, 1));
+	for (int i = 0; i < cm->nfeatures; i++)
+	{
+		int			j;
+
+		for (j = 0; j < n; j++)
+			if (colnames[j] && strcmp(colnames[j], cm->features[i].name) == 0)
+				break;
+		if (j == n)
+			missing_column_error(cm, i);
+		map->argnos[i] = COLUMNS_FIRST_VALUE + j;
+		map->types[i] = get_fn_expr_argtype(fcinfo->flinfo, map->argnos[i]);
+		if (!OidIsValid(map->types[i]))
+			elog(ERROR, "could not determine the type of column \"%s\"", colnames[j]);
+	}
+	cc->cols = map;
+	return map;
+}
+
+/* the model's input vector from the column form's arguments */
+static void
+inputs_from_columns(FunctionCallInfo fcinfo, DmlCachedModel *cm)
+{
+	CallCache  *cc = call_cache(fcinfo);
+	ColumnMap  *map = cc->cols;
+	float	   *dst = cm->input;
+
+	if (map == NULL || map->model_id != cm->id || !map->stable)
+		map = column_map(fcinfo, cm);
+	for (int i = 0; i < cm->nfeatures; i++)
+	{
+		int			a = map->argnos[i];
+
+		dst += feature_inputs(&cm->features[i], dst, fcinfo->args[a].value,
+							  fcinfo->args[a].isnull, map->types[i]);
 	}
 }
 
@@ -464,6 +605,9 @@ PG_FUNCTION_INFO_V1(dml_predict_class_array);
 PG_FUNCTION_INFO_V1(dml_predict_class_record);
 PG_FUNCTION_INFO_V1(dml_predict_proba_array);
 PG_FUNCTION_INFO_V1(dml_predict_proba_record);
+PG_FUNCTION_INFO_V1(dml_predict_cols);
+PG_FUNCTION_INFO_V1(dml_predict_class_cols);
+PG_FUNCTION_INFO_V1(dml_predict_proba_cols);
 
 Datum
 dml_predict_array(PG_FUNCTION_ARGS)
@@ -516,5 +660,58 @@ dml_predict_proba_record(PG_FUNCTION_ARGS)
 	DmlCachedModel *cm = model_arg(fcinfo);
 
 	inputs_from_record(fcinfo, cm, PG_GETARG_HEAPTUPLEHEADER(1));
+	return predict_proba(cm);
+}
+
+/*
+ * The column form's model, once its EXECUTE check is done, or NULL for a
+ * NULL model or names (the record form is STRICT; NULL columns are the
+ * features' business).
+ */
+static DmlCachedModel *
+columns_model_arg(FunctionCallInfo fcinfo, const char *record_form)
+{
+	CallCache  *cc = call_cache(fcinfo);
+
+	if (!cc->acl_checked)
+	{
+		check_record_form_acl(record_form);
+		cc->acl_checked = true;
+	}
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		return NULL;
+	return model_arg(fcinfo);
+}
+
+Datum
+dml_predict_cols(PG_FUNCTION_ARGS)
+{
+	DmlCachedModel *cm = columns_model_arg(fcinfo, "dml_predict");
+
+	if (cm == NULL)
+		PG_RETURN_NULL();
+	inputs_from_columns(fcinfo, cm);
+	return predict_value(cm);
+}
+
+Datum
+dml_predict_class_cols(PG_FUNCTION_ARGS)
+{
+	DmlCachedModel *cm = columns_model_arg(fcinfo, "dml_predict_class");
+
+	if (cm == NULL)
+		PG_RETURN_NULL();
+	inputs_from_columns(fcinfo, cm);
+	return predict_class(cm);
+}
+
+Datum
+dml_predict_proba_cols(PG_FUNCTION_ARGS)
+{
+	DmlCachedModel *cm = columns_model_arg(fcinfo, "dml_predict_proba");
+
+	if (cm == NULL)
+		PG_RETURN_NULL();
+	inputs_from_columns(fcinfo, cm);
 	return predict_proba(cm);
 }

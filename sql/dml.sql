@@ -110,6 +110,35 @@ RETURNS dml.train_result
 AS 'MODULE_PATHNAME', 'dml_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+/*
+ * The column form of predict by row: dml.predict_support, the planner
+ * support of the record forms below, turns dml_predict(m, t) with t a
+ * table's row into dml.predict_cols(m, '{col,...}', t.col, ...), every
+ * column of the table under its name, so the executor builds no composite
+ * datum per row.  Not STRICT: a NULL column is a NULL feature, an error.
+ */
+CREATE FUNCTION dml.predict_support(internal) RETURNS internal
+AS 'MODULE_PATHNAME', 'dml_predict_support' LANGUAGE C STRICT;
+
+CREATE FUNCTION dml.predict_cols(model text, columns text[], VARIADIC "any")
+RETURNS float8
+AS 'MODULE_PATHNAME', 'dml_predict_cols'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+CREATE FUNCTION dml.predict_class_cols(model text, columns text[], VARIADIC "any")
+RETURNS text
+AS 'MODULE_PATHNAME', 'dml_predict_class_cols'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+CREATE FUNCTION dml.predict_proba_cols(model text, columns text[], VARIADIC "any")
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'dml_predict_proba_cols'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+GRANT EXECUTE ON FUNCTION dml.predict_cols(text, text[], "any"),
+	dml.predict_class_cols(text, text[], "any"), dml.predict_proba_cols(text, text[], "any")
+	TO PUBLIC;
+
 /* Per-row inference on the deployed (else newest) version of a model */
 CREATE FUNCTION @extschema@.dml_predict(model text, features float8[])
 RETURNS float8
@@ -119,7 +148,8 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION @extschema@.dml_predict(model text, "row" record)
 RETURNS float8
 AS 'MODULE_PATHNAME', 'dml_predict_record'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+SUPPORT dml.predict_support;
 
 CREATE FUNCTION @extschema@.dml_predict_class(model text, features float8[])
 RETURNS text
@@ -129,7 +159,8 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION @extschema@.dml_predict_class(model text, "row" record)
 RETURNS text
 AS 'MODULE_PATHNAME', 'dml_predict_class_record'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+SUPPORT dml.predict_support;
 
 CREATE FUNCTION @extschema@.dml_predict_proba(model text, features float8[])
 RETURNS float8[]
@@ -139,7 +170,8 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION @extschema@.dml_predict_proba(model text, "row" record)
 RETURNS float8[]
 AS 'MODULE_PATHNAME', 'dml_predict_proba_record'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+SUPPORT dml.predict_support;
 
 /* Pin the version predict uses; NULL unpins (newest again) */
 CREATE FUNCTION @extschema@.dml_deploy(name text, version integer)

@@ -128,16 +128,162 @@ SELECT dml_revoke('clf', 'dml_inf_cols');
 REVOKE ALL ON pts2 FROM dml_inf_cols;
 DROP ROLE dml_inf_cols;
 
--- a parallel sequential scan with predict gives the same answer
+-- the record form of a table's own row is planned as its columns
+-- (dml.predict_cols and its twins: the executor builds no composite per
+-- row); a row that is not a table's, here a subquery's kept from being
+-- pulled up by OFFSET 0, stays a record.  The two agree to the bit, with
+-- the array form too, for text (one-hot) and boolean features.
+CREATE FUNCTION planned_as_columns(q text) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+	line text;
+	hit boolean := false;
+BEGIN
+	FOR line IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || q LOOP
+		hit := hit OR line ~ 'dml\.predict(_class|_proba)?_cols\(';
+	END LOOP;
+	RETURN hit;
+END $$;
+CREATE TABLE mix AS
+SELECT i, sin(i * 0.37)::float8 AS x1, (i % 3 = 0) AS flag,
+	   (ARRAY['red', 'green', 'blue'])[1 + i % 3] AS color,
+	   (sin(i * 0.37) + (i % 3 = 0)::int + CASE i % 3 WHEN 1 THEN 0.5 ELSE -0.4 END
+		+ 0.3 * sin(i * 7.1) > 0) AS label,
+	   (2 * sin(i * 0.37) + 3 * (i % 3 = 0)::int + i % 3 + 0.1 * cos(i * 5.3))::float8 AS y
+FROM generate_series(1, 2000) i;
+SELECT name, kind FROM dml_train('mixc', 'mix', 'label', features => '{x1,flag,color}', workers => 1);
+SELECT name, kind FROM dml_train('mixr', 'mix', 'y', features => '{color,x1,flag}', workers => 1);
+SELECT name, features FROM dml_models WHERE name IN ('mixc', 'mixr') ORDER BY name;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT dml_predict_class('mixc', m) FROM mix m;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT dml_predict_class('mixc', s) FROM (SELECT * FROM mix OFFSET 0) s;
+CREATE TEMP TABLE by_columns AS
+SELECT i, dml_predict('mixc', m) AS v, dml_predict_class('mixc', m) AS c,
+	   dml_predict_proba('mixc', m) AS p, dml_predict('mixr', m) AS r,
+	   dml_predict_class('mixr', m) AS rc
+FROM mix m;
+CREATE TEMP TABLE by_record AS
+SELECT i, dml_predict('mixc', s) AS v, dml_predict_class('mixc', s) AS c,
+	   dml_predict_proba('mixc', s) AS p, dml_predict('mixr', s) AS r,
+	   dml_predict_class('mixr', s) AS rc
+FROM (SELECT * FROM mix OFFSET 0) s;
+-- the array form: x1, flag as 0/1, then color one-hot over the sorted levels
+CREATE TEMP TABLE by_array AS
+SELECT i, dml_predict('mixc', a) AS v, dml_predict_class('mixc', a) AS c,
+	   dml_predict_proba('mixc', a) AS p
+FROM (SELECT i, ARRAY[x1, flag::int, (color = 'blue')::int, (color = 'green')::int,
+					  (color = 'red')::int]::float8[] AS a
+	  FROM mix) s;
+SELECT planned_as_columns($$SELECT dml_predict('mixc', m), dml_predict_proba('mixc', m) FROM mix m$$) AS columns,
+	   planned_as_columns($$SELECT dml_predict('mixc', s) FROM (SELECT * FROM mix OFFSET 0) s$$) AS subquery_row;
+SELECT count(*) AS rows,
+	   bool_and(a.v = b.v) AS value_same, bool_and(a.c = b.c) AS class_same,
+	   bool_and(a.p = b.p) AS proba_same, bool_and(a.r = b.r) AS regression_same,
+	   bool_and(a.rc = b.rc) AS regression_class_same,
+	   bool_and(a.v = x.v AND a.c = x.c AND a.p = x.p) AS array_same,
+	   count(DISTINCT a.c) AS classes
+FROM by_columns a JOIN by_record b USING (i) JOIN by_array x USING (i);
+-- the same row where a query names it m.*, and in WHERE
+SELECT planned_as_columns($$SELECT i FROM mix m WHERE dml_predict('mixr', m.*) > 3$$) AS in_where,
+	   (SELECT count(*) FROM mix m WHERE dml_predict('mixr', m.*) > 3) =
+	   (SELECT count(*) FROM by_record WHERE r > 3) AS same_rows;
+-- the nullable side of an outer join stays a record: its row is NULL where
+-- the join found nothing (predict gives NULL), not a row of NULL features
+CREATE TABLE ids AS SELECT g AS i FROM generate_series(1, 4) g;
+SELECT planned_as_columns($$SELECT dml_predict('mixr', m) FROM ids LEFT JOIN mix m ON m.i = ids.i$$) AS left_join,
+	   planned_as_columns($$SELECT dml_predict('mixr', m) FROM mix m RIGHT JOIN ids ON m.i = ids.i$$) AS right_join,
+	   planned_as_columns($$SELECT dml_predict('mixr', m) FROM mix m FULL JOIN ids ON m.i = ids.i$$) AS full_join,
+	   planned_as_columns($$SELECT dml_predict('mixr', m) FROM mix m LEFT JOIN ids ON m.i = ids.i$$) AS outer_side,
+	   planned_as_columns($$SELECT dml_predict('mixr', m) FROM mix m JOIN ids ON m.i = ids.i$$) AS inner_join;
+SELECT ids.i, dml_predict('mixr', m) = r.r AS same, dml_predict('mixr', m) IS NULL AS null_row
+FROM ids LEFT JOIN mix m ON m.i = ids.i AND m.i <= 2 LEFT JOIN by_record r ON r.i = m.i
+ORDER BY ids.i;
+-- a row without a feature column: the record form's error, either way
+SELECT sqlerr($$SELECT dml_predict('mixr', k) FROM ids k$$);
+SELECT sqlerr($$SELECT dml_predict('mixr', k) FROM (SELECT * FROM ids OFFSET 0) k$$);
+-- a NULL feature column is an error, a NULL model name a NULL
+UPDATE mix SET flag = NULL WHERE i = 7;
+SELECT sqlerr($$SELECT dml_predict('mixr', m) FROM mix m WHERE i = 7$$);
+SELECT sqlerr($$SELECT dml_predict('mixr', s) FROM (SELECT * FROM mix OFFSET 0) s WHERE i = 7$$);
+UPDATE mix SET flag = (i % 3 = 0) WHERE i = 7;
+SELECT dml_predict(NULL, m) IS NULL AS null_model FROM mix m WHERE i = 1;
+-- dropped columns are left out; odd column names are found
+CREATE TABLE mix2 AS SELECT i, 0 AS gone, color, 'x' AS "we ird", flag, 1 AS "a""b,{c}", x1 FROM mix;
+ALTER TABLE mix2 DROP COLUMN gone;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT dml_predict('mixr', m) FROM mix2 m;
+SELECT count(*) AS rows, bool_and(dml_predict('mixr', m) = r.r) AS same
+FROM mix2 m JOIN by_record r USING (i);
+CREATE TABLE mix3 AS SELECT i, x1 AS "a""b,{c}", flag AS "we ird", color AS "NULL", y FROM mix;
+SELECT name FROM dml_train('mixodd', 'mix3', 'y', features => ARRAY['a"b,{c}', 'we ird', 'NULL'],
+						   workers => 1);
+SELECT planned_as_columns($$SELECT dml_predict('mixodd', m) FROM mix3 m$$) AS columns,
+	   bool_and(dml_predict('mixodd', m) = dml_predict('mixodd', s)) AS same
+FROM mix3 m JOIN (SELECT * FROM mix3 OFFSET 0) s USING (i);
+-- privileges are those of the whole row: a role that may read only some
+-- columns gets the same error as ever, and the array form of those columns
+CREATE ROLE dml_inf_part;
+GRANT SELECT (i, x1, flag, color) ON mix TO dml_inf_part;
+SELECT dml_grant('mixr', 'dml_inf_part');
+SET ROLE dml_inf_part;
+SELECT sqlerr($$SELECT dml_predict('mixr', m) FROM mix m$$);
+SELECT sqlerr($$SELECT dml_predict('mixr', m) FROM mix m WHERE false$$);
+SELECT count(dml_predict('mixr', ARRAY[(color = 'blue')::int, (color = 'green')::int,
+									   (color = 'red')::int, x1, flag::int]::float8[])) AS array_form
+FROM mix;
+RESET ROLE;
+GRANT SELECT ON mix TO dml_inf_part;
+SET ROLE dml_inf_part;
+CREATE TEMP TABLE granted AS SELECT i, dml_predict('mixr', m) AS r FROM mix m;
+RESET ROLE;
+SELECT count(*) AS rows, bool_and(g.r = r.r) AS granted_same FROM granted g JOIN by_record r USING (i);
+DROP TABLE granted;
+-- and EXECUTE on the record form is still what it takes, even through a
+-- plan made by another role
+REVOKE EXECUTE ON FUNCTION dml_predict(text, record) FROM PUBLIC;
+SET plan_cache_mode = force_generic_plan;
+PREPARE owner_plan AS SELECT count(dml_predict('mixr', m)) FROM mix m;
+EXECUTE owner_plan;
+SET ROLE dml_inf_part;
+SELECT sqlerr($$SELECT dml_predict('mixr', m) FROM mix m$$);
+SELECT sqlerr($$EXECUTE owner_plan$$);
+SELECT sqlerr($$SELECT dml.predict_cols('mixr', '{x1}', 1.0::float8)$$);
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION dml_predict(text, record) TO PUBLIC;
+DEALLOCATE owner_plan;
+SELECT dml_revoke('mixr', 'dml_inf_part');
+REVOKE ALL ON mix FROM dml_inf_part;
+DROP ROLE dml_inf_part;
+-- a plan cached under version 1 serves version 2, trained on other
+-- features: the features are found among the columns by name at run time
+SET max_parallel_workers_per_gather = 0;
+SELECT version FROM dml_train('mixv', 'mix', 'y', features => '{x1,flag}', workers => 1);
+PREPARE by_row AS SELECT sum(dml_predict('mixv', m)) AS s FROM mix m;
+CREATE TEMP TABLE v1 AS EXECUTE by_row;
+SELECT (SELECT s FROM v1) = sum(dml_predict('mixv', ARRAY[x1, flag::int]::float8[])) AS v1_right
+FROM mix;
+SELECT version FROM dml_train('mixv', 'mix', 'y', features => '{color,x1}', workers => 1);
+CREATE TEMP TABLE v2 AS EXECUTE by_row;
+SELECT planned_as_columns('EXECUTE by_row') AS cached_plan_columns,
+	   (SELECT s FROM v2) = (SELECT sum(dml_predict('mixv', s)) FROM (SELECT * FROM mix OFFSET 0) s) AS v2_right,
+	   (SELECT s FROM v1) <> (SELECT s FROM v2) AS versions_differ;
+DEALLOCATE by_row;
+RESET plan_cache_mode;
+RESET max_parallel_workers_per_gather;
+
+-- a parallel sequential scan with predict gives the same answer, by row
+-- (planned as columns) as by a subquery's row on one core
 CREATE TABLE big AS SELECT i, sin(i * 0.37)::float8 AS x1, cos(i * 0.91)::float8 AS x2
 FROM generate_series(1, 200000) i;
 ANALYZE big;
-SELECT sum(dml_predict('reg', b)) AS serial_sum INTO TEMP serial FROM big b;
+SET max_parallel_workers_per_gather = 0;
+SELECT sum(dml_predict('reg', b)) AS serial_sum,
+	   (SELECT sum(dml_predict('reg', s)) FROM (SELECT * FROM big OFFSET 0) s) AS record_sum
+INTO TEMP serial FROM big b;
+SELECT serial_sum = record_sum AS columns_equal_record FROM serial;
 SET max_parallel_workers_per_gather = 2;
 SET parallel_setup_cost = 0;
 SET parallel_tuple_cost = 0;
 SET min_parallel_table_scan_size = 0;
 EXPLAIN (COSTS OFF) SELECT sum(dml_predict('reg', b)) FROM big b;
+SELECT planned_as_columns($$SELECT sum(dml_predict('reg', b)) FROM big b$$) AS parallel_columns;
 SELECT abs(sum(dml_predict('reg', b)) - (SELECT serial_sum FROM serial)) < 1e-6 AS parallel_equals_serial FROM big b;
 RESET max_parallel_workers_per_gather;
 RESET parallel_setup_cost;

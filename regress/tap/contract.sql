@@ -6,7 +6,7 @@ SET client_min_messages = warning;
 LOAD 'dml';
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(52);
+SELECT plan(56);
 
 -- schema and catalog
 SELECT has_schema('dml');
@@ -64,6 +64,28 @@ SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'dml_predict(text, float8
 		  'dml_predict is PARALLEL SAFE');
 SELECT is((SELECT proparallel FROM pg_proc WHERE proname = 'dml_train'), 'u',
 		  'dml_train is PARALLEL UNSAFE');
+-- the record forms: names and flags as ever, planned by dml.predict_support
+-- into the column forms when the row is a table's own
+SELECT is((SELECT array_agg(format('%s(%s) %s%s%s', proname, array_to_string(proargnames, ','),
+								   provolatile, proparallel, proisstrict) ORDER BY proname)
+		   FROM pg_proc WHERE oid IN ('dml_predict(text, record)'::regprocedure,
+									  'dml_predict_class(text, record)'::regprocedure,
+									  'dml_predict_proba(text, record)'::regprocedure)),
+		  ARRAY['dml_predict(model,row) sst', 'dml_predict_class(model,row) sst',
+				'dml_predict_proba(model,row) sst'],
+		  'record forms are STABLE, PARALLEL SAFE, STRICT, with arguments (model, row)');
+SELECT is((SELECT array_agg(prosupport::regproc::text ORDER BY proname)
+		   FROM pg_proc WHERE oid IN ('dml_predict(text, record)'::regprocedure,
+									  'dml_predict_class(text, record)'::regprocedure,
+									  'dml_predict_proba(text, record)'::regprocedure)),
+		  ARRAY['dml.predict_support', 'dml.predict_support', 'dml.predict_support'],
+		  'record forms have the planner support function dml.predict_support');
+SELECT is((SELECT array_agg(format('%s %s%s%s', oid::regprocedure, provolatile, proparallel, proisstrict)
+							ORDER BY proname)
+		   FROM pg_proc WHERE pronamespace = 'dml'::regnamespace AND proname LIKE 'predict%\_cols'),
+		  ARRAY['dml.predict_class_cols(text,text[],"any") ssf', 'dml.predict_cols(text,text[],"any") ssf',
+				'dml.predict_proba_cols(text,text[],"any") ssf'],
+		  'column forms dml.predict_cols, _class_cols, _proba_cols: STABLE, PARALLEL SAFE, not STRICT');
 
 -- the extension is not trusted
 SELECT is((SELECT trusted FROM pg_available_extension_versions WHERE name = 'dml'), false,
@@ -85,6 +107,10 @@ SELECT ok(NOT has_table_privilege('tap_user', 'dml.models', 'SELECT'), 'PUBLIC c
 SELECT ok(NOT has_table_privilege('tap_user', 'dml.models', 'INSERT'), 'PUBLIC cannot write dml.models');
 SELECT ok(NOT has_table_privilege('tap_user', 'dml.epochs', 'SELECT'), 'PUBLIC cannot read dml.epochs');
 SELECT ok(has_table_privilege('tap_user', 'dml_models', 'SELECT'), 'PUBLIC reads its models through dml_models');
+SELECT ok(has_function_privilege('tap_user', 'dml.predict_cols(text, text[], "any")', 'EXECUTE') AND
+		  has_function_privilege('tap_user', 'dml.predict_class_cols(text, text[], "any")', 'EXECUTE') AND
+		  has_function_privilege('tap_user', 'dml.predict_proba_cols(text, text[], "any")', 'EXECUTE'),
+		  'PUBLIC may run the column forms');
 SET LOCAL ROLE tap_user;
 SELECT throws_ok($$SET dml.mpirun = '/bin/sh'$$, '42501', NULL, 'a role cannot choose the program that runs');
 RESET ROLE;
