@@ -127,13 +127,16 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 		stats[3 * d + 3] += 1;
 		if (ds->val[i])
 			continue;
+		/* branch-free, so the compiler vectorizes across columns */
 		for (int c = 0; c < d; c++)
-			if (!isnan(x[c]))
-			{
-				stats[c] += x[c];
-				stats[d + c] += (double) x[c] * x[c];
-				stats[2 * d + c] += 1;
-			}
+		{
+			int			ok = !isnan(x[c]);
+			double		v = ok ? x[c] : 0.0;
+
+			stats[c] += v;
+			stats[d + c] += v * v;
+			stats[2 * d + c] += ok;
+		}
 		stats[3 * d] += ds->y[i];
 		stats[3 * d + 1] += (double) ds->y[i] * ds->y[i];
 		stats[3 * d + 2] += 1;
