@@ -159,7 +159,18 @@ typedef struct DmlJobResult
 typedef void (*DmlProgressCallback) (const DmlProgress *p, void *arg);
 
 /* plan.c */
-extern List *DmlPlanSlices(Oid relid, char relkind, int nranks);
+/*
+ * Blocks per slice query at most.  A dml.pack_rows block is one value that
+ * the server builds, copies and sends whole, and at 8 MB of heap the copies
+ * stay in cache and the memory is reused (at 100 MB, sending the value cost
+ * about as much as building it); a block of float8 rows is about half the
+ * heap's size, of booleans at most four times.  COPY streams its rows, so
+ * its slices are larger (fewer queries).
+ */
+#define DML_SLICE_BLOCKS_PACKED	1024
+#define DML_SLICE_BLOCKS_COPY	8192
+
+extern List *DmlPlanSlices(Oid relid, char relkind, int nranks, BlockNumber max_blocks);
 extern char *DmlSliceQuery(DmlJob *job, DmlSlice *slice);
 
 /* extension/exact.c: the in-server alternative to a job */

@@ -28,13 +28,6 @@
 
 #include "coordinator.h"
 
-/*
- * Blocks per slice query at most: 64 MB of heap.  A dml.pack_rows block of
- * those rows is smaller for float8 columns (8 bytes become 4) and at most
- * four times larger for booleans (1 byte becomes 4), so it stays well below
- * a bytea's 1 GB; the worker holds one block at a time.
- */
-#define DML_SLICE_MAX_BLOCKS 8192
 
 typedef struct LeafBlocks
 {
@@ -109,10 +102,11 @@ leaves_readable(Oid relid)
 
 /*
  * DmlPlanSlices
- *		One or more slices per rank covering the relation exactly once.
+ *		One or more slices per rank covering the relation exactly once, each
+ *		of at most max_blocks blocks (coordinator.h says how many).
  */
 List *
-DmlPlanSlices(Oid relid, char relkind, int nranks)
+DmlPlanSlices(Oid relid, char relkind, int nranks, BlockNumber max_blocks)
 {
 	List	   *slices = NIL;
 	List	   *leaves;
@@ -165,10 +159,9 @@ DmlPlanSlices(Oid relid, char relkind, int nranks)
 			else if (s >= e)
 				continue;
 
-			/* at most DML_SLICE_MAX_BLOCKS per query, so a packed block stays small */
 			do
 			{
-				uint64		ce = Min(e, s + DML_SLICE_MAX_BLOCKS);
+				uint64		ce = Min(e, s + max_blocks);
 
 				slice = palloc0(sizeof(DmlSlice));
 				slice->rank = r;

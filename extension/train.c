@@ -1216,7 +1216,8 @@ dml_train(PG_FUNCTION_ARGS)
 	DmlJobSetLaunch(job, !in_server,
 					"dml_train in a subtransaction: workers read with a snapshot taken at job start");
 	if (!in_server)
-		job->slices = DmlPlanSlices(job->relid, job->relkind, job->workers);
+		job->slices = DmlPlanSlices(job->relid, job->relkind, job->workers,
+									job->pack_target ? DML_SLICE_BLOCKS_PACKED : DML_SLICE_BLOCKS_COPY);
 
 	model_id = DmlNextModelId();
 	tp.model_id = model_id;

@@ -9,6 +9,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm.h"
@@ -263,7 +264,25 @@ comm_job_bytes(void)
 void
 comm_barrier(void)
 {
-	mpiCheck(MPI_Barrier(data_comm));
+	MPI_Request req;
+	int			done = 0;
+
+	/*
+	 * Waiting, not spinning: a blocking MPI_Barrier polls a core flat out,
+	 * and the ranks that finish loading first would take it from the
+	 * backends still serving the others' rows.
+	 */
+	mpiCheck(MPI_Ibarrier(data_comm, &req));
+	for (int i = 0; !done; i++)
+	{
+		mpiCheck(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+		if (!done && i >= 64)
+		{
+			struct timespec ts = {0, 100000};	/* 0.1 ms */
+
+			nanosleep(&ts, NULL);
+		}
+	}
 }
 
 void *

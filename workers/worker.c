@@ -291,6 +291,7 @@ main(int argc, char **argv)
 		control_send(DML_MSG_LOG, line, n, NULL, 0);
 	}
 	load_slices(&ds, &spec, worker_rank);
+	comm_barrier();				/* the first to finish sleeps, not spins */
 
 	memset(&res, 0, sizeof(res));
 	prepare_data(&ds, &spec, &res.model);
