@@ -462,6 +462,12 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path,
 	 */
 	if (getenv("OMPI_MCA_pml") == NULL)
 		envp[nenv++] = env_entry("OMPI_MCA_pml", "ob1");
+	/*
+	 * When a rank dies, mpirun ends the others with SIGTERM and then waits
+	 * this many seconds (default 1) before SIGKILL.  Workers only read,
+	 * there is nothing to flush: restart or report at once.
+	 */
+	envp[nenv++] = env_entry("OMPI_MCA_odls_base_sigkill_timeout", "0");
 	envp[nenv] = NULL;
 
 	logfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
