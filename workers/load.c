@@ -658,15 +658,6 @@ block_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query
 	PQclear(res);
 }
 
-static int
-cmp_int64(const void *a, const void *b)
-{
-	int64_t		x = *(const int64_t *) a;
-	int64_t		y = *(const int64_t *) b;
-
-	return x < y ? -1 : x > y;
-}
-
 /*
  * discover_classes
  *		Every data rank's distinct label keys, gathered and merged: the

@@ -53,8 +53,9 @@ sort_with_slots(char **names, int n, int *slot)
 	free(orig);
 }
 
-static int
-cmp_key64(const void *a, const void *b)
+/* qsort order of int64_t values (label keys) */
+int
+cmp_int64(const void *a, const void *b)
 {
 	int64_t		x = *(const int64_t *) a;
 	int64_t		y = *(const int64_t *) b;
@@ -96,7 +97,7 @@ classes_as_keys(WorkerSpec *spec)
 		}
 		pairs[2 * i + 1] = spec->class_index[i];
 	}
-	qsort(pairs, spec->nclasses, 2 * sizeof(int64_t), cmp_key64);
+	qsort(pairs, spec->nclasses, 2 * sizeof(int64_t), cmp_int64);
 	for (int i = 0; i < spec->nclasses; i++)
 	{
 		spec->class_keys[i] = pairs[2 * i];

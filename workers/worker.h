@@ -112,6 +112,7 @@ typedef struct WorkerSpec
 } WorkerSpec;
 
 extern int	spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen);
+extern int	cmp_int64(const void *a, const void *b);
 
 /* ---------------------------------------------------------------------
  * The rank's rows (load.c)
