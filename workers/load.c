@@ -128,6 +128,30 @@ feature_onehot(const SpecFeature *ft, const char *p, int len, float *dst)
 		dst[ft->level_slot[hit - ft->levels]] = 1.0f;
 }
 
+static uint32_t
+le32(const char *p)
+{
+	const unsigned char *u = (const unsigned char *) p;
+
+	return (uint32_t) u[0] | (uint32_t) u[1] << 8 | (uint32_t) u[2] << 16 | (uint32_t) u[3] << 24;
+}
+
+/* n little-endian float32s at p into dst (dml.vec_bytes, num_bytes, pack_rows) */
+static void
+le_floats(float *dst, const char *p, size_t n)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	memcpy(dst, p, 4 * n);
+#else
+	for (size_t i = 0; i < n; i++)
+	{
+		uint32_t	u = le32(p + 4 * i);
+
+		memcpy(&dst[i], &u, 4);
+	}
+#endif
+}
+
 /*
  * decode one vector field into dst (width floats); -1 on a shape error.
  * The coordinator asks for dml.vec_bytes(col): little-endian float32s.
@@ -137,19 +161,7 @@ decode_vector(const SpecFeature *ft, float *dst, const char *p, int len, Dataset
 {
 	if (len != 4 * ft->width)
 		return -1;
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	memcpy(dst, p, len);
-#else
-	for (int i = 0; i < ft->width; i++)
-	{
-		uint32_t	u = (uint32_t) (unsigned char) p[4 * i] |
-			((uint32_t) (unsigned char) p[4 * i + 1] << 8) |
-			((uint32_t) (unsigned char) p[4 * i + 2] << 16) |
-			((uint32_t) (unsigned char) p[4 * i + 3] << 24);
-
-		memcpy(&dst[i], &u, 4);
-	}
-#endif
+	le_floats(dst, p, ft->width);
 	for (int i = 0; i < ft->width; i++)
 		if (!isfinite(dst[i]))
 		{
@@ -172,22 +184,7 @@ decode_packed(Dataset *ds, const WorkerSpec *spec, float *x, const char *p, int 
 	if (len != 4 * packing.nnum && len != 4 * packing.nnum + (packing.nnum + 7) / 8)
 		return -1;
 	if (packing.contiguous)
-	{
-		/* the usual layout: one memcpy */
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-		memcpy(x, p, 4 * (size_t) packing.nnum);
-#else
-		for (int i = 0; i < packing.nnum; i++)
-		{
-			uint32_t	u = (uint32_t) (unsigned char) p[4 * i] |
-				((uint32_t) (unsigned char) p[4 * i + 1] << 8) |
-				((uint32_t) (unsigned char) p[4 * i + 2] << 16) |
-				((uint32_t) (unsigned char) p[4 * i + 3] << 24);
-
-			memcpy(&x[i], &u, 4);
-		}
-#endif
-	}
+		le_floats(x, p, packing.nnum);	/* the usual layout: one copy */
 	for (fi = 0; fi < spec->nfeatures; fi++)
 	{
 		const SpecFeature *ft = &spec->features[fi];
@@ -196,14 +193,7 @@ decode_packed(Dataset *ds, const WorkerSpec *spec, float *x, const char *p, int 
 		if (ft->kind != FEAT_NUM)
 			continue;
 		if (!packing.contiguous)
-		{
-			uint32_t	u = (uint32_t) (unsigned char) p[4 * k] |
-				((uint32_t) (unsigned char) p[4 * k + 1] << 8) |
-				((uint32_t) (unsigned char) p[4 * k + 2] << 16) |
-				((uint32_t) (unsigned char) p[4 * k + 3] << 24);
-
-			memcpy(dst, &u, 4);
-		}
+			le_floats(dst, p + 4 * k, 1);
 		if (len > 4 * packing.nnum && (p[4 * packing.nnum + k / 8] >> (k % 8)) & 1)
 		{
 			dst[0] = NAN;
@@ -240,17 +230,9 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 	{
 		/* an integer or boolean label, as text */
 		const char *label = field_text(p, len);
-		char	   *end;
 		int64_t		key;
 
-		if (strcmp(spec->label_keys, "bool") == 0)
-		{
-			key = strcmp(label, "true") == 0;
-			end = (char *) label + (strcmp(label, "true") == 0 || strcmp(label, "false") == 0 ? len : 0);
-		}
-		else
-			key = strtoll(label, &end, 10);
-		if (len == 0 || *end != '\0')
+		if (label_text_key(spec->label_keys, label, &key) != 0)
 			worker_fail("label \"%s\" is not an %s", label, spec->label_keys);
 		put_label_key(ds, spec, key);
 		p += len;
@@ -543,14 +525,6 @@ put_label_key(Dataset *ds, const WorkerSpec *spec, int64_t key)
 	}
 }
 
-static uint32_t
-le32(const char *p)
-{
-	const unsigned char *u = (const unsigned char *) p;
-
-	return (uint32_t) u[0] | (uint32_t) u[1] << 8 | (uint32_t) u[2] << 16 | (uint32_t) u[3] << 24;
-}
-
 /*
  * One slice as a dml.pack_rows block (aggregate.c has the layout): the
  * rows are copied into place, NULLs listed after them become NaN and are
@@ -588,16 +562,7 @@ decode_block(Dataset *ds, const WorkerSpec *spec, const char *p, size_t len)
 		uint64_t	u = (uint64_t) le32(p) | (uint64_t) le32(p + 4) << 32;
 		int			target_null = 0;
 
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-		memcpy(x, p + 8, 4 * (size_t) nnum);
-#else
-		for (uint32_t c = 0; c < nnum; c++)
-		{
-			uint32_t	w = le32(p + 8 + 4 * c);
-
-			memcpy(&x[c], &w, 4);
-		}
-#endif
+		le_floats(x, p + 8, nnum);
 		for (uint32_t c = 0; c < nnum; c++)
 			if (!isfinite(x[c]))
 				ds->bad_count[c]++;
