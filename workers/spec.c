@@ -64,14 +64,34 @@ cmp_int64(const void *a, const void *b)
 }
 
 /*
- * Labels that come as int8 keys (dml.pack_rows): integers, or booleans as
- * 0 and 1.  class_keys sorted, class_key_index their output index.
+ * A label's text as its int8 key: the integer itself (label_keys "int"),
+ * or 0 and 1 for false and true ("bool").  -1 when the text is not one.
+ */
+int
+label_text_key(const char *label_keys, const char *text, int64_t *key)
+{
+	char	   *end;
+
+	if (strcmp(label_keys, "bool") == 0)
+	{
+		if (strcmp(text, "true") != 0 && strcmp(text, "false") != 0)
+			return -1;
+		*key = strcmp(text, "true") == 0;
+		return 0;
+	}
+	errno = 0;
+	*key = strtoll(text, &end, 10);
+	return errno != 0 || end == text || *end != '\0' ? -1 : 0;
+}
+
+/*
+ * Labels that come as int8 keys (dml.pack_rows, or parsed from COPY's
+ * text).  class_keys sorted, class_key_index their output index.
  */
 static int
 classes_as_keys(WorkerSpec *spec)
 {
 	int64_t    *pairs = malloc(sizeof(int64_t) * 2 * spec->nclasses);
-	int			isbool = strcmp(spec->label_keys, "bool") == 0;
 
 	spec->class_keys = malloc(sizeof(int64_t) * spec->nclasses);
 	spec->class_key_index = malloc(sizeof(int) * spec->nclasses);
@@ -79,22 +99,8 @@ classes_as_keys(WorkerSpec *spec)
 		return -1;
 	for (int i = 0; i < spec->nclasses; i++)
 	{
-		const char *c = spec->classes[i];
-		char	   *end;
-
-		if (isbool)
-		{
-			if (strcmp(c, "true") != 0 && strcmp(c, "false") != 0)
-				return -1;
-			pairs[2 * i] = strcmp(c, "true") == 0;
-		}
-		else
-		{
-			errno = 0;
-			pairs[2 * i] = strtoll(c, &end, 10);
-			if (errno != 0 || end == c || *end != '\0')
-				return -1;
-		}
+		if (label_text_key(spec->label_keys, spec->classes[i], &pairs[2 * i]) != 0)
+			return -1;
 		pairs[2 * i + 1] = spec->class_index[i];
 	}
 	qsort(pairs, spec->nclasses, 2 * sizeof(int64_t), cmp_int64);

@@ -113,6 +113,7 @@ typedef struct WorkerSpec
 
 extern int	spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen);
 extern int	cmp_int64(const void *a, const void *b);
+extern int	label_text_key(const char *label_keys, const char *text, int64_t *key);
 
 /* ---------------------------------------------------------------------
  * The rank's rows (load.c)
