@@ -573,7 +573,6 @@ static void
 choose_packing(DmlJob *job)
 {
 	ListCell   *lc;
-	Oid			t = getBaseType(job->target.typid);
 	const char *qcol = quote_identifier(job->target.name);
 
 	job->pack_target = NULL;
@@ -584,9 +583,11 @@ choose_packing(DmlJob *job)
 			return;
 	if (!job->classification)
 		job->pack_target = psprintf("%s::float8", qcol);
-	else if (t == BOOLOID)
+	else if (job->label_keys == NULL)
+		return;					/* text or enum labels */
+	else if (strcmp(job->label_keys, "bool") == 0)
 		job->pack_target = psprintf("%s::int4::int8", qcol);
-	else if (type_is_integer(t))
+	else
 		job->pack_target = psprintf("%s::int8", qcol);
 }
 
@@ -653,9 +654,10 @@ worker_path(const char *device)
 	dir = pstrdup(my_exec_path);
 	get_parent_directory(dir);
 	gpu = psprintf("%s/dml-worker-gpu", dir);
-	if (device != NULL && (strcmp(device, "gpu") == 0 || strcmp(device, "auto") == 0) &&
-		access(gpu, X_OK) == 0 &&
-		(strcmp(device, "gpu") == 0 || (dml_hosts && dml_hosts[0]) || DmlGpuVisible()))
+	if (device != NULL &&
+		(strcmp(device, "gpu") == 0 ||
+		 (strcmp(device, "auto") == 0 && ((dml_hosts && dml_hosts[0]) || DmlGpuVisible()))) &&
+		access(gpu, X_OK) == 0)
 		return gpu;
 	return psprintf("%s/dml-worker", dir);
 }
