@@ -122,6 +122,7 @@ typedef struct DmlJob
 	char	   *fault;			/* test hook: "rank:epoch:how" or NULL */
 	int			attempt;		/* 0, then 1 for the first restart, ... */
 	bool		no_in_server;	/* option in_server => false: always a job */
+	bool		no_shared_memory;	/* option shared_memory => false: MPI_Allreduce */
 
 	/* synchronization (workers/sync.h) */
 	char	   *sync;			/* allreduce, ps, ssp, async, gossip, average */

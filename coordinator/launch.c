@@ -198,6 +198,8 @@ spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
 	spec_putf(&buf, "topk_ratio", "%.17g", job->topk_ratio);
 	if (job->straggler)
 		spec_put(&buf, "straggler", job->straggler);
+	if (job->no_shared_memory)
+		spec_put(&buf, "shared_memory", "0");
 	if (resume_path)
 		spec_put(&buf, "resume", resume_path);
 	spec_putf(&buf, "attempt", "%d", job->attempt);

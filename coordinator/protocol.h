@@ -62,6 +62,7 @@ typedef struct DmlProgress
 	double		val_loss;		/* NaN when there is no validation set */
 	double		val_metric;		/* accuracy or R^2; NaN without validation */
 	double		seconds;		/* wall time of the epoch */
+	double		train_seconds;	/* of which training (no validation); 0: all */
 	double		rows;			/* training rows processed, all ranks */
 	double		bytes_sent;		/* bytes this job's sync put on the wire */
 	double		staleness;		/* ssp/async/ps: most staleness seen; NaN: n/a */

@@ -174,6 +174,15 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 		job->no_in_server = !v->val.boolean;
 		return;
 	}
+	if (strcmp(key, "shared_memory") == 0)
+	{
+		if (v->type != jbvBool)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"shared_memory\" must be a boolean")));
+		job->no_shared_memory = !v->val.boolean;
+		return;
+	}
 	if (strcmp(key, "load") == 0)
 	{
 		if (str == NULL || (strcmp(str, "auto") != 0 && strcmp(str, "copy") != 0))
@@ -239,7 +248,7 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unrecognized option \"%s\"", key),
-			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, fault and straggler.")));
+			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, shared_memory, fault and straggler.")));
 }
 
 static void
@@ -713,7 +722,8 @@ static void
 on_progress(const DmlProgress *p, void *arg)
 {
 	TrainProgress *tp = arg;
-	double		rps = p->seconds > 0 ? p->rows / p->seconds : 0;
+	double		secs = p->train_seconds > 0 ? p->train_seconds : p->seconds;
+	double		rps = secs > 0 ? p->rows / secs : 0;
 
 	char	   *stale = tp->staleness && !isnan(p->staleness) ?
 		psprintf(", staleness %.0f", p->staleness) : "";

@@ -82,8 +82,19 @@ void
 dense_backward(float *dinp, float *dweight, float *dbias, const float *dout,
 			   const float *inp, const float *weight, int B, int C, int OC)
 {
+	dense_backward_acc(dinp, dweight, dbias, dout, inp, weight, B, C, OC, true);
+}
+
+/* as dense_backward; without accumulate, dweight and dbias are overwritten */
+void
+dense_backward_acc(float *dinp, float *dweight, float *dbias, const float *dout,
+				   const float *inp, const float *weight, int B, int C, int OC,
+				   bool accumulate)
+{
 	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B,
-				1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+				1.0f, dout, OC, inp, C, accumulate ? 1.0f : 0.0f, dweight, C);
+	if (!accumulate)
+		memset(dbias, 0, sizeof(float) * OC);
 	for (int b = 0; b < B; b++)
 	{
 		const float *row = dout + (size_t) b * OC;

@@ -23,6 +23,7 @@
 #ifndef DML_KERNELS_H
 #define DML_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -108,6 +109,11 @@ extern void dense_forward(float *out, const float *inp, const float *weight,
 extern void dense_backward(float *dinp, float *dweight, float *dbias,
 						   const float *dout, const float *inp,
 						   const float *weight, int B, int C, int OC);
+/* the same; with accumulate false dweight and dbias are overwritten (=) */
+extern void dense_backward_acc(float *dinp, float *dweight, float *dbias,
+							   const float *dout, const float *inp,
+							   const float *weight, int B, int C, int OC,
+							   bool accumulate);
 
 /* out (n) = act(inp (n)); may run in place */
 extern void activation_forward(float *out, const float *inp, size_t n, DmlAct act);
@@ -220,6 +226,8 @@ extern double dml_net_forward_backward(const DmlNet *net, DmlWork *work,
 									   const float *y, int B);
 
 /* grads += scale * d(sum loss)/dparams; returns the (unscaled) sum of losses */
+extern double dml_net_gradient(const DmlNet *net, DmlWork *work, float *grads,
+							   const float *X, const float *y, int B, float scale);
 extern double dml_net_forward_backward_scaled(const DmlNet *net, DmlWork *work,
 											  float *grads, const float *X,
 											  const float *y, int B, float scale);

@@ -162,6 +162,10 @@ dml_net_forward(const DmlNet *net, DmlWork *work, const float *X, int B)
 	return inp;
 }
 
+static double forward_backward(const DmlNet *net, DmlWork *work, float *grads,
+							   const float *X, const float *y, int B, float scale,
+							   bool accumulate);
+
 /* forward, loss and backward: grads += d(sum loss)/dparams; returns sum loss */
 double
 dml_net_forward_backward(const DmlNet *net, DmlWork *work, float *grads,
@@ -179,6 +183,25 @@ dml_net_forward_backward(const DmlNet *net, DmlWork *work, float *grads,
 double
 dml_net_forward_backward_scaled(const DmlNet *net, DmlWork *work, float *grads,
 								const float *X, const float *y, int B, float scale)
+{
+	return forward_backward(net, work, grads, X, y, B, scale, true);
+}
+
+/*
+ * As dml_net_forward_backward_scaled, but grads is overwritten, not added
+ * to: grads = scale * d(sum loss)/dparams, with no pass to clear it first.
+ * B must be at least 1.
+ */
+double
+dml_net_gradient(const DmlNet *net, DmlWork *work, float *grads, const float *X,
+				 const float *y, int B, float scale)
+{
+	return forward_backward(net, work, grads, X, y, B, scale, false);
+}
+
+static double
+forward_backward(const DmlNet *net, DmlWork *work, float *grads, const float *X,
+				 const float *y, int B, float scale, bool accumulate)
 {
 	int			L = net->nlayers;
 	int			K = net->sizes[L];
@@ -209,9 +232,9 @@ dml_net_forward_backward_scaled(const DmlNet *net, DmlWork *work, float *grads,
 		const float *inp = l == 0 ? X : work->acts[l];
 		float	   *dinp = l == 0 ? NULL : work->dacts[(L - l) & 1];
 
-		dense_backward(dinp, grads + dml_net_weight_offset(net, l),
-					   grads + dml_net_bias_offset(net, l), dout, inp,
-					   net->params + dml_net_weight_offset(net, l), B, C, OC);
+		dense_backward_acc(dinp, grads + dml_net_weight_offset(net, l),
+						   grads + dml_net_bias_offset(net, l), dout, inp,
+						   net->params + dml_net_weight_offset(net, l), B, C, OC, accumulate);
 		if (l > 0)
 		{
 			/* through the hidden activation of layer l-1's output */

@@ -6,8 +6,11 @@
  *
  *-------------------------------------------------------------------------
  */
+#define _GNU_SOURCE
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +23,13 @@ static double sync_bytes = 0;	/* collectives: the same figure on every data rank
 static double p2p_local = 0;	/* point-to-point bytes this rank sent */
 static double p2p_job = 0;		/* all ranks' point-to-point bytes, as of the last reduce */
 static MPI_Comm data_comm = MPI_COMM_WORLD;	/* the ranks that hold data */
+
+/* waiting: poll this long, then nap NAP_NS between polls */
+#define SPIN_OWN_NS		2000000		/* a core per rank: 2 ms */
+#define SPIN_SHARED_NS	20000		/* ranks share cores: 20 us */
+#define NAP_NS			50000
+static int64_t spin_limit = SPIN_OWN_NS;
+static int	host_oversubscribed(void);
 
 int			world_rank = 0;
 int			world_size = 1;
@@ -42,6 +52,84 @@ comm_init(int *argc, char ***argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &world_size);
 	worker_rank = world_rank;
 	worker_world = world_size;
+	spin_limit = host_oversubscribed() ? SPIN_SHARED_NS : SPIN_OWN_NS;
+}
+
+/*
+ * More ranks on this host than CPUs this process may run on: Open MPI
+ * tells each rank how many of the job's ranks share its host.
+ */
+static int
+host_oversubscribed(void)
+{
+	const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+	cpu_set_t	set;
+	int			cpus;
+
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		return 0;
+	cpus = CPU_COUNT(&set);
+	return (local ? atoi(local) : world_size) > cpus;
+}
+
+/* nanoseconds on the monotonic clock */
+static int64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * comm_wait_all
+ *		Wait for n requests: poll flat out for a while (a step's partner is
+ *		usually microseconds away), then nap between polls.  Blocking MPI
+ *		calls poll flat out for as long as they wait, so on a host with more
+ *		ranks than cores (parameter servers next to workers, or many
+ *		workers) the waiting ranks took the cores from the ranks, and the
+ *		PostgreSQL backends, they were waiting for.
+ */
+void
+comm_wait_all(int n, MPI_Request *req)
+{
+	int64_t		start = now_ns();
+	int			done = 0;
+
+	for (;;)
+	{
+		mpiCheck(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
+		if (done)
+			return;
+		if (now_ns() - start > spin_limit)
+		{
+			struct timespec ts = {0, NAP_NS};
+
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+/* as MPI_Probe, waiting as comm_wait_all does */
+void
+comm_probe(int source, int tag, MPI_Comm comm, MPI_Status *st)
+{
+	int64_t		start = now_ns();
+	int			found = 0;
+
+	for (;;)
+	{
+		mpiCheck(MPI_Iprobe(source, tag, comm, &found, st));
+		if (found)
+			return;
+		if (now_ns() - start > spin_limit)
+		{
+			struct timespec ts = {0, NAP_NS};
+
+			nanosleep(&ts, NULL);
+		}
+	}
 }
 
 /*
@@ -298,4 +386,88 @@ comm_abort(int code)
 	fflush(stderr);
 	MPI_Abort(MPI_COMM_WORLD, code);
 	_exit(code);
+}
+
+/* ---------------------------------------------------------------------
+ * A memory segment every data rank maps (MPI-3 shared windows)
+ * --------------------------------------------------------------------- */
+
+struct CommShared
+{
+	MPI_Comm	node;			/* the data ranks, all on this host */
+	MPI_Win		win;
+};
+
+/*
+ * comm_shared_alloc
+ *		When every data rank runs on this host: a segment of `bytes` from
+ *		each rank (sizes may differ), mapped by all of them; base[r] gets
+ *		rank r's part.  Collective over the data ranks; returns NULL on
+ *		every rank when the ranks span hosts.
+ */
+CommShared *
+comm_shared_alloc(size_t bytes, void **base)
+{
+	CommShared *sh;
+	MPI_Info	info;
+	int			nsize,
+				all;
+	void	   *mine;
+
+	sh = malloc(sizeof(CommShared));
+	if (sh == NULL)
+		worker_fail("out of memory");
+	/* key = data rank: rank r of the node communicator is data rank r */
+	mpiCheck(MPI_Comm_split_type(data_comm, MPI_COMM_TYPE_SHARED, worker_rank,
+								 MPI_INFO_NULL, &sh->node));
+	MPI_Comm_size(sh->node, &nsize);
+	all = nsize == worker_world;
+	mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_LAND, data_comm));
+	if (!all)
+	{
+		MPI_Comm_free(&sh->node);
+		free(sh);
+		return NULL;
+	}
+	/* each rank's part on its own pages: aligned, and no cache line shared */
+	MPI_Info_create(&info);
+	MPI_Info_set(info, "alloc_shared_noncontig", "true");
+	mpiCheck(MPI_Win_allocate_shared((MPI_Aint) bytes, 1, info, sh->node, &mine, &sh->win));
+	MPI_Info_free(&info);
+	for (int r = 0; r < worker_world; r++)
+	{
+		MPI_Aint	size;
+		int			disp;
+
+		mpiCheck(MPI_Win_shared_query(sh->win, r, &size, &disp, &base[r]));
+	}
+	mpiCheck(MPI_Win_lock_all(MPI_MODE_NOCHECK, sh->win));
+	return sh;
+}
+
+/*
+ * comm_shared_fence
+ *		Every rank's stores to the segment before it are seen by every
+ *		rank's loads after it: a barrier between two memory fences.
+ */
+void
+comm_shared_fence(CommShared *sh)
+{
+	MPI_Request req;
+
+	mpiCheck(MPI_Win_sync(sh->win));
+	mpiCheck(MPI_Ibarrier(sh->node, &req));
+	comm_wait_all(1, &req);
+	mpiCheck(MPI_Win_sync(sh->win));
+}
+
+void
+comm_shared_free(CommShared *sh)
+{
+	if (sh == NULL)
+		return;
+	MPI_Win_unlock_all(sh->win);
+	MPI_Win_free(&sh->win);
+	MPI_Comm_free(&sh->node);
+	free(sh);
 }

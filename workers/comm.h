@@ -38,6 +38,18 @@ extern void comm_reduce_p2p(double extra);
 extern void comm_barrier(void);
 extern void *comm_data_handle(void);	/* MPI_Comm * of the data ranks */
 
+#ifdef MPI_VERSION
+/* waiting without taking a shared core for long */
+extern void comm_wait_all(int n, MPI_Request *req);
+extern void comm_probe(int source, int tag, MPI_Comm comm, MPI_Status *st);
+#endif
+
+/* a segment every data rank maps, when all run on one host */
+typedef struct CommShared CommShared;
+extern CommShared *comm_shared_alloc(size_t bytes, void **base);
+extern void comm_shared_fence(CommShared *sh);
+extern void comm_shared_free(CommShared *sh);
+
 extern int	world_rank;
 extern int	world_size;
 extern int	server_count;

@@ -191,8 +191,8 @@ receive(unsigned char **buf, size_t *cap, int source, int *from)
 	MPI_Status	st;
 	int			len;
 
-	if (MPI_Probe(source, PS_TAG_REQUEST, MPI_COMM_WORLD, &st) != MPI_SUCCESS ||
-		MPI_Get_count(&st, MPI_BYTE, &len) != MPI_SUCCESS)
+	comm_probe(source, PS_TAG_REQUEST, MPI_COMM_WORLD, &st);
+	if (MPI_Get_count(&st, MPI_BYTE, &len) != MPI_SUCCESS)
 		worker_fail("parameter server: probing for requests failed");
 	if ((size_t) len > *cap)
 	{

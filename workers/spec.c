@@ -132,6 +132,7 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 	spec->sync = "allreduce";
 	spec->compression = "none";
 	spec->average_every = 1;
+	spec->shared_memory = 1;
 	spec->topk_ratio = 0.01;
 	spec->target_name = "target";
 	if (f == NULL)
@@ -235,6 +236,8 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 			spec->topk_ratio = strtod(val, NULL);
 		else if (strcmp(key, "straggler") == 0)
 			spec->straggler = val;
+		else if (strcmp(key, "shared_memory") == 0)
+			spec->shared_memory = atoi(val);
 		else if (strcmp(key, "resume") == 0)
 			spec->resume = val;
 		else if (strcmp(key, "attempt") == 0)

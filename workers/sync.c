@@ -16,6 +16,20 @@
  * it with learning_rate / W, so W asynchronous updates move the model as
  * far as one synchronous step.
  *
+ * allreduce on one host: when every data rank runs on this host and
+ * gradients are not compressed, sync_bind moves the training into a
+ * segment every rank maps: one slot per rank for its gradient, and one
+ * copy of the parameters and the optimizer state.  A step is then a
+ * fence (every gradient is in its slot); each rank sums its 1/W of the
+ * coordinates over the W slots, in rank order, and applies the optimizer
+ * to that range alone; a fence (every range is stepped).  That is a
+ * reduce-scatter with the optimizer sharded and no all-gather, since
+ * every rank reads the one updated copy: no gradient is copied into or
+ * out of MPI, and each rank does 1/W of the optimizer's work.  Each
+ * coordinate is summed in rank order by exactly one rank, so the result
+ * does not depend on which rank owns it; with two ranks it is the same,
+ * bit for bit, as MPI_Allreduce's (a + b = b + a).
+ *
  * Compression with error feedback: what a rank could not send this step
  * (the rounding of fp16, the coordinates top-k left out) stays in its
  * residual and is added to the next step's gradient.
@@ -477,6 +491,134 @@ allreduce_grads(Sync *s, float *grads)
 	}
 }
 
+/* ---------------------------------------------------------------------
+ * All-reduce through shared memory (see the header comment)
+ * --------------------------------------------------------------------- */
+
+/* first coordinate of rank r's range: 1/W each, on 64-byte boundaries */
+static size_t
+shard_start(size_t np, int W, int r)
+{
+	if (r >= W)
+		return np;
+	return (np * (size_t) r / (size_t) W) & ~(size_t) 15;
+}
+
+/*
+ * sync_bind
+ *		Collective over the data ranks, after sync_start.  Where the
+ *		all-reduce can go through shared memory, the parameters, the
+ *		gradient buffer and the optimizer state the training loop uses
+ *		become the segment's (*params, *grads, o->s1, o->s2 are pointed
+ *		there, with rank 0's values); sync_unbind puts them back.
+ *		Otherwise nothing changes.
+ */
+void
+sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, OptState *o)
+{
+	size_t		npad = (s->np + 15) & ~(size_t) 15;
+	void	  **base;
+
+	if (s->mode != SYNC_ALLREDUCE || s->comp != COMPRESS_NONE || s->W < 2 ||
+		!spec->shared_memory)
+		return;
+	base = xmalloc(sizeof(void *) * s->W);
+	/* every rank's part is its gradient slot; rank 0's also holds the rest */
+	s->shm = comm_shared_alloc(sizeof(float) * npad * (worker_rank == 0 ? 4 : 1), base);
+	if (s->shm == NULL)
+	{
+		free(base);
+		return;
+	}
+	s->shared = true;
+	s->slot = (float **) base;
+	s->shm_params = s->slot[0] + npad;
+	s->shm_s1 = s->shm_params + npad;
+	s->shm_s2 = s->shm_s1 + npad;
+	s->lo = shard_start(s->np, s->W, worker_rank);
+	s->hi = shard_start(s->np, s->W, worker_rank + 1);
+	if (worker_rank == 0)
+	{
+		memcpy(s->shm_params, *params, sizeof(float) * s->np);
+		memcpy(s->shm_s1, o->s1, sizeof(float) * s->np);
+		memcpy(s->shm_s2, o->s2, sizeof(float) * s->np);
+	}
+	memset(s->slot[worker_rank], 0, sizeof(float) * s->np);
+	comm_shared_fence(s->shm);
+	s->own_params = *params;
+	s->own_grads = *grads;
+	s->own_s1 = o->s1;
+	s->own_s2 = o->s2;
+	*params = s->shm_params;
+	*grads = s->slot[worker_rank];
+	o->s1 = s->shm_s1;
+	o->s2 = s->shm_s2;
+}
+
+/*
+ * sync_unbind
+ *		Collective: the segment's parameters and optimizer state back into
+ *		the rank's own buffers, which the pointers get back; the segment
+ *		is freed.
+ */
+void
+sync_unbind(Sync *s, float **params, float **grads, OptState *o)
+{
+	if (s->shm == NULL)
+		return;
+	memcpy(s->own_params, s->shm_params, sizeof(float) * s->np);
+	memcpy(s->own_s1, s->shm_s1, sizeof(float) * s->np);
+	memcpy(s->own_s2, s->shm_s2, sizeof(float) * s->np);
+	*params = s->own_params;
+	*grads = s->own_grads;
+	o->s1 = s->own_s1;
+	o->s2 = s->own_s2;
+	comm_shared_fence(s->shm);	/* nobody reads the segment any more */
+	comm_shared_free(s->shm);
+	s->shm = NULL;
+	free(s->slot);
+	s->slot = NULL;
+}
+
+/* sum[i] = slot[0][i] + ... + slot[W-1][i] over [lo, hi), in rank order */
+DML_VECTORIZE static void
+sum_slots(float *sum, float *const *slot, int W, size_t lo, size_t hi)
+{
+	const float *a = slot[0],
+			   *b = slot[1];
+
+	for (size_t i = lo; i < hi; i++)
+		sum[i] = a[i] + b[i];
+	for (int r = 2; r < W; r++)
+	{
+		const float *c = slot[r];
+
+		for (size_t i = lo; i < hi; i++)
+			sum[i] += c[i];
+	}
+}
+
+/* one step through the segment: sum this rank's range, step it */
+static void
+shared_step(Sync *s, const WorkerSpec *spec, OptState *o, float lr, int64_t total)
+{
+	comm_shared_fence(s->shm);	/* every rank's gradient is in its slot */
+	if (total > 0)
+	{
+		OptState	range = *o;
+
+		sum_slots(s->scratch, s->slot, s->W, s->lo, s->hi);
+		range.n = s->hi - s->lo;
+		range.s1 = o->s1 + s->lo;
+		range.s2 = o->s2 + s->lo;
+		if (range.n > 0)
+			train_opt_step(&range, spec, s->shm_params + s->lo, s->scratch + s->lo, lr);
+		o->t++;
+	}
+	comm_shared_fence(s->shm);	/* every range is stepped */
+	comm_count_bytes(sizeof(float) * (double) s->np);
+}
+
 /* replica average over the data ranks, in place */
 static void
 average_params(Sync *s, float *params)
@@ -505,8 +647,7 @@ exchange(Sync *s, const size_t *len, float *params)
 			worker_fail("posting a message to parameter server %d failed", j);
 		comm_count_p2p((double) len[j]);
 	}
-	if (MPI_Waitall(2 * s->S, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-		worker_fail("talking to the parameter servers failed");
+	comm_wait_all(2 * s->S, req);
 	free(req);
 	for (int j = 0; j < s->S; j++)
 	{
@@ -576,6 +717,11 @@ sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads, OptState
 	switch (s->mode)
 	{
 		case SYNC_ALLREDUCE:
+			if (s->shm != NULL)
+			{
+				shared_step(s, spec, o, lr, total);
+				break;
+			}
 			allreduce_grads(s, grads);
 			if (total > 0)
 				train_opt_step(o, spec, params, grads, lr);

@@ -6,7 +6,9 @@
  *	  the parameter-server ranks that hold the parameters in ps, ssp and
  *	  async modes.
  *
- *	  allreduce  gradients summed by MPI_Allreduce; every replica steps
+ *	  allreduce  gradients summed by MPI_Allreduce; every replica steps (on
+ *	             one host: summed in shared memory, each rank stepping 1/W
+ *	             of one shared copy of the parameters)
  *	  ps         servers sum the workers' pushes of a clock, step, serve pulls
  *	  ssp        ps, but a worker may run up to `staleness` clocks ahead of
  *	             the slowest; s = 0 is ps
@@ -105,11 +107,28 @@ typedef struct Sync
 	int			epoch_done;		/* async: server 0 said the epoch's rows are in */
 	int64_t		round;			/* gossip round / steps since averaging */
 	double		consensus;		/* gossip: max ||x_r - mean|| / ||mean||; NaN otherwise */
+
+	/* allreduce through shared memory (sync_bind), else shm is NULL */
+	struct CommShared *shm;
+	float	  **slot;			/* (W) every rank's gradient, in the segment */
+	float	   *shm_params;		/* the one copy of the parameters ... */
+	float	   *shm_s1;			/* ... and of the optimizer state */
+	float	   *shm_s2;
+	size_t		lo;				/* the coordinates this rank sums and steps */
+	size_t		hi;
+	float	   *own_params;		/* the rank's private buffers, while bound */
+	float	   *own_grads;
+	float	   *own_s1;
+	float	   *own_s2;
+	bool		shared;			/* the job's all-reduce went through shared memory */
 } Sync;
 
 extern SyncMode sync_mode_parse(const char *name);
 extern void sync_init(Sync *s, const WorkerSpec *spec, size_t np);
 extern void sync_start(Sync *s, const float *params, const OptState *o, int64_t epoch_rows);
+extern void sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads,
+					  OptState *o);
+extern void sync_unbind(Sync *s, float **params, float **grads, OptState *o);
 extern float sync_grad_scale(const Sync *s, int B, int64_t total);
 extern void sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads,
 					  OptState *o, float lr, int B, int64_t total, bool epoch_end);

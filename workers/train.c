@@ -290,7 +290,8 @@ train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec, const D
 	p.val_loss = NAN;
 	p.val_metric = NAN;
 	p.staleness = log->staleness;
-	log->train_time += wall_seconds() - t0;
+	p.train_seconds = wall_seconds() - t0;
+	log->train_time += p.train_seconds;
 	log->rows_done += sums[1];
 	if (log->nval_total > 0)
 	{
@@ -401,6 +402,9 @@ sync_json(const Sync *sy, const WorkerSpec *spec)
 							(long long) sy->server_stale[j]);
 		len += snprintf(out + len, cap - len, "]");
 	}
+	if (sy->mode == SYNC_ALLREDUCE && sy->W > 1)
+		len += snprintf(out + len, cap - len, ", \"allreduce\": \"%s\"",
+						sy->shared ? "shared memory" : "mpi");
 	if (sy->mode == SYNC_SSP)
 		len += snprintf(out + len, cap - len, ", \"staleness_bound\": %d", spec->staleness);
 	if (sy->mode == SYNC_AVERAGE)
@@ -468,6 +472,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		first_epoch = train_resume(spec->resume, m, &opt) + 1;
 	sync_init(&sy, spec, np);
 	sync_start(&sy, net->params, &opt, all_rows);
+	sync_bind(&sy, spec, &net->params, &grads, &opt);
 	train_log_init(&log, net, spec, nval);
 
 	for (int epoch = first_epoch; epoch <= spec->epochs; epoch++)
@@ -494,14 +499,15 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 
 			if (B < 0)
 				B = 0;
-			memset(grads, 0, sizeof(float) * np);
 			if (B > 0)
 			{
 				gather(ds, train_idx + pos, B, Xb, yb);
-				sums[0] += dml_net_forward_backward_scaled(net, &work, grads, Xb, yb, B,
-														   sync_grad_scale(&sy, B, total));
+				sums[0] += dml_net_gradient(net, &work, grads, Xb, yb, B,
+											sync_grad_scale(&sy, B, total));
 				sums[1] += B;
 			}
+			else
+				memset(grads, 0, sizeof(float) * np);
 			pos += B;
 			if (async && pos >= ntrain)
 				pos = 0;
@@ -528,6 +534,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			break;
 	}
 	sync_finish(&sy, net->params);
+	sync_unbind(&sy, &net->params, &grads, &opt);
 	train_log_finish(&log, res);
 	res->sync_json = sync_json(&sy, spec);
 	sync_free(&sy);

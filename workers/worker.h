@@ -89,6 +89,7 @@ typedef struct WorkerSpec
 	char	   *compression;	/* none, fp16, topk */
 	double		topk_ratio;
 	char	   *straggler;		/* test hook: "rank:ms" delay per step */
+	int			shared_memory;	/* allreduce may go through shared memory */
 	char	   *resume;			/* checkpoint to start from */
 	int			attempt;		/* 0 first launch, n after n restarts */
 

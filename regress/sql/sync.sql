@@ -22,7 +22,7 @@ END $$;
 DO $$
 DECLARE n text;
 BEGIN
-	FOR n IN SELECT DISTINCT name FROM dml.models WHERE name ~ '^(fb|mb|avg|sep|cmp)_' LOOP
+	FOR n IN SELECT DISTINCT name FROM dml.models WHERE name ~ '^(fb|mb|avg|sep|cmp|shm)_' LOOP
 		PERFORM dml_drop_model(n);
 	END LOOP;
 END $$;
@@ -164,6 +164,36 @@ SELECT (SELECT sum(bytes_sent) FROM dml_epochs WHERE name = 'cmp_fp16')::float8 
 	   BETWEEN 0.5 AND 0.6 AS fp16_about_half_the_bytes;
 SELECT name, (metrics->>'accuracy')::float8 > 0.95 AS learned, metrics->>'compression' AS compression
 FROM dml.models WHERE name LIKE 'cmp\_%' ORDER BY name;
+
+-- allreduce with every rank on one host goes through shared memory: each
+-- rank sums and steps 1/W of one shared copy of the parameters.
+-- {"shared_memory": false} keeps MPI_Allreduce.  Two ranks give the same
+-- weights bit for bit (a + b = b + a; an MLP with Adam); three and four
+-- ranks sum in another order, so the same model to float rounding
+-- (momentum; SGD with 4 parameters on 4 ranks, where some own none).
+SELECT name FROM dml_train('shm_mlp', 'sep', 'y', features => '{x1,x2,x3}', model => 'mlp',
+	hidden => '{16,8}', optimizer => 'adam', epochs => 3, batch_size => 64, workers => 2,
+	validation => 0.2);
+SELECT name FROM dml_train('shm_mlp_mpi', 'sep', 'y', features => '{x1,x2,x3}', model => 'mlp',
+	hidden => '{16,8}', optimizer => 'adam', epochs => 3, batch_size => 64, workers => 2,
+	validation => 0.2, options => '{"shared_memory": false}');
+SELECT a.weights = b.weights AS same_weights,
+	   (a.metrics->>'accuracy')::float8 > 0.9 AS learned
+FROM dml.models a, dml.models b WHERE a.name = 'shm_mlp' AND b.name = 'shm_mlp_mpi';
+SELECT name FROM dml_train('shm_mom3', 'sreg', 'y', features => '{x1,x2,x3}', model => 'linear',
+	optimizer => 'momentum', learning_rate => 0.02, epochs => 3, batch_size => 50, workers => 3);
+SELECT name FROM dml_train('shm_mom3_mpi', 'sreg', 'y', features => '{x1,x2,x3}', model => 'linear',
+	optimizer => 'momentum', learning_rate => 0.02, epochs => 3, batch_size => 50, workers => 3,
+	options => '{"shared_memory": false}');
+SELECT name FROM dml_train('shm_sgd4_mpi', 'sreg', 'y', features => '{x1,x2,x3}',
+	model => 'linear', optimizer => 'sgd', learning_rate => 0.1, epochs => 4, batch_size => 64,
+	workers => 4, options => '{"shared_memory": false}');
+SELECT coef_gap('shm_mom3', 'shm_mom3_mpi') < 1e-5 AS momentum_3_ranks_same,
+	   coef_gap('avg_allreduce', 'shm_sgd4_mpi') < 1e-5 AS sgd_4_ranks_same;
+SELECT name, metrics->>'allreduce' AS allreduce, (metrics->>'bytes_sent')::float8 > 0 AS bytes_counted
+FROM dml.models WHERE name IN ('shm_mlp', 'shm_mlp_mpi', 'shm_mom3', 'avg_allreduce', 'fb_ps1')
+ORDER BY name;
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', options => '{"shared_memory": "yes"}')$$);
 
 -- the choices are checked
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', sync => 'bsp')$$);

@@ -563,6 +563,22 @@ test_net_gradients(void)
 		snprintf(name, sizeof(name), "dml_net_forward_backward %s loss is finite and positive", names[l]);
 		check(isfinite(loss) && loss > 0, name, "loss %g", loss);
 
+		/* dml_net_gradient overwrites: from a buffer of junk, the same gradient (scaled) */
+		{
+			double		gl;
+			int			same = 1;
+
+			for (size_t i = 0; i < net.nparams; i++)
+				scratch[i] = 1e6f * (float) (i % 7) - 3e6f;
+			gl = dml_net_gradient(&net, &work, scratch, X, y, B, 0.5f);
+			for (size_t i = 0; i < net.nparams; i++)
+				if (fabsf(scratch[i] - 0.5f * grads[i]) > 1e-6f * (1.0f + fabsf(grads[i])))
+					same = 0;
+			snprintf(name, sizeof(name), "dml_net_gradient %s overwrites with the scaled gradient",
+					 names[l]);
+			check(same && gl == loss, name, "loss %g vs %g", gl, loss);
+		}
+
 		free(grads);
 		free(scratch);
 		free(ref);
