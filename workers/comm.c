@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,15 @@ host_oversubscribed(void)
 		return 0;
 	cpus = CPU_COUNT(&set);
 	return (local ? atoi(local) : world_size) > cpus;
+}
+
+/* a polite spin: tells the core this thread is waiting */
+static inline void
+cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
 }
 
 /* nanoseconds on the monotonic clock */
@@ -392,10 +402,26 @@ comm_abort(int code)
  * A memory segment every data rank maps (MPI-3 shared windows)
  * --------------------------------------------------------------------- */
 
+/*
+ * The segment's barrier, at the start of rank 0's part: a count of the
+ * ranks arrived and a generation the last one to arrive advances, on
+ * cache lines of their own.  Sequentially consistent atomics order every
+ * rank's stores before the barrier ahead of every rank's loads after it.
+ */
+typedef struct SharedBarrier
+{
+	atomic_int	arrived;
+	char		pad1[60];
+	atomic_int	generation;
+	char		pad2[60];
+} SharedBarrier;
+
 struct CommShared
 {
 	MPI_Comm	node;			/* the data ranks, all on this host */
 	MPI_Win		win;
+	SharedBarrier *barrier;
+	int			ranks;
 };
 
 /*
@@ -413,6 +439,7 @@ comm_shared_alloc(size_t bytes, void **base)
 	int			nsize,
 				all;
 	void	   *mine;
+	size_t		head = worker_rank == 0 ? sizeof(SharedBarrier) : 0;
 
 	sh = malloc(sizeof(CommShared));
 	if (sh == NULL)
@@ -432,7 +459,8 @@ comm_shared_alloc(size_t bytes, void **base)
 	/* each rank's part on its own pages: aligned, and no cache line shared */
 	MPI_Info_create(&info);
 	MPI_Info_set(info, "alloc_shared_noncontig", "true");
-	mpiCheck(MPI_Win_allocate_shared((MPI_Aint) bytes, 1, info, sh->node, &mine, &sh->win));
+	mpiCheck(MPI_Win_allocate_shared((MPI_Aint) (head + bytes), 1, info, sh->node, &mine,
+									 &sh->win));
 	MPI_Info_free(&info);
 	for (int r = 0; r < worker_world; r++)
 	{
@@ -441,7 +469,16 @@ comm_shared_alloc(size_t bytes, void **base)
 
 		mpiCheck(MPI_Win_shared_query(sh->win, r, &size, &disp, &base[r]));
 	}
+	sh->barrier = (SharedBarrier *) base[0];
+	base[0] = (char *) base[0] + sizeof(SharedBarrier);
+	sh->ranks = worker_world;
+	if (worker_rank == 0)
+	{
+		atomic_init(&sh->barrier->arrived, 0);
+		atomic_init(&sh->barrier->generation, 0);
+	}
 	mpiCheck(MPI_Win_lock_all(MPI_MODE_NOCHECK, sh->win));
+	mpiCheck(MPI_Barrier(sh->node));	/* the barrier is set up */
 	return sh;
 }
 
@@ -453,12 +490,29 @@ comm_shared_alloc(size_t bytes, void **base)
 void
 comm_shared_fence(CommShared *sh)
 {
-	MPI_Request req;
+	SharedBarrier *b = sh->barrier;
+	int			gen = atomic_load(&b->generation);
+	int64_t		start;
 
-	mpiCheck(MPI_Win_sync(sh->win));
-	mpiCheck(MPI_Ibarrier(sh->node, &req));
-	comm_wait_all(1, &req);
-	mpiCheck(MPI_Win_sync(sh->win));
+	if (atomic_fetch_add(&b->arrived, 1) == sh->ranks - 1)
+	{
+		/* the last to arrive lets the others go */
+		atomic_store(&b->arrived, 0);
+		atomic_fetch_add(&b->generation, 1);
+		return;
+	}
+	start = now_ns();
+	while (atomic_load(&b->generation) == gen)
+	{
+		if (now_ns() - start > spin_limit)
+		{
+			struct timespec ts = {0, NAP_NS};
+
+			nanosleep(&ts, NULL);
+		}
+		else
+			cpu_relax();
+	}
 }
 
 void

@@ -9,13 +9,18 @@
  *	  mpirun -np N sync_step [-n FLOATS]... [-i ITERS] [-r ROUNDS]
  *
  *	  Each round times ITERS raw calls, then ITERS dml steps of each
- *	  compression (none, fp16, topk 0.01); the figure is the median over
+ *	  compression (none, fp16, topk 0.01), then ITERS steps through shared
+ *	  memory (sync_bind: two fences and the sum of this rank's 1/W of the
+ *	  coordinates, what replaces the all-reduce when every rank is on one
+ *	  host; each step first writes the rank's gradient slot, as training
+ *	  does, and that write is timed too); the figure is the median over
  *	  rounds of the slowest rank's mean.  Bandwidths as nccl-tests defines
  *	  them for the uncompressed buffer: algbw = bytes / time, busbw = algbw
  *	  * 2(n-1)/n.  Prints one JSON line per buffer size and method.
  *
- *	  The optimizer step is not part of it (the step's row count is 0), so
- *	  what is timed is synchronization alone.
+ *	  The optimizer step is not part of it (the step's row count is 0; the
+ *	  shared-memory step calls the stub below), so what is timed is
+ *	  synchronization alone.
  *
  *-------------------------------------------------------------------------
  */
@@ -58,6 +63,9 @@ train_opt_step(OptState *o, const WorkerSpec *spec, float *params, const float *
 	(void) lr;
 }
 
+#define NMETHODS 5
+#define SHM 4					/* the shared-memory method */
+
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -83,8 +91,8 @@ main(int argc, char **argv)
 				iters = 200,
 				rounds = 7;
 	const char *methods[] = {"raw MPI_Allreduce", "dml allreduce", "dml allreduce fp16",
-	"dml allreduce topk 0.01"};
-	const char *comp[] = {NULL, "none", "fp16", "topk"};
+	"dml allreduce topk 0.01", "dml shared memory"};
+	const char *comp[] = {NULL, "none", "fp16", "topk", "none"};
 
 	comm_init(&argc, &argv);
 	for (int a = 1; a < argc; a++)
@@ -114,25 +122,36 @@ main(int argc, char **argv)
 		size_t		n = sizes[z];
 		float	   *buf = malloc(sizeof(float) * n);
 		float	   *params = calloc(n, sizeof(float));
-		double	   *t[4];
-		Sync		sy[4];
+		double	   *t[NMETHODS];
+		Sync		sy[NMETHODS];
 		WorkerSpec	spec;
-		OptState	opt;
+		OptState	opt,
+					shm_opt;
+		float	   *shm_params = calloc(n, sizeof(float)),
+				   *shm_grads = calloc(n, sizeof(float));
 
 		memset(&spec, 0, sizeof(spec));
 		memset(&opt, 0, sizeof(opt));
 		spec.sync = "allreduce";
 		spec.topk_ratio = 0.01;
 		spec.average_every = 1;
-		for (int m = 1; m < 4; m++)
+		for (int m = 1; m < NMETHODS; m++)
 		{
 			spec.compression = (char *) comp[m];
 			sync_init(&sy[m], &spec, n);
 		}
-		for (int m = 0; m < 4; m++)
+		spec.shared_memory = 1;
+		memset(&shm_opt, 0, sizeof(shm_opt));
+		shm_opt.n = n;
+		shm_opt.s1 = calloc(n, sizeof(float));
+		shm_opt.s2 = calloc(n, sizeof(float));
+		sync_bind(&sy[SHM], &spec, &shm_params, &shm_grads, &shm_opt);
+		if (sy[SHM].shm == NULL && worker_rank == 0)
+			fprintf(stderr, "sync_step: the ranks share no memory; \"%s\" is MPI\n", methods[SHM]);
+		for (int m = 0; m < NMETHODS; m++)
 			t[m] = malloc(sizeof(double) * rounds);
 		for (int r = -1; r < rounds; r++)	/* round -1 warms up */
-			for (int m = 0; m < 4; m++)
+			for (int m = 0; m < NMETHODS; m++)
 			{
 				double		t0;
 
@@ -144,6 +163,15 @@ main(int argc, char **argv)
 				{
 					if (m == 0)
 						MPI_Allreduce(MPI_IN_PLACE, buf, (int) n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+					else if (m == SHM)
+					{
+						/*
+						 * as in training, each step's gradient was just written by
+						 * its rank (MPI_Allreduce writes its buffer in place too)
+						 */
+						memcpy(shm_grads, buf, sizeof(float) * n);
+						sync_step(&sy[m], &spec, shm_params, shm_grads, &shm_opt, 0.0f, 1, 1, false);
+					}
 					else
 						sync_step(&sy[m], &spec, params, buf, &opt, 0.0f, 0, 0, false);
 				}
@@ -151,7 +179,7 @@ main(int argc, char **argv)
 				if (r >= 0)
 					t[m][r] = t0;
 			}
-		for (int m = 0; m < 4; m++)
+		for (int m = 0; m < NMETHODS; m++)
 		{
 			double		med;
 
@@ -170,8 +198,13 @@ main(int argc, char **argv)
 			}
 			free(t[m]);
 		}
-		for (int m = 1; m < 4; m++)
+		sync_unbind(&sy[SHM], &shm_params, &shm_grads, &shm_opt);
+		for (int m = 1; m < NMETHODS; m++)
 			sync_free(&sy[m]);
+		free(shm_opt.s1);
+		free(shm_opt.s2);
+		free(shm_params);
+		free(shm_grads);
 		free(buf);
 		free(params);
 	}
