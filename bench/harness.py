@@ -40,12 +40,12 @@ MODES = {
                   logit_adam_epochs=2, mlp20_epochs=1, sk_logreg_iter=20,
                   sm_target=0.70, mlp_target=0.72, stream_n=1 << 22, stream_reps=3,
                   sgemm_s=0.1, ar_max="4M", copy_reps=1,
-                  sync_epochs=2, sync_target=0.70, sync_delay_ms=2, sync_workers=(2,)),
+                  sync_epochs=2, sync_target=0.70, sync_delay_ms=2, sync_workers=(2,), goal_pairs=2),
     "full": dict(reps=3, synth_rows=1000000, fashion_limit=None, sm_epochs=10, mlp_epochs=5,
                  logit_adam_epochs=2, mlp20_epochs=1, sk_logreg_iter=100,
                  sm_target=0.84, mlp_target=0.87, stream_n=1 << 24, stream_reps=10,
                  sgemm_s=0.5, ar_max="64M", copy_reps=3,
-                 sync_epochs=8, sync_target=0.83, sync_delay_ms=3, sync_workers=(2, 4)),
+                 sync_epochs=8, sync_target=0.83, sync_delay_ms=3, sync_workers=(2, 4), goal_pairs=5),
 }
 
 RAW = {}
@@ -218,6 +218,15 @@ def dml_runs_paired(conn, reps, key, name, relation, target, baseline, **kw):
     if baseline:
         RAW["dml"][key + "-baseline"] = base
     return runs, base
+
+
+def torch_run(cmd):
+    """One run of the PyTorch peer: wall seconds and its JSON records."""
+    out, wall = sh(cmd)
+    recs = jsonl(out)
+    return dict(wall=wall, epochs=[x for x in recs if x.get("event") == "epoch"],
+                done=next(x for x in recs if x.get("event") == "done"),
+                config=next(x for x in recs if x.get("event") == "config"))
 
 
 def dml_runs(conn, reps, key, name, relation, target, **kw):
@@ -484,13 +493,25 @@ def main():
             runs = []
             for r in range(R):
                 log(f"torch {kind} threads={th} run {r + 1}/{R}")
-                out, wall = sh(cmd)
-                recs = jsonl(out)
-                runs.append(dict(wall=wall, epochs=[x for x in recs if x.get("event") == "epoch"],
-                                 done=next(x for x in recs if x.get("event") == "done"),
-                                 config=next(x for x in recs if x.get("event") == "config")))
+                runs.append(torch_run(cmd))
             torch_runs[(kind, th)] = dict(cmd=cmd, runs=runs)
     RAW["torch"] = {f"{k[0]}-t{k[1]}": v for k, v in torch_runs.items()}
+
+    # The MLP goal, paired: dml w2 b128 and PyTorch 1 thread in turn, the
+    # ratio taken pair by pair, so a stretch of a slower machine (it is
+    # shared) falls on both sides of a ratio instead of on one table row.
+    goal_pairs = []
+    goal_kw = dict(features=["pixels"], model="mlp", hidden=[256, 128], optimizer="adam",
+                   learning_rate=0.001, batch_size=128, epochs=M["mlp_epochs"], validation=0.1,
+                   workers=2)
+    for r in range(M["goal_pairs"]):
+        log(f"MLP goal pair {r + 1}/{M['goal_pairs']}: dml w2 b128, then PyTorch 1 thread")
+        d = dml_train(conn, "bench_mlp_goal", "fashion_train", "label", **goal_kw)
+        t = torch_run(torch_runs[("mlp", 1)]["cmd"])
+        goal_pairs.append(dict(dml=epoch_median(d, "rows_per_second"),
+                               torch=med([e["samples_per_s"] for e in t["epochs"]]),
+                               dml_sql=d["sql"]))
+    RAW["mlp_goal_pairs"] = goal_pairs
 
     sk_runs = {}
     for th in (1, 2):
@@ -626,9 +647,23 @@ def main():
                  f"batch 256) vs PyTorch {fmt(t1)} (1 thread) and {fmt(t2)} (2 threads): "
                  f"dml w1 / torch 1 thread = {ratio(d1, t1)}, dml w2 / torch 2 threads = {ratio(d2, t2)}; "
                  f"dml w2 / PyTorch's faster setting = {ratio(d2, max(t1, t2))}"
-                 + (f" (issue goal for the MLP: at least 2x — {'met' if d2 >= 2 * max(t1, t2) else 'NOT met'}); "
-                    f"all-reduce through shared memory vs MPI_Allreduce, same job: {shm_gain}."
+                 + (f"; all-reduce through shared memory vs MPI_Allreduce, same job: {shm_gain}."
                     if kind == "mlp" else "."))
+        if kind == "mlp":
+            pr = [p["dml"] / p["torch"] for p in goal_pairs]
+            s += [f"**The MLP goal, paired.** dml `workers => 2, batch_size => 128` and PyTorch "
+                  f"with 1 thread (batch 256, its faster setting) run in turn, {len(pr)} pairs; "
+                  "each pair's ratio is dml's median epoch samples/s over PyTorch's:", "",
+                  table(["pair", "dml w2 b128 samples/s", "PyTorch 1 thread samples/s", "ratio"],
+                        [[str(i + 1), fmt(p["dml"]), fmt(p["torch"]), ratio(p["dml"], p["torch"])]
+                         for i, p in enumerate(goal_pairs)]), "",
+                  f"Median ratio {fmt(med(pr), 3)}x (range {fmt(min(pr), 3)}–{fmt(max(pr), 3)}x); "
+                  "the issue's goal is at least 2x.", "",
+                  codeblock([f"dml: {goal_pairs[0]['dml_sql']}",
+                             f"PyTorch: {torch_runs[('mlp', 1)]['cmd']}"]), ""]
+            rep.head(f"MLP goal, dml w2 b128 and PyTorch 1 thread run in turn ({len(pr)} pairs): "
+                     f"median ratio {fmt(med(pr), 3)}x (range {fmt(min(pr), 3)}–{fmt(max(pr), 3)}x); "
+                     f"issue goal at least 2x — {'met' if med(pr) >= 2 else 'NOT met'}.")
 
     # end to end
     rows = []
