@@ -93,14 +93,34 @@ now_ns(void)
 }
 
 /*
- * comm_wait_all
- *		Wait for n requests: poll flat out for a while (a step's partner is
- *		usually microseconds away), then nap between polls.  Blocking MPI
- *		calls poll flat out for as long as they wait, so on a host with more
- *		ranks than cores (parameter servers next to workers, or many
- *		workers) the waiting ranks took the cores from the ranks, and the
- *		PostgreSQL backends, they were waiting for.
+ * Message waits poll flat out while messages are flowing: for spin_limit
+ * after the wait began, and for as long as the previous wait ended less
+ * than ACTIVE_NS ago (a server answering steps, a worker in its step
+ * rhythm).  A longer silence (the other ranks are loading their slices, or
+ * a straggler is far behind) is waited out in naps.  Blocking MPI calls
+ * poll flat out for as long as they wait, so on a host with more ranks
+ * than cores the parameter servers, waiting for the first push, took the
+ * cores from the workers and the PostgreSQL backends serving their slices
+ * (a job of 4 workers and 2 servers sometimes took a minute to load
+ * 8,000 rows).
  */
+#define ACTIVE_NS		5000000		/* 5 ms */
+static int64_t last_active = 0;
+
+static void
+wait_a_little(int64_t start)
+{
+	int64_t		now = now_ns();
+
+	if (now - start > spin_limit && now - last_active > ACTIVE_NS)
+	{
+		struct timespec ts = {0, NAP_NS};
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* as MPI_Waitall, waiting as above */
 void
 comm_wait_all(int n, MPI_Request *req)
 {
@@ -111,17 +131,13 @@ comm_wait_all(int n, MPI_Request *req)
 	{
 		mpiCheck(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
 		if (done)
-			return;
-		if (now_ns() - start > spin_limit)
-		{
-			struct timespec ts = {0, NAP_NS};
-
-			nanosleep(&ts, NULL);
-		}
+			break;
+		wait_a_little(start);
 	}
+	last_active = now_ns();
 }
 
-/* as MPI_Probe, waiting as comm_wait_all does */
+/* as MPI_Probe, waiting as above */
 void
 comm_probe(int source, int tag, MPI_Comm comm, MPI_Status *st)
 {
@@ -132,14 +148,10 @@ comm_probe(int source, int tag, MPI_Comm comm, MPI_Status *st)
 	{
 		mpiCheck(MPI_Iprobe(source, tag, comm, &found, st));
 		if (found)
-			return;
-		if (now_ns() - start > spin_limit)
-		{
-			struct timespec ts = {0, NAP_NS};
-
-			nanosleep(&ts, NULL);
-		}
+			break;
+		wait_a_little(start);
 	}
+	last_active = now_ns();
 }
 
 /*
