@@ -225,9 +225,10 @@ extern double dml_net_forward_backward(const DmlNet *net, DmlWork *work,
 									   float *grads, const float *X,
 									   const float *y, int B);
 
-/* grads += scale * d(sum loss)/dparams; returns the (unscaled) sum of losses */
+/* grads = scale * d(sum loss)/dparams (overwritten; B >= 1); the sum of losses */
 extern double dml_net_gradient(const DmlNet *net, DmlWork *work, float *grads,
 							   const float *X, const float *y, int B, float scale);
+/* grads += scale * d(sum loss)/dparams; returns the (unscaled) sum of losses */
 extern double dml_net_forward_backward_scaled(const DmlNet *net, DmlWork *work,
 											  float *grads, const float *X,
 											  const float *y, int B, float scale);

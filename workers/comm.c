@@ -496,8 +496,9 @@ comm_shared_alloc(size_t bytes, void **base)
 
 /*
  * comm_shared_fence
- *		Every rank's stores to the segment before it are seen by every
- *		rank's loads after it: a barrier between two memory fences.
+ *		A barrier of the data ranks: every rank's stores to the segment
+ *		before it are seen by every rank's loads after it.  A waiting rank
+ *		polls for spin_limit, then naps (see comm_init).
  */
 void
 comm_shared_fence(CommShared *sh)
