@@ -165,24 +165,16 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 			job->optimizer = "nesterov";
 		return;
 	}
-	if (strcmp(key, "in_server") == 0)
-	{
-		if (v->type != jbvBool)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"in_server\" must be a boolean")));
-		job->no_in_server = !v->val.boolean;
-		return;
-	}
-	if (strcmp(key, "shared_memory") == 0)
-	{
-		if (v->type != jbvBool)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"shared_memory\" must be a boolean")));
-		job->no_shared_memory = !v->val.boolean;
-		return;
-	}
+	/* on by default: the job keeps the negation */
+#define BOOLEAN_OFF_OPT(nm, off_field) \
+	if (strcmp(key, nm) == 0) { \
+		if (v->type != jbvBool) \
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), \
+							errmsg("option \"%s\" must be a boolean", nm))); \
+		off_field = !v->val.boolean; return; }
+
+	BOOLEAN_OFF_OPT("in_server", job->no_in_server);
+	BOOLEAN_OFF_OPT("shared_memory", job->no_shared_memory);
 	if (strcmp(key, "load") == 0)
 	{
 		if (str == NULL || (strcmp(str, "auto") != 0 && strcmp(str, "copy") != 0))
