@@ -82,6 +82,15 @@ cpu_relax(void)
 #endif
 }
 
+/* sleep ns nanoseconds: a waiting rank gives its core away */
+static void
+nap(long ns)
+{
+	struct timespec ts = {0, ns};
+
+	nanosleep(&ts, NULL);
+}
+
 /* nanoseconds on the monotonic clock */
 static int64_t
 now_ns(void)
@@ -113,11 +122,7 @@ wait_a_little(int64_t start)
 	int64_t		now = now_ns();
 
 	if (now - start > spin_limit && now - last_active > ACTIVE_NS)
-	{
-		struct timespec ts = {0, NAP_NS};
-
-		nanosleep(&ts, NULL);
-	}
+		nap(NAP_NS);
 }
 
 /* as MPI_Waitall, waiting as above */
@@ -387,11 +392,7 @@ comm_barrier(void)
 	{
 		mpiCheck(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
 		if (!done && i >= 64)
-		{
-			struct timespec ts = {0, 100000};	/* 0.1 ms */
-
-			nanosleep(&ts, NULL);
-		}
+			nap(100000);		/* 0.1 ms */
 	}
 }
 
@@ -518,11 +519,7 @@ comm_shared_fence(CommShared *sh)
 	while (atomic_load(&b->generation) == gen)
 	{
 		if (now_ns() - start > spin_limit)
-		{
-			struct timespec ts = {0, NAP_NS};
-
-			nanosleep(&ts, NULL);
-		}
+			nap(NAP_NS);
 		else
 			cpu_relax();
 	}

@@ -453,21 +453,10 @@ copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
 static int
 label_of_key(const WorkerSpec *spec, int64_t key)
 {
-	int			lo = 0,
-				hi = spec->nclasses - 1;
+	const int64_t *hit = bsearch(&key, spec->class_keys, spec->nclasses, sizeof(int64_t),
+								 cmp_int64);
 
-	while (lo <= hi)
-	{
-		int			mid = (lo + hi) / 2;
-
-		if (spec->class_keys[mid] == key)
-			return spec->class_key_index[mid];
-		if (spec->class_keys[mid] < key)
-			lo = mid + 1;
-		else
-			hi = mid - 1;
-	}
-	return -1;
+	return hit ? spec->class_key_index[hit - spec->class_keys] : -1;
 }
 
 /*
