@@ -8,7 +8,7 @@
 #   make bench-quick      the same harness on small sizes
 
 EXTENSION = dml
-EXTVERSION = 0.1.0
+EXTVERSION = 1.1
 
 MODULE_big = dml
 KERNEL_OBJS = kernels/cpu.o kernels/net.o kernels/format.o kernels/solve.o \
@@ -20,7 +20,7 @@ OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_p
 	$(KERNEL_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
-DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
+DATA = sql/$(EXTENSION)--1.0.sql $(wildcard sql/$(EXTENSION)--*--*.sql)
 EXTRA_CLEAN = $(DATA_built) build
 
 PG_CONFIG ?= pg_config

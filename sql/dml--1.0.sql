@@ -1,0 +1,319 @@
+/* dml: distributed machine learning inside PostgreSQL */
+
+\echo Use "CREATE EXTENSION dml" to load this file. \quit
+
+/*
+ * The catalog lives in schema dml; the functions and the dml_models view
+ * live in the extension's schema (@extschema@, public by default).
+ *
+ * Nobody but the extension's owner can read or write the catalog tables:
+ * the C functions touch them as that owner, after checking the caller's
+ * rights on the model (owner, member of the owner, or granted), and roles
+ * see their models through the dml_models view.
+ */
+CREATE SCHEMA dml;
+REVOKE ALL ON SCHEMA dml FROM PUBLIC;
+
+CREATE SEQUENCE dml.models_id_seq;
+
+CREATE TABLE dml.models (
+	id			bigint PRIMARY KEY DEFAULT nextval('dml.models_id_seq'),
+	name		text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+	version		integer NOT NULL CHECK (version > 0),
+	owner		oid NOT NULL,
+	created		timestamptz NOT NULL DEFAULT now(),
+	kind		text NOT NULL,
+	device		text NOT NULL,
+	spec		jsonb NOT NULL,
+	weights		bytea NOT NULL,
+	metrics		jsonb NOT NULL DEFAULT '{}',
+	UNIQUE (name, version)
+);
+ALTER SEQUENCE dml.models_id_seq OWNED BY dml.models.id;
+
+CREATE TABLE dml.epochs (
+	model_id	bigint NOT NULL REFERENCES dml.models (id)
+				ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
+	restarts	integer NOT NULL DEFAULT 0,
+	epoch		integer NOT NULL,
+	loss		float8,
+	val_loss	float8,
+	val_metric	float8,
+	rows_per_second float8,
+	seconds		float8,
+	bytes_sent	bigint,
+	staleness	integer,		/* ps, ssp, async: most clocks/updates behind */
+	recorded	timestamptz NOT NULL DEFAULT clock_timestamp(),
+	PRIMARY KEY (model_id, restarts, epoch)
+);
+
+/* the version dml_predict uses for a name, when pinned by dml_deploy */
+CREATE TABLE dml.deployments (
+	name		text PRIMARY KEY,
+	version		integer NOT NULL
+);
+
+/* roles a model name is shared with, by dml_grant */
+CREATE TABLE dml.grants (
+	name		text NOT NULL,
+	grantee		oid NOT NULL,
+	PRIMARY KEY (name, grantee)
+);
+
+REVOKE ALL ON dml.models, dml.epochs, dml.deployments, dml.grants FROM PUBLIC;
+REVOKE ALL ON SEQUENCE dml.models_id_seq FROM PUBLIC;
+
+CREATE TYPE dml.train_result AS (
+	model_id	bigint,
+	name		text,
+	version		integer,
+	epochs		integer,
+	final_loss	float8,
+	seconds		float8,
+	rows_per_second float8,
+	workers		integer,
+	device		text,
+	kind		text
+);
+
+/*
+ * dml_train: train a model on a table, view or partitioned table.
+ * NULL arguments take defaults chosen by model kind (see README).
+ */
+CREATE FUNCTION @extschema@.dml_train(
+	name			text,
+	relation		regclass,
+	target			text,
+	features		text[] DEFAULT NULL,
+	model			text DEFAULT 'auto',
+	hidden			integer[] DEFAULT NULL,
+	activation		text DEFAULT 'relu',
+	optimizer		text DEFAULT NULL,
+	learning_rate	float8 DEFAULT NULL,
+	batch_size		integer DEFAULT NULL,
+	epochs			integer DEFAULT NULL,
+	weight_decay	float8 DEFAULT 0,
+	validation		float8 DEFAULT 0,
+	patience		integer DEFAULT 0,
+	nulls			text DEFAULT 'error',
+	workers			integer DEFAULT NULL,
+	device			text DEFAULT NULL,
+	seed			bigint DEFAULT 42,
+	options			jsonb DEFAULT '{}',
+	sync			text DEFAULT 'allreduce',
+	servers			integer DEFAULT NULL,
+	staleness		integer DEFAULT 0,
+	average_every	integer DEFAULT 1,
+	compression		text DEFAULT 'none',
+	topk_ratio		float8 DEFAULT 0.01)
+RETURNS dml.train_result
+AS 'MODULE_PATHNAME', 'dml_train'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+/*
+ * The column form of predict by row: dml.predict_support, the planner
+ * support of the record forms below, turns dml_predict(m, t) with t a
+ * table's row into dml.predict_cols(m, '{col,...}', t.col, ...), every
+ * column of the table under its name, so the executor builds no composite
+ * datum per row.  Not STRICT: a NULL column is a NULL feature, an error.
+ */
+CREATE FUNCTION dml.predict_support(internal) RETURNS internal
+AS 'MODULE_PATHNAME', 'dml_predict_support' LANGUAGE C STRICT;
+
+CREATE FUNCTION dml.predict_cols(model text, columns text[], VARIADIC "any")
+RETURNS float8
+AS 'MODULE_PATHNAME', 'dml_predict_cols'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+CREATE FUNCTION dml.predict_class_cols(model text, columns text[], VARIADIC "any")
+RETURNS text
+AS 'MODULE_PATHNAME', 'dml_predict_class_cols'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+CREATE FUNCTION dml.predict_proba_cols(model text, columns text[], VARIADIC "any")
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'dml_predict_proba_cols'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+GRANT EXECUTE ON FUNCTION dml.predict_cols(text, text[], "any"),
+	dml.predict_class_cols(text, text[], "any"), dml.predict_proba_cols(text, text[], "any")
+	TO PUBLIC;
+
+/* Per-row inference on the deployed (else newest) version of a model */
+CREATE FUNCTION @extschema@.dml_predict(model text, features float8[])
+RETURNS float8
+AS 'MODULE_PATHNAME', 'dml_predict_array'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION @extschema@.dml_predict(model text, "row" record)
+RETURNS float8
+AS 'MODULE_PATHNAME', 'dml_predict_record'
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+SUPPORT dml.predict_support;
+
+CREATE FUNCTION @extschema@.dml_predict_class(model text, features float8[])
+RETURNS text
+AS 'MODULE_PATHNAME', 'dml_predict_class_array'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION @extschema@.dml_predict_class(model text, "row" record)
+RETURNS text
+AS 'MODULE_PATHNAME', 'dml_predict_class_record'
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+SUPPORT dml.predict_support;
+
+CREATE FUNCTION @extschema@.dml_predict_proba(model text, features float8[])
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'dml_predict_proba_array'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION @extschema@.dml_predict_proba(model text, "row" record)
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'dml_predict_proba_record'
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+SUPPORT dml.predict_support;
+
+/* Pin the version predict uses; NULL unpins (newest again) */
+CREATE FUNCTION @extschema@.dml_deploy(name text, version integer)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dml_deploy'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT;
+
+CREATE FUNCTION @extschema@.dml_drop_model(name text, version integer DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'dml_drop_model'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT;
+
+CREATE FUNCTION @extschema@.dml_grant(name text, role regrole)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dml_grant'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION @extschema@.dml_revoke(name text, role regrole)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dml_revoke'
+LANGUAGE C VOLATILE STRICT;
+
+/* Metrics of a model on a relation, as training reports them */
+CREATE FUNCTION @extschema@.dml_evaluate(model text, relation regclass)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'dml_evaluate'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+/*
+ * Batch inference into a new table, through GEMM in blocks: in the backend
+ * (device 'cpu'), or in one dml-worker on a GPU ('gpu'; 'auto' when one is
+ * visible)
+ */
+CREATE PROCEDURE @extschema@.dml_predict_table(
+	model		text,
+	source		regclass,
+	target		text,
+	id_column	text DEFAULT NULL,
+	device		text DEFAULT 'cpu')
+AS 'MODULE_PATHNAME', 'dml_predict_table'
+LANGUAGE C;
+
+/*
+ * dml.xtx(ARRAY[y, x1, ..., xd]): the sufficient statistics of least
+ * squares, as a parallel aggregate (the one-pass exact solver).
+ */
+CREATE FUNCTION dml.xtx_trans(internal, float8[]) RETURNS internal
+AS 'MODULE_PATHNAME', 'dml_xtx_trans' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE FUNCTION dml.xtx_combine(internal, internal) RETURNS internal
+AS 'MODULE_PATHNAME', 'dml_xtx_combine' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE FUNCTION dml.xtx_serialize(internal) RETURNS bytea
+AS 'MODULE_PATHNAME', 'dml_xtx_serialize' LANGUAGE C STRICT PARALLEL SAFE;
+CREATE FUNCTION dml.xtx_deserialize(bytea, internal) RETURNS internal
+AS 'MODULE_PATHNAME', 'dml_xtx_deserialize' LANGUAGE C STRICT PARALLEL SAFE;
+CREATE FUNCTION dml.xtx_final(internal) RETURNS float8[]
+AS 'MODULE_PATHNAME', 'dml_xtx_final' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE AGGREGATE dml.xtx(float8[]) (
+	SFUNC = dml.xtx_trans,
+	STYPE = internal,
+	COMBINEFUNC = dml.xtx_combine,
+	SERIALFUNC = dml.xtx_serialize,
+	DESERIALFUNC = dml.xtx_deserialize,
+	FINALFUNC = dml.xtx_final,
+	PARALLEL = SAFE
+);
+GRANT EXECUTE ON FUNCTION dml.xtx_trans(internal, float8[]), dml.xtx_combine(internal, internal),
+	dml.xtx_serialize(internal), dml.xtx_deserialize(bytea, internal), dml.xtx_final(internal)
+	TO PUBLIC;
+
+/*
+ * dml.xtx_cols(y, x1, ..., xd): the same statistics from float8 columns
+ * passed one by one, with no array built per row (the in-server exact
+ * solver's form; dml.xtx remains for more columns than a function takes).
+ */
+CREATE FUNCTION dml.xtx_cols_trans(internal, VARIADIC "any") RETURNS internal
+AS 'MODULE_PATHNAME', 'dml_xtx_cols_trans' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE AGGREGATE dml.xtx_cols(VARIADIC "any") (
+	SFUNC = dml.xtx_cols_trans,
+	STYPE = internal,
+	COMBINEFUNC = dml.xtx_combine,
+	SERIALFUNC = dml.xtx_serialize,
+	DESERIALFUNC = dml.xtx_deserialize,
+	FINALFUNC = dml.xtx_final,
+	PARALLEL = SAFE
+);
+GRANT EXECUTE ON FUNCTION dml.xtx_cols_trans(internal, "any") TO PUBLIC;
+
+/* a numeric array as little-endian float32 bytes, for the workers' COPY */
+CREATE FUNCTION dml.vec_bytes(anyarray) RETURNS bytea
+AS 'MODULE_PATHNAME', 'dml_vec_bytes' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+GRANT EXECUTE ON FUNCTION dml.vec_bytes(anyarray) TO PUBLIC;
+
+/*
+ * float8 values as one field of little-endian float32 bytes (a NULL bitmap
+ * after them when some are NULL), for the workers' COPY of numeric features
+ */
+CREATE FUNCTION dml.num_bytes(VARIADIC "any") RETURNS bytea
+AS 'MODULE_PATHNAME', 'dml_num_bytes' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+GRANT EXECUTE ON FUNCTION dml.num_bytes("any") TO PUBLIC;
+
+/*
+ * A slice of rows as one bytea of float32s (target first, 8 bytes), for the
+ * workers' load of all-numeric jobs: no per-row protocol (aggregate.c)
+ */
+CREATE FUNCTION dml.pack_rows_trans(internal, VARIADIC "any") RETURNS internal
+AS 'MODULE_PATHNAME', 'dml_pack_rows_trans' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE FUNCTION dml.pack_rows_final(internal) RETURNS bytea
+AS 'MODULE_PATHNAME', 'dml_pack_rows_final' LANGUAGE C PARALLEL SAFE;
+CREATE AGGREGATE dml.pack_rows(VARIADIC "any") (
+	SFUNC = dml.pack_rows_trans,
+	STYPE = internal,
+	FINALFUNC = dml.pack_rows_final
+);
+GRANT EXECUTE ON FUNCTION dml.pack_rows_trans(internal, "any") TO PUBLIC;
+GRANT EXECUTE ON FUNCTION dml.pack_rows_final(internal) TO PUBLIC;
+
+/* true when the calling role may use a model name */
+CREATE FUNCTION dml.can_use(owner oid, name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dml_can_use'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+/* The models the calling role may use */
+CREATE VIEW @extschema@.dml_models AS
+SELECT m.id, m.name, m.version, m.owner::regrole AS owner, m.kind, m.device,
+	   m.spec -> 'features' AS features,
+	   m.spec -> 'classes' AS classes,
+	   m.created,
+	   (d.version IS NOT DISTINCT FROM m.version OR
+		(d.version IS NULL AND m.version = (SELECT max(version) FROM dml.models m2
+											WHERE m2.name = m.name))) AS deployed,
+	   m.metrics
+FROM dml.models m
+LEFT JOIN dml.deployments d ON d.name = m.name
+WHERE dml.can_use(m.owner, m.name);
+
+CREATE VIEW @extschema@.dml_epochs AS
+SELECT m.name, m.version, e.restarts, e.epoch, e.loss, e.val_loss, e.val_metric,
+	   e.rows_per_second, e.seconds, e.bytes_sent, e.staleness, e.recorded
+FROM dml.epochs e JOIN dml.models m ON m.id = e.model_id
+WHERE dml.can_use(m.owner, m.name);
+
+GRANT USAGE ON SCHEMA dml TO PUBLIC;
+GRANT EXECUTE ON FUNCTION dml.can_use(oid, text) TO PUBLIC;
+GRANT SELECT ON @extschema@.dml_models, @extschema@.dml_epochs TO PUBLIC;
