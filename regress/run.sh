@@ -25,9 +25,13 @@ bash .ci/setup.sh || { echo "setup failed"; exit 1; }
 
 SUDO=
 [ "$(id -u)" = 0 ] || SUDO=sudo
+# every log and scratch file of this run, so runs side by side share none
+RESULTS=$(mktemp -d /tmp/dml-regress.XXXXXX)
+chmod 777 "$RESULTS"
+export DML_TEST_TMP=$RESULTS
 echo "== build and install"
-make -s >/tmp/dml-build.log 2>&1 && $SUDO make -s install >>/tmp/dml-build.log 2>&1 || {
-	cat /tmp/dml-build.log; echo "0 passed, 1 failed"; exit 1; }
+make -s >"$RESULTS/build.log" 2>&1 && $SUDO make -s install >>"$RESULTS/build.log" 2>&1 || {
+	cat "$RESULTS/build.log"; echo "0 passed, 1 failed"; exit 1; }
 
 PASS=0
 FAIL=0
@@ -47,18 +51,18 @@ tally() {
 }
 
 echo "== C unit tests"
-if make -s build/test_kernels >/tmp/dml-unit.log 2>&1; then
-	./build/test_kernels >>/tmp/dml-unit.log 2>&1
-	grep -E '^not ok' /tmp/dml-unit.log
-	tally kernels /tmp/dml-unit.log
+if make -s build/test_kernels >"$RESULTS/unit.log" 2>&1; then
+	./build/test_kernels >>"$RESULTS/unit.log" 2>&1
+	grep -E '^not ok' "$RESULTS/unit.log"
+	tally kernels "$RESULTS/unit.log"
 else
-	cat /tmp/dml-unit.log
+	cat "$RESULTS/unit.log"
 	FAIL=$((FAIL + 1)); FAILED+=("kernels build")
 fi
 if [ -x regress/fuzz/run.sh ] || [ -f regress/fuzz/run.sh ]; then
-	bash regress/fuzz/run.sh replay >/tmp/dml-replay.log 2>&1
-	grep -E '^not ok' /tmp/dml-replay.log
-	tally fuzz-replay /tmp/dml-replay.log
+	bash regress/fuzz/run.sh replay >"$RESULTS/replay.log" 2>&1
+	grep -E '^not ok' "$RESULTS/replay.log"
+	tally fuzz-replay "$RESULTS/replay.log"
 fi
 
 echo "== cluster"
@@ -72,8 +76,6 @@ pgc_psql -c "ALTER DATABASE dml_regress SET dml.test_hooks = on" >/dev/null
 
 echo "== pg_regress"
 PG_REGRESS=$(pg_config --pkglibdir)/pgxs/src/test/regress/pg_regress
-RESULTS=$(mktemp -d /tmp/dml-regress.XXXXXX)
-chmod 777 "$RESULTS"
 TESTS=$(cat regress/schedule)
 for t in $TESTS; do
 	[ -f "regress/expected/$t.out" ] || touch "regress/expected/$t.out"

@@ -3,13 +3,28 @@
 #   ok "what"            print "ok N - what"
 #   notok "what"         print "not ok N - what"
 #   check "what" 'cond'  ok or notok as the shell condition says
+#   wait_until S 'cond'  poll the shell condition every 0.05 s for at most S
+#                        seconds; true as soon as it holds, false at the deadline
 #   stop_job ...         cancel, terminate or time out a job and check it ended
+#
+# Scratch files go in $T, one directory per run (regress/run.sh passes its
+# own as DML_TEST_TMP), so runs side by side never share a file.
 #
 # N counts up from 1 in the variable n.
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 notok() { n=$((n + 1)); echo "not ok $n - $1"; }
 check() { if eval "$2"; then ok "$1"; else notok "$1"; fi; }
+T=${DML_TEST_TMP:-$(mktemp -d /tmp/dml-t.XXXXXX)}
+chmod 777 "$T"
+wait_until() {
+	local deadline
+	deadline=$(echo "$(date +%s.%N) + $1" | bc)
+	until eval "$2"; do
+		[ "$(echo "$(date +%s.%N) > $deadline" | bc)" = 1 ] && return 1
+		sleep 0.05
+	done
+}
 
 # stop_job LABEL HOW MATCH LOG CLIENT TRIES: end a running job and check that
 # it ended.  HOW is cancel or terminate (sent to the backend whose query

@@ -15,23 +15,23 @@ pgc_psql -c "DROP TABLE IF EXISTS cancel_data; CREATE TABLE cancel_data AS
 for how in cancel terminate timeout; do
 	before=$(pgc_psql -t -A -c "SELECT count(*) FROM dml.models WHERE name = 'cancel_$how'")
 	if [ "$how" = timeout ]; then
-		pgc_psql -c "SET statement_timeout = '3s'; SELECT * FROM dml_train('cancel_$how', 'cancel_data', 'y',
-			optimizer => 'sgd', batch_size => 1, epochs => 100000, workers => 2)" >/tmp/dml-cancel-$how.log 2>&1 &
+		pgc_psql -c "SET statement_timeout = '6s'; SELECT * FROM dml_train('cancel_$how', 'cancel_data', 'y',
+			optimizer => 'sgd', batch_size => 1, epochs => 100000, workers => 2)" >$T/dml-cancel-$how.log 2>&1 &
 		client=$!
-		sleep 1.5
-		check "$how: workers are running" '[ "$(job_procs)" -ge 2 ]'
+		wait_until 5 '[ "$(job_procs)" -ge 3 ]'
+		check "$how: workers are running" '[ "$(job_procs)" -ge 3 ]'
 	else
 		pgc_psql -c "SELECT * FROM dml_train('cancel_$how', 'cancel_data', 'y',
-			optimizer => 'sgd', batch_size => 1, epochs => 100000, workers => 2)" >/tmp/dml-cancel-$how.log 2>&1 &
+			optimizer => 'sgd', batch_size => 1, epochs => 100000, workers => 2)" >$T/dml-cancel-$how.log 2>&1 &
 		client=$!
-		sleep 2
-		check "$how: workers are running" '[ "$(job_procs)" -ge 2 ]'
+		wait_until 60 '[ "$(job_procs)" -ge 3 ]'
+		check "$how: workers are running" '[ "$(job_procs)" -ge 3 ]'
 	fi
-	# the timeout fires 3 s after the statement began, 1.5 s after our check
-	stop_job "$how" "$how" "cancel_$how" /tmp/dml-cancel-$how.log $client 60
+	# the timeout fires 6 s after the statement began, after the workers started
+	stop_job "$how" "$how" "cancel_$how" $T/dml-cancel-$how.log $client 60
 	after=$(pgc_psql -t -A -c "SELECT count(*) FROM dml.models WHERE name = 'cancel_$how'")
 	check "$how: no model row stored" '[ "$before" = "$after" ]'
 	check "$how: no job directory left" '[ "$(job_dirs)" -eq 0 ]'
-	rm -f /tmp/dml-cancel-$how.log
+	rm -f $T/dml-cancel-$how.log
 done
 check "the server is still up" 'pgc_psql -t -A -c "SELECT 1" | grep -q 1'

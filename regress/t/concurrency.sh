@@ -100,7 +100,8 @@ Q="SELECT dml_predict('conc_live', ARRAY[0.5, 0.25]::float8[]) || ' ' || (SELECT
 chmod 644 "$W/live.sql"
 pgc_psql -At -v ON_ERROR_STOP=0 -f "$W/live.sql" >"$W/live.out" 2>&1 &
 pl=$!
-sleep 1
+# the reader is under way before the training starts
+wait_until 60 '[ "$(grep -c . "$W/live.out" 2>/dev/null || echo 0)" -ge 5 ]'
 pgc_psql -At -c "SET client_min_messages = warning" -c "SELECT version FROM dml_train('conc_live', 'conc_data', 'y',
 	features => '{x1,x2}', optimizer => 'sgd', learning_rate => 0.01, batch_size => 16, epochs => 6,
 	seed => 9, workers => 2)" >"$W/live_train.log" 2>&1

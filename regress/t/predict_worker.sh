@@ -33,19 +33,19 @@ if { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -
 else
 	pgc_psql -v VERBOSITY=verbose \
 		-c "CALL dml_predict_table('pw_wide', 'pw_data', 'pw_gpu', 'i', device => 'gpu')" \
-		>/tmp/dml-pw-gpu.log 2>&1
+		>$T/dml-pw-gpu.log 2>&1
 	rc=$?
 	check "gpu without a GPU: the CALL fails" '[ $rc -ne 0 ]'
 	check "gpu without a GPU: SQLSTATE 55000 and the cause in the message" \
-		"grep -qE 'ERROR:  55000: device .gpu. was asked for, but (no CUDA device is visible to the worker|this build of dml(-worker)? has no CUDA support)' /tmp/dml-pw-gpu.log"
-	check "gpu without a GPU: the hint says what to do" "grep -q \"HINT:  Use device => 'cpu'\" /tmp/dml-pw-gpu.log"
+		"grep -qE 'ERROR:  55000: device .gpu. was asked for, but (no CUDA device is visible to the worker|this build of dml(-worker)? has no CUDA support)' $T/dml-pw-gpu.log"
+	check "gpu without a GPU: the hint says what to do" "grep -q \"HINT:  Use device => 'cpu'\" $T/dml-pw-gpu.log"
 	check "gpu without a GPU: no worker crash reported" \
-		"! grep -qiE 'signal|core dumped|job failed' /tmp/dml-pw-gpu.log"
+		"! grep -qiE 'signal|core dumped|job failed' $T/dml-pw-gpu.log"
 	check "gpu without a GPU: no table left" '! table_exists pw_gpu'
 	check "gpu without a GPU: no process left" '[ "$(job_procs)" -eq 0 ]'
 	check "gpu without a GPU: no job directory left" '[ "$(job_dirs)" -eq 0 ]'
-	sed 's/^/# /' /tmp/dml-pw-gpu.log
-	rm -f /tmp/dml-pw-gpu.log
+	sed 's/^/# /' $T/dml-pw-gpu.log
+	rm -f $T/dml-pw-gpu.log
 fi
 
 # --- 2. cancel, terminate, timeout during a worker's predict -----------------
@@ -53,23 +53,19 @@ for how in cancel terminate timeout; do
 	out=pw_out_$how
 	if [ "$how" = timeout ]; then
 		pgc_psql -c "SET statement_timeout = '4s'" -c "CALL dml_predict_table('pw_wide', 'pw_data', '$out', 'i',
-			device => 'worker-cpu')" >/tmp/dml-pw-$how.log 2>&1 &
+			device => 'worker-cpu')" >$T/dml-pw-$how.log 2>&1 &
 	else
 		pgc_psql -c "CALL dml_predict_table('pw_wide', 'pw_data', '$out', 'i',
-			device => 'worker-cpu')" >/tmp/dml-pw-$how.log 2>&1 &
+			device => 'worker-cpu')" >$T/dml-pw-$how.log 2>&1 &
 	fi
 	client=$!
-	# wait for the worker to be up and predicting
-	for i in $(seq 1 100); do
-		[ "$(job_procs)" -ge 1 ] && break
-		sleep 0.05
-	done
-	sleep 1.5
+	# wait for the worker to be up and reading its rows
+	wait_until 60 '[ "$(job_procs)" -ge 1 ] && [ "$(pgc_psql -t -A -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = '"'"'dml-worker'"'"'")" -ge 1 ]'
 	check "$how: the worker is running" '[ "$(job_procs)" -ge 1 ]'
-	stop_job "$how" "$how" "$out" /tmp/dml-pw-$how.log $client 100
+	stop_job "$how" "$how" "$out" $T/dml-pw-$how.log $client 100
 	check "$how: no target table left" "! table_exists $out"
 	check "$how: no job directory left" '[ "$(job_dirs)" -eq 0 ]'
-	rm -f /tmp/dml-pw-$how.log
+	rm -f $T/dml-pw-$how.log
 done
 
 # the same job, left alone, completes

@@ -17,14 +17,14 @@ sql1() { pgc_psql -At -c "SET client_min_messages = warning" -c "$1"; }
 # ---------------------------------------------------------------------
 # 1. top-k on Fashion-MNIST
 # ---------------------------------------------------------------------
-DML_LOAD_IDX=$PWD/build/dml-load-idx bash bench/load_fashion.sh >/tmp/dml-sync-load.log 2>&1
-check "Fashion-MNIST loaded ($(tail -1 /tmp/dml-sync-load.log))" \
+DML_LOAD_IDX=$PWD/build/dml-load-idx bash bench/load_fashion.sh >$T/dml-sync-load.log 2>&1
+check "Fashion-MNIST loaded ($(tail -1 $T/dml-sync-load.log))" \
 	'[ "$(sql1 "SELECT count(*) FROM fashion_train")" = 60000 ]'
 for c in none topk; do
 	sql1 "SELECT dml_drop_model(name) FROM dml.models WHERE name = 'sync_fashion_$c' LIMIT 1" >/dev/null
 	sql1 "SELECT name FROM dml_train('sync_fashion_$c', 'fashion_train', 'label', model => 'softmax',
 		optimizer => 'sgd', learning_rate => 0.1, batch_size => 128, epochs => 10, workers => 2,
-		compression => '$c', topk_ratio => 0.01)" >/tmp/dml-sync-$c.log 2>&1
+		compression => '$c', topk_ratio => 0.01)" >$T/dml-sync-$c.log 2>&1
 done
 read -r acc_none bytes_none <<<"$(sql1 "SELECT (dml_evaluate('sync_fashion_none', 'fashion_test')->>'accuracy'),
 	(SELECT sum(bytes_sent) FROM dml_epochs WHERE name = 'sync_fashion_none')" | tr '|' ' ')"
@@ -58,12 +58,12 @@ check "no job process left after the restart" '[ "$(pgc_job_procs)" -eq 0 ]'
 # ---------------------------------------------------------------------
 pgc_psql -c "SELECT * FROM dml_train('sync_cancel', 'sync_data', 'y', features => '{x1,x2}',
 	model => 'logistic', optimizer => 'sgd', batch_size => 1, epochs => 100000, workers => 2,
-	sync => 'ssp', staleness => 1, servers => 2)" >/tmp/dml-sync-cancel.log 2>&1 &
+	sync => 'ssp', staleness => 1, servers => 2)" >$T/dml-sync-cancel.log 2>&1 &
 client=$!
-sleep 2.5
+wait_until 60 '[ "$(pgc_job_procs)" -ge 5 ]'
 running=$(pgc_job_procs)
 check "ssp job runs 4 ranks and mpirun ($running processes)" '[ "$running" -ge 5 ]'
-stop_job "ssp job, cancel" cancel sync_cancel /tmp/dml-sync-cancel.log $client 100
+stop_job "ssp job, cancel" cancel sync_cancel $T/dml-sync-cancel.log $client 100
 check "cancel leaves no job directory" '[ "$(pgc_job_dirs)" -eq 0 ]'
 check "no model row for the cancelled job" \
 	'[ "$(sql1 "SELECT count(*) FROM dml.models WHERE name = '"'"'sync_cancel'"'"'")" = 0 ]'
