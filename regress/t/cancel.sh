@@ -28,7 +28,7 @@ for how in cancel terminate timeout; do
 		check "$how: workers are running" '[ "$(job_procs)" -ge 3 ]'
 	fi
 	# the timeout fires 6 s after the statement began, after the workers started
-	stop_job "$how" "$how" "cancel_$how" $T/dml-cancel-$how.log $client 60
+	stop_job "$how" "$how" "cancel_$how" $T/dml-cancel-$how.log $client 200
 	after=$(pgc_psql -t -A -c "SELECT count(*) FROM dml.models WHERE name = 'cancel_$how'")
 	check "$how: no model row stored" '[ "$before" = "$after" ]'
 	check "$how: no job directory left" '[ "$(job_dirs)" -eq 0 ]'
