@@ -24,6 +24,7 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/xlog.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
@@ -186,7 +187,8 @@ DmlNextModelId(void)
 /*
  * DmlCheckNameForTraining
  *		Training a name that exists adds a version, which needs the right to
- *		use the name.  Checked before anything launches.
+ *		use the name, and any new version needs a writable catalog (not a
+ *		hot standby).  Checked before anything launches.
  */
 void
 DmlCheckNameForTraining(const char *name)
@@ -196,6 +198,14 @@ DmlCheckNameForTraining(const char *name)
 	Datum		values[1];
 	Oid			owner = InvalidOid;
 	bool		found = false;
+
+	/* a standby has a read-only copy of the catalog: say so before any work */
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot add a version of model \"%s\" on a hot standby", name),
+				 errdetail("This server is in recovery: its dml.models is a read-only copy of the primary's."),
+				 errhint("Train or import on the primary server; the model reaches the standbys through replication, and they can predict with it.")));
 
 	values[0] = CStringGetTextDatum(name);
 	DmlBecomeOwner(&save);

@@ -20,7 +20,7 @@ CREATE TABLE dml.models (
 	id			bigint PRIMARY KEY DEFAULT nextval('dml.models_id_seq'),
 	name		text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
 	version		integer NOT NULL CHECK (version > 0),
-	owner		oid NOT NULL,
+	owner		regrole NOT NULL,	/* regrole: a dump names the role, not its oid */
 	created		timestamptz NOT NULL DEFAULT now(),
 	kind		text NOT NULL,
 	device		text NOT NULL,
@@ -56,12 +56,24 @@ CREATE TABLE dml.deployments (
 /* roles a model name is shared with, by dml_grant */
 CREATE TABLE dml.grants (
 	name		text NOT NULL,
-	grantee		oid NOT NULL,
+	grantee		regrole NOT NULL,
 	PRIMARY KEY (name, grantee)
 );
 
 REVOKE ALL ON dml.models, dml.epochs, dml.deployments, dml.grants FROM PUBLIC;
 REVOKE ALL ON SEQUENCE dml.models_id_seq FROM PUBLIC;
+
+/*
+ * The catalog is user data: pg_dump and pg_dumpall dump the rows of these
+ * tables (and the sequence's position), so a restore keeps every model,
+ * version, deployment, grant and epoch.  regress/t/backup.sh checks that
+ * every table and sequence of schema dml is marked.
+ */
+SELECT pg_catalog.pg_extension_config_dump('dml.models', '');
+SELECT pg_catalog.pg_extension_config_dump('dml.models_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('dml.epochs', '');
+SELECT pg_catalog.pg_extension_config_dump('dml.deployments', '');
+SELECT pg_catalog.pg_extension_config_dump('dml.grants', '');
 
 CREATE TYPE dml.train_result AS (
 	model_id	bigint,

@@ -1,0 +1,83 @@
+#!/bin/bash
+# standby.sh: models on a streaming hot standby (pg_basebackup -R).
+#   1. dml_predict (array and row forms), dml_predict_class,
+#      dml_predict_proba and dml_evaluate give on the standby exactly what
+#      they give on the primary; a version trained later on the primary
+#      reaches the standby and is used there.
+#   2. dml_train there is an error (SQLSTATE 25006) that says to train on
+#      the primary; dml_predict_table into a table there is PostgreSQL's
+#      read-only error (a standby cannot create tables, temporary ones
+#      included), and nothing is left behind.
+# Starts a primary and a standby of its own.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source regress/pgcluster.sh
+source regress/tap.sh
+source regress/travel/clusters.sh
+trap 'pgc_stop_all STANDBY PRIMARY' EXIT
+
+pgc_start || { notok "primary started"; exit 1; }
+pgc_save PRIMARY
+export PGDATABASE=postgres
+pgc_psql -c "CREATE EXTENSION dml" \
+	-c "CREATE TABLE sb AS SELECT i, sin(i * 0.37) AS x1, cos(i * 0.11) AS x2,
+		2 * sin(i * 0.37) - cos(i * 0.11) + 0.1 * sin(i) AS r,
+		(ARRAY['low','mid','high'])[1 + (i % 3)] AS lab FROM generate_series(1, 600) i" >/dev/null
+for spec in "sb_lin|r|linear|" "sb_cls|lab|softmax|" "sb_mlp|r|mlp|, hidden => '{8}', epochs => 3"; do
+	IFS='|' read -r name target kind extra <<<"$spec"
+	pgc_psql -c "SELECT name FROM dml_train('$name', 'sb', '$target', features => '{x1,x2}',
+		model => '$kind', workers => 1 $extra)" >/dev/null 2>>"$T/standby-train.log"
+done
+check "three models on the primary" \
+	'[ "$(pgc_psql -t -A -c "SELECT count(*) FROM dml.models")" = 3 ]'
+
+answers() {
+	pgc_psql -t -A -c "SELECT string_agg(pg_catalog.format('%s %s %s %s %s %s', i,
+			dml_predict('sb_lin', t), dml_predict('sb_lin', ARRAY[x1, x2]),
+			dml_predict_class('sb_cls', t), dml_predict_proba('sb_cls', ARRAY[x1, x2]),
+			dml_predict('sb_mlp', t)), E'\n' ORDER BY i) FROM sb t WHERE i <= 40" \
+		-c "SELECT dml_evaluate('sb_cls', 'sb'), dml_evaluate('sb_lin', 'sb')"
+}
+answers >"$T/standby-primary.txt"
+
+pgc_start_standby || { notok "standby started"; exit 1; }
+pgc_save STANDBY
+check "the standby is in recovery" \
+	'[ "$(pgc_psql -t -A -c "SELECT pg_is_in_recovery()")" = t ]'
+wait_until 60 '[ "$(pgc_psql -t -A -c "SELECT count(*) FROM dml.models" 2>/dev/null)" = 3 ]'
+answers >"$T/standby-standby.txt" 2>&1
+check "predict, predict_class, predict_proba and evaluate on the standby equal the primary's" \
+	'[ -s "$T/standby-primary.txt" ] && cmp -s "$T/standby-primary.txt" "$T/standby-standby.txt"'
+check "the standby's answers are numbers, not errors" \
+	'! grep -q ERROR "$T/standby-standby.txt" && [ "$(wc -l <"$T/standby-standby.txt")" -ge 40 ]'
+
+# --- a new version on the primary is used on the standby ------------------
+before=$(pgc_psql -t -A -c "SELECT dml_predict('sb_lin', ARRAY[0.3, 0.4])")
+pgc_use PRIMARY
+pgc_psql -c "UPDATE sb SET r = r + 5" \
+	-c "SELECT name FROM dml_train('sb_lin', 'sb', 'r', features => '{x1,x2}', model => 'linear', workers => 1)" \
+	>/dev/null 2>>"$T/standby-train.log"
+want=$(pgc_psql -t -A -c "SELECT dml_predict('sb_lin', ARRAY[0.3, 0.4])")
+pgc_use STANDBY
+wait_until 60 '[ "$(pgc_psql -t -A -c "SELECT max(version) FROM dml.models WHERE name = '"'sb_lin'"'")" = 2 ]'
+got=$(pgc_psql -t -A -c "SELECT dml_predict('sb_lin', ARRAY[0.3, 0.4])")
+check "version 2 trained on the primary predicts on the standby ($before -> $got, primary $want)" \
+	'[ "$got" = "$want" ] && [ "$got" != "$before" ]'
+
+# --- writes are refused, clearly -------------------------------------------
+pgc_psql -v VERBOSITY=verbose -c "SELECT dml_train('sb_new', 'sb', 'r', features => '{x1,x2}', workers => 1)" \
+	>"$T/standby-trainerr.log" 2>&1
+check "dml_train on the standby: SQLSTATE 25006, says it is a hot standby" \
+	"grep -q 'ERROR:  25006: cannot add a version of model \"sb_new\" on a hot standby' '$T/standby-trainerr.log'"
+check "dml_train on the standby: the hint says to train on the primary" \
+	"grep -q 'HINT:  Train or import on the primary server' '$T/standby-trainerr.log'"
+check "dml_train on the standby started no job" '[ "$(pgc_job_procs)" = 0 ] && [ "$(pgc_job_dirs)" = 0 ]'
+pgc_psql -c "CALL dml_predict_table('sb_lin', 'sb', 'pg_temp.sb_scores', 'i')" >"$T/standby-table.log" 2>&1
+check "dml_predict_table into a temporary table on the standby: the read-only error" \
+	"grep -q 'read-only transaction' '$T/standby-table.log'"
+pgc_psql -c "SELECT dml_deploy('sb_lin', 1)" >"$T/standby-deploy.log" 2>&1
+check "dml_deploy on the standby: the read-only error" \
+	"grep -q 'read-only transaction' '$T/standby-deploy.log'"
+check "the standby still serves predictions after the errors" \
+	'[ "$(pgc_psql -t -A -c "SELECT dml_predict('"'sb_lin'"', ARRAY[0.3, 0.4])")" = "$want" ]'
+echo "# $n checks"
