@@ -16,6 +16,7 @@ KERNEL_OBJS = kernels/cpu.o kernels/net.o kernels/format.o kernels/solve.o \
 OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_plan.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o \
 	extension/batch.o extension/batch_worker.o extension/aggregate.o extension/exact.o \
+	extension/export.o extension/onnx.o extension/package.o build/proto/onnx.pb-c.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o \
 	$(KERNEL_OBJS)
 
@@ -31,7 +32,7 @@ BLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-serial
 BLAS_LIBS = -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -l:libopenblas.so.0
 # no LLVM bitcode: it would need clang at build time for no benefit here
 override with_llvm := no
-PG_CPPFLAGS = -I$(srcdir)/kernels -I$(srcdir)/coordinator -I$(srcdir)/extension
+PG_CPPFLAGS = -I$(srcdir)/kernels -I$(srcdir)/coordinator -I$(srcdir)/extension -Ibuild/proto
 # CUDA: compiled and linked into dml-worker-gpu whenever the toolkit is
 # there, GPU or not.  The backend only needs to know (device => 'auto', 'gpu'):
 # no CUDA code ever runs in it.
@@ -41,7 +42,7 @@ ifeq ($(HAVE_CUDA),yes)
 PG_CPPFLAGS += -DDML_WORKER_HAS_CUDA
 endif
 PG_CFLAGS = -Werror -Wall -Wno-declaration-after-statement -O3 -fno-math-errno
-SHLIB_LINK = $(BLAS_LIBS) -lm
+SHLIB_LINK = $(BLAS_LIBS) -lprotobuf-c -lm
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
@@ -49,6 +50,18 @@ include $(PGXS)
 # The install script is kept unversioned and copied at build time.
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	cp $< $@
+
+# ONNX: C for onnx.proto's messages (Debian's libonnx-dev), generated at build
+# time by protoc-c; compiled with hidden visibility, so the library exports
+# none of its symbols.
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+build/proto/onnx.pb-c.c build/proto/onnx.pb-c.h &: $(ONNX_PROTO)
+	@mkdir -p build/proto
+	protoc-c --c_out=build/proto -I$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
+build/proto/onnx.pb-c.o: build/proto/onnx.pb-c.c
+	$(CC) $(CFLAGS) $(CPPFLAGS) -fvisibility=hidden -c -o $@ $<
+extension/onnx.o extension/export.o: build/proto/onnx.pb-c.h extension/onnx.h extension/package.h
+extension/package.o: extension/package.h
 
 # ---------------------------------------------------------------------------
 # dml-worker: an MPI program, built with plain rules (not PGXS)

@@ -16,6 +16,8 @@ PKGS=(
 	libopenblas-dev libopenblas0-serial zlib1g-dev
 	dataset-fashion-mnist
 	procps util-linux psmisc bc
+	libonnx-dev protobuf-c-compiler libprotobuf-c-dev
+	python3-onnx python3-venv python3-numpy python3-torch
 )
 if [ "${1:-}" = "--bench" ]; then
 	PKGS+=(python3-numpy python3-psycopg2 python3-torch python3-sklearn)

@@ -62,3 +62,24 @@ SELECT pg_catalog.pg_extension_config_dump('dml.models_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('dml.epochs', '');
 SELECT pg_catalog.pg_extension_config_dump('dml.deployments', '');
 SELECT pg_catalog.pg_extension_config_dump('dml.grants', '');
+
+/* --- issue 19: models out of and into dml (export.c) ---------------------- */
+/*
+ * A model version out of and into dml: ONNX (opset 13), or dml's own
+ * package for moving a model between dml databases (export.c)
+ */
+CREATE FUNCTION @extschema@.dml_export(model text, format text DEFAULT 'onnx')
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'dml_export'
+LANGUAGE C STABLE STRICT;
+
+CREATE FUNCTION @extschema@.dml_import(
+	name		text,
+	data		bytea,
+	format		text DEFAULT 'onnx',
+	inputs		text[] DEFAULT NULL,
+	classes		text[] DEFAULT NULL,
+	target		text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'dml_import'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT;

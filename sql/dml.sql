@@ -206,6 +206,26 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'dml_revoke'
 LANGUAGE C VOLATILE STRICT;
 
+/*
+ * A model version out of and into dml: ONNX (opset 13), or dml's own
+ * package for moving a model between dml databases (export.c)
+ */
+CREATE FUNCTION @extschema@.dml_export(model text, format text DEFAULT 'onnx')
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'dml_export'
+LANGUAGE C STABLE STRICT;
+
+CREATE FUNCTION @extschema@.dml_import(
+	name		text,
+	data		bytea,
+	format		text DEFAULT 'onnx',
+	inputs		text[] DEFAULT NULL,
+	classes		text[] DEFAULT NULL,
+	target		text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'dml_import'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT;
+
 /* Metrics of a model on a relation, as training reports them */
 CREATE FUNCTION @extschema@.dml_evaluate(model text, relation regclass)
 RETURNS jsonb

@@ -4,8 +4,8 @@
 #      dml_predict_proba and dml_evaluate give on the standby exactly what
 #      they give on the primary; a version trained later on the primary
 #      reaches the standby and is used there.
-#   2. dml_train there is an error (SQLSTATE 25006) that says to train on
-#      the primary; dml_predict_table into a table there is PostgreSQL's
+#   2. dml_train and dml_import there are an error (SQLSTATE 25006) that
+#      says to train on the primary (dml_export works); dml_predict_table into a table there is PostgreSQL's
 #      read-only error (a standby cannot create tables, temporary ones
 #      included), and nothing is left behind.
 # Starts a primary and a standby of its own.
@@ -72,6 +72,11 @@ check "dml_train on the standby: SQLSTATE 25006, says it is a hot standby" \
 check "dml_train on the standby: the hint says to train on the primary" \
 	"grep -q 'HINT:  Train or import on the primary server' '$T/standby-trainerr.log'"
 check "dml_train on the standby started no job" '[ "$(pgc_job_procs)" = 0 ] && [ "$(pgc_job_dirs)" = 0 ]'
+pgc_psql -c "SELECT dml_import('sb_copy', dml_export('sb_lin', 'dml'), 'dml')" >"$T/standby-import.log" 2>&1
+check "dml_import on the standby: SQLSTATE 25006, import on the primary" \
+	"grep -q 'cannot add a version of model \"sb_copy\" on a hot standby' '$T/standby-import.log'"
+check "dml_export works on the standby" \
+	'[ "$(pgc_psql -t -A -c "SELECT length(dml_export('"'sb_mlp'"')) > 100 AND length(dml_export('"'sb_cls'"', '"'dml'"')) > 100")" = t ]'
 pgc_psql -c "CALL dml_predict_table('sb_lin', 'sb', 'pg_temp.sb_scores', 'i')" >"$T/standby-table.log" 2>&1
 check "dml_predict_table into a temporary table on the standby: the read-only error" \
 	"grep -q 'read-only transaction' '$T/standby-table.log'"
