@@ -273,6 +273,53 @@ class Report:
         self.headlines.append(text)
 
 
+def travel_bench(conn, model, reps):
+    """dml_export and dml_import of model (ONNX and dml's package), and
+    inference with the ONNX import against the model itself, paired."""
+    m = lit(model)
+    q(conn, "DROP TABLE IF EXISTS bench_travel_bytes")
+    q(conn, f"CREATE TABLE bench_travel_bytes AS SELECT dml_export({m}) AS onnx, "
+            f"dml_export({m}, 'dml') AS pkg")
+    onnx_bytes, pkg_bytes = q(conn, "SELECT length(onnx), length(pkg) FROM bench_travel_bytes")[0]
+    n = max(5, reps * 3)
+    sqls = {
+        "dml_export(model) ONNX": f"SELECT length(dml_export({m}))",
+        "dml_export(model, 'dml')": f"SELECT length(dml_export({m}, 'dml'))",
+        "dml_import(name, onnx)": "SELECT dml_import('bench_travel_onnx', onnx) FROM bench_travel_bytes",
+        "dml_import(name, package, 'dml')":
+            "SELECT dml_import('bench_travel_pkg', pkg, 'dml') FROM bench_travel_bytes",
+    }
+    times = {k: [timed(conn, v) for _ in range(n)] for k, v in sqls.items()}
+    infer = "SELECT count(dml_predict_class({}, pixels)) FROM fashion_test"
+    timed(conn, infer.format(m))
+    timed(conn, infer.format("'bench_travel_onnx'"))
+    pairs = []
+    for _ in range(n):
+        tn = timed(conn, infer.format(m))
+        ti = timed(conn, infer.format("'bench_travel_onnx'"))
+        pairs.append(dict(native=tn, imported=ti, ratio=ti / tn))
+    agree = q(conn, f"SELECT avg((dml_predict_class({m}, pixels) = "
+                    f"dml_predict_class('bench_travel_onnx', pixels))::int) FROM fashion_test")[0][0]
+    rows = q(conn, "SELECT count(*) FROM fashion_test")[0][0]
+    q(conn, "SELECT dml_drop_model('bench_travel_onnx'), dml_drop_model('bench_travel_pkg')")
+    q(conn, "DROP TABLE bench_travel_bytes")
+    raw = dict(onnx_bytes=onnx_bytes, pkg_bytes=pkg_bytes, times=times, pairs=pairs,
+               agreement=float(agree))
+    ratio = med([p["ratio"] for p in pairs])
+    md = ["## Export and import", "",
+          f"The Fashion-MNIST MLP (`{model}`, 784-256-128-10): ONNX {onnx_bytes:,} bytes, "
+          f"dml package {pkg_bytes:,} bytes; the goal is under 50 ms each way. Each figure is "
+          f"the median of {n} calls (SQL round trip included; the bytes stay in the server).", "",
+          table(["call", "ms"], [[k, fmt_med([t * 1000 for t in v], 3)] for k, v in times.items()]),
+          "",
+          f"Inference after an ONNX import: `dml_predict_class` over `fashion_test` ({rows:,} rows), "
+          f"the imported model against the native one in pairs: imported / native "
+          f"**{ratio:.3f}** (median of {n} pairs; range {fmt_med([p['ratio'] for p in pairs]).split(' ', 1)[-1]}); the "
+          f"two agree on {float(agree) * 100:.2f}% of the rows.", "",
+          codeblock(list(sqls.values()) + [infer.format(m)]), ""]
+    return "\n".join(md), raw, ratio, times
+
+
 def machine_info():
     info = {}
     info["cores"] = os.cpu_count()
@@ -1132,6 +1179,13 @@ def main():
              f"{fmt(big_sps)} samples/s (the goal is 50x this on a GPU).")
 
     rep.h(sync_md)
+
+    log("export and import of the MLP goal model")
+    travel_md, RAW["travel"], travel_ratio, travel_t = travel_bench(conn, "bench_mlp_goal", R)
+    rep.h(travel_md)
+    rep.head(f"Fashion-MNIST MLP out and in: dml_export {fmt(med(travel_t['dml_export(model) ONNX']) * 1000)} ms "
+             f"(ONNX), dml_import {fmt(med(travel_t['dml_import(name, onnx)']) * 1000)} ms; inference "
+             f"after the import {travel_ratio:.3f}x the native model's time.")
 
     # ------------------------------------------------------------------
     # write

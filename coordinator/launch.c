@@ -18,6 +18,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>

@@ -29,6 +29,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -781,7 +783,7 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 	strlcpy(active_job.dir, dir, sizeof(active_job.dir));
 
 	/* an exit wakes us at once instead of at the next poll */
-	old_sigchld = pqsignal(SIGCHLD, job_sigchld);
+	old_sigchld = DmlSetSignal(SIGCHLD, job_sigchld);
 	PG_TRY();
 	{
 		start_job(&run);

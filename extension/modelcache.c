@@ -25,6 +25,7 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "compat.h"
 #include "dml.h"
 
 extern uint64 dml_catalog_generation;
@@ -42,7 +43,7 @@ DmlValidationStamp(void)
 {
 	uint64		h = dml_catalog_generation * 0x9E3779B97F4A7C15ull;
 
-	h ^= (uint64) MyProc->lxid << 32;
+	h ^= (uint64) DML_MY_LXID << 32;
 	h ^= (uint64) GetUserId() * 0x94D049BB133111EBull;
 	if (ActiveSnapshotSet())
 	{

@@ -22,6 +22,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include <math.h>
 
 #include "access/htup_details.h"

@@ -44,6 +44,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "access/table.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"

@@ -12,8 +12,10 @@
 #   3. the pgTAP tests (regress/tap: the SQL contract)
 #   4. process-level tests (regress/t/*.sh: cancel, timeouts, faults),
 #      each of which checks that no process of a job is left behind
-#   5. the GPU tests, reported as skipped where no GPU is visible
-#   6. the benchmark harness on small sizes (make bench-quick), so the
+#   5. a reduced part of the suite on PostgreSQL 18 (regress/pg18.sh quick;
+#      bash regress/pg18.sh runs all of it there)
+#   6. the GPU tests, reported as skipped where no GPU is visible
+#   7. the benchmark harness on small sizes (make bench-quick), so the
 #      harness itself is tested; its figures are not judged
 # It closes with "N passed, N failed, N skipped" and exits non-zero on any
 # failure.
@@ -80,7 +82,7 @@ TESTS=$(cat regress/schedule)
 for t in $TESTS; do
 	[ -f "regress/expected/$t.out" ] || touch "regress/expected/$t.out"
 done
-"$PG_REGRESS" --use-existing --dbname=dml_regress --inputdir=regress \
+"$PG_REGRESS" --use-existing --bindir="$(pg_config --bindir)" --dbname=dml_regress --inputdir=regress \
 	--outputdir="$RESULTS" --host="$PGHOST" --port="$PGPORT" --user=postgres \
 	$TESTS >"$RESULTS/run.log" 2>&1
 cat "$RESULTS/run.log" | grep -E '^(test| |ok|not ok)' | grep -E 'ok|FAILED|failed' | sed 's/^/   /'
@@ -115,6 +117,16 @@ for t in regress/t/*.sh; do
 		FAIL=$((FAIL + 1)); FAILED+=("t/$name exit $rc")
 	fi
 done
+
+echo "== PostgreSQL 18 (regress/pg18.sh quick: build, pg_regress spine and models, t/upgrade, t/backup, t/standby)"
+timeout 900 bash regress/pg18.sh quick >"$RESULTS/pg18.log" 2>&1
+rc=$?
+grep -E '^not ok' "$RESULTS/pg18.log"
+tally pg18 "$RESULTS/pg18.log"
+if [ $rc -ne 0 ] && ! grep -qE '^not ok' "$RESULTS/pg18.log"; then
+	tail -20 "$RESULTS/pg18.log"
+	FAIL=$((FAIL + 1)); FAILED+=("pg18 exit $rc")
+fi
 
 echo "== GPU"
 bash regress/gpu_check.sh >"$RESULTS/gpu.log" 2>&1

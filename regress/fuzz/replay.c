@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * replay.c
- *	  Run saved fuzzer inputs through fuzz_format.c's checks, without the
- *	  fuzzer runtime: the regression test for everything the fuzzer found.
+ *	  Run saved fuzzer inputs through a target's checks (fuzz_format.c, or
+ *	  the file -DFUZZ_TARGET_FILE names), without the fuzzer runtime: the
+ *	  regression test for everything the fuzzer found.
  *
  *	  replay DIR|FILE ...
  *
@@ -13,7 +14,11 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fuzz_format.c"
+/* the target whose checks run: fuzz_format.c unless the build names another */
+#ifndef FUZZ_TARGET_FILE
+#define FUZZ_TARGET_FILE "fuzz_format.c"
+#endif
+#include FUZZ_TARGET_FILE
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,6 +1,7 @@
 #!/bin/bash
-# run.sh: fuzz the model blob parser (kernels/format.c), or replay what the
-# fuzzer found.
+# run.sh: fuzz the model blob parser (kernels/format.c) and dml_import's
+# readers (extension/onnx.c, extension/package.c), or replay what the fuzzer
+# found.
 #
 #   bash regress/fuzz/run.sh [SECONDS]   fuzz for SECONDS in all (default 60),
 #                                        split between the targets
@@ -14,7 +15,9 @@
 #   fuzz_format_body  the same checks, with a custom mutator that repairs
 #                     the length and CRC so mutants reach the shape checks
 #                     and dml_model_predict
-# Each runs on a copy of corpus/ in a temporary directory.  An input that
+#   fuzz_import       raw bytes into the ONNX reader and the package reader
+#                     (seeds: corpus_import/, exports and hostile files)
+# Each runs on a copy of its corpus in a temporary directory.  An input that
 # crashes, leaks, times out or runs out of memory is copied into crashes/
 # as TARGET-KIND-SHA1 and the script exits 1; replay then fails on it until
 # the parser is fixed.  With FUZZ_SUMMARY=FILE set, a tab-separated line
@@ -30,7 +33,22 @@ FUZZ=regress/fuzz
 BUILD=build/fuzz
 KERNELS="kernels/format.c kernels/net.c kernels/cpu.c kernels/solve.c kernels/metrics.c"
 LIBS="-lopenblas -lm"
-TARGETS="fuzz_format fuzz_format_body"
+TARGETS="fuzz_format fuzz_format_body fuzz_import"
+# what fuzz_import links besides the kernels: the readers, protobuf-c's
+# messages of onnx.proto (generated as the Makefile does)
+IMPORT_SRCS="extension/onnx.c extension/package.c build/proto/onnx.pb-c.c"
+IMPORT_FLAGS="-Iextension -Ibuild/proto"
+IMPORT_LIBS="-lprotobuf-c"
+ONNX_PROTO=${ONNX_PROTO:-/usr/include/onnx/onnx.proto}
+
+gen_proto() {
+	[ build/proto/onnx.pb-c.c -nt "$ONNX_PROTO" ] && return 0
+	mkdir -p build/proto &&
+		protoc-c --c_out=build/proto -I"$(dirname "$ONNX_PROTO")" "$ONNX_PROTO"
+}
+# sources, flags and seeds of one target
+target_srcs() { [ "$1" = fuzz_import ] && echo "$IMPORT_SRCS $IMPORT_FLAGS $IMPORT_LIBS"; }
+target_corpus() { if [ "$1" = fuzz_import ]; then echo "$FUZZ/corpus_import"; else echo "$FUZZ/corpus"; fi; }
 CLANG=${CLANG:-clang}
 MAX_LEN=${FUZZ_MAX_LEN:-1048576}
 
@@ -72,10 +90,11 @@ ensure_clang() {
 build_fuzzers() {
 	local t
 	mkdir -p "$BUILD" || return 1
+	gen_proto || return 1
 	for t in $TARGETS; do
 		"$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined \
 			-fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-			-Ikernels -I$FUZZ -o "$BUILD/$t" "$FUZZ/$t.c" $KERNELS $LIBS || return 1
+			-Ikernels -I$FUZZ -o "$BUILD/$t" "$FUZZ/$t.c" $KERNELS $(target_srcs $t) $LIBS || return 1
 	done
 }
 
@@ -98,19 +117,32 @@ if [ "${1:-}" = replay ]; then
 	CC=${CC:-gcc}
 	SAN=$(replay_sanitizers)
 	mkdir -p "$BUILD"
-	if ! $CC -std=gnu11 -g -O1 -Wall -Wextra -Wno-unused-parameter -Werror $SAN \
-		-Ikernels -I$FUZZ -o "$BUILD/replay" "$FUZZ/replay.c" $KERNELS $LIBS \
-		>"$BUILD/replay-build.log" 2>&1; then
-		cat "$BUILD/replay-build.log"
-		echo "not ok - build regress/fuzz/replay.c"
-		echo "0 passed, 1 failed"
-		exit 1
-	fi
-	echo "# replay built with $CC${SAN:+ $SAN}"
-	DIRS=("$FUZZ/corpus")
-	[ -d "$FUZZ/crashes" ] && DIRS+=("$FUZZ/crashes")
-	"$BUILD/replay" "${DIRS[@]}"
-	exit $?
+	STATUS=0
+	gen_proto >"$BUILD/replay-build.log" 2>&1 || STATUS=1
+	# one replay per family of targets: its checks, its seeds, its crashes
+	for family in format import; do
+		if [ $family = format ]; then
+			extra="" dirs=("$FUZZ/corpus")
+			crashes=$(ls "$FUZZ"/crashes/* 2>/dev/null | grep -v '/fuzz_import-')
+		else
+			extra="-DFUZZ_TARGET_FILE=\"fuzz_import.c\" $(target_srcs fuzz_import)"
+			dirs=("$FUZZ/corpus_import")
+			crashes=$(ls "$FUZZ"/crashes/fuzz_import-* 2>/dev/null)
+		fi
+		if ! $CC -std=gnu11 -g -O1 -Wall -Wextra -Wno-unused-parameter -Werror $SAN \
+			-Ikernels -I$FUZZ -o "$BUILD/replay-$family" "$FUZZ/replay.c" $KERNELS $extra $LIBS \
+			>>"$BUILD/replay-build.log" 2>&1; then
+			cat "$BUILD/replay-build.log"
+			echo "not ok - build regress/fuzz/replay.c for $family"
+			STATUS=1
+			continue
+		fi
+		echo "# replay-$family built with $CC${SAN:+ $SAN}"
+		# shellcheck disable=SC2086
+		"$BUILD/replay-$family" "${dirs[@]}" $crashes | grep -v '^[0-9]* passed' || true
+		[ "${PIPESTATUS[0]}" = 0 ] || STATUS=1
+	done
+	exit $STATUS
 fi
 
 # ---------------------------------------------------------------------
@@ -151,7 +183,7 @@ ALL_CRASHES=0
 STATUS=0
 for t in $TARGETS; do
 	mkdir -p "$WORK/$t/corpus" "$WORK/$t/artifacts"
-	cp "$FUZZ"/corpus/* "$WORK/$t/corpus/" 2>/dev/null
+	cp "$(target_corpus $t)"/* "$WORK/$t/corpus/" 2>/dev/null
 	seeds=$(ls "$WORK/$t/corpus" | wc -l)
 	echo "== $t: $PER s, $seeds seeds, -max_len=$MAX_LEN"
 	start=$(date +%s)
