@@ -14,10 +14,10 @@ WITH ext AS (
 ), lines AS (
 	SELECT pg_catalog.pg_describe_object(classid, objid, 0) AS line FROM members
 	UNION ALL
-	SELECT pg_catalog.format('column %s.%s %s%s%s', c.oid::regclass, a.attname,
+	SELECT pg_catalog.format('column %s.%s %s%s%s storage %s', c.oid::regclass, a.attname,
 		pg_catalog.format_type(a.atttypid, a.atttypmod),
 		CASE WHEN a.attnotnull THEN ' not null' ELSE '' END,
-		coalesce(' default ' || pg_catalog.pg_get_expr(ad.adbin, ad.adrelid), ''))
+		coalesce(' default ' || pg_catalog.pg_get_expr(ad.adbin, ad.adrelid), ''), a.attstorage)
 	FROM rels c JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
 		AND NOT a.attisdropped
 	LEFT JOIN pg_catalog.pg_attrdef ad ON ad.adrelid = c.oid AND ad.adnum = a.attnum
