@@ -99,17 +99,26 @@ read_model_row(int64 id, ModelRow *row)
 	DmlRestoreUser(&save);
 }
 
+/* an uninitialized bytea of n bytes, or the error that n is too large */
 static bytea *
-bytes_to_bytea(const unsigned char *p, size_t n)
+new_bytea(size_t n)
 {
 	bytea	   *b;
 
 	if (n > MaxAllocSize - VARHDRSZ)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("exported model of %zu bytes is larger than a bytea can hold", n)));
+				 errmsg("model of %zu bytes is larger than a bytea can hold", n)));
 	b = palloc(VARHDRSZ + n);
 	SET_VARSIZE(b, VARHDRSZ + n);
+	return b;
+}
+
+static bytea *
+bytes_to_bytea(const unsigned char *p, size_t n)
+{
+	bytea	   *b = new_bytea(n);
+
 	memcpy(VARDATA(b), p, n);
 	return b;
 }
@@ -178,12 +187,7 @@ export_package(ModelRow *row)
 	p.part[DML_PACKAGE_WEIGHTS] = (unsigned char *) VARDATA_ANY(row->weights);
 	p.len[DML_PACKAGE_WEIGHTS] = VARSIZE_ANY_EXHDR(row->weights);
 	n = dml_package_size(&p);
-	if (n > MaxAllocSize - VARHDRSZ)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("exported model of %zu bytes is larger than a bytea can hold", n)));
-	result = palloc(VARHDRSZ + n);
-	SET_VARSIZE(result, VARHDRSZ + n);
+	result = new_bytea(n);
 	dml_package_write(&p, (unsigned char *) VARDATA(result));
 	return result;
 }
@@ -494,10 +498,8 @@ with_origin(const char *metrics, const char *origin)
 static bytea *
 model_blob(const DmlModel *m)
 {
-	size_t		n = dml_model_serialized_size(m);
-	bytea	   *b = palloc(VARHDRSZ + n);
+	bytea	   *b = new_bytea(dml_model_serialized_size(m));
 
-	SET_VARSIZE(b, VARHDRSZ + n);
 	dml_model_serialize(m, (unsigned char *) VARDATA(b));
 	return b;
 }
@@ -622,9 +624,7 @@ dml_import(PG_FUNCTION_ARGS)
 		PG_END_TRY();
 		kind = pkind;
 		/* the blob as it came: a checked, older format version stays as it was */
-		weights = (bytea *) palloc(VARHDRSZ + p.len[DML_PACKAGE_WEIGHTS]);
-		SET_VARSIZE(weights, VARHDRSZ + p.len[DML_PACKAGE_WEIGHTS]);
-		memcpy(VARDATA(weights), p.part[DML_PACKAGE_WEIGHTS], p.len[DML_PACKAGE_WEIGHTS]);
+		weights = bytes_to_bytea(p.part[DML_PACKAGE_WEIGHTS], p.len[DML_PACKAGE_WEIGHTS]);
 	}
 
 	id = DmlNextModelId();
