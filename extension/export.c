@@ -5,7 +5,8 @@
  *	  own package, and in from either.
  *
  * Export reads the version a name resolves to (deployed, else newest),
- * with the same right to it that predict needs.  Import adds a version
+ * for roles that may see its details (the owner, or a grant with details:
+ * an export holds the statistics and the metrics).  Import adds a version
  * under the same rule as training (DmlCheckNameForTraining: not on a
  * standby; a name that exists needs the right to it), after everything
  * in the bytes has been checked: the ONNX graph or the package by their
@@ -36,23 +37,6 @@
 
 #define DML_IMPORT_MAX_NAME		200		/* as dml.models' CHECK says */
 
-/* run SPI statements under search_path pg_catalog, pg_temp until restore_path */
-static int
-fixed_search_path(void)
-{
-	int			nest = NewGUCNestLevel();
-
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	return nest;
-}
-
-static void
-restore_path(int nest)
-{
-	AtEOXact_GUC(true, nest);
-}
-
 /* ---------------------------------------------------------------------
  * Export
  * --------------------------------------------------------------------- */
@@ -69,19 +53,15 @@ typedef struct ModelRow
 static void
 read_model_row(int64 id, ModelRow *row)
 {
-	DmlCatalogUser save;
 	Oid			argtypes[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum(id)};
 	MemoryContext caller = CurrentMemoryContext;
-	int			nest;
-	bool		isnull;
 
-	DmlBecomeOwner(&save);
-	nest = fixed_search_path();
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT kind, spec::text, metrics::text, weights FROM dml.models "
-							  "WHERE id = $1", 1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
+	DmlOwnerQuery("SELECT kind, spec::pg_catalog.text, metrics::pg_catalog.text, weights "
+				  "FROM dml.models WHERE id OPERATOR(pg_catalog.=) $1",
+				  1, argtypes, values, true, 1);
+	if (SPI_processed != 1)
 		elog(ERROR, "dml: model %lld vanished", (long long) id);
 	{
 		MemoryContext spi = MemoryContextSwitchTo(caller);
@@ -91,12 +71,10 @@ read_model_row(int64 id, ModelRow *row)
 		row->kind = SPI_getvalue(tup, td, 1);
 		row->spec = SPI_getvalue(tup, td, 2);
 		row->metrics = SPI_getvalue(tup, td, 3);
-		row->weights = DatumGetByteaPCopy(SPI_getbinval(tup, td, 4, &isnull));
+		row->weights = DatumGetByteaPCopy(DmlSpiValue(0, 4));
 		MemoryContextSwitchTo(spi);
 	}
 	SPI_finish();
-	restore_path(nest);
-	DmlRestoreUser(&save);
 }
 
 /* an uninitialized bytea of n bytes, or the error that n is too large */
@@ -211,6 +189,13 @@ dml_export(PG_FUNCTION_ARGS)
 				 errmsg("unknown export format \"%s\"", format),
 				 errhint("Use 'onnx' or 'dml'.")));
 	cm = DmlGetModel(name);		/* the right to use it, checked */
+	/* an export holds the statistics and metrics: not for predict-only grants */
+	if (DmlRoleAccess(cm->owner, name) < DML_ACCESS_DETAILS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to export model \"%s\"", name),
+				 errdetail("The model is shared with this role for prediction only."),
+				 errhint("The owner can share it with dml_grant(name, role, details => true).")));
 	read_model_row(cm->id, &row);
 	if (strcmp(format, "dml") == 0)
 		PG_RETURN_BYTEA_P(export_package(&row));
@@ -237,15 +222,14 @@ check_spec(const char *spec, const DmlModel *m, const char *what)
 	int			nclasses = net->loss == DML_LOSS_MSE ? 0 : net->loss == DML_LOSS_BCE ? 2 : K;
 	Oid			argtypes[3] = {TEXTOID, INT4OID, INT4OID};
 	Datum		values[3];
-	int			nest;
+	MemoryContext caller = CurrentMemoryContext;
 	char	   *problem = NULL;
 
 	values[0] = CStringGetTextDatum(spec);
 	values[1] = Int32GetDatum(net->sizes[0]);
 	values[2] = Int32GetDatum(nclasses);
-	nest = fixed_search_path();
 	SPI_connect();
-	if (SPI_execute_with_args(
+	if (DmlOwnerQuery(
 							  "WITH s AS (SELECT $1::jsonb AS j), "
 							  "f AS (SELECT e.i, e.f, e.f->>'kind' AS kind, "
 							  "  CASE WHEN e.f->>'width' ~ '^[0-9]{1,6}$' THEN (e.f->>'width')::int END AS w "
@@ -284,19 +268,18 @@ check_spec(const char *spec, const DmlModel *m, const char *what)
 							  "text labels', $3) "
 							  "WHEN jsonb_typeof(j->'label_type') IS DISTINCT FROM 'number' "
 							  "  OR j->>'label_type' !~ '^[0-9]{1,10}$' "
-							  "  OR NOT EXISTS (SELECT FROM pg_type t WHERE t.oid::text = j->>'label_type') "
+							  "  OR NOT EXISTS (SELECT FROM pg_catalog.pg_type t WHERE t.oid::text = j->>'label_type') "
 							  "  THEN 'its label_type is not a type of this database' "
 							  "WHEN jsonb_typeof(j->'target') IS DISTINCT FROM 'string' "
 							  "  OR length(j->>'target') NOT BETWEEN 1 AND 63 "
 							  "  THEN 'it names no target column' "
 							  "END FROM s",
-							  3, argtypes, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+							  3, argtypes, values, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "dml: checking a model spec failed");
 	problem = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	if (problem)
-		problem = pstrdup(problem);
+		problem = MemoryContextStrdup(caller, problem);
 	SPI_finish();
-	restore_path(nest);
 	if (problem)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -475,13 +458,12 @@ with_origin(const char *metrics, const char *origin)
 	Oid			argtypes[2] = {TEXTOID, TEXTOID};
 	Datum		values[2] = {CStringGetTextDatum(metrics), CStringGetTextDatum(origin)};
 	MemoryContext caller = CurrentMemoryContext;
-	int			nest = fixed_search_path();
 	char	   *out;
 
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT CASE jsonb_typeof($1::jsonb) WHEN 'object' THEN "
-							  "($1::jsonb || jsonb_build_object('origin', $2::jsonb))::text END",
-							  2, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+	if (DmlOwnerQuery("SELECT CASE jsonb_typeof($1::jsonb) WHEN 'object' THEN "
+					  "($1::jsonb || jsonb_build_object('origin', $2::jsonb))::text END",
+					  2, argtypes, values, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "dml: building metrics failed");
 	out = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	if (out == NULL)
@@ -490,7 +472,6 @@ with_origin(const char *metrics, const char *origin)
 				 errmsg("the package's metrics are not a JSON object")));
 	out = MemoryContextStrdup(caller, out);
 	SPI_finish();
-	restore_path(nest);
 	return out;
 }
 
@@ -541,6 +522,7 @@ dml_import(PG_FUNCTION_ARGS)
 	bytea	   *weights;
 	int64		id;
 	int			version;
+	Oid			owner;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -560,7 +542,8 @@ dml_import(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown import format \"%s\"", format),
 				 errhint("Use 'onnx' or 'dml'.")));
-	DmlCheckNameForTraining(name);
+	DmlCheckWritable("import a model");
+	owner = DmlCheckNameForTraining(name);
 
 	if (strcmp(format, "onnx") == 0)
 	{
@@ -628,6 +611,6 @@ dml_import(PG_FUNCTION_ARGS)
 	}
 
 	id = DmlNextModelId();
-	version = DmlStoreModel(id, name, kind, "imported", spec, weights, metrics);
+	version = DmlStoreModel(id, name, owner, kind, "imported", spec, weights, metrics);
 	PG_RETURN_INT32(version);
 }

@@ -176,11 +176,17 @@ check "a role imports into a new name and owns it" \
 	'[ "$(pgc_psql -t -A -c "SELECT owner::text FROM dml.models WHERE name = '"'ox_owned'"'")" = ox_alice ]'
 out=$(import_file ox_owned "$O/torch_reg.onnx" onnx ", inputs => '{f}'" ox_bob)
 check "another role cannot add a version to it" \
-	'echo "$out" | grep -q "permission denied for model \"ox_owned\""'
+	'echo "$out" | grep -q "model name \"ox_owned\" is not available"'
 out=$(pgc_psql -c "SET ROLE ox_bob" -c "SELECT length(dml_export('ox_owned'))" 2>&1)
-check "nor export it" 'echo "$out" | grep -q "permission denied for model \"ox_owned\""'
+check "nor export it (to that role it does not exist)" 'echo "$out" | grep -q "model \"ox_owned\" does not exist"'
+pgc_psql -c "SET ROLE ox_alice" -c "SELECT dml_grant('ox_owned', 'ox_bob', details => false)" >/dev/null
+out=$(pgc_psql -c "SET ROLE ox_bob" -c "SELECT length(dml_export('ox_owned'))" 2>&1)
+check "granted for prediction only, it cannot export it" \
+	'echo "$out" | grep -q "permission denied to export model \"ox_owned\""'
+out=$(import_file ox_owned "$O/torch_reg.onnx" onnx ", inputs => '{f}'" ox_bob)
+check "nor add a version to it" 'echo "$out" | grep -q "must be owner of model \"ox_owned\""'
 pgc_psql -c "SET ROLE ox_alice" -c "SELECT dml_grant('ox_owned', 'ox_bob')" >/dev/null
-check "once granted, it can export it" \
+check "granted with details, it can export it" \
 	'[ "$(pgc_psql -t -A -c "SET ROLE ox_bob" -c "SELECT length(dml_export('"'ox_owned'"')) > 0")" = t ]'
 out=$(import_file ox_owned "$O/torch_reg.onnx" onnx ", inputs => '{f}'" ox_alice)
 check "the owner adds version 2" '[ "$out" = 2 ]'

@@ -18,6 +18,13 @@ pgc_start_standby() {
 	dir=$(mktemp -d /tmp/dml-pg.XXXXXX)
 	chmod 755 "$dir"
 	[ "$(id -u)" = 0 ] && chown "$PGC_OSUSER" "$dir"
+	# the primary lets its server's OS user replicate over the socket
+	echo "local   replication   all   peer map=dml" | pgc_as_pg tee -a "$PGC_DIR/data/pg_hba.conf" >/dev/null
+	pgc_psql -d postgres -c "SELECT pg_reload_conf()" >/dev/null
+	for _ in $(seq 1 200); do
+		pgc_as_pg psql -X -q "replication=true" -c "IDENTIFY_SYSTEM" >/dev/null 2>&1 && break
+		sleep 0.05
+	done
 	pgc_as_pg "$PG_BINDIR/pg_basebackup" -D "$dir/data" -R -X stream -c fast \
 		>"$dir/basebackup.log" 2>&1 || { cat "$dir/basebackup.log"; return 1; }
 	cat >>"$dir/data/postgresql.conf" <<CONF
