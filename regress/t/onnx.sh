@@ -141,7 +141,7 @@ check "inputs => one column per value: dml_predict by row uses the columns" \
 		FROM (SELECT f[1] AS a, f[2] AS b, f[3] AS c, f[4] AS d FROM ox_expect WHERE model = '"'torch_reg'"' AND i = 5) s")" = t ]'
 
 # --- 4. what cannot be imported ---------------------------------------------
-/usr/bin/python3 regress/travel/onnx_craft.py "$O" "$O/ox_mlp.dmlp" >"$O/craft.log" 2>&1
+/usr/bin/python3 regress/travel/onnx_craft.py "$O" "$O/ox_mlp.dmlp" "$O/ox_lin.onnx" >"$O/craft.log" 2>&1
 expect_error() {	# label file format args pattern
 	local out pattern=$5
 	out=$(import_file ox_bad "$2" "$3" "$4")
@@ -164,6 +164,7 @@ cp "$O/ox_mlp.dmlp" "$O/flip.dmlp"
 printf '\x7f' | dd of="$O/flip.dmlp" bs=1 seek=300 conv=notrunc 2>/dev/null
 expect_error "a package with one byte changed" "$O/flip.dmlp" dml "" "checksum mismatch"
 expect_error "a package whose spec does not fit its model" "$O/bad_spec.dmlp" dml "" "features make 8 inputs but the model takes 2"
+expect_error "a dml export whose spec metadata was edited" "$O/bad_meta.onnx" onnx "" "one-hot"
 expect_error "a graph with no columns named" "$O/torch_reg.onnx" onnx "" "say which columns"
 expect_error "three columns for four values" "$O/torch_reg.onnx" onnx ", inputs => '{a,b,c}'" "names 3 columns but the graph takes 4"
 expect_error "an unknown format" "$O/torch_reg.onnx" pmml "" "unknown import format"

@@ -1,7 +1,7 @@
 """onnx_craft.py: hostile and unsupported inputs for dml_import (Debian's
 python3-onnx builds the graphs; zlib's CRC-32 is the package's).
 
-    /usr/bin/python3 onnx_craft.py OUTDIR PACKAGE
+    /usr/bin/python3 onnx_craft.py OUTDIR PACKAGE [EXPORT]
 
 Writes into OUTDIR: conv.onnx (a Conv on the path), logsoftmax.onnx,
 two_inputs.onnx, mixed_act.onnx (Relu then Tanh), external.onnx (weights in
@@ -75,5 +75,17 @@ def main(outdir, package):
         f.write(head + struct.pack("<I", zlib.crc32(head) & 0xFFFFFFFF))
 
 
+def bad_meta(outdir, export):
+    import onnx
+    model = onnx.load(export)
+    for p in model.metadata_props:
+        if p.key == "dml.spec":
+            p.value = p.value.replace('"kind": "num"', '"kind": "cat", "levels": ["a"]', 1) \
+                .replace('"width": 1', '"width": 2', 1)
+    onnx.save(model, os.path.join(outdir, "bad_meta.onnx"))
+
+
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2])
+    if len(sys.argv) > 3:
+        bad_meta(sys.argv[1], sys.argv[3])
