@@ -40,6 +40,12 @@
 #define DML_MSG_MAX		(1u << 30)		/* 1 GiB: the largest model we accept */
 #define DML_MSG_HEADER	12
 
+/*
+ * PostgreSQL's FUNC_MAX_ARGS: a call with more arguments fails to parse, so
+ * the workers' packers (dml.num_bytes, dml.pack_rows) are used only below it.
+ */
+#define DML_FUNC_MAX_ARGS	100
+
 typedef enum DmlMsgType
 {
 	DML_MSG_HELLO = 1,

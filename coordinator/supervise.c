@@ -577,6 +577,43 @@ error_text(const char *payload)
 	return msg;
 }
 
+/*
+ * An error a rank marked as one that would happen again on every try (a
+ * line "dml-worker final SQLSTATE message" in the job's log, from
+ * workers' worker_fail_final): raised as it is, without a restart.
+ */
+static void
+raise_final_error(void)
+{
+	char		path[MAXPGPATH];
+	char		buf[16384];
+	int			fd;
+	ssize_t		n;
+	char	   *line;
+
+	snprintf(path, sizeof(path), "%s/worker.log", active_job.dir);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	line = strstr(buf, "dml-worker final ");
+	if (line == NULL)
+		return;
+	line += strlen("dml-worker final ");
+	if (strlen(line) < 7 || line[5] != ' ')
+		return;
+	if (strchr(line, '\n'))
+		*strchr(line, '\n') = '\0';
+	ereport(ERROR,
+			(errcode(MAKE_SQLSTATE(line[0], line[1], line[2], line[3], line[4])),
+			 errmsg("%s", line + 6),
+			 errhint("A worker's query or data failed; the job was not restarted, as it would fail again.")));
+}
+
 /* "training" or "predict", for messages */
 static const char *
 job_noun(DmlJob *job)
@@ -592,6 +629,7 @@ job_failed(JobRun *run, const char *what)
 
 	if (run->last_error)
 		raise_user_error(run->last_error);
+	raise_final_error();
 	why = run->last_error ? error_text(run->last_error) : log_summary();
 
 	if (run->restarts < run->job->max_restarts)

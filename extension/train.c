@@ -579,6 +579,9 @@ choose_packing(DmlJob *job)
 	job->pack_target = NULL;
 	if (job->load_copy)
 		return;
+	/* dml.pack_rows takes its state, the target and the features as arguments */
+	if (list_length(job->features) + 2 > FUNC_MAX_ARGS)
+		return;
 	foreach(lc, job->features)
 		if (((DmlColumn *) lfirst(lc))->kind != DML_COL_NUM)
 			return;
@@ -1272,7 +1275,6 @@ dml_train(PG_FUNCTION_ARGS)
 	version = DmlStoreModel(model_id, job->name, job->kind, result.device, spec,
 							result.weights, result.metrics_json);
 	dml_model_free(&parsed);
-	SPI_finish();
 
 	{
 		double		rps = 0;
@@ -1280,16 +1282,18 @@ dml_train(PG_FUNCTION_ARGS)
 
 		if (r)
 			rps = strtod(r + strlen("\"rows_per_second\": "), NULL);
+		/* the result row lives in the caller's context, not SPI's */
 		values[0] = Int64GetDatum(model_id);
-		values[1] = CStringGetTextDatum(job->name);
+		values[1] = SPI_datumTransfer(CStringGetTextDatum(job->name), false, -1);
 		values[2] = Int32GetDatum(version);
 		values[3] = Int32GetDatum(result.epochs_run);
 		values[4] = Float8GetDatum(result.final_loss);
 		values[5] = Float8GetDatum(result.seconds);
 		values[6] = Float8GetDatum(rps);
 		values[7] = Int32GetDatum(in_server ? 0 : job->workers);
-		values[8] = CStringGetTextDatum(result.device);
-		values[9] = CStringGetTextDatum(job->kind);
+		values[8] = SPI_datumTransfer(CStringGetTextDatum(result.device), false, -1);
+		values[9] = SPI_datumTransfer(CStringGetTextDatum(job->kind), false, -1);
 	}
+	SPI_finish();
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }

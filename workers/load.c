@@ -233,7 +233,7 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 		int64_t		key;
 
 		if (label_text_key(spec->label_keys, label, &key) != 0)
-			worker_fail("label \"%s\" is not an %s", label, spec->label_keys);
+			worker_fail_final("22P02", "label \"%s\" is not an %s", label, spec->label_keys);
 		put_label_key(ds, spec, key);
 		p += len;
 	}
@@ -437,7 +437,7 @@ copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
 		snprintf(sql, qlen, "COPY (%s) TO STDOUT (FORMAT binary)", query);
 	res = PQexec(conn, sql);
 	if (PQresultStatus(res) != PGRES_COPY_OUT)
-		worker_fail("COPY failed: %s", PQerrorMessage(conn));
+		worker_fail_query(conn, res, "COPY");
 	PQclear(res);
 	free(sql);
 
@@ -445,7 +445,7 @@ copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
 		worker_fail("COPY failed: %s", PQerrorMessage(conn));
 	res = PQgetResult(conn);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		worker_fail("COPY failed: %s", PQerrorMessage(conn));
+		worker_fail_query(conn, res, "COPY");
 	PQclear(res);
 }
 
@@ -599,7 +599,7 @@ block_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query
 	PGresult   *res = PQexecParams(conn, query, 0, NULL, NULL, NULL, NULL, 1);
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		worker_fail("reading a slice failed: %s", PQerrorMessage(conn));
+		worker_fail_query(conn, res, "reading a slice");
 	if (PQntuples(res) != 1 || PQnfields(res) != 1)
 		worker_fail("dml.pack_rows returned %d rows of %d columns", PQntuples(res), PQnfields(res));
 	if (!PQgetisnull(res, 0, 0))
@@ -718,7 +718,7 @@ exec_ok(PGconn *conn, const char *sql)
 	PGresult   *res = PQexec(conn, sql);
 
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		worker_fail("%s failed: %s", sql, PQerrorMessage(conn));
+		worker_fail_query(conn, res, sql);
 	PQclear(res);
 }
 
@@ -796,6 +796,9 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 				packing.contiguous = 0;
 			packing.nnum++;
 		}
+	/* dml.num_bytes is a function: beyond its argument limit, one field each */
+	if (packing.nnum > DML_FUNC_MAX_ARGS)
+		packing.nnum = 0;
 
 	if (!whole || rank == 0)
 	{

@@ -75,6 +75,71 @@ worker_fail_at(const char *file, int line, const char *fmt,...)
 }
 
 /*
+ * Whether a failed query's SQLSTATE is worth a restart: lost connections,
+ * a server shutting down, resources running out, a transaction rolled back
+ * by a conflict.  Anything else (a SQL error, a privilege, bad data) would
+ * happen again on every try.
+ */
+static int
+sqlstate_transient(const char *state)
+{
+	return strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
+		strncmp(state, "53", 2) == 0 || strncmp(state, "58", 2) == 0 ||
+		strncmp(state, "40", 2) == 0;
+}
+
+/*
+ * An error that would happen again on every try: report it with its
+ * SQLSTATE (rank 0 over the control socket, every rank in the log as
+ * "dml-worker final SQLSTATE message", which the coordinator looks for) so
+ * the job fails at once instead of restarting, then end the job.
+ */
+void
+worker_fail_final_at(const char *file, int line, const char *state, const char *hint,
+					 const char *fmt,...)
+{
+	char		msg[2048];
+	char		payload[4200];
+	va_list		ap;
+	int			n;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	for (char *p = msg; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	fprintf(stderr, "dml-worker error: rank %d on %s: %s (%s:%d)\n",
+			worker_rank, worker_host, msg, file, line);
+	fprintf(stderr, "dml-worker final %.5s %s\n", state, msg);
+	fflush(stderr);
+	if (worker_rank == 0 && control_connected())
+	{
+		n = snprintf(payload, sizeof(payload), "%.5s\n%s\n%s", state, msg,
+					 hint && !strchr(hint, '\n') ? hint : "");
+		control_send(DML_MSG_ERROR, payload, (size_t) n < sizeof(payload) ? (size_t) n : sizeof(payload) - 1, NULL, 0);
+	}
+	comm_abort(2);
+}
+
+/* a failed query on conn (res: its result, or NULL): final or restartable */
+void
+worker_fail_query_at(const char *file, int line, void *pgconn, void *pgres, const char *what)
+{
+	PGconn	   *conn = pgconn;
+	PGresult   *res = pgres;
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+
+	if (state && strlen(state) == 5 && msg && !sqlstate_transient(state) &&
+		PQstatus(conn) == CONNECTION_OK)
+		worker_fail_final_at(file, line, state,
+							 PQresultErrorField(res, PG_DIAG_MESSAGE_HINT),
+							 "%s", msg);
+	worker_fail_at(file, line, "%s failed: %s", what, PQerrorMessage(conn));
+}
+
+/*
  * A mistake in the user's data, found by every rank after a reduction:
  * rank 0 sends "SQLSTATE\nmessage\nhint" so the backend raises it as is.
  * fmt is "SQLSTATE|hint|message format".

@@ -262,6 +262,17 @@ extern void worker_fail_at(const char *file, int line, const char *fmt,...)
 			__attribute__((format(printf, 3, 4), noreturn));
 #define worker_fail(...) worker_fail_at(__FILE__, __LINE__, __VA_ARGS__)
 
+/* an error that would happen again (SQLSTATE state): fail without a restart */
+extern void worker_fail_final_at(const char *file, int line, const char *state, const char *hint,
+								 const char *fmt,...)
+			__attribute__((format(printf, 5, 6), noreturn));
+#define worker_fail_final(state, ...) worker_fail_final_at(__FILE__, __LINE__, state, NULL, __VA_ARGS__)
+
+/* a failed query (conn a PGconn, res its PGresult or NULL): final unless transient */
+extern void worker_fail_query_at(const char *file, int line, void *pgconn, void *pgres,
+								 const char *what) __attribute__((noreturn));
+#define worker_fail_query(conn, res, what) worker_fail_query_at(__FILE__, __LINE__, conn, res, what)
+
 /* a user-facing error found collectively: rank 0 reports it, all end */
 extern void worker_user_error(const char *fmt,...)
 			__attribute__((format(printf, 1, 2), noreturn));
