@@ -19,6 +19,7 @@
 
 #include "nodes/pg_list.h"
 #include "storage/block.h"
+#include "jobspec.h"
 #include "protocol.h"
 
 /* What a feature column is to the worker */
@@ -91,6 +92,7 @@ typedef struct DmlJob
 	double		learning_rate;
 	int			batch_size;
 	int			epochs;
+	double		max_seconds;	/* time budget of training; 0: none */
 	double		weight_decay;
 	double		validation;
 	int			patience;

@@ -149,6 +149,25 @@ spec_text_predict(DmlJob *job, const char *socket_path, const char *model_path)
 	return buf.data;
 }
 
+/* the job's settings: every row of jobspec.h's table */
+static void
+spec_settings(StringInfo buf, const DmlJob *job)
+{
+#define PUT_INT(name) spec_putf(buf, #name, DML_JOB_FMT_INT, job->name)
+#define PUT_DBL(name) spec_putf(buf, #name, DML_JOB_FMT_DBL, job->name)
+#define PUT_I64(name) spec_putf(buf, #name, DML_JOB_FMT_I64, (long long) job->name)
+#define PUT_STR(name) spec_put(buf, #name, job->name)
+#define PUT_OPT(name) do { if (job->name) spec_put(buf, #name, job->name); } while (0)
+#define PUT(type, name, stored) PUT_##type(name);
+	DML_JOB_SETTINGS(PUT)
+#undef PUT
+#undef PUT_INT
+#undef PUT_DBL
+#undef PUT_I64
+#undef PUT_STR
+#undef PUT_OPT
+}
+
 /* The spec text for one launch of a job */
 static char *
 spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
@@ -169,40 +188,12 @@ spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
 	spec_putf(&buf, "outputs", "%d", job->noutputs);
 	for (int i = 0; i < job->nhidden; i++)
 		spec_putf(&buf, "hidden", "%d", job->hidden[i]);
-	spec_put(&buf, "optimizer", job->optimizer);
-	spec_putf(&buf, "learning_rate", "%.17g", job->learning_rate);
-	spec_putf(&buf, "momentum", "%.17g", job->momentum);
-	spec_putf(&buf, "beta1", "%.17g", job->beta1);
-	spec_putf(&buf, "beta2", "%.17g", job->beta2);
-	spec_putf(&buf, "eps", "%.17g", job->eps);
+	spec_settings(&buf, job);
 	spec_put(&buf, "schedule", job->schedule);
-	spec_putf(&buf, "step_size", "%d", job->step_size);
-	spec_putf(&buf, "gamma", "%.17g", job->gamma);
-	spec_putf(&buf, "tolerance", "%.17g", job->tolerance);
-	spec_putf(&buf, "batch_size", "%d", job->batch_size);
-	spec_putf(&buf, "epochs", "%d", job->epochs);
-	spec_putf(&buf, "weight_decay", "%.17g", job->weight_decay);
-	spec_putf(&buf, "validation", "%.17g", job->validation);
-	spec_putf(&buf, "patience", "%d", job->patience);
-	spec_put(&buf, "nulls", job->nulls);
-	spec_put(&buf, "device", job->device);
-	spec_putf(&buf, "seed", INT64_FORMAT, job->seed);
-	spec_putf(&buf, "checkpoint_every", "%d", job->checkpoint_every);
-	if (job->fault)
-		spec_put(&buf, "fault", job->fault);
-	spec_put(&buf, "sync", job->sync);
-	spec_putf(&buf, "servers", "%d", job->servers);
-	spec_putf(&buf, "staleness", "%d", job->staleness);
-	spec_putf(&buf, "average_every", "%d", job->average_every);
-	spec_put(&buf, "compression", job->compression);
-	spec_putf(&buf, "topk_ratio", "%.17g", job->topk_ratio);
-	if (job->straggler)
-		spec_put(&buf, "straggler", job->straggler);
 	if (job->no_shared_memory)
 		spec_put(&buf, "shared_memory", "0");
 	if (resume_path)
 		spec_put(&buf, "resume", resume_path);
-	spec_putf(&buf, "attempt", "%d", job->attempt);
 
 	spec_put(&buf, "target", job->classification ? "label" : "num");
 	spec_put(&buf, "target_name", job->target.name);

@@ -833,18 +833,23 @@ spec_json(DmlJob *job, const DmlModel *m)
 		}
 		appendStringInfo(&buf, "], \"intercept\": %.9g", b * ys + m->out_mean[0]);
 	}
-	appendStringInfoString(&buf, ", \"hyperparameters\": {\"optimizer\": ");
-	json_str(&buf, job->optimizer);
-	appendStringInfo(&buf, ", \"learning_rate\": %.9g, \"batch_size\": %d, \"epochs\": %d, "
-					 "\"weight_decay\": %.9g, \"validation\": %.9g, \"patience\": %d, "
-					 "\"seed\": " INT64_FORMAT ", \"workers\": %d, \"nulls\": \"%s\", "
-					 "\"schedule\": \"%s\", \"momentum\": %.9g, \"sync\": \"%s\", "
-					 "\"servers\": %d, \"staleness\": %d, \"average_every\": %d, "
-					 "\"compression\": \"%s\", \"topk_ratio\": %.9g}",
-					 job->learning_rate, job->batch_size, job->epochs, job->weight_decay,
-					 job->validation, job->patience, job->seed, job->workers, job->nulls,
-					 job->schedule, job->momentum, job->sync, job->servers, job->staleness,
-					 job->average_every, job->compression, job->topk_ratio);
+	/* the settings jobspec.h's table marks as stored */
+	appendStringInfo(&buf, ", \"hyperparameters\": {\"workers\": %d, \"schedule\": ", job->workers);
+	json_str(&buf, job->schedule);
+#define JSON_INT(name) appendStringInfo(&buf, ", \"" #name "\": %d", job->name)
+#define JSON_DBL(name) appendStringInfo(&buf, ", \"" #name "\": %.9g", job->name)
+#define JSON_I64(name) appendStringInfo(&buf, ", \"" #name "\": " INT64_FORMAT, job->name)
+#define JSON_STR(name) (appendStringInfoString(&buf, ", \"" #name "\": "), json_str(&buf, job->name))
+#define JSON_OPT(name) do { if (job->name) JSON_STR(name); } while (0)
+#define JSON(type, name, stored) if (stored) JSON_##type(name);
+	DML_JOB_SETTINGS(JSON)
+#undef JSON
+#undef JSON_INT
+#undef JSON_DBL
+#undef JSON_I64
+#undef JSON_STR
+#undef JSON_OPT
+	appendStringInfoChar(&buf, '}');
 	appendStringInfoString(&buf, ", \"snapshot\": ");
 	json_str(&buf, job->snapshot);
 	appendStringInfoChar(&buf, '}');
@@ -1099,6 +1104,11 @@ dml_train(PG_FUNCTION_ARGS)
 				 errmsg("unknown device \"%s\"", job->device),
 				 errhint("Valid devices are auto, cpu and gpu.")));
 	job->seed = PG_ARGISNULL(17) ? 42 : PG_GETARG_INT64(17);
+	/* 24 topk_ratio (choose_sync), 25 max_seconds: a time budget, NULL for none */
+	job->max_seconds = PG_NARGS() > 25 && !PG_ARGISNULL(25) ? PG_GETARG_FLOAT8(25) : 0;
+	if (PG_NARGS() > 25 && !PG_ARGISNULL(25) &&
+		!(job->max_seconds > 0 && job->max_seconds <= DML_MAX_SECONDS_MAX))
+		range_error("max_seconds", "It is the seconds training may take, greater than 0 and at most a year.");
 	job->momentum = 0.9;
 	job->beta1 = 0.9;
 	job->beta2 = 0.999;

@@ -117,6 +117,31 @@ classes_as_keys(WorkerSpec *spec)
 	do { arr = realloc(arr, sizeof(type) * ((n) + 1)); \
 		 if (!(arr)) { snprintf(err, errlen, "out of memory"); fclose(f); return -1; } } while (0)
 
+/* a row of jobspec.h's table: store val in its member; 0 when key is none */
+static int
+read_setting(WorkerSpec *spec, const char *key, char *val)
+{
+#define GET_INT(name) spec->name = atoi(val)
+#define GET_DBL(name) spec->name = strtod(val, NULL)
+#define GET_I64(name) spec->name = strtoull(val, NULL, 10)
+#define GET_STR(name) spec->name = val
+#define GET_OPT(name) spec->name = val
+#define GET(type, name, stored) \
+	if (strcmp(key, #name) == 0) \
+	{ \
+		GET_##type(name); \
+		return 1; \
+	}
+	DML_JOB_SETTINGS(GET)
+#undef GET
+#undef GET_INT
+#undef GET_DBL
+#undef GET_I64
+#undef GET_STR
+#undef GET_OPT
+	return 0;
+}
+
 /* parse the spec at path; 0 on success, else -1 with err filled */
 int
 spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
@@ -154,6 +179,8 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 		unescape(val);
 		val = strdup(val);
 
+		if (read_setting(spec, key, val))
+			continue;
 		if (strcmp(key, "job") == 0)
 			spec->predict = strcmp(val, "predict") == 0;
 		else if (strcmp(key, "model") == 0)
@@ -181,67 +208,13 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 			spec->outputs = atoi(val);
 		else if (strcmp(key, "hidden") == 0 && spec->nhidden < DML_MAX_LAYERS - 1)
 			spec->hidden[spec->nhidden++] = atoi(val);
-		else if (strcmp(key, "optimizer") == 0)
-			spec->optimizer = val;
-		else if (strcmp(key, "learning_rate") == 0)
-			spec->learning_rate = atof(val);
-		else if (strcmp(key, "momentum") == 0)
-			spec->momentum = atof(val);
-		else if (strcmp(key, "beta1") == 0)
-			spec->beta1 = atof(val);
-		else if (strcmp(key, "beta2") == 0)
-			spec->beta2 = atof(val);
-		else if (strcmp(key, "eps") == 0)
-			spec->eps = atof(val);
 		else if (strcmp(key, "schedule") == 0)
 			spec->schedule = strcmp(val, "step") == 0 ? DML_SCHED_STEP :
 				strcmp(val, "cosine") == 0 ? DML_SCHED_COSINE : DML_SCHED_CONSTANT;
-		else if (strcmp(key, "step_size") == 0)
-			spec->step_size = atoi(val);
-		else if (strcmp(key, "gamma") == 0)
-			spec->gamma = atof(val);
-		else if (strcmp(key, "tolerance") == 0)
-			spec->tolerance = atof(val);
-		else if (strcmp(key, "batch_size") == 0)
-			spec->batch_size = atoi(val);
-		else if (strcmp(key, "epochs") == 0)
-			spec->epochs = atoi(val);
-		else if (strcmp(key, "weight_decay") == 0)
-			spec->weight_decay = atof(val);
-		else if (strcmp(key, "validation") == 0)
-			spec->validation = atof(val);
-		else if (strcmp(key, "patience") == 0)
-			spec->patience = atoi(val);
-		else if (strcmp(key, "nulls") == 0)
-			spec->nulls = val;
-		else if (strcmp(key, "device") == 0)
-			spec->device = val;
-		else if (strcmp(key, "seed") == 0)
-			spec->seed = strtoull(val, NULL, 10);
-		else if (strcmp(key, "checkpoint_every") == 0)
-			spec->checkpoint_every = atoi(val);
-		else if (strcmp(key, "fault") == 0)
-			spec->fault = val;
-		else if (strcmp(key, "sync") == 0)
-			spec->sync = val;
-		else if (strcmp(key, "servers") == 0)
-			spec->servers = atoi(val);
-		else if (strcmp(key, "staleness") == 0)
-			spec->staleness = atoi(val);
-		else if (strcmp(key, "average_every") == 0)
-			spec->average_every = atoi(val);
-		else if (strcmp(key, "compression") == 0)
-			spec->compression = val;
-		else if (strcmp(key, "topk_ratio") == 0)
-			spec->topk_ratio = strtod(val, NULL);
-		else if (strcmp(key, "straggler") == 0)
-			spec->straggler = val;
 		else if (strcmp(key, "shared_memory") == 0)
 			spec->shared_memory = atoi(val);
 		else if (strcmp(key, "resume") == 0)
 			spec->resume = val;
-		else if (strcmp(key, "attempt") == 0)
-			spec->attempt = atoi(val);
 		else if (strcmp(key, "target") == 0)
 			spec->classification = strcmp(val, "label") == 0;
 		else if (strcmp(key, "target_name") == 0)

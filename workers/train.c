@@ -330,6 +330,40 @@ train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec, const D
 	return false;
 }
 
+/*
+ * train_out_of_time
+ *		Whether the time budget (max_seconds, from start on rank 0's clock)
+ *		is spent.  Rank 0 decides and every data rank learns its answer, so
+ *		all stop at the same step: a collective, called only when the job
+ *		has a budget.
+ */
+bool
+train_out_of_time(const WorkerSpec *spec, double start)
+{
+	int			over;
+
+	if (spec->max_seconds <= 0)
+		return false;
+	over = worker_rank == 0 && wall_seconds() - start >= spec->max_seconds;
+	comm_bcast(&over, sizeof(over), 0);
+	return over != 0;
+}
+
+/* the budget is spent after step (1-based) of epoch: say so once */
+void
+train_note_out_of_time(const WorkerSpec *spec, TrainResult *res, int epoch, int step)
+{
+	char		msg[160];
+	int			n;
+
+	res->out_of_time = true;
+	if (worker_rank != 0)
+		return;
+	n = snprintf(msg, sizeof(msg), "training stopped at epoch %d, step %d: max_seconds (%g s) spent",
+				 epoch, step, spec->max_seconds);
+	control_send(DML_MSG_LOG, msg, (size_t) n, NULL, 0);
+}
+
 /* after the last epoch: the best replica back, the rates, memory freed */
 void
 train_log_finish(EpochLog *log, TrainResult *res)
@@ -448,6 +482,11 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	int			first_epoch = 1;
 	Straggler	straggler;
 	int64_t		all_rows = 0;
+	double		start;
+	/* lockstep modes check the budget every step; the others between epochs */
+	bool		step_budget = spec->max_seconds > 0 &&
+		(strcmp(spec->sync, "allreduce") == 0 || strcmp(spec->sync, "average") == 0 ||
+		 strcmp(spec->sync, "gossip") == 0);
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 	train_plan_steps(&plan, ntrain, spec->batch_size);
@@ -474,8 +513,9 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	sync_start(&sy, net->params, &opt, all_rows);
 	sync_bind(&sy, spec, &net->params, &grads, &opt);
 	train_log_init(&log, net, spec, nval);
+	start = wall_seconds();
 
-	for (int epoch = first_epoch; epoch <= spec->epochs; epoch++)
+	for (int epoch = first_epoch; epoch <= spec->epochs && !res->out_of_time; epoch++)
 	{
 		double		t0 = wall_seconds();
 		double		bytes0 = comm_job_bytes();
@@ -512,8 +552,12 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			if (async && pos >= ntrain)
 				pos = 0;
 			straggler_step(&straggler);
+			if (step_budget && s < plan.steps - 1 && train_out_of_time(spec, start))
+				train_note_out_of_time(spec, res, epoch, s + 1);
 			sync_step(&sy, spec, net->params, grads, &opt, lr, B, total,
-					  !async && s == plan.steps - 1);
+					  !async && (s == plan.steps - 1 || res->out_of_time));
+			if (res->out_of_time)
+				break;
 		}
 		{
 			/* gossip evaluates the replicas' average */
@@ -525,7 +569,10 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 								   bytes0, &checkpoint);
 			net->params = own;
 		}
-		if (checkpoint)
+		if (!res->out_of_time && epoch < spec->epochs && !stop &&
+			train_out_of_time(spec, start))
+			train_note_out_of_time(spec, res, epoch, async ? 0 : plan.steps);
+		if (checkpoint && !res->out_of_time)
 		{
 			sync_gather_state(&sy, &opt);
 			train_send_checkpoint(m, &opt, epoch);
@@ -587,11 +634,12 @@ final_metrics(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Trai
 			 "{\"evaluated_on\": \"%s\", \"train_rows\": %.0f, \"validation_rows\": %.0f, "
 			 "\"epochs\": %d, \"final_loss\": %.10g, \"rows_per_second\": %.1f, "
 			 "\"train_seconds\": %.4f, \"load_seconds\": %.4f, \"load\": \"%s\", \"bytes_sent\": %.0f, "
-			 "\"workers\": %d, %s%s%s",
+			 "\"workers\": %d, %s%s%s%s",
 			 on_val ? "validation" : "training", counts[0], counts[1], res->epochs_run,
 			 isfinite(res->final_loss) ? res->final_loss : 0.0, res->rows_per_second,
-			 res->train_seconds, ds->load_seconds, ds->load_path, comm_job_bytes(), worker_world, res->sync_json ? res->sync_json : "",
-			 res->sync_json ? ", " : "", mj + 1);
+			 res->train_seconds, ds->load_seconds, ds->load_path, comm_job_bytes(), worker_world,
+			 res->out_of_time ? "\"stopped\": \"max_seconds\", " : "",
+			 res->sync_json ? res->sync_json : "", res->sync_json ? ", " : "", mj + 1);
 	dml_metrics_free(&met);
 	dml_work_free(&work);
 	free(mj);

@@ -72,6 +72,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	DmlWork		work;
 	DmlRng		rng;
 	int			first_epoch = 1;
+	double		start;
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 
@@ -125,8 +126,10 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	if (dml_work_alloc(&work, net, EVAL_ROWS) != DML_OK)
 		worker_fail("out of memory");
 	train_log_init(&log, net, spec, nval);
+	start = wall_seconds();
 
-	for (int epoch = first_epoch; epoch <= spec->epochs; epoch++)
+	/* the device runs ahead of the host: the time budget is checked between epochs */
+	for (int epoch = first_epoch; epoch <= spec->epochs && !res->out_of_time; epoch++)
 	{
 		double		t0 = wall_seconds();
 		double		bytes0 = comm_job_bytes();
@@ -177,7 +180,9 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 			gpuCheck(dml_gpu_net_download(&g, net->params, errbuf, sizeof(errbuf)));
 		stop = train_log_epoch(&log, res, spec, ds, &work, val_idx, nval, epoch, sums, t0,
 							   bytes0, &checkpoint);
-		if (checkpoint)
+		if (!stop && epoch < spec->epochs && train_out_of_time(spec, start))
+			train_note_out_of_time(spec, res, epoch, plan.steps);
+		if (checkpoint && !res->out_of_time)
 		{
 			if (g.opt_m)
 				cudaRtCheck(cudaMemcpy(opt.s1, g.opt_m, sizeof(float) * np, cudaMemcpyDeviceToHost));

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "jobspec.h"
 #include "kernels.h"
 
 /* ---------------------------------------------------------------------
@@ -74,6 +75,7 @@ typedef struct WorkerSpec
 	double		tolerance;
 	int			batch_size;
 	int			epochs;
+	double		max_seconds;	/* time budget of training, rank 0's clock; 0: none */
 	double		weight_decay;
 	double		validation;
 	int			patience;
@@ -186,6 +188,7 @@ typedef struct TrainResult
 	double		train_seconds;
 	char	   *metrics_json;
 	char	   *sync_json;		/* JSON members describing the sync, or NULL */
+	bool		out_of_time;	/* stopped because max_seconds was spent */
 } TrainResult;
 
 /* optimizer state: velocity, or Adam's two moments */
@@ -236,6 +239,8 @@ extern bool train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *s
 							int epoch, double sums[2], double t0, double bytes0,
 							bool *checkpoint);
 extern void train_log_finish(EpochLog *log, TrainResult *res);
+extern bool train_out_of_time(const WorkerSpec *spec, double start);
+extern void train_note_out_of_time(const WorkerSpec *spec, TrainResult *res, int epoch, int step);
 extern void train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device);
 extern void train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
