@@ -180,8 +180,14 @@ extern char *DmlSliceQuery(DmlJob *job, DmlSlice *slice);
 extern void DmlExactSolve(DmlJob *job, DmlJobResult *result,
 						  DmlProgressCallback cb, void *cb_arg);
 
-/* extension/train.c: how a job's workers are started and connect back */
+/* settings.c: how a job's workers are started and connect back */
+extern char *dml_mpirun;
+extern char *dml_worker_path;
+extern char *dml_conninfo;
+extern char *dml_hosts;
 extern void DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice);
+extern bool DmlBuildHasCuda(void);
+extern bool DmlGpuVisible(void);
 
 /* launch.c, supervise.c */
 extern void DmlRunJob(DmlJob *job, DmlJobResult *result,

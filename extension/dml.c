@@ -16,16 +16,13 @@
 #include "fmgr.h"
 #include "utils/guc.h"
 
+#include "coordinator.h"
 #include "dml.h"
 
 PG_MODULE_MAGIC;
 
 int			dml_workers = DML_DEFAULT_WORKERS;
 int			dml_max_workers = DML_DEFAULT_MAX_WORKERS;
-char	   *dml_mpirun = NULL;
-char	   *dml_worker_path = NULL;
-char	   *dml_conninfo = NULL;
-char	   *dml_hosts = NULL;
 char	   *dml_device = NULL;
 int			dml_max_restarts = 2;
 int			dml_checkpoint_every = 1;

@@ -25,10 +25,6 @@
 
 extern int	dml_workers;
 extern int	dml_max_workers;
-extern char *dml_mpirun;
-extern char *dml_worker_path;
-extern char *dml_conninfo;
-extern char *dml_hosts;
 extern char *dml_device;
 extern int	dml_max_restarts;
 extern int	dml_checkpoint_every;

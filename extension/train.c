@@ -40,7 +40,6 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
-#include "batch.h"
 #include "coordinator.h"
 #include "dml.h"
 
@@ -593,112 +592,6 @@ choose_packing(DmlJob *job)
 		job->pack_target = psprintf("%s::int4::int8", qcol);
 	else
 		job->pack_target = psprintf("%s::int8", qcol);
-}
-
-/* ---------------------------------------------------------------------
- * Connection and programs
- * --------------------------------------------------------------------- */
-
-/* a conninfo value, single-quoted */
-static void
-append_conn_value(StringInfo buf, const char *key, const char *value)
-{
-	appendStringInfo(buf, "%s='", key);
-	for (const char *p = value; *p; p++)
-	{
-		if (*p == '\'' || *p == '\\')
-			appendStringInfoChar(buf, '\\');
-		appendStringInfoChar(buf, *p);
-	}
-	appendStringInfoString(buf, "' ");
-}
-
-/* dml.conninfo, or this server's first Unix socket as the bootstrap superuser */
-static char *
-worker_conninfo(void)
-{
-	StringInfoData buf;
-	char	   *dirs;
-	char	   *first;
-
-	initStringInfo(&buf);
-	if (dml_conninfo && dml_conninfo[0])
-		appendStringInfo(&buf, "%s ", dml_conninfo);
-	else
-	{
-		dirs = pstrdup(Unix_socket_directories ? Unix_socket_directories : "");
-		first = strtok(dirs, ",");
-		while (first && *first == ' ')
-			first++;
-		append_conn_value(&buf, "host", first && *first ? first : "127.0.0.1");
-		appendStringInfo(&buf, "port=%d ", PostPortNumber);
-		append_conn_value(&buf, "user", GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false));
-	}
-	append_conn_value(&buf, "dbname", get_database_name(MyDatabaseId));
-	appendStringInfoString(&buf, "application_name='dml-worker'");
-	return buf.data;
-}
-
-/*
- * dml.worker_path, or the worker next to the postgres binary: the CUDA
- * build (dml-worker-gpu) when the job may run on a GPU, else the CPU build,
- * which starts and exits about 0.15 s sooner because it loads no CUDA
- * libraries.  'gpu' always gets the CUDA build (its worker reports a
- * missing GPU); 'auto' gets it when this host shows a GPU or when ranks
- * run on other hosts (dml.hosts), which may have one.
- */
-static char *
-worker_path(const char *device)
-{
-	char	   *dir;
-	char	   *gpu;
-
-	if (dml_worker_path && dml_worker_path[0])
-		return pstrdup(dml_worker_path);
-	dir = pstrdup(my_exec_path);
-	get_parent_directory(dir);
-	gpu = psprintf("%s/dml-worker-gpu", dir);
-	if (device != NULL &&
-		(strcmp(device, "gpu") == 0 ||
-		 (strcmp(device, "auto") == 0 && ((dml_hosts && dml_hosts[0]) || DmlGpuVisible()))) &&
-		access(gpu, X_OK) == 0)
-		return gpu;
-	return psprintf("%s/dml-worker", dir);
-}
-
-/*
- * DmlJobSetLaunch
- *		How a job's workers start and connect back: the snapshot they read
- *		under, the role they SET ROLE to, the connection string, hosts and
- *		programs.  With export_snapshot false they read with no snapshot of
- *		ours (the in-server path launches nothing).  A snapshot cannot be
- *		exported from a subtransaction (a PL/pgSQL EXCEPTION block, a
- *		SAVEPOINT): rank 0 then exports one of its own and the other ranks
- *		import it, so the ranks still agree on the data, as of the job's
- *		start rather than the caller's snapshot; subxact_notice says so.
- *		Needs an SPI connection.
- */
-void
-DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice)
-{
-	if (!export_snapshot)
-		job->snapshot = "";
-	else if (IsSubTransaction())
-	{
-		ereport(NOTICE, (errmsg("%s", subxact_notice)));
-		job->snapshot = "";
-	}
-	else
-	{
-		if (SPI_execute("SELECT pg_export_snapshot()", false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "dml: pg_export_snapshot failed");
-		job->snapshot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	}
-	job->role = GetUserNameFromId(GetUserId(), false);
-	job->conninfo = worker_conninfo();
-	job->hosts = dml_hosts;
-	job->mpirun = dml_mpirun;
-	job->worker_path = worker_path(job->device);
 }
 
 /* ---------------------------------------------------------------------

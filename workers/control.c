@@ -22,6 +22,8 @@
 static int	control_fd = -1;
 static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static void control_report(uint32_t type, const void *payload, size_t len);
+
 /* connect to the coordinator's socket */
 void
 control_connect(const char *path)
@@ -44,12 +46,7 @@ control_connect(const char *path)
 		control_fd = -1;
 		worker_fail("could not connect to the coordinator at %s: %s", path, strerror(e));
 	}
-}
-
-int
-control_connected(void)
-{
-	return control_fd >= 0;
+	worker_report = control_report;
 }
 
 /* write all of buf, or end the job */
@@ -69,7 +66,7 @@ write_all(const void *buf, size_t len)
 			/* the coordinator is gone: nothing left to report to */
 			fprintf(stderr, "dml-worker error: rank 0 on %s: control socket closed: %s\n",
 					worker_host, strerror(errno));
-			comm_abort(3);
+			worker_abort(3);
 		}
 		p += n;
 		len -= n;
@@ -96,6 +93,13 @@ control_send(uint32_t type, const void *a, size_t alen, const void *b, size_t bl
 	if (blen)
 		write_all(b, blen);
 	pthread_mutex_unlock(&send_lock);
+}
+
+/* the runtime's report hook: one message of one part */
+static void
+control_report(uint32_t type, const void *payload, size_t len)
+{
+	control_send(type, payload, len, NULL, 0);
 }
 
 /* block on the socket; when the coordinator's end closes, end the job */

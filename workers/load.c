@@ -777,7 +777,7 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	PGconn	   *conn;
 	char	   *role;
 	char		sql[512];
-	double		t0 = wall_seconds();
+	double		t0 = dml_clock_seconds();
 	int			whole = 0;
 
 	memset(ds, 0, sizeof(*ds));
@@ -860,6 +860,6 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 			ds->val[i] = held_out(ds, i, spec->seed, spec->validation);
 	if (whole && worker_world > 1)
 		scatter_rows(ds);
-	ds->load_seconds = wall_seconds() - t0;
+	ds->load_seconds = dml_clock_seconds() - t0;
 	ds->load_path = spec->load_block && !whole ? "block" : "copy";
 }

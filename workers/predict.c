@@ -9,7 +9,7 @@
  *	  not see: it is not committed).
  *
  * The backend chose each column's SQL expression so that values arrive as
- * dml_predict reads them (extension/batch_worker.c): numbers as float8,
+ * dml_predict reads them (extension/predict_table_worker.c): numbers as float8,
  * arrays as float8[], categories as their type's output text, the row id
  * in its own binary format, passed through untouched.  Encoding and its
  * checks mirror DmlFeatureInputs (extension/predict.c) down to the

@@ -155,7 +155,7 @@ send_blocking(const Sync *s, int j, void *buf, size_t len)
  *		counts an epoch by them).
  */
 void
-sync_start(Sync *s, const float *params, const OptState *o, int64_t epoch_rows)
+sync_start(Sync *s, const float *params, const DmlOptimState *o, int64_t epoch_rows)
 {
 	if (!uses_servers(s))
 		return;
@@ -514,7 +514,7 @@ shard_start(size_t np, int W, int r)
  *		Otherwise nothing changes.
  */
 void
-sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, OptState *o)
+sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, DmlOptimState *o)
 {
 	size_t		npad = (s->np + 15) & ~(size_t) 15;
 	void	  **base;
@@ -562,7 +562,7 @@ sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, OptSta
  *		is freed.
  */
 void
-sync_unbind(Sync *s, float **params, float **grads, OptState *o)
+sync_unbind(Sync *s, float **params, float **grads, DmlOptimState *o)
 {
 	if (s->shm == NULL)
 		return;
@@ -600,19 +600,19 @@ sum_slots(float *sum, float *const *slot, int W, size_t lo, size_t hi)
 
 /* one step through the segment: sum this rank's range, step it */
 static void
-shared_step(Sync *s, const WorkerSpec *spec, OptState *o, float lr, int64_t total)
+shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t total)
 {
 	comm_shared_fence(s->shm);	/* every rank's gradient is in its slot */
 	if (total > 0)
 	{
-		OptState	range = *o;
+		DmlOptimState	range = *o;
 
 		sum_slots(s->scratch, s->slot, s->W, s->lo, s->hi);
 		range.n = s->hi - s->lo;
 		range.s1 = o->s1 + s->lo;
 		range.s2 = o->s2 + s->lo;
 		if (range.n > 0)
-			train_opt_step(&range, spec, s->shm_params + s->lo, s->scratch + s->lo, lr);
+			train_optim_step(&range, spec, s->shm_params + s->lo, s->scratch + s->lo, lr);
 		o->t++;
 	}
 	comm_shared_fence(s->shm);	/* every range is stepped */
@@ -711,7 +711,7 @@ ps_push_pull(Sync *s, const WorkerSpec *spec, float *params, const float *grads,
  *		epoch_end marks the epoch's last step.
  */
 void
-sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads, OptState *o,
+sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads, DmlOptimState *o,
 		  float lr, int B, int64_t total, bool epoch_end)
 {
 	switch (s->mode)
@@ -724,7 +724,7 @@ sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads, OptState
 			}
 			allreduce_grads(s, grads);
 			if (total > 0)
-				train_opt_step(o, spec, params, grads, lr);
+				train_optim_step(o, spec, params, grads, lr);
 			break;
 		case SYNC_PS:
 		case SYNC_SSP:
@@ -733,7 +733,7 @@ sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads, OptState
 			break;
 		case SYNC_AVERAGE:
 			if (total > 0)
-				train_opt_step(o, spec, params, grads, lr);
+				train_optim_step(o, spec, params, grads, lr);
 			if (++s->round >= spec->average_every || epoch_end)
 			{
 				average_params(s, params);
@@ -742,7 +742,7 @@ sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads, OptState
 			break;
 		case SYNC_GOSSIP:
 			if (total > 0)
-				train_opt_step(o, spec, params, grads, lr);
+				train_optim_step(o, spec, params, grads, lr);
 			if (s->W > 1)
 			{
 				/* round r: send to rank + d, receive from rank - d, d = 1 + r mod (W - 1) */
@@ -835,7 +835,7 @@ sync_epoch_end(Sync *s, float *params, double *staleness)
 
 /* rank 0, before a checkpoint: the servers' optimizer state into o */
 void
-sync_gather_state(Sync *s, OptState *o)
+sync_gather_state(Sync *s, DmlOptimState *o)
 {
 	if (!uses_servers(s) || worker_rank != 0)
 		return;

@@ -95,45 +95,12 @@ train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds, const int *i
 	free(out);
 }
 
-DmlOptimizer
-train_optimizer_kind(const char *name)
-{
-	if (strcmp(name, "adam") == 0)
-		return DML_OPT_ADAM;
-	if (strcmp(name, "momentum") == 0)
-		return DML_OPT_MOMENTUM;
-	if (strcmp(name, "nesterov") == 0)
-		return DML_OPT_NESTEROV;
-	return DML_OPT_SGD;
-}
-
-void
-train_opt_step(OptState *o, const WorkerSpec *spec, float *params, const float *grads, float lr)
-{
-	o->t++;
-	switch (o->kind)
-	{
-		case DML_OPT_SGD:
-			sgd_update(params, grads, o->n, lr, (float) spec->weight_decay);
-			break;
-		case DML_OPT_MOMENTUM:
-		case DML_OPT_NESTEROV:
-			momentum_update(params, o->s1, grads, o->n, lr, (float) spec->momentum,
-							(float) spec->weight_decay, o->kind == DML_OPT_NESTEROV);
-			break;
-		case DML_OPT_ADAM:
-			adam_update(params, o->s1, o->s2, grads, o->n, lr, (float) spec->beta1,
-						(float) spec->beta2, (float) spec->eps, (float) spec->weight_decay, o->t);
-			break;
-	}
-}
-
 /*
  * Checkpoint payload: int32 epoch, uint32 blob length, model blob, int32
  * step count, then both optimizer state vectors (nparams floats each).
  */
 void
-train_send_checkpoint(const DmlModel *m, const OptState *o, int epoch)
+train_send_checkpoint(const DmlModel *m, const DmlOptimState *o, int epoch)
 {
 	size_t		blen = dml_model_serialized_size(m);
 	size_t		len = 4 + 4 + blen + 4 + 2 * o->n * sizeof(float);
@@ -157,7 +124,7 @@ train_send_checkpoint(const DmlModel *m, const OptState *o, int epoch)
 
 /* rank 0 reads the checkpoint, every rank gets its params and state; returns its epoch */
 int
-train_resume(const char *path, DmlModel *m, OptState *o)
+train_resume(const char *path, DmlModel *m, DmlOptimState *o)
 {
 	int32_t		hdr[2] = {0, 0};	/* epoch, ok */
 	float	   *buf = malloc(sizeof(float) * (m->net.nparams + 2 * o->n) + 4);
@@ -290,7 +257,7 @@ train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec, const D
 	p.val_loss = NAN;
 	p.val_metric = NAN;
 	p.staleness = log->staleness;
-	p.train_seconds = wall_seconds() - t0;
+	p.train_seconds = dml_clock_seconds() - t0;
 	log->train_time += p.train_seconds;
 	log->rows_done += sums[1];
 	if (log->nval_total > 0)
@@ -299,7 +266,7 @@ train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec, const D
 		p.val_loss = dml_metrics_loss(&log->met);
 		p.val_metric = dml_metrics_score(&log->met);
 	}
-	p.seconds = wall_seconds() - t0;
+	p.seconds = dml_clock_seconds() - t0;
 	p.bytes_sent = comm_job_bytes() - bytes0;
 	res->epochs_run = epoch;
 	res->final_loss = p.loss;
@@ -344,7 +311,7 @@ train_out_of_time(const WorkerSpec *spec, double start)
 
 	if (spec->max_seconds <= 0)
 		return false;
-	over = worker_rank == 0 && wall_seconds() - start >= spec->max_seconds;
+	over = worker_rank == 0 && dml_clock_seconds() - start >= spec->max_seconds;
 	comm_bcast(&over, sizeof(over), 0);
 	return over != 0;
 }
@@ -475,7 +442,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	float	   *grads = malloc(sizeof(float) * np);
 	float	   *Xb,
 			   *yb;
-	OptState	opt;
+	DmlOptimState	opt;
 	EpochLog	log;
 	DmlRng		rng;
 	Sync		sy;
@@ -502,7 +469,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	straggler_init(&straggler, spec);
 
 	dml_net_init(net, spec->seed);
-	opt.kind = train_optimizer_kind(spec->optimizer);
+	opt.kind = dml_optimizer_parse(spec->optimizer);
 	opt.n = np;
 	opt.s1 = calloc(np, sizeof(float));
 	opt.s2 = calloc(np, sizeof(float));
@@ -513,11 +480,11 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	sync_start(&sy, net->params, &opt, all_rows);
 	sync_bind(&sy, spec, &net->params, &grads, &opt);
 	train_log_init(&log, net, spec, nval);
-	start = wall_seconds();
+	start = dml_clock_seconds();
 
 	for (int epoch = first_epoch; epoch <= spec->epochs && !res->out_of_time; epoch++)
 	{
-		double		t0 = wall_seconds();
+		double		t0 = dml_clock_seconds();
 		double		bytes0 = comm_job_bytes();
 		float		lr = lr_at_epoch(spec->schedule, (float) spec->learning_rate, epoch - 1,
 									 spec->epochs, spec->step_size, (float) spec->gamma);

@@ -59,7 +59,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	StepPlan	plan;
 	int			b;
 	DmlGpuNet	g;
-	DmlGpuOptim gopt;
+	DmlOptim gopt;
 	DmlNccl    *nccl = NULL;
 	unsigned char id[DML_NCCL_ID_BYTES];
 	float	   *X_dev = NULL,
@@ -67,7 +67,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 			   *Xb,
 			   *yb;
 	int		   *idx_dev;
-	OptState	opt;
+	DmlOptimState	opt;
 	EpochLog	log;
 	DmlWork		work;
 	DmlRng		rng;
@@ -81,7 +81,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 
 	cudaRtCheck(cudaSetDevice(device));
 	dml_net_init(net, spec->seed);
-	gpuCheck(dml_gpu_net_alloc(&g, net, b > 0 ? b : 1, train_optimizer_kind(spec->optimizer),
+	gpuCheck(dml_gpu_net_alloc(&g, net, b > 0 ? b : 1, dml_optimizer_parse(spec->optimizer),
 							   device, 0, errbuf, sizeof(errbuf)));
 
 	/* the slice, once; row order per epoch */
@@ -100,7 +100,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	gpuCheck(dml_nccl_init(&nccl, id, worker_world, worker_rank, device, NCCL_TIMEOUT_S,
 						   errbuf, sizeof(errbuf)));
 
-	opt.kind = train_optimizer_kind(spec->optimizer);
+	opt.kind = dml_optimizer_parse(spec->optimizer);
 	opt.n = np;
 	opt.s1 = calloc(np, sizeof(float));
 	opt.s2 = calloc(np, sizeof(float));
@@ -126,12 +126,12 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	if (dml_work_alloc(&work, net, EVAL_ROWS) != DML_OK)
 		worker_fail("out of memory");
 	train_log_init(&log, net, spec, nval);
-	start = wall_seconds();
+	start = dml_clock_seconds();
 
 	/* the device runs ahead of the host: the time budget is checked between epochs */
 	for (int epoch = first_epoch; epoch <= spec->epochs && !res->out_of_time; epoch++)
 	{
-		double		t0 = wall_seconds();
+		double		t0 = dml_clock_seconds();
 		double		bytes0 = comm_job_bytes();
 		double		sums[2] = {0, (double) ntrain};
 		bool		checkpoint,

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * worker.c
- *	  dml-worker: main program of one MPI rank.
+ *	  dml-worker: main program of one MPI rank (its runtime: runtime.c).
  *
  *	  dml-worker <spec>
  *
@@ -37,183 +37,6 @@
 #include "protocol.h"
 #include "sync.h"
 #include "worker.h"
-
-int			worker_rank = 0;
-int			worker_world = 1;
-char		worker_host[256] = "?";
-
-double
-wall_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* report to the coordinator (rank 0) and the log, then end the whole job */
-void
-worker_fail_at(const char *file, int line, const char *fmt,...)
-{
-	char		msg[2048];
-	char		payload[2300];
-	va_list		ap;
-	int			n;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "dml-worker error: rank %d on %s: %s (%s:%d)\n",
-			worker_rank, worker_host, msg, file, line);
-	fflush(stderr);
-	if (worker_rank == 0 && control_connected())
-	{
-		n = snprintf(payload, sizeof(payload), "\nrank %d on %s: %s\n", worker_rank, worker_host, msg);
-		control_send(DML_MSG_ERROR, payload, (size_t) n < sizeof(payload) ? (size_t) n : sizeof(payload) - 1, NULL, 0);
-	}
-	comm_abort(2);
-}
-
-/*
- * Whether a failed query's SQLSTATE is worth a restart: lost connections,
- * a server shutting down, resources running out, a transaction rolled back
- * by a conflict.  Anything else (a SQL error, a privilege, bad data) would
- * happen again on every try.
- */
-static int
-sqlstate_transient(const char *state)
-{
-	return strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
-		strncmp(state, "53", 2) == 0 || strncmp(state, "58", 2) == 0 ||
-		strncmp(state, "40", 2) == 0;
-}
-
-/*
- * An error that would happen again on every try: report it with its
- * SQLSTATE (rank 0 over the control socket, every rank in the log as
- * "dml-worker final SQLSTATE message", which the coordinator looks for) so
- * the job fails at once instead of restarting, then end the job.
- */
-void
-worker_fail_final_at(const char *file, int line, const char *state, const char *hint,
-					 const char *fmt,...)
-{
-	char		msg[2048];
-	char		payload[4200];
-	va_list		ap;
-	int			n;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	for (char *p = msg; *p; p++)
-		if (*p == '\n')
-			*p = ' ';
-	fprintf(stderr, "dml-worker error: rank %d on %s: %s (%s:%d)\n",
-			worker_rank, worker_host, msg, file, line);
-	fprintf(stderr, "dml-worker final %.5s %s\n", state, msg);
-	fflush(stderr);
-	if (worker_rank == 0 && control_connected())
-	{
-		n = snprintf(payload, sizeof(payload), "%.5s\n%s\n%s", state, msg,
-					 hint && !strchr(hint, '\n') ? hint : "");
-		control_send(DML_MSG_ERROR, payload, (size_t) n < sizeof(payload) ? (size_t) n : sizeof(payload) - 1, NULL, 0);
-	}
-	comm_abort(2);
-}
-
-/* a failed query on conn (res: its result, or NULL): final or restartable */
-void
-worker_fail_query_at(const char *file, int line, void *pgconn, void *pgres, const char *what)
-{
-	PGconn	   *conn = pgconn;
-	PGresult   *res = pgres;
-	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-
-	if (state && strlen(state) == 5 && msg && !sqlstate_transient(state) &&
-		PQstatus(conn) == CONNECTION_OK)
-		worker_fail_final_at(file, line, state,
-							 PQresultErrorField(res, PG_DIAG_MESSAGE_HINT),
-							 "%s", msg);
-	worker_fail_at(file, line, "%s failed: %s", what, PQerrorMessage(conn));
-}
-
-/*
- * A mistake in the user's data, found by every rank after a reduction:
- * rank 0 sends "SQLSTATE\nmessage\nhint" so the backend raises it as is.
- * fmt is "SQLSTATE|hint|message format".
- */
-void
-worker_user_error(const char *fmt,...)
-{
-	char		msg[2048];
-	va_list		ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (worker_rank == 0)
-	{
-		/* msg is "SQLSTATE|hint|message": turn the separators into newlines */
-		char	   *a = strchr(msg, '|');
-		char	   *b = a ? strchr(a + 1, '|') : NULL;
-		char		payload[2100];
-		int			n;
-
-		if (a && b)
-		{
-			*a = '\0';
-			*b = '\0';
-			n = snprintf(payload, sizeof(payload), "%s\n%s\n%s", msg, b + 1, a + 1);
-		}
-		else
-			n = snprintf(payload, sizeof(payload), "\n%s\n", msg);
-		control_send(DML_MSG_ERROR, payload, (size_t) n < sizeof(payload) ? (size_t) n : sizeof(payload) - 1, NULL, 0);
-	}
-	/* every rank found the same; end together, the servers too */
-	sync_stop_servers();
-	comm_barrier();
-	comm_finalize();
-	exit(2);
-}
-
-/*
- * Fault injection (tests only; the backend passes it on only when
- * dml.test_hooks is on).  "rank:epoch:how", how = kill | exit | drop | hang,
- * with a trailing "!" to fault again after a restart.
- */
-void
-maybe_inject_fault(const WorkerSpec *spec, int epoch, void *pgconn)
-{
-	int			rank,
-				at;
-	char		how[32] = "";
-
-	if (spec->fault == NULL ||
-		sscanf(spec->fault, "%d:%d:%31s", &rank, &at, how) != 3 || rank != worker_rank)
-		return;
-	if (spec->attempt > 0 && strchr(how, '!') == NULL)
-		return;
-	if (strncmp(how, "drop", 4) == 0)
-	{
-		/* the database connection goes away under libpq, during the load */
-		if (pgconn != NULL)
-			shutdown(PQsocket((PGconn *) pgconn), SHUT_RDWR);
-		return;
-	}
-	if (at != epoch || pgconn != NULL)
-		return;
-	fprintf(stderr, "dml-worker: rank %d injecting fault \"%s\" at epoch %d\n", worker_rank, how, epoch);
-	fflush(stderr);
-	if (strncmp(how, "kill", 4) == 0)
-		kill(getpid(), SIGKILL);
-	else if (strncmp(how, "exit", 4) == 0)
-		_exit(17);
-	else if (strncmp(how, "hang", 4) == 0)
-		for (;;)
-			pause();
-}
 
 /* rank 0 tells the coordinator every rank's pid */
 static void
@@ -300,7 +123,7 @@ main(int argc, char **argv)
 	const char *device;
 	int			gpu;
 	int			iterative;
-	double		t0 = wall_seconds();
+	double		t0 = dml_clock_seconds();
 
 	/* die with mpirun, whatever kills it */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -313,6 +136,7 @@ main(int argc, char **argv)
 	if (spec.world != world_size)
 		worker_fail("job spec is for %d ranks but mpirun started %d", spec.world, world_size);
 	comm_split_roles(spec.servers);
+	worker_before_exit = sync_stop_servers;
 
 	if (worker_rank == 0)
 	{
@@ -387,7 +211,7 @@ main(int argc, char **argv)
 			dml_model_serialize(&res.model, msg + 4);
 			/* the device and timing facts join the metrics object */
 			n = snprintf(full, mlen, "{\"device\": \"%s\", \"total_seconds\": %.4f, %s",
-						 device, wall_seconds() - t0, metrics + 1);
+						 device, dml_clock_seconds() - t0, metrics + 1);
 			control_send(DML_MSG_MODEL, msg, 4 + blen, full, n);
 			free(msg);
 			free(full);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "jobspec.h"
 #include "kernels.h"
 
@@ -191,15 +192,19 @@ typedef struct TrainResult
 	bool		out_of_time;	/* stopped because max_seconds was spent */
 } TrainResult;
 
-/* optimizer state: velocity, or Adam's two moments */
-typedef struct OptState
+/* the optimizer settings of spec for a step at learning rate lr */
+static inline DmlOptim
+train_optim(const WorkerSpec *spec, DmlOptimizer kind, float lr)
 {
-	DmlOptimizer kind;
-	size_t		n;
-	float	   *s1;
-	float	   *s2;
-	int			t;
-} OptState;
+	DmlOptim	o = {kind, lr, (float) spec->momentum, (float) spec->beta1, (float) spec->beta2,
+	(float) spec->eps, (float) spec->weight_decay};
+
+	return o;
+}
+
+/* one optimizer step (kernels/optim.c) with spec's settings at lr */
+#define train_optim_step(st, spec, params, grads, lr) \
+	optim_step((st), (const DmlOptim[]) {train_optim((spec), (st)->kind, (lr))}, (params), (grads))
 
 #define EVAL_ROWS 1024			/* rows per forward pass when evaluating */
 
@@ -227,9 +232,8 @@ extern void prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model);
 extern void train_split_rows(const Dataset *ds, int **train, int *ntrain, int **val, int *nval);
 extern void train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds,
 						   const int *idx, int n, DmlMetrics *met);
-extern DmlOptimizer train_optimizer_kind(const char *name);
-extern void train_send_checkpoint(const DmlModel *m, const OptState *o, int epoch);
-extern int	train_resume(const char *path, DmlModel *m, OptState *o);
+extern void train_send_checkpoint(const DmlModel *m, const DmlOptimState *o, int epoch);
+extern int	train_resume(const char *path, DmlModel *m, DmlOptimState *o);
 extern void train_plan_steps(StepPlan *plan, int ntrain, int batch_size);
 extern int	train_step_rows(const StepPlan *plan, int rank);
 extern int64_t train_step_total(const StepPlan *plan, int s);
@@ -256,12 +260,20 @@ extern char *final_metrics(Dataset *ds, const WorkerSpec *spec, const DmlModel *
 extern void predict_run(const WorkerSpec *spec);
 
 /* ---------------------------------------------------------------------
- * Failing fast (worker.c): name rank, host, file and line, end the job
+ * The runtime (runtime.c): who this rank is; failing fast, naming rank,
+ * host, file and line, and ending the job
  * --------------------------------------------------------------------- */
 
 extern int	worker_rank;
 extern int	worker_world;
 extern char worker_host[256];
+
+/* rank 0's report to the coordinator (control.c sets it once connected) */
+extern void (*worker_report) (uint32_t type, const void *payload, size_t len);
+/* what a collective user error does before the ranks end (main sets it) */
+extern void (*worker_before_exit) (void);
+/* end the whole job now (MPI_Abort) */
+extern void worker_abort(int code) __attribute__((noreturn));
 
 extern void worker_fail_at(const char *file, int line, const char *fmt,...)
 			__attribute__((format(printf, 3, 4), noreturn));
@@ -282,7 +294,6 @@ extern void worker_fail_query_at(const char *file, int line, void *pgconn, void 
 extern void worker_user_error(const char *fmt,...)
 			__attribute__((format(printf, 1, 2), noreturn));
 
-extern double wall_seconds(void);
 
 /* the fault-injection hook: act if spec->fault names this rank and epoch */
 extern void maybe_inject_fault(const WorkerSpec *spec, int epoch, void *pgconn);
