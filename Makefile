@@ -18,6 +18,7 @@ OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_p
 	extension/evaluate.o extension/predict_table.o extension/predict_table_worker.o \
 	extension/aggregate.o extension/exact.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o coordinator/settings.o \
+	coordinator/result.o \
 	$(KERNEL_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql

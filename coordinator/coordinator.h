@@ -2,8 +2,9 @@
  *
  * coordinator.h
  *	  The part of the backend that runs one job of dml-workers: plan the
- *	  slices, write the job spec, launch mpirun, supervise it, receive the
- *	  model (a training job) or the predictions (a predict job).
+ *	  slices, serialize the job, launch mpirun, send rank 0 the job,
+ *	  supervise it, receive the model (a training job, as a typed result)
+ *	  or the predictions (a predict job).
  *
  * The extension (extension/train.c) checks the arguments and resolves
  * every name through the catalog; it hands the coordinator a DmlJob whose
@@ -17,9 +18,11 @@
 
 #include "postgres.h"
 
+#include "access/attnum.h"
 #include "nodes/pg_list.h"
 #include "storage/block.h"
 #include "jobspec.h"
+#include "kernels.h"
 #include "protocol.h"
 
 /* What a feature column is to the worker */
@@ -188,6 +191,10 @@ extern char *dml_hosts;
 extern void DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice);
 extern bool DmlBuildHasCuda(void);
 extern bool DmlGpuVisible(void);
+
+/* result.c: the metrics JSON of a training job's typed result */
+extern char *DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_staleness,
+						   const DmlMetrics *met);
 
 /* launch.c, supervise.c */
 extern void DmlRunJob(DmlJob *job, DmlJobResult *result,

@@ -1163,28 +1163,12 @@ dml_train(PG_FUNCTION_ARGS)
 		elog(ERROR, "dml: worker model has %d inputs, expected %d. Please report a bug.",
 			 parsed.net.sizes[0], job->ninputs);
 
-	/* the device the worker reports is in the metrics: {"device": ...} */
-	{
-		char	   *d = strstr(result.metrics_json, "\"device\": \"");
-
-		result.device = "cpu";
-		if (d)
-		{
-			d += strlen("\"device\": \"");
-			result.device = pnstrdup(d, strcspn(d, "\""));
-		}
-	}
 	spec = spec_json(job, &parsed);
 	version = DmlStoreModel(model_id, job->name, job->kind, result.device, spec,
 							result.weights, result.metrics_json);
 	dml_model_free(&parsed);
 
 	{
-		double		rps = 0;
-		char	   *r = strstr(result.metrics_json, "\"rows_per_second\": ");
-
-		if (r)
-			rps = strtod(r + strlen("\"rows_per_second\": "), NULL);
 		/* the result row lives in the caller's context, not SPI's */
 		values[0] = Int64GetDatum(model_id);
 		values[1] = SPI_datumTransfer(CStringGetTextDatum(job->name), false, -1);
@@ -1192,7 +1176,7 @@ dml_train(PG_FUNCTION_ARGS)
 		values[3] = Int32GetDatum(result.epochs_run);
 		values[4] = Float8GetDatum(result.final_loss);
 		values[5] = Float8GetDatum(result.seconds);
-		values[6] = Float8GetDatum(rps);
+		values[6] = Float8GetDatum(result.rows_per_second);
 		values[7] = Int32GetDatum(in_server ? 0 : job->workers);
 		values[8] = SPI_datumTransfer(CStringGetTextDatum(result.device), false, -1);
 		values[9] = SPI_datumTransfer(CStringGetTextDatum(job->kind), false, -1);

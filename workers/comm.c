@@ -7,6 +7,7 @@
  *-------------------------------------------------------------------------
  */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <mpi.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -329,6 +330,22 @@ comm_bcast(void *buf, size_t bytes, int root)
 
 		mpiCheck(MPI_Bcast((char *) buf + off, (int) c, MPI_BYTE, root, data_comm));
 	}
+}
+
+/* rank 0's job text (*text, *len) to every rank of the world, which allocates it */
+void
+comm_share_job(char **text, size_t *len)
+{
+	uint64_t	n = *len;
+
+	mpiCheck(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+	if (world_rank != 0 && (*text = malloc(n + 1)) == NULL)
+		worker_fail("out of memory for a job of %llu bytes", (unsigned long long) n);
+	if (n > INT_MAX)
+		worker_fail("a job of %llu bytes is too large", (unsigned long long) n);
+	mpiCheck(MPI_Bcast(*text, (int) n, MPI_BYTE, 0, MPI_COMM_WORLD));
+	(*text)[n] = '\0';
+	*len = n;
 }
 
 /* count bytes another transport (NCCL) moved for the whole job */

@@ -59,5 +59,9 @@ extern void control_connect(const char *path);
 extern void control_send(uint32_t type, const void *a, size_t alen,
 						 const void *b, size_t blen);
 extern void control_start_watchdog(void);
+extern void control_receive_job(char **text, size_t *len, unsigned char **attached,
+								size_t *attached_len);
+/* comm.c: rank 0's job text to every rank of the world */
+extern void comm_share_job(char **text, size_t *len);
 
 #endif							/* DML_COMM_H */

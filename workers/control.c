@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -93,6 +94,58 @@ control_send(uint32_t type, const void *a, size_t alen, const void *b, size_t bl
 	if (blen)
 		write_all(b, blen);
 	pthread_mutex_unlock(&send_lock);
+}
+
+/* read exactly len bytes from the coordinator, or end the job */
+static void
+read_all(void *buf, size_t len)
+{
+	char	   *p = buf;
+
+	while (len > 0)
+	{
+		ssize_t		n = recv(control_fd, p, len, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			worker_fail("the coordinator closed the control socket before sending the job");
+		p += n;
+		len -= (size_t) n;
+	}
+}
+
+/*
+ * control_receive_job
+ *		Rank 0 reads the JOB message (protocol.h): the job's text into *text
+ *		(NUL-terminated) and what came after it into *attached.
+ */
+void
+control_receive_job(char **text, size_t *len, unsigned char **attached, size_t *attached_len)
+{
+	uint32_t	hdr[3];
+	uint32_t	tlen;
+	unsigned char *payload;
+
+	read_all(hdr, sizeof(hdr));
+	if (hdr[0] != DML_MSG_MAGIC || hdr[1] != DML_MSG_JOB || hdr[2] < 4 || hdr[2] > DML_MSG_MAX)
+		worker_fail("malformed JOB message from the coordinator");
+	payload = malloc((size_t) hdr[2] + 1);
+	if (payload == NULL)
+		worker_fail("out of memory for a job of %u bytes", hdr[2]);
+	read_all(payload, hdr[2]);
+	memcpy(&tlen, payload, 4);
+	if (tlen > hdr[2] - 4)
+		worker_fail("malformed JOB message from the coordinator");
+	*text = malloc((size_t) tlen + 1);
+	if (*text == NULL)
+		worker_fail("out of memory");
+	memcpy(*text, payload + 4, tlen);
+	(*text)[tlen] = '\0';
+	*len = tlen;
+	*attached_len = hdr[2] - 4 - tlen;
+	memmove(payload, payload + 4 + tlen, *attached_len);
+	*attached = payload;
 }
 
 /* the runtime's report hook: one message of one part */

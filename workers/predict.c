@@ -317,26 +317,15 @@ flush_block(Predictor *pr)
  * Setup: model, device, connection
  * --------------------------------------------------------------------- */
 
-/* the model blob the coordinator wrote into the job directory */
+/* the model blob that came with the job */
 static void
 read_model(Predictor *pr)
 {
-	FILE	   *f = fopen(pr->spec->model_path, "rb");
-	unsigned char *buf;
-	long		len;
 	char		err[256];
 
-	if (f == NULL)
-		worker_fail("could not open the model %s: %s", pr->spec->model_path, strerror(errno));
-	if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) <= 0 || fseek(f, 0, SEEK_SET) != 0)
-		worker_fail("could not read the model %s", pr->spec->model_path);
-	buf = malloc(len);
-	if (buf == NULL || fread(buf, 1, len, f) != (size_t) len)
-		worker_fail("could not read the model %s", pr->spec->model_path);
-	fclose(f);
-	if (dml_model_parse(&pr->m, buf, len, err, sizeof(err)) != DML_OK)
+	if (dml_model_parse(&pr->m, pr->spec->attached, pr->spec->attached_len, err,
+						sizeof(err)) != DML_OK)
 		worker_fail("the model does not parse: %s", err);
-	free(buf);
 	pr->C = pr->m.net.sizes[0];
 	pr->K = pr->m.net.sizes[pr->m.net.nlayers];
 	if (pr->C != pr->spec->ninputs || pr->K != pr->spec->outputs)

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * spec.c
- *	  Read the job spec the coordinator wrote: "key value" lines, values
- *	  escaped (\\, \n, \r, \t).
+ *	  Parse the job as it came over the control socket (rank 0) and MPI
+ *	  (the others): "key value" lines, values escaped (\\, \n, \r, \t);
+ *	  the settings through jobspec.h's table.
  *
  *-------------------------------------------------------------------------
  */
@@ -142,11 +143,11 @@ read_setting(WorkerSpec *spec, const char *key, char *val)
 	return 0;
 }
 
-/* parse the spec at path; 0 on success, else -1 with err filled */
+/* parse the serialized job text[len]; 0 on success, else -1 with err filled */
 int
-spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
+spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_t errlen)
 {
-	FILE	   *f = fopen(path, "r");
+	FILE	   *f = len_text > 0 ? fmemopen((void *) text, len_text, "r") : NULL;
 	char	   *line = NULL;
 	size_t		cap = 0;
 	ssize_t		len;
@@ -162,7 +163,7 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 	spec->target_name = "target";
 	if (f == NULL)
 	{
-		snprintf(err, errlen, "could not open job spec %s", path);
+		snprintf(err, errlen, "the job is empty");
 		return -1;
 	}
 	while ((len = getline(&line, &cap, f)) > 0)
@@ -183,8 +184,6 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 			continue;
 		if (strcmp(key, "job") == 0)
 			spec->predict = strcmp(val, "predict") == 0;
-		else if (strcmp(key, "model") == 0)
-			spec->model_path = val;
 		else if (strcmp(key, "id") == 0)
 			spec->has_id = atoi(val);
 		else if (strcmp(key, "conninfo") == 0)
@@ -193,8 +192,6 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 			spec->snapshot = val;
 		else if (strcmp(key, "role") == 0)
 			spec->role = val;
-		else if (strcmp(key, "socket") == 0)
-			spec->socket = val;
 		else if (strcmp(key, "world") == 0)
 			spec->world = atoi(val);
 		else if (strcmp(key, "kind") == 0)
@@ -214,7 +211,7 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 		else if (strcmp(key, "shared_memory") == 0)
 			spec->shared_memory = atoi(val);
 		else if (strcmp(key, "resume") == 0)
-			spec->resume = val;
+			spec->resume = atoi(val);
 		else if (strcmp(key, "target") == 0)
 			spec->classification = strcmp(val, "label") == 0;
 		else if (strcmp(key, "target_name") == 0)
@@ -278,7 +275,7 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 	fclose(f);
 	if (!ended)
 	{
-		snprintf(err, errlen, "job spec %s is incomplete", path);
+		snprintf(err, errlen, "the job is incomplete");
 		return -1;
 	}
 
@@ -287,7 +284,7 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 	sort_with_slots(spec->classes, spec->nclasses, spec->class_index);
 	if (spec->label_keys && spec->nclasses > 0 && classes_as_keys(spec) != 0)
 	{
-		snprintf(err, errlen, "job spec %s has a label that is not an %s", path, spec->label_keys);
+		snprintf(err, errlen, "the job has a label that is not an %s", spec->label_keys);
 		return -1;
 	}
 	spec->ninputs = 0;
@@ -307,10 +304,9 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 	if (spec->world < 1 || spec->ninputs < 1 || (spec->outputs < 1 && !spec->discover) ||
 		spec->nslices < 1 || (spec->discover && (!spec->label_keys || !spec->classification)) ||
 		spec->servers < 0 || spec->servers >= spec->world || spec->staleness < 0 ||
-		spec->average_every < 1 || !(spec->topk_ratio > 0 && spec->topk_ratio <= 1) ||
-		(spec->predict && spec->model_path == NULL))
+		spec->average_every < 1 || !(spec->topk_ratio > 0 && spec->topk_ratio <= 1))
 	{
-		snprintf(err, errlen, "job spec %s is inconsistent", path);
+		snprintf(err, errlen, "the job is inconsistent");
 		return -1;
 	}
 	return 0;

@@ -107,7 +107,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	opt.t = 0;
 	if (spec->resume)
 	{
-		first_epoch = train_resume(spec->resume, m, &opt) + 1;
+		first_epoch = train_resume(spec, m, &opt) + 1;
 		if (g.opt_m)
 			cudaRtCheck(cudaMemcpy(g.opt_m, opt.s1, sizeof(float) * np, cudaMemcpyHostToDevice));
 		if (g.opt_v)

@@ -3,10 +3,12 @@
  * worker.c
  *	  dml-worker: main program of one MPI rank (its runtime: runtime.c).
  *
- *	  dml-worker <spec>
+ *	  dml-worker <control socket>
  *
- * Started by mpirun, which the coordinator started in the backend.  Every
- * rank reads the spec and its slices; rank 0 also talks to the coordinator
+ * Started by mpirun, which the coordinator started in the backend, with
+ * the path of the job's control socket.  Rank 0 connects, receives the
+ * job (JOB) and hands it on to the other ranks over MPI; every rank reads
+ * its slices; rank 0 also talks to the coordinator
  * over the control socket: HELLO with every rank's pid, PROGRESS per
  * epoch, CHECKPOINTs, and at the end the MODEL (or an ERROR).  A predict
  * job (predict.c) sends blocks of PREDICTIONS and DONE instead.
@@ -113,6 +115,30 @@ choose_device(const WorkerSpec *spec, int iterative)
 	return local_rank;
 }
 
+/* rank 0: MODEL, the typed result and the model (protocol.h) */
+static void
+send_model(DmlResult *r, const TrainResult *res, const DmlMetrics *met, int gpu, double seconds)
+{
+	size_t		blen = dml_model_serialized_size(&res->model);
+	size_t		slen = sizeof(int64_t) * r->servers;
+	size_t		mlen = sizeof(double) * met->nvalues;
+	size_t		len = sizeof(*r) + slen + mlen + blen;
+	unsigned char *msg = malloc(len);
+
+	if (msg == NULL)
+		worker_fail("out of memory for a model of %zu bytes", blen);
+	r->gpu = gpu;
+	r->total_seconds = seconds;
+	r->blob_len = (uint32_t) blen;
+	memcpy(msg, r, sizeof(*r));
+	if (slen)
+		memcpy(msg + sizeof(*r), res->server_stale, slen);
+	memcpy(msg + sizeof(*r) + slen, met->v, mlen);
+	dml_model_serialize(&res->model, msg + sizeof(*r) + slen + mlen);
+	control_send(DML_MSG_MODEL, msg, len, NULL, 0);
+	free(msg);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -120,29 +146,37 @@ main(int argc, char **argv)
 	Dataset		ds;
 	TrainResult res;
 	char		err[512];
-	const char *device;
 	int			gpu;
 	int			iterative;
 	double		t0 = dml_clock_seconds();
+	char	   *text = NULL;
+	size_t		text_len = 0;
+	unsigned char *attached = NULL;
+	size_t		attached_len = 0;
 
 	/* die with mpirun, whatever kills it */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	comm_init(&argc, &argv);
 	gethostname(worker_host, sizeof(worker_host) - 1);
 	if (argc != 2)
-		worker_fail("usage: dml-worker <job spec>");
-	if (spec_read(&spec, argv[1], err, sizeof(err)) != 0)
-		worker_fail("%s", err);
-	if (spec.world != world_size)
-		worker_fail("job spec is for %d ranks but mpirun started %d", spec.world, world_size);
-	comm_split_roles(spec.servers);
-	worker_before_exit = sync_stop_servers;
+		worker_fail("usage: dml-worker <control socket>");
 
-	if (worker_rank == 0)
+	/* the job comes to rank 0 over the control socket, and from it to all */
+	if (world_rank == 0)
 	{
-		control_connect(spec.socket);
+		control_connect(argv[1]);
+		control_receive_job(&text, &text_len, &attached, &attached_len);
 		control_start_watchdog();
 	}
+	comm_share_job(&text, &text_len);
+	if (spec_parse(&spec, text, text_len, err, sizeof(err)) != 0)
+		worker_fail("%s", err);
+	spec.attached = attached;
+	spec.attached_len = attached_len;
+	if (spec.world != world_size)
+		worker_fail("the job is for %d ranks but mpirun started %d", spec.world, world_size);
+	comm_split_roles(spec.servers);
+	worker_before_exit = sync_stop_servers;
 	send_hello();
 	if (spec.predict)
 	{
@@ -161,7 +195,6 @@ main(int argc, char **argv)
 		comm_finalize();
 		return 0;
 	}
-	device = gpu >= 0 ? "gpu" : "cpu";
 	if (worker_rank == 0)
 	{
 		char		line[256];
@@ -196,26 +229,13 @@ main(int argc, char **argv)
 		train_iterative(&ds, &spec, &res);
 
 	{
-		char	   *metrics = final_metrics(&ds, &spec, &res.model, &res);
+		DmlResult	r;
+		DmlMetrics	met;
 
+		final_result(&ds, &spec, &res.model, &res, &r, &met);
 		if (worker_rank == 0)
-		{
-			size_t		blen = dml_model_serialized_size(&res.model);
-			size_t		mlen = strlen(metrics) + 128;
-			unsigned char *msg = malloc(4 + blen);
-			char	   *full = malloc(mlen);
-			uint32_t	b32 = (uint32_t) blen;
-			int			n;
-
-			memcpy(msg, &b32, 4);
-			dml_model_serialize(&res.model, msg + 4);
-			/* the device and timing facts join the metrics object */
-			n = snprintf(full, mlen, "{\"device\": \"%s\", \"total_seconds\": %.4f, %s",
-						 device, dml_clock_seconds() - t0, metrics + 1);
-			control_send(DML_MSG_MODEL, msg, 4 + blen, full, n);
-			free(msg);
-			free(full);
-		}
+			send_model(&r, &res, &met, gpu >= 0, dml_clock_seconds() - t0);
+		dml_metrics_free(&met);
 	}
 	comm_finalize();
 	return 0;

@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "jobspec.h"
 #include "kernels.h"
+#include "protocol.h"
 
 /* ---------------------------------------------------------------------
  * Job spec (spec.c), as the coordinator wrote it
@@ -51,12 +52,10 @@ typedef struct SpecSlice
 typedef struct WorkerSpec
 {
 	int			predict;		/* "job predict": run a model over the slice, no training */
-	char	   *model_path;		/* predict: the model blob */
 	int			has_id;			/* predict: the slice's first column is the row id */
 	char	   *conninfo;
 	char	   *snapshot;
 	char	   *role;
-	char	   *socket;
 	int			world;
 	char	   *kind;
 	DmlLoss		loss;
@@ -93,7 +92,7 @@ typedef struct WorkerSpec
 	double		topk_ratio;
 	char	   *straggler;		/* test hook: "rank:ms" delay per step */
 	int			shared_memory;	/* allreduce may go through shared memory */
-	char	   *resume;			/* checkpoint to start from */
+	int			resume;			/* start from the checkpoint (rank 0 holds it) */
 	int			attempt;		/* 0 first launch, n after n restarts */
 
 	int			classification;
@@ -113,9 +112,16 @@ typedef struct WorkerSpec
 
 	int			nslices;
 	SpecSlice  *slices;
+
+	/*
+	 * Rank 0 only: what came with the job after its text: the checkpoint to
+	 * resume from, or a predict job's model blob
+	 */
+	const unsigned char *attached;
+	size_t		attached_len;
 } WorkerSpec;
 
-extern int	spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen);
+extern int	spec_parse(WorkerSpec *spec, const char *text, size_t len, char *err, size_t errlen);
 extern int	cmp_int64(const void *a, const void *b);
 extern int	label_text_key(const char *label_keys, const char *text, int64_t *key);
 
@@ -188,8 +194,13 @@ typedef struct TrainResult
 	double		rows_per_second;
 	double		train_seconds;
 	char	   *metrics_json;
-	char	   *sync_json;		/* JSON members describing the sync, or NULL */
 	bool		out_of_time;	/* stopped because max_seconds was spent */
+	/* what the synchronization did (an iterative loop ran: has_sync) */
+	bool		has_sync;
+	int			allreduce;		/* 0: none, 1: MPI, 2: shared memory */
+	double		consensus;		/* gossip; NaN otherwise */
+	int			servers;
+	int64_t    *server_stale;	/* (servers) the most staleness each saw */
 } TrainResult;
 
 /* the optimizer settings of spec for a step at learning rate lr */
@@ -233,7 +244,7 @@ extern void train_split_rows(const Dataset *ds, int **train, int *ntrain, int **
 extern void train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds,
 						   const int *idx, int n, DmlMetrics *met);
 extern void train_send_checkpoint(const DmlModel *m, const DmlOptimState *o, int epoch);
-extern int	train_resume(const char *path, DmlModel *m, DmlOptimState *o);
+extern int	train_resume(const WorkerSpec *spec, DmlModel *m, DmlOptimState *o);
 extern void train_plan_steps(StepPlan *plan, int ntrain, int batch_size);
 extern int	train_step_rows(const StepPlan *plan, int rank);
 extern int64_t train_step_total(const StepPlan *plan, int s);
@@ -249,8 +260,8 @@ extern void train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int
 extern void train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
-extern char *final_metrics(Dataset *ds, const WorkerSpec *spec, const DmlModel *m,
-						   const TrainResult *res);
+extern void final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m,
+						 const TrainResult *res, DmlResult *out, DmlMetrics *met);
 
 /* ---------------------------------------------------------------------
  * A predict job (predict.c): read the slice, run the model in blocks on a
