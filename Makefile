@@ -18,7 +18,7 @@ OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_p
 	extension/evaluate.o extension/predict_table.o extension/predict_table_worker.o \
 	extension/aggregate.o extension/exact.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o coordinator/settings.o \
-	coordinator/result.o \
+	coordinator/result.o coordinator/jobspec.o \
 	$(KERNEL_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
@@ -63,7 +63,7 @@ WCFLAGS = -O3 -fno-math-errno -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter 
 	-Ikernels -Icoordinator -Iworkers -I$(PQ_INCLUDE)
 WLDLIBS = -L$(PQ_LIBDIR) -lpq $(BLAS_LIBS) -lm -lpthread
 
-WORKER_SRCS = workers/worker.c workers/runtime.c workers/spec.c workers/load.c workers/comm.c \
+WORKER_SRCS = workers/worker.c workers/runtime.c workers/spec.c coordinator/jobspec.c workers/load.c workers/comm.c \
 	workers/control.c workers/prepare.c workers/train.c workers/train_gpu.c \
 	workers/exact.c workers/sync.c workers/server.c workers/predict.c workers/half.c
 KERNEL_SRCS = $(KERNEL_OBJS:.o=.c)

@@ -91,7 +91,7 @@ typedef struct DmlJob
 	int			hidden[16];
 	char	   *activation;
 	char	   *loss;
-	char	   *optimizer;
+	DmlJobOptimizer optimizer;
 	double		learning_rate;
 	int			batch_size;
 	int			epochs;
@@ -99,16 +99,16 @@ typedef struct DmlJob
 	double		weight_decay;
 	double		validation;
 	int			patience;
-	char	   *nulls;
+	DmlNulls	nulls;
 	int			workers;
-	char	   *device;
+	DmlDevice	device;
 	int64		seed;
 	/* optimizer details from options */
 	double		momentum;
 	double		beta1;
 	double		beta2;
 	double		eps;
-	char	   *schedule;
+	DmlSchedule schedule;
 	int			step_size;
 	double		gamma;
 	double		tolerance;
@@ -130,11 +130,11 @@ typedef struct DmlJob
 	bool		no_shared_memory;	/* option shared_memory => false: MPI_Allreduce */
 
 	/* synchronization (workers/sync.h) */
-	char	   *sync;			/* allreduce, ps, ssp, async, gossip, average */
+	DmlSyncMode sync;
 	int			servers;		/* parameter-server ranks after the workers */
 	int			staleness;
 	int			average_every;
-	char	   *compression;	/* none, fp16, topk */
+	DmlCompression compression;
 	double		topk_ratio;
 	char	   *straggler;		/* test hook: "rank:ms" or "*:ms:p" */
 

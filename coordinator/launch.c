@@ -141,7 +141,7 @@ spec_text_predict(DmlJob *job)
 	spec_putf(&buf, "world", "%d", job->workers);
 	spec_put(&buf, "kind", job->kind);
 	spec_putf(&buf, "outputs", "%d", job->noutputs);
-	spec_put(&buf, "device", job->device);
+	spec_put(&buf, "device", dml_job_name(DML_NAMES_DEVICE, job->device));
 	spec_putf(&buf, "id", "%d", job->predict_id ? 1 : 0);
 	spec_putf(&buf, "attempt", "%d", job->attempt);
 	spec_features(&buf, job);
@@ -154,12 +154,13 @@ spec_text_predict(DmlJob *job)
 static void
 spec_settings(StringInfo buf, const DmlJob *job)
 {
-#define PUT_INT(name) spec_putf(buf, #name, DML_JOB_FMT_INT, job->name)
-#define PUT_DBL(name) spec_putf(buf, #name, DML_JOB_FMT_DBL, job->name)
-#define PUT_I64(name) spec_putf(buf, #name, DML_JOB_FMT_I64, (long long) job->name)
-#define PUT_STR(name) spec_put(buf, #name, job->name)
-#define PUT_OPT(name) do { if (job->name) spec_put(buf, #name, job->name); } while (0)
-#define PUT(type, name, stored) PUT_##type(name);
+#define PUT_INT(name, names) spec_putf(buf, #name, DML_JOB_FMT_INT, job->name)
+#define PUT_DBL(name, names) spec_putf(buf, #name, DML_JOB_FMT_DBL, job->name)
+#define PUT_I64(name, names) spec_putf(buf, #name, DML_JOB_FMT_I64, (long long) job->name)
+#define PUT_STR(name, names) spec_put(buf, #name, job->name)
+#define PUT_OPT(name, names) do { if (job->name) spec_put(buf, #name, job->name); } while (0)
+#define PUT_ENUM(name, names) spec_put(buf, #name, dml_job_name(names, job->name))
+#define PUT(type, name, stored, names) PUT_##type(name, names);
 	DML_JOB_SETTINGS(PUT)
 #undef PUT
 #undef PUT_INT
@@ -167,6 +168,7 @@ spec_settings(StringInfo buf, const DmlJob *job)
 #undef PUT_I64
 #undef PUT_STR
 #undef PUT_OPT
+#undef PUT_ENUM
 }
 
 /* The spec text for one launch of a job */
@@ -189,7 +191,6 @@ spec_text(DmlJob *job, bool resume)
 	for (int i = 0; i < job->nhidden; i++)
 		spec_putf(&buf, "hidden", "%d", job->hidden[i]);
 	spec_settings(&buf, job);
-	spec_put(&buf, "schedule", job->schedule);
 	if (job->no_shared_memory)
 		spec_put(&buf, "shared_memory", "0");
 	if (resume)

@@ -47,7 +47,8 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 	if (r->has_sync)
 	{
 		appendStringInfo(&buf, "\"sync\": \"%s\", \"compression\": \"%s\"",
-						 job->sync, job->compression);
+						 dml_job_name(DML_NAMES_SYNC, job->sync),
+						 dml_job_name(DML_NAMES_COMPRESSION, job->compression));
 		if (r->servers > 0)
 		{
 			appendStringInfo(&buf, ", \"servers\": %d, \"server_staleness\": [", r->servers);
@@ -58,11 +59,11 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 		if (r->allreduce)
 			appendStringInfo(&buf, ", \"allreduce\": \"%s\"",
 							 r->allreduce == 2 ? "shared memory" : "mpi");
-		if (strcmp(job->sync, "ssp") == 0)
+		if (job->sync == DML_SYNC_SSP)
 			appendStringInfo(&buf, ", \"staleness_bound\": %d", job->staleness);
-		if (strcmp(job->sync, "average") == 0)
+		if (job->sync == DML_SYNC_AVERAGE)
 			appendStringInfo(&buf, ", \"average_every\": %d", job->average_every);
-		if (strcmp(job->sync, "gossip") == 0)
+		if (job->sync == DML_SYNC_GOSSIP)
 			appendStringInfo(&buf, ", \"consensus_distance\": %.6g", r->consensus);
 		appendStringInfoString(&buf, ", ");
 	}

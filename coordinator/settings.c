@@ -121,7 +121,7 @@ worker_conninfo(void)
  * run on other hosts (dml.hosts), which may have one.
  */
 static char *
-worker_path(const char *device)
+worker_path(DmlDevice device)
 {
 	char	   *dir;
 	char	   *gpu;
@@ -131,9 +131,8 @@ worker_path(const char *device)
 	dir = pstrdup(my_exec_path);
 	get_parent_directory(dir);
 	gpu = psprintf("%s/dml-worker-gpu", dir);
-	if (device != NULL &&
-		(strcmp(device, "gpu") == 0 ||
-		 (strcmp(device, "auto") == 0 && ((dml_hosts && dml_hosts[0]) || DmlGpuVisible()))) &&
+	if ((device == DML_DEVICE_GPU ||
+		 (device == DML_DEVICE_AUTO && ((dml_hosts && dml_hosts[0]) || DmlGpuVisible()))) &&
 		access(gpu, X_OK) == 0)
 		return gpu;
 	return psprintf("%s/dml-worker", dir);

@@ -352,7 +352,9 @@ DmlPredictTableInWorker(DmlPredictTarget *t, const char *device)
 	job->ninputs = cm->model.net.sizes[0];
 	job->noutputs = cm->model.net.sizes[cm->model.net.nlayers];
 	job->workers = 1;
-	job->device = pstrdup(device);
+	if (dml_job_parse(DML_NAMES_DEVICE, device) < 0)
+		elog(ERROR, "dml: unknown worker device \"%s\". Please report a bug.", device);
+	job->device = (DmlDevice) dml_job_parse(DML_NAMES_DEVICE, device);
 	job->model_blob = model_blob(&cm->model);
 	job->predict_query = q.data;
 	job->predict_id = t->id_column != NULL;

@@ -146,12 +146,13 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	INTEGER_OPT("epoch_timeout", job->epoch_timeout, 0, 86400 * 7);
 	if (strcmp(key, "schedule") == 0)
 	{
-		if (str == NULL || (strcmp(str, "constant") != 0 && strcmp(str, "step") != 0 &&
-							strcmp(str, "cosine") != 0))
+		int			sched = dml_job_parse(DML_NAMES_SCHEDULE, str);
+
+		if (sched < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("option \"schedule\" must be \"constant\", \"step\" or \"cosine\"")));
-		job->schedule = str;
+		job->schedule = (DmlSchedule) sched;
 		return;
 	}
 	if (strcmp(key, "nesterov") == 0)
@@ -160,8 +161,8 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("option \"nesterov\" must be a boolean")));
-		if (v->val.boolean && strcmp(job->optimizer, "momentum") == 0)
-			job->optimizer = "nesterov";
+		if (v->val.boolean && job->optimizer == DML_JOB_OPT_MOMENTUM)
+			job->optimizer = DML_JOB_OPT_NESTEROV;
 		return;
 	}
 	/* on by default: the job keeps the negation */
@@ -727,14 +728,15 @@ spec_json(DmlJob *job, const DmlModel *m)
 		appendStringInfo(&buf, "], \"intercept\": %.9g", b * ys + m->out_mean[0]);
 	}
 	/* the settings jobspec.h's table marks as stored */
-	appendStringInfo(&buf, ", \"hyperparameters\": {\"workers\": %d, \"schedule\": ", job->workers);
-	json_str(&buf, job->schedule);
-#define JSON_INT(name) appendStringInfo(&buf, ", \"" #name "\": %d", job->name)
-#define JSON_DBL(name) appendStringInfo(&buf, ", \"" #name "\": %.9g", job->name)
-#define JSON_I64(name) appendStringInfo(&buf, ", \"" #name "\": " INT64_FORMAT, job->name)
-#define JSON_STR(name) (appendStringInfoString(&buf, ", \"" #name "\": "), json_str(&buf, job->name))
-#define JSON_OPT(name) do { if (job->name) JSON_STR(name); } while (0)
-#define JSON(type, name, stored) if (stored) JSON_##type(name);
+	appendStringInfo(&buf, ", \"hyperparameters\": {\"workers\": %d", job->workers);
+#define JSON_INT(name, names) appendStringInfo(&buf, ", \"" #name "\": %d", job->name)
+#define JSON_DBL(name, names) appendStringInfo(&buf, ", \"" #name "\": %.9g", job->name)
+#define JSON_I64(name, names) appendStringInfo(&buf, ", \"" #name "\": " INT64_FORMAT, job->name)
+#define JSON_STR(name, names) (appendStringInfoString(&buf, ", \"" #name "\": "), json_str(&buf, job->name))
+#define JSON_OPT(name, names) do { if (job->name) JSON_STR(name, names); } while (0)
+#define JSON_ENUM(name, names) \
+	(appendStringInfoString(&buf, ", \"" #name "\": "), json_str(&buf, dml_job_name(names, job->name)))
+#define JSON(type, name, stored, names) if (stored) JSON_##type(name, names);
 	DML_JOB_SETTINGS(JSON)
 #undef JSON
 #undef JSON_INT
@@ -742,6 +744,7 @@ spec_json(DmlJob *job, const DmlModel *m)
 #undef JSON_I64
 #undef JSON_STR
 #undef JSON_OPT
+#undef JSON_ENUM
 	appendStringInfoChar(&buf, '}');
 	appendStringInfoString(&buf, ", \"snapshot\": ");
 	json_str(&buf, job->snapshot);
@@ -761,19 +764,20 @@ static void
 choose_sync(DmlJob *job, FunctionCallInfo fcinfo)
 {
 	bool		ps;
-	bool		iterative = strcmp(job->optimizer, "exact") != 0 &&
-		strcmp(job->optimizer, "newton") != 0;
+	bool		iterative = job->optimizer != DML_JOB_OPT_EXACT &&
+		job->optimizer != DML_JOB_OPT_NEWTON;
+	const char *sync = PG_ARGISNULL(19) ? "allreduce" : arg_text(fcinfo, 19);
+	const char *compression = PG_ARGISNULL(23) ? "none" : arg_text(fcinfo, 23);
+	int			mode = dml_job_parse(DML_NAMES_SYNC, sync);
+	int			comp = dml_job_parse(DML_NAMES_COMPRESSION, compression);
 
-	job->sync = PG_ARGISNULL(19) ? "allreduce" : arg_text(fcinfo, 19);
-	if (strcmp(job->sync, "allreduce") != 0 && strcmp(job->sync, "ps") != 0 &&
-		strcmp(job->sync, "ssp") != 0 && strcmp(job->sync, "async") != 0 &&
-		strcmp(job->sync, "gossip") != 0 && strcmp(job->sync, "average") != 0)
+	if (mode < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown sync mode \"%s\"", job->sync),
+				 errmsg("unknown sync mode \"%s\"", sync),
 				 errhint("Valid modes are allreduce, ps, ssp, async, gossip and average.")));
-	ps = strcmp(job->sync, "ps") == 0 || strcmp(job->sync, "ssp") == 0 ||
-		strcmp(job->sync, "async") == 0;
+	job->sync = (DmlSyncMode) mode;
+	ps = job->sync == DML_SYNC_PS || job->sync == DML_SYNC_SSP || job->sync == DML_SYNC_ASYNC;
 
 	if (PG_ARGISNULL(20))
 		job->servers = ps ? 1 : 0;
@@ -793,7 +797,7 @@ choose_sync(DmlJob *job, FunctionCallInfo fcinfo)
 	job->staleness = PG_ARGISNULL(21) ? 0 : PG_GETARG_INT32(21);
 	if (job->staleness < 0 || job->staleness > 100)
 		range_error("staleness", "It is the clocks a worker may run ahead, 0 to 100.");
-	if (job->staleness != 0 && strcmp(job->sync, "ssp") != 0)
+	if (job->staleness != 0 && job->sync != DML_SYNC_SSP)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("staleness applies to sync => 'ssp' only")));
@@ -801,20 +805,19 @@ choose_sync(DmlJob *job, FunctionCallInfo fcinfo)
 	job->average_every = PG_ARGISNULL(22) ? 1 : PG_GETARG_INT32(22);
 	if (job->average_every < 1 || job->average_every > 1000000)
 		range_error("average_every", "It is the steps between model averagings, at least 1.");
-	if (job->average_every != 1 && strcmp(job->sync, "average") != 0)
+	if (job->average_every != 1 && job->sync != DML_SYNC_AVERAGE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("average_every applies to sync => 'average' only")));
 
-	job->compression = PG_ARGISNULL(23) ? "none" : arg_text(fcinfo, 23);
-	if (strcmp(job->compression, "none") != 0 && strcmp(job->compression, "fp16") != 0 &&
-		strcmp(job->compression, "topk") != 0)
+	if (comp < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown compression \"%s\"", job->compression),
+				 errmsg("unknown compression \"%s\"", compression),
 				 errhint("Valid compressions are none, fp16 and topk.")));
-	if (strcmp(job->compression, "none") != 0 &&
-		(strcmp(job->sync, "gossip") == 0 || strcmp(job->sync, "average") == 0))
+	job->compression = (DmlCompression) comp;
+	if (job->compression != DML_COMPRESS_NONE &&
+		(job->sync == DML_SYNC_GOSSIP || job->sync == DML_SYNC_AVERAGE))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("compression applies to gradients: sync modes allreduce, ps, ssp and async"),
@@ -823,18 +826,18 @@ choose_sync(DmlJob *job, FunctionCallInfo fcinfo)
 	if (!(job->topk_ratio > 0 && job->topk_ratio <= 1))
 		range_error("topk_ratio", "It is the fraction of gradient values sent, greater than 0 and at most 1.");
 
-	if (!iterative && (strcmp(job->sync, "allreduce") != 0 || strcmp(job->compression, "none") != 0))
+	if (!iterative && (job->sync != DML_SYNC_ALLREDUCE || job->compression != DML_COMPRESS_NONE))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("optimizer \"%s\" takes one all-reduce per pass: sync modes and compression apply to iterative optimizers",
-						job->optimizer),
-				 errhint("Use optimizer => 'sgd', 'momentum' or 'adam' with sync => '%s'.", job->sync)));
-	if (strcmp(job->device, "gpu") == 0 &&
-		(strcmp(job->sync, "allreduce") != 0 || strcmp(job->compression, "none") != 0))
+						dml_job_name(DML_NAMES_OPTIMIZER, job->optimizer)),
+				 errhint("Use optimizer => 'sgd', 'momentum' or 'adam' with sync => '%s'.", sync)));
+	if (job->device == DML_DEVICE_GPU &&
+		(job->sync != DML_SYNC_ALLREDUCE || job->compression != DML_COMPRESS_NONE))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("GPU training synchronizes by NCCL all-reduce, uncompressed"),
-				 errhint("Use device => 'cpu' or 'auto' with sync => '%s' or compression.", job->sync)));
+				 errhint("Use device => 'cpu' or 'auto' with sync => '%s' or compression.", sync)));
 }
 
 /* the defaults that depend on the kind of model */
@@ -844,6 +847,7 @@ choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
 	bool		linear = strcmp(job->kind, "linear") == 0;
 	bool		glm = strcmp(job->kind, "logistic") == 0 || strcmp(job->kind, "softmax") == 0;
 	int			nparams = (job->ninputs + 1) * job->noutputs;
+	int			opt;
 
 	if (optimizer == NULL)
 	{
@@ -854,37 +858,35 @@ choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
 		else
 			optimizer = "adam";
 	}
-	if (strcmp(optimizer, "sgd") != 0 && strcmp(optimizer, "momentum") != 0 &&
-		strcmp(optimizer, "nesterov") != 0 && strcmp(optimizer, "adam") != 0 &&
-		strcmp(optimizer, "exact") != 0 && strcmp(optimizer, "newton") != 0)
+	opt = dml_job_parse(DML_NAMES_OPTIMIZER, optimizer);
+	if (opt < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown optimizer \"%s\"", optimizer),
 				 errhint("Valid optimizers are sgd, momentum, nesterov, adam, exact and newton.")));
-	if (strcmp(optimizer, "exact") == 0 && !linear)
+	job->optimizer = (DmlJobOptimizer) opt;
+	if (job->optimizer == DML_JOB_OPT_EXACT && !linear)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("optimizer \"exact\" solves linear regression only"),
 				 errhint("Use optimizer => 'newton' for logistic and softmax regression.")));
-	if (strcmp(optimizer, "newton") == 0 && !glm)
+	if (job->optimizer == DML_JOB_OPT_NEWTON && !glm)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("optimizer \"newton\" fits logistic and softmax regression only"),
 				 errhint("Use optimizer => 'exact' for linear regression.")));
-	if (strcmp(optimizer, "newton") == 0 && nparams > 4096)
+	if (job->optimizer == DML_JOB_OPT_NEWTON && nparams > 4096)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("Newton's method needs a %d x %d Hessian, more than this build allows (4096)",
 						nparams, nparams),
 				 errhint("Use optimizer => 'adam' or 'sgd'.")));
-	job->optimizer = pstrdup(optimizer);
-
 	if (PG_ARGISNULL(8))
-		job->learning_rate = strcmp(optimizer, "adam") == 0 ? 0.001 :
-			strcmp(optimizer, "sgd") == 0 ? 0.1 : 0.05;
+		job->learning_rate = job->optimizer == DML_JOB_OPT_ADAM ? 0.001 :
+			job->optimizer == DML_JOB_OPT_SGD ? 0.1 : 0.05;
 	if (PG_ARGISNULL(10))
-		job->epochs = strcmp(optimizer, "exact") == 0 ? 1 :
-			strcmp(optimizer, "newton") == 0 ? 25 : DML_DEFAULT_EPOCHS;
+		job->epochs = job->optimizer == DML_JOB_OPT_EXACT ? 1 :
+			job->optimizer == DML_JOB_OPT_NEWTON ? 25 : DML_DEFAULT_EPOCHS;
 }
 
 PG_FUNCTION_INFO_V1(dml_train);
@@ -972,13 +974,17 @@ dml_train(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("early stopping needs a validation set"),
 				 errhint("Set validation => 0.1, for example, together with patience.")));
-	job->nulls = PG_ARGISNULL(14) ? "error" : arg_text(fcinfo, 14);
-	if (strcmp(job->nulls, "error") != 0 && strcmp(job->nulls, "skip") != 0 &&
-		strcmp(job->nulls, "impute") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown NULL policy \"%s\"", job->nulls),
-				 errhint("Valid policies are error, skip and impute.")));
+	{
+		const char *nulls = PG_ARGISNULL(14) ? "error" : arg_text(fcinfo, 14);
+		int			policy = dml_job_parse(DML_NAMES_NULLS, nulls);
+
+		if (policy < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown NULL policy \"%s\"", nulls),
+					 errhint("Valid policies are error, skip and impute.")));
+		job->nulls = (DmlNulls) policy;
+	}
 	job->workers = PG_ARGISNULL(15) ? dml_workers : PG_GETARG_INT32(15);
 	if (job->workers < 1)
 		range_error("workers", "A job needs at least 1 worker.");
@@ -989,13 +995,17 @@ dml_train(PG_FUNCTION_ARGS)
 				 errdetail("%d workers were asked for; dml.max_workers is %d.",
 						   job->workers, dml_max_workers),
 				 errhint("A superuser can raise dml.max_workers.")));
-	job->device = PG_ARGISNULL(16) ? pstrdup(dml_device) : arg_text(fcinfo, 16);
-	if (strcmp(job->device, "auto") != 0 && strcmp(job->device, "cpu") != 0 &&
-		strcmp(job->device, "gpu") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown device \"%s\"", job->device),
-				 errhint("Valid devices are auto, cpu and gpu.")));
+	{
+		const char *device = PG_ARGISNULL(16) ? dml_device : arg_text(fcinfo, 16);
+		int			d = dml_job_parse(DML_NAMES_DEVICE, device);
+
+		if (d < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown device \"%s\"", device),
+					 errhint("Valid devices are auto, cpu and gpu.")));
+		job->device = (DmlDevice) d;
+	}
 	job->seed = PG_ARGISNULL(17) ? 42 : PG_GETARG_INT64(17);
 	/* 24 topk_ratio (choose_sync), 25 max_seconds: a time budget, NULL for none */
 	job->max_seconds = PG_NARGS() > 25 && !PG_ARGISNULL(25) ? PG_GETARG_FLOAT8(25) : 0;
@@ -1006,7 +1016,7 @@ dml_train(PG_FUNCTION_ARGS)
 	job->beta1 = 0.9;
 	job->beta2 = 0.999;
 	job->eps = 1e-8;
-	job->schedule = "constant";
+	job->schedule = DML_SCHED_CONSTANT;
 	job->step_size = 10;
 	job->gamma = 0.1;
 	job->tolerance = 1e-8;

@@ -342,14 +342,14 @@ choose_device(const WorkerSpec *spec)
 {
 	int			ngpu = 0;
 
-	if (strcmp(spec->device, "cpu") == 0)
+	if (spec->device == DML_DEVICE_CPU)
 		return -1;
 #ifdef DML_HAVE_CUDA
 	ngpu = dml_gpu_device_count();
 #endif
 	if (ngpu > 0)
 		return 0;
-	if (strcmp(spec->device, "gpu") == 0)
+	if (spec->device == DML_DEVICE_GPU)
 #ifdef DML_HAVE_CUDA
 		worker_user_error("55000|Use device => 'cpu' (or 'auto') on a machine without a GPU.|"
 						  "device 'gpu' was asked for, but no CUDA device is visible to the worker (%s)",

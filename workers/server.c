@@ -31,7 +31,7 @@
 typedef struct Server
 {
 	const WorkerSpec *spec;
-	SyncMode	mode;
+	DmlSyncMode	mode;
 	int			W;
 	int			j;				/* this server's index */
 	size_t		lo;
@@ -143,7 +143,7 @@ on_push(Server *sv, const PsHeader *h, const unsigned char *payload)
 {
 	int			w = h->worker;
 
-	if (sv->mode == SYNC_ASYNC)
+	if (sv->mode == DML_SYNC_ASYNC)
 	{
 		int			stale = (int) (sv->version - h->version);
 		int			flags;
@@ -232,7 +232,7 @@ server_main(const WorkerSpec *spec)
 
 	memset(&sv, 0, sizeof(sv));
 	sv.spec = spec;
-	sv.mode = sync_mode_parse(spec->sync);
+	sv.mode = spec->sync;
 	sv.W = world_size - server_count;
 	sv.j = world_rank - sv.W;
 
@@ -247,7 +247,7 @@ server_main(const WorkerSpec *spec)
 	sv.n = np * (size_t) (sv.j + 1) / (size_t) server_count - sv.lo;
 	sv.epoch_rows = h->target;
 	sv.params = zalloc(sizeof(float) * sv.n);
-	sv.opt.kind = dml_optimizer_parse(spec->optimizer);
+	sv.opt.kind = (DmlOptimizer) spec->optimizer;
 	sv.opt.n = sv.n;
 	sv.opt.s1 = zalloc(sizeof(float) * sv.n);
 	sv.opt.s2 = zalloc(sizeof(float) * sv.n);
@@ -259,7 +259,7 @@ server_main(const WorkerSpec *spec)
 		memcpy(sv.opt.s1, v + sv.n, sizeof(float) * sv.n);
 		memcpy(sv.opt.s2, v + 2 * sv.n, sizeof(float) * sv.n);
 	}
-	sv.R = (sv.mode == SYNC_SSP ? spec->staleness : 0) + 1;
+	sv.R = (sv.mode == DML_SYNC_SSP ? spec->staleness : 0) + 1;
 	sv.acc = zalloc(sizeof(float) * sv.n * sv.R);
 	sv.pushes = zalloc(sizeof(int) * sv.R);
 	sv.rows = zalloc(sizeof(int64_t) * sv.R);

@@ -118,19 +118,26 @@ classes_as_keys(WorkerSpec *spec)
 	do { arr = realloc(arr, sizeof(type) * ((n) + 1)); \
 		 if (!(arr)) { snprintf(err, errlen, "out of memory"); fclose(f); return -1; } } while (0)
 
-/* a row of jobspec.h's table: store val in its member; 0 when key is none */
+/* a row of jobspec.h's table: store val in its member; 0 when key is none, -1 for a bad value */
 static int
 read_setting(WorkerSpec *spec, const char *key, char *val)
 {
-#define GET_INT(name) spec->name = atoi(val)
-#define GET_DBL(name) spec->name = strtod(val, NULL)
-#define GET_I64(name) spec->name = strtoull(val, NULL, 10)
-#define GET_STR(name) spec->name = val
-#define GET_OPT(name) spec->name = val
-#define GET(type, name, stored) \
+#define GET_INT(name, names) spec->name = atoi(val)
+#define GET_DBL(name, names) spec->name = strtod(val, NULL)
+#define GET_I64(name, names) spec->name = strtoull(val, NULL, 10)
+#define GET_STR(name, names) spec->name = val
+#define GET_OPT(name, names) spec->name = val
+#define GET_ENUM(name, names) \
+	do { \
+		int			v_ = dml_job_parse(names, val); \
+		if (v_ < 0) \
+			return -1; \
+		spec->name = v_; \
+	} while (0)
+#define GET(type, name, stored, names) \
 	if (strcmp(key, #name) == 0) \
 	{ \
-		GET_##type(name); \
+		GET_##type(name, names); \
 		return 1; \
 	}
 	DML_JOB_SETTINGS(GET)
@@ -140,6 +147,7 @@ read_setting(WorkerSpec *spec, const char *key, char *val)
 #undef GET_I64
 #undef GET_STR
 #undef GET_OPT
+#undef GET_ENUM
 	return 0;
 }
 
@@ -155,8 +163,6 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 	SpecFeature *cur = NULL;
 
 	memset(spec, 0, sizeof(*spec));
-	spec->sync = "allreduce";
-	spec->compression = "none";
 	spec->average_every = 1;
 	spec->shared_memory = 1;
 	spec->topk_ratio = 0.01;
@@ -180,8 +186,15 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 		unescape(val);
 		val = strdup(val);
 
-		if (read_setting(spec, key, val))
-			continue;
+		switch (read_setting(spec, key, val))
+		{
+			case 1:
+				continue;
+			case -1:
+				snprintf(err, errlen, "the job's %s \"%s\" is unknown", key, val);
+				fclose(f);
+				return -1;
+		}
 		if (strcmp(key, "job") == 0)
 			spec->predict = strcmp(val, "predict") == 0;
 		else if (strcmp(key, "id") == 0)
@@ -205,9 +218,6 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 			spec->outputs = atoi(val);
 		else if (strcmp(key, "hidden") == 0 && spec->nhidden < DML_MAX_LAYERS - 1)
 			spec->hidden[spec->nhidden++] = atoi(val);
-		else if (strcmp(key, "schedule") == 0)
-			spec->schedule = strcmp(val, "step") == 0 ? DML_SCHED_STEP :
-				strcmp(val, "cosine") == 0 ? DML_SCHED_COSINE : DML_SCHED_CONSTANT;
 		else if (strcmp(key, "shared_memory") == 0)
 			spec->shared_memory = atoi(val);
 		else if (strcmp(key, "resume") == 0)

@@ -27,23 +27,6 @@
 
 #include "worker.h"
 
-typedef enum SyncMode
-{
-	SYNC_ALLREDUCE,
-	SYNC_PS,
-	SYNC_SSP,
-	SYNC_ASYNC,
-	SYNC_GOSSIP,
-	SYNC_AVERAGE
-} SyncMode;
-
-typedef enum Compression
-{
-	COMPRESS_NONE,
-	COMPRESS_FP16,
-	COMPRESS_TOPK
-} Compression;
-
 /* parameter-server messages: one MPI_BYTE message, this header then values */
 typedef enum PsType
 {
@@ -86,8 +69,8 @@ typedef struct PsHeader
 
 typedef struct Sync
 {
-	SyncMode	mode;
-	Compression comp;
+	DmlSyncMode	mode;
+	DmlCompression comp;
 	double		topk_ratio;
 	int			W;				/* data ranks */
 	int			S;				/* server ranks */
@@ -123,7 +106,6 @@ typedef struct Sync
 	bool		shared;			/* the job's all-reduce went through shared memory */
 } Sync;
 
-extern SyncMode sync_mode_parse(const char *name);
 extern void sync_init(Sync *s, const WorkerSpec *spec, size_t np);
 extern void sync_start(Sync *s, const float *params, const DmlOptimState *o, int64_t epoch_rows);
 extern void sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads,

@@ -378,8 +378,8 @@ static void
 sync_facts(TrainResult *res, const Sync *sy)
 {
 	res->has_sync = true;
-	res->allreduce = sy->mode == SYNC_ALLREDUCE && sy->W > 1 ? (sy->shared ? 2 : 1) : 0;
-	res->consensus = sy->mode == SYNC_GOSSIP ? sy->consensus : NAN;
+	res->allreduce = sy->mode == DML_SYNC_ALLREDUCE && sy->W > 1 ? (sy->shared ? 2 : 1) : 0;
+	res->consensus = sy->mode == DML_SYNC_GOSSIP ? sy->consensus : NAN;
 	res->servers = sy->S;
 	if (sy->S > 0)
 	{
@@ -427,8 +427,8 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	double		start;
 	/* lockstep modes check the budget every step; the others between epochs */
 	bool		step_budget = spec->max_seconds > 0 &&
-		(strcmp(spec->sync, "allreduce") == 0 || strcmp(spec->sync, "average") == 0 ||
-		 strcmp(spec->sync, "gossip") == 0);
+		(spec->sync == DML_SYNC_ALLREDUCE || spec->sync == DML_SYNC_AVERAGE ||
+		 spec->sync == DML_SYNC_GOSSIP);
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 	train_plan_steps(&plan, ntrain, spec->batch_size);
@@ -444,7 +444,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	straggler_init(&straggler, spec);
 
 	dml_net_init(net, spec->seed);
-	opt.kind = dml_optimizer_parse(spec->optimizer);
+	opt.kind = (DmlOptimizer) spec->optimizer;
 	opt.n = np;
 	opt.s1 = calloc(np, sizeof(float));
 	opt.s2 = calloc(np, sizeof(float));
@@ -466,7 +466,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		double		sums[2] = {0, 0};
 		bool		checkpoint,
 					stop;
-		bool		async = sy.mode == SYNC_ASYNC;
+		bool		async = sy.mode == DML_SYNC_ASYNC;
 		int			pos = 0;
 		float	   *own = net->params;
 

@@ -81,7 +81,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 
 	cudaRtCheck(cudaSetDevice(device));
 	dml_net_init(net, spec->seed);
-	gpuCheck(dml_gpu_net_alloc(&g, net, b > 0 ? b : 1, dml_optimizer_parse(spec->optimizer),
+	gpuCheck(dml_gpu_net_alloc(&g, net, b > 0 ? b : 1, (DmlOptimizer) spec->optimizer,
 							   device, 0, errbuf, sizeof(errbuf)));
 
 	/* the slice, once; row order per epoch */
@@ -100,7 +100,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	gpuCheck(dml_nccl_init(&nccl, id, worker_world, worker_rank, device, NCCL_TIMEOUT_S,
 						   errbuf, sizeof(errbuf)));
 
-	opt.kind = dml_optimizer_parse(spec->optimizer);
+	opt.kind = (DmlOptimizer) spec->optimizer;
 	opt.n = np;
 	opt.s1 = calloc(np, sizeof(float));
 	opt.s2 = calloc(np, sizeof(float));

@@ -79,7 +79,7 @@ choose_device(const WorkerSpec *spec, int iterative)
 	MPI_Comm	node;
 
 #ifdef DML_HAVE_CUDA
-	if (strcmp(spec->device, "cpu") != 0)
+	if (spec->device != DML_DEVICE_CPU)
 		ngpu = dml_gpu_device_count();
 #endif
 	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
@@ -91,7 +91,7 @@ choose_device(const WorkerSpec *spec, int iterative)
 	MPI_Allreduce(MPI_IN_PLACE, &enough, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
 	MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
 
-	if (strcmp(spec->device, "gpu") == 0)
+	if (spec->device == DML_DEVICE_GPU)
 	{
 		if (!any)
 			worker_user_error("55000|Use device => 'cpu' or 'auto' on a machine without a GPU.|"
@@ -110,7 +110,7 @@ choose_device(const WorkerSpec *spec, int iterative)
 			worker_user_error("0A000|Use device => 'cpu' or 'auto', or an iterative optimizer such as adam.|"
 							  "the exact and Newton solvers run on the CPU only");
 	}
-	if (strcmp(spec->device, "cpu") == 0 || !enough || !iterative)
+	if (spec->device == DML_DEVICE_CPU || !enough || !iterative)
 		return -1;
 	return local_rank;
 }
@@ -185,10 +185,10 @@ main(int argc, char **argv)
 		return 0;
 	}
 
-	iterative = strcmp(spec.optimizer, "exact") != 0 && strcmp(spec.optimizer, "newton") != 0;
+	iterative = spec.optimizer != DML_JOB_OPT_EXACT && spec.optimizer != DML_JOB_OPT_NEWTON;
 	/* the GPU loop synchronizes by NCCL all-reduce, uncompressed; other modes run on the CPU */
-	gpu = choose_device(&spec, iterative && strcmp(spec.sync, "allreduce") == 0 &&
-						strcmp(spec.compression, "none") == 0);
+	gpu = choose_device(&spec, iterative && spec.sync == DML_SYNC_ALLREDUCE &&
+						spec.compression == DML_COMPRESS_NONE);
 	if (comm_is_server())
 	{
 		server_main(&spec);
@@ -202,10 +202,12 @@ main(int argc, char **argv)
 								 spec.kind, gpu >= 0 ? "gpu" : "cpu", worker_world,
 								 worker_world == 1 ? "" : "s");
 
-		if (strcmp(spec.sync, "allreduce") != 0 || strcmp(spec.compression, "none") != 0)
-			n += snprintf(line + n, sizeof(line) - n, ", sync %s%s%s", spec.sync,
-						  strcmp(spec.compression, "none") != 0 ? ", compression " : "",
-						  strcmp(spec.compression, "none") != 0 ? spec.compression : "");
+		if (spec.sync != DML_SYNC_ALLREDUCE || spec.compression != DML_COMPRESS_NONE)
+			n += snprintf(line + n, sizeof(line) - n, ", sync %s%s%s",
+						  dml_job_name(DML_NAMES_SYNC, spec.sync),
+						  spec.compression != DML_COMPRESS_NONE ? ", compression " : "",
+						  spec.compression != DML_COMPRESS_NONE ?
+						  dml_job_name(DML_NAMES_COMPRESSION, spec.compression) : "");
 		if (spec.servers > 0)
 			n += snprintf(line + n, sizeof(line) - n, " and %d parameter server%s", spec.servers,
 						  spec.servers == 1 ? "" : "s");
@@ -217,9 +219,9 @@ main(int argc, char **argv)
 
 	memset(&res, 0, sizeof(res));
 	prepare_data(&ds, &spec, &res.model);
-	if (strcmp(spec.optimizer, "exact") == 0)
+	if (spec.optimizer == DML_JOB_OPT_EXACT)
 		train_exact(&ds, &spec, &res);
-	else if (strcmp(spec.optimizer, "newton") == 0)
+	else if (spec.optimizer == DML_JOB_OPT_NEWTON)
 		train_newton(&ds, &spec, &res);
 #ifdef DML_HAVE_CUDA
 	else if (gpu >= 0)

@@ -63,7 +63,7 @@ typedef struct WorkerSpec
 	int			outputs;
 	int			nhidden;
 	int			hidden[DML_MAX_LAYERS];
-	char	   *optimizer;
+	DmlJobOptimizer optimizer;
 	double		learning_rate;
 	double		momentum;
 	double		beta1;
@@ -79,16 +79,16 @@ typedef struct WorkerSpec
 	double		weight_decay;
 	double		validation;
 	int			patience;
-	char	   *nulls;
-	char	   *device;
+	DmlNulls	nulls;
+	DmlDevice	device;
 	uint64_t	seed;
 	int			checkpoint_every;
 	char	   *fault;			/* "rank:epoch:how" */
-	char	   *sync;			/* allreduce, ps, async, ssp, gossip, average */
+	DmlSyncMode sync;
 	int			servers;		/* parameter-server ranks, the last of the world */
 	int			staleness;		/* ssp bound, in clocks */
 	int			average_every;	/* average: steps between averagings */
-	char	   *compression;	/* none, fp16, topk */
+	DmlCompression compression;
 	double		topk_ratio;
 	char	   *straggler;		/* test hook: "rank:ms" delay per step */
 	int			shared_memory;	/* allreduce may go through shared memory */

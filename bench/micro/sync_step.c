@@ -139,12 +139,12 @@ main(int argc, char **argv)
 
 		memset(&spec, 0, sizeof(spec));
 		memset(&opt, 0, sizeof(opt));
-		spec.sync = "allreduce";
+		spec.sync = DML_SYNC_ALLREDUCE;
 		spec.topk_ratio = 0.01;
 		spec.average_every = 1;
 		for (int m = 1; m < NMETHODS; m++)
 		{
-			spec.compression = (char *) comp[m];
+			spec.compression = (DmlCompression) dml_job_parse(DML_NAMES_COMPRESSION, comp[m]);
 			sync_init(&sy[m], &spec, n);
 		}
 		spec.shared_memory = 1;
