@@ -116,7 +116,7 @@ typedef struct DmlJob
 	/* how to run it */
 	List	   *slices;			/* of DmlSlice * */
 	char	   *snapshot;
-	char	   *role;			/* role name the workers SET ROLE to */
+	char	   *role;			/* role name the workers log in as */
 	char	   *conninfo;
 	char	   *hosts;
 	char	   *mpirun;
@@ -195,6 +195,14 @@ extern bool DmlGpuVisible(void);
 /* result.c: the metrics JSON of a training job's typed result */
 extern char *DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_staleness,
 						   const DmlMetrics *met);
+
+/* login.c: workers log in as the calling role */
+extern char *DmlWorkerConninfo(Oid role);
+extern void DmlCheckWorkerLogin(const char *conninfo, Oid role);
+
+/* limits.c: dml.max_workers_total, dml.max_jobs_per_role */
+extern void DmlAcquireJobSlots(int ranks);
+extern void DmlReleaseJobSlots(void);
 
 /* launch.c, supervise.c */
 extern void DmlRunJob(DmlJob *job, DmlJobResult *result,

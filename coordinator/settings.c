@@ -72,46 +72,6 @@ DmlGpuVisible(void)
 	return access("/dev/nvidia0", F_OK) == 0;
 }
 
-/* a conninfo value, single-quoted */
-static void
-append_conn_value(StringInfo buf, const char *key, const char *value)
-{
-	appendStringInfo(buf, "%s='", key);
-	for (const char *p = value; *p; p++)
-	{
-		if (*p == '\'' || *p == '\\')
-			appendStringInfoChar(buf, '\\');
-		appendStringInfoChar(buf, *p);
-	}
-	appendStringInfoString(buf, "' ");
-}
-
-/* dml.conninfo, or this server's first Unix socket as the bootstrap superuser */
-static char *
-worker_conninfo(void)
-{
-	StringInfoData buf;
-	char	   *dirs;
-	char	   *first;
-
-	initStringInfo(&buf);
-	if (dml_conninfo && dml_conninfo[0])
-		appendStringInfo(&buf, "%s ", dml_conninfo);
-	else
-	{
-		dirs = pstrdup(Unix_socket_directories ? Unix_socket_directories : "");
-		first = strtok(dirs, ",");
-		while (first && *first == ' ')
-			first++;
-		append_conn_value(&buf, "host", first && *first ? first : "127.0.0.1");
-		appendStringInfo(&buf, "port=%d ", PostPortNumber);
-		append_conn_value(&buf, "user", GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false));
-	}
-	append_conn_value(&buf, "dbname", get_database_name(MyDatabaseId));
-	appendStringInfoString(&buf, "application_name='dml-worker'");
-	return buf.data;
-}
-
 /*
  * dml.worker_path, or the worker next to the postgres binary: the CUDA
  * build (dml-worker-gpu) when the job may run on a GPU, else the CPU build,
@@ -141,8 +101,8 @@ worker_path(DmlDevice device)
 /*
  * DmlJobSetLaunch
  *		How a job's workers start and connect back: the snapshot they read
- *		under, the role they SET ROLE to, the connection string, hosts and
- *		programs.  With export_snapshot false they read with no snapshot of
+ *		under, the role they log in as (the caller: login.c), the
+ *		connection string, hosts and programs.  With export_snapshot false they read with no snapshot of
  *		ours (the in-server path launches nothing).  A snapshot cannot be
  *		exported from a subtransaction (a PL/pgSQL EXCEPTION block, a
  *		SAVEPOINT): rank 0 then exports one of its own and the other ranks
@@ -167,7 +127,7 @@ DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice)
 		job->snapshot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	}
 	job->role = GetUserNameFromId(GetUserId(), false);
-	job->conninfo = worker_conninfo();
+	job->conninfo = DmlWorkerConninfo(GetUserId());
 	job->hosts = dml_hosts;
 	job->mpirun = dml_mpirun;
 	job->worker_path = worker_path(job->device);

@@ -840,6 +840,32 @@ choose_sync(DmlJob *job, FunctionCallInfo fcinfo)
 				 errhint("Use device => 'cpu' or 'auto' with sync => '%s' or compression.", sync)));
 }
 
+/*
+ * A model's parameters within dml.max_model_parameters, before anything
+ * starts: every rank holds them, their gradients and the optimizer's state.
+ */
+static void
+check_model_size(DmlJob *job)
+{
+	double		params = 0;
+	int			in = job->ninputs;
+
+	for (int i = 0; i < job->nhidden; i++)
+	{
+		params += ((double) in + 1) * job->hidden[i];
+		in = job->hidden[i];
+	}
+	params += ((double) in + 1) * job->noutputs;
+	if (params > dml_max_model_parameters)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("model would have %.0f parameters, more than dml.max_model_parameters (%d)",
+						params, dml_max_model_parameters),
+				 errdetail("Each worker holds the parameters, their gradients and the optimizer's state: about %.0f MB.",
+						   params * 16 / 1e6),
+				 errhint("Use fewer or smaller hidden layers; a superuser can raise dml.max_model_parameters.")));
+}
+
 /* the defaults that depend on the kind of model */
 static void
 choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
@@ -911,9 +937,11 @@ dml_train(PG_FUNCTION_ARGS)
 	char		relkind;
 	char	   *spec;
 	bool		in_server;
+	Oid			owner;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "dml_train must return a composite type");
+	DmlCheckWritable("train a model");
 
 	/* name, relation, target */
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
@@ -1118,6 +1146,7 @@ dml_train(PG_FUNCTION_ARGS)
 		}
 		job->kind = "mlp";
 	}
+	check_model_size(job);
 	choose_optimizer(job, optimizer, fcinfo);
 	apply_options(job, PG_ARGISNULL(18) ? NULL : PG_GETARG_JSONB_P(18));
 	choose_sync(job, fcinfo);
@@ -1129,7 +1158,7 @@ dml_train(PG_FUNCTION_ARGS)
 	}
 	choose_packing(job);
 
-	DmlCheckNameForTraining(job->name);
+	owner = DmlCheckNameForTraining(job->name);
 
 	/* how to run it: one pass in the server, or a job of workers */
 	in_server = DmlExactInServer(job);
@@ -1174,7 +1203,7 @@ dml_train(PG_FUNCTION_ARGS)
 			 parsed.net.sizes[0], job->ninputs);
 
 	spec = spec_json(job, &parsed);
-	version = DmlStoreModel(model_id, job->name, job->kind, result.device, spec,
+	version = DmlStoreModel(model_id, job->name, owner, job->kind, result.device, spec,
 							result.weights, result.metrics_json);
 	dml_model_free(&parsed);
 

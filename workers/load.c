@@ -3,7 +3,7 @@
  * load.c
  *	  Read this rank's slices over libpq, straight into float32 matrices.
  *
- * Each rank connects, sets its role to the calling user before running
+ * Each rank connects as the calling user (worker_login) before running
  * anything else (so privileges and row-level security apply), imports the
  * coordinator's snapshot, and reads each of its slices one of two ways.
  *
@@ -775,7 +775,6 @@ void
 load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 {
 	PGconn	   *conn;
-	char	   *role;
 	char		sql[512];
 	double		t0 = dml_clock_seconds();
 	int			whole = 0;
@@ -804,14 +803,7 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	{
 		char		snapshot[256];
 
-		conn = PQconnectdb(spec->conninfo);
-		if (PQstatus(conn) != CONNECTION_OK)
-			worker_fail("could not connect to the database: %s", PQerrorMessage(conn));
-		/* the caller's role first, before anything else runs */
-		role = PQescapeIdentifier(conn, spec->role, strlen(spec->role));
-		snprintf(sql, sizeof(sql), "SET ROLE %s", role);
-		PQfreemem(role);
-		exec_ok(conn, sql);
+		conn = worker_login(spec);
 		exec_ok(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
 		if (strlen(spec->snapshot) > 200)
 			worker_fail("malformed snapshot id");

@@ -3,7 +3,8 @@
  * runtime.c
  *	  What every file of dml-worker uses: who this rank is (worker_rank,
  *	  worker_world, worker_host), failing fast (worker_fail and its kin,
- *	  which name rank, host, file and line and end the whole job), and the
+ *	  which name rank, host, file and line and end the whole job), logging
+ *	  in to PostgreSQL as the caller (worker_login), and the
  *	  fault-injection hook of the tests.  Below every other worker file: it
  *	  calls none of them, only MPI, libpq and the report hook that control.c
  *	  sets once rank 0 has a control socket.
@@ -205,3 +206,28 @@ maybe_inject_fault(const WorkerSpec *spec, int epoch, void *pgconn)
 			pause();
 }
 
+/*
+ * worker_login
+ *		Connect as the job's caller.  The session user must be the calling
+ *		role itself (coordinator/login.c): user code runs in this session
+ *		(view and policy functions), and a superuser that set its role could
+ *		be reset by it.  Anything else is refused before a query runs.
+ */
+PGconn *
+worker_login(const WorkerSpec *spec)
+{
+	PGconn	   *conn = PQconnectdb(spec->conninfo);
+	PGresult   *res;
+
+	if (PQstatus(conn) != CONNECTION_OK)
+		worker_fail("could not connect to the database as role \"%s\": %s",
+					spec->role, PQerrorMessage(conn));
+	res = PQexec(conn, "SELECT session_user");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+		worker_fail("could not read the session user: %s", PQerrorMessage(conn));
+	if (strcmp(PQgetvalue(res, 0, 0), spec->role) != 0)
+		worker_fail("the worker's session user is \"%s\", not the caller \"%s\"",
+					PQgetvalue(res, 0, 0), spec->role);
+	PQclear(res);
+	return conn;
+}

@@ -155,6 +155,9 @@ typedef struct Dataset
 } Dataset;
 
 extern void load_slices(Dataset *ds, WorkerSpec *spec, int rank);
+/* runtime.c: a connection as the job's caller, checked, or the job ends */
+struct pg_conn;
+extern struct pg_conn *worker_login(const WorkerSpec *spec);
 
 /* The binary COPY wire format, for load.c (training rows) and predict.c */
 static inline uint32_t
