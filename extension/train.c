@@ -104,6 +104,23 @@ range_error(const char *arg, const char *detail)
 			 errdetail("%s", detail)));
 }
 
+/*
+ * The enum value (jobspec.h) of an option given as text: where strings
+ * from SQL become enums, the only place.  Unknown: "unknown <noun>".
+ */
+static int
+job_choice(DmlJobNames which, const char *value, const char *noun, const char *hint)
+{
+	int			v = dml_job_parse(which, value);
+
+	if (v < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown %s \"%s\"", noun, value),
+				 errhint("%s", hint)));
+	return v;
+}
+
 /* one option of the options jsonb */
 static void
 apply_option(DmlJob *job, const char *key, JsonbValue *v)
@@ -767,16 +784,9 @@ choose_sync(DmlJob *job, FunctionCallInfo fcinfo)
 	bool		iterative = job->optimizer != DML_JOB_OPT_EXACT &&
 		job->optimizer != DML_JOB_OPT_NEWTON;
 	const char *sync = PG_ARGISNULL(19) ? "allreduce" : arg_text(fcinfo, 19);
-	const char *compression = PG_ARGISNULL(23) ? "none" : arg_text(fcinfo, 23);
-	int			mode = dml_job_parse(DML_NAMES_SYNC, sync);
-	int			comp = dml_job_parse(DML_NAMES_COMPRESSION, compression);
 
-	if (mode < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown sync mode \"%s\"", sync),
-				 errhint("Valid modes are allreduce, ps, ssp, async, gossip and average.")));
-	job->sync = (DmlSyncMode) mode;
+	job->sync = job_choice(DML_NAMES_SYNC, sync, "sync mode",
+						   "Valid modes are allreduce, ps, ssp, async, gossip and average.");
 	ps = job->sync == DML_SYNC_PS || job->sync == DML_SYNC_SSP || job->sync == DML_SYNC_ASYNC;
 
 	if (PG_ARGISNULL(20))
@@ -810,12 +820,9 @@ choose_sync(DmlJob *job, FunctionCallInfo fcinfo)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("average_every applies to sync => 'average' only")));
 
-	if (comp < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown compression \"%s\"", compression),
-				 errhint("Valid compressions are none, fp16 and topk.")));
-	job->compression = (DmlCompression) comp;
+	job->compression = job_choice(DML_NAMES_COMPRESSION,
+								  PG_ARGISNULL(23) ? "none" : arg_text(fcinfo, 23), "compression",
+								  "Valid compressions are none, fp16 and topk.");
 	if (job->compression != DML_COMPRESS_NONE &&
 		(job->sync == DML_SYNC_GOSSIP || job->sync == DML_SYNC_AVERAGE))
 		ereport(ERROR,
@@ -873,7 +880,6 @@ choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
 	bool		linear = strcmp(job->kind, "linear") == 0;
 	bool		glm = strcmp(job->kind, "logistic") == 0 || strcmp(job->kind, "softmax") == 0;
 	int			nparams = (job->ninputs + 1) * job->noutputs;
-	int			opt;
 
 	if (optimizer == NULL)
 	{
@@ -884,13 +890,8 @@ choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
 		else
 			optimizer = "adam";
 	}
-	opt = dml_job_parse(DML_NAMES_OPTIMIZER, optimizer);
-	if (opt < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown optimizer \"%s\"", optimizer),
-				 errhint("Valid optimizers are sgd, momentum, nesterov, adam, exact and newton.")));
-	job->optimizer = (DmlJobOptimizer) opt;
+	job->optimizer = job_choice(DML_NAMES_OPTIMIZER, optimizer, "optimizer",
+								"Valid optimizers are sgd, momentum, nesterov, adam, exact and newton.");
 	if (job->optimizer == DML_JOB_OPT_EXACT && !linear)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1002,17 +1003,8 @@ dml_train(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("early stopping needs a validation set"),
 				 errhint("Set validation => 0.1, for example, together with patience.")));
-	{
-		const char *nulls = PG_ARGISNULL(14) ? "error" : arg_text(fcinfo, 14);
-		int			policy = dml_job_parse(DML_NAMES_NULLS, nulls);
-
-		if (policy < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unknown NULL policy \"%s\"", nulls),
-					 errhint("Valid policies are error, skip and impute.")));
-		job->nulls = (DmlNulls) policy;
-	}
+	job->nulls = job_choice(DML_NAMES_NULLS, PG_ARGISNULL(14) ? "error" : arg_text(fcinfo, 14),
+							"NULL policy", "Valid policies are error, skip and impute.");
 	job->workers = PG_ARGISNULL(15) ? dml_workers : PG_GETARG_INT32(15);
 	if (job->workers < 1)
 		range_error("workers", "A job needs at least 1 worker.");
@@ -1023,17 +1015,8 @@ dml_train(PG_FUNCTION_ARGS)
 				 errdetail("%d workers were asked for; dml.max_workers is %d.",
 						   job->workers, dml_max_workers),
 				 errhint("A superuser can raise dml.max_workers.")));
-	{
-		const char *device = PG_ARGISNULL(16) ? dml_device : arg_text(fcinfo, 16);
-		int			d = dml_job_parse(DML_NAMES_DEVICE, device);
-
-		if (d < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unknown device \"%s\"", device),
-					 errhint("Valid devices are auto, cpu and gpu.")));
-		job->device = (DmlDevice) d;
-	}
+	job->device = job_choice(DML_NAMES_DEVICE, PG_ARGISNULL(16) ? dml_device : arg_text(fcinfo, 16),
+							 "device", "Valid devices are auto, cpu and gpu.");
 	job->seed = PG_ARGISNULL(17) ? 42 : PG_GETARG_INT64(17);
 	/* 24 topk_ratio (choose_sync), 25 max_seconds: a time budget, NULL for none */
 	job->max_seconds = PG_NARGS() > 25 && !PG_ARGISNULL(25) ? PG_GETARG_FLOAT8(25) : 0;
