@@ -12,6 +12,7 @@ job_dirs() { pgc_job_dirs; }
 pgc_psql -c "DROP TABLE IF EXISTS cancel_data; CREATE TABLE cancel_data AS
 	SELECT random() AS x1, random() AS x2, random() AS y FROM generate_series(1, 20000)" >/dev/null
 
+procs=0
 for how in cancel terminate timeout; do
 	before=$(pgc_psql -t -A -c "SELECT count(*) FROM dml.models WHERE name = 'cancel_$how'")
 	if [ "$how" = timeout ]; then
@@ -20,16 +21,16 @@ for how in cancel terminate timeout; do
 		client=$!
 		wait_until 14 'grep -q "epoch 1:" $T/dml-cancel-$how.log'
 		# mpirun and 2 ranks (a count taken while mpirun forks can be off)
-		wait_until 5 '[ "$(job_procs)" -ge 3 ]'
-		check "$how: workers are running" '[ "$(job_procs)" -ge 3 ]'
+		wait_until 5 'procs=$(job_procs); [ "$procs" -ge 3 ]'
+		check "$how: workers are running ($procs processes)" '[ "$procs" -ge 3 ]'
 	else
 		pgc_psql -c "SELECT * FROM dml_train('cancel_$how', 'cancel_data', 'y',
 			optimizer => 'sgd', batch_size => 1, epochs => 100000, workers => 2)" >$T/dml-cancel-$how.log 2>&1 &
 		client=$!
 		wait_until 60 'grep -q "epoch 1:" $T/dml-cancel-$how.log'
 		# mpirun and 2 ranks (a count taken while mpirun forks can be off)
-		wait_until 5 '[ "$(job_procs)" -ge 3 ]'
-		check "$how: workers are running" '[ "$(job_procs)" -ge 3 ]'
+		wait_until 5 'procs=$(job_procs); [ "$procs" -ge 3 ]'
+		check "$how: workers are running ($procs processes)" '[ "$procs" -ge 3 ]'
 	fi
 	# the timeout fires 15 s after the statement began, after the workers started
 	stop_job "$how" "$how" "cancel_$how" $T/dml-cancel-$how.log $client 400
