@@ -12,10 +12,10 @@ EXTVERSION = 1.1
 
 MODULE_big = dml
 KERNEL_OBJS = kernels/cpu.o kernels/net.o kernels/format.o kernels/solve.o \
-	kernels/metrics.o
+	kernels/metrics.o kernels/lbfgs.o
 OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_plan.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o \
-	extension/batch.o extension/batch_worker.o extension/aggregate.o extension/exact.o \
+	extension/batch.o extension/batch_worker.o extension/aggregate.o extension/exact.o extension/fit.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o \
 	$(KERNEL_OBJS)
 
@@ -62,7 +62,7 @@ WLDLIBS = -L$(PQ_LIBDIR) -lpq $(BLAS_LIBS) -lm -lpthread
 
 WORKER_SRCS = workers/worker.c workers/spec.c workers/load.c workers/comm.c \
 	workers/control.c workers/prepare.c workers/train.c workers/train_gpu.c \
-	workers/exact.c workers/sync.c workers/server.c workers/predict.c workers/half.c
+	workers/exact.c workers/lbfgs.c workers/sync.c workers/server.c workers/predict.c workers/half.c
 KERNEL_SRCS = $(KERNEL_OBJS:.o=.c)
 WORKER_OBJS = $(patsubst %.c,build/%.o,$(WORKER_SRCS) $(KERNEL_SRCS))
 
@@ -114,6 +114,7 @@ build/workers/load_idx.o: workers/load_idx.c
 	$(CC) -O2 -Wall -Werror -I$(PQ_INCLUDE) -c -o $@ $<
 
 $(WORKER_OBJS) $(GPU_WORKER_OBJS) $(OBJS): kernels/kernels.h coordinator/protocol.h
+$(OBJS): coordinator/coordinator.h extension/dml.h
 $(patsubst %.c,build/%.o,$(WORKER_SRCS)) $(patsubst %.c,build/gpu/%.o,$(WORKER_SRCS)): \
 	workers/worker.h workers/comm.h workers/sync.h workers/half.h coordinator/protocol.h
 

@@ -91,6 +91,8 @@ typedef struct DmlJob
 	double		learning_rate;
 	int			batch_size;
 	int			epochs;
+	int64		rows;			/* rows counted, up to a limit (-1: not counted) */
+	int			max_steps;		/* epochs not given: the step budget (0: none) */
 	double		weight_decay;
 	double		validation;
 	int			patience;
@@ -177,6 +179,12 @@ extern char *DmlSliceQuery(DmlJob *job, DmlSlice *slice);
 /* extension/exact.c: the in-server alternative to a job */
 extern void DmlExactSolve(DmlJob *job, DmlJobResult *result,
 						  DmlProgressCallback cb, void *cb_arg);
+
+/* extension/fit.c: small tables fitted by L-BFGS in the server */
+#define DML_FIT_MAX_VALUES	4000000	/* rows x inputs, about 16 MB of float32 */
+extern bool DmlFitInServer(DmlJob *job);
+extern void DmlFitSolve(DmlJob *job, DmlJobResult *result,
+						DmlProgressCallback cb, void *cb_arg);
 
 /* extension/train.c: how a job's workers are started and connect back */
 extern void DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice);

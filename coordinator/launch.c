@@ -181,6 +181,7 @@ spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
 	spec_putf(&buf, "tolerance", "%.17g", job->tolerance);
 	spec_putf(&buf, "batch_size", "%d", job->batch_size);
 	spec_putf(&buf, "epochs", "%d", job->epochs);
+	spec_putf(&buf, "max_steps", "%d", job->max_steps);
 	spec_putf(&buf, "weight_decay", "%.17g", job->weight_decay);
 	spec_putf(&buf, "validation", "%.17g", job->validation);
 	spec_putf(&buf, "patience", "%d", job->patience);

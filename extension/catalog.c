@@ -24,6 +24,8 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
@@ -222,6 +224,53 @@ DmlCheckNameForTraining(const char *name)
 				 errdetail("The model belongs to role \"%s\".",
 						   GetUserNameFromId(owner, true) ? GetUserNameFromId(owner, true) : "?"),
 				 errhint("Choose another name, or ask the owner to run dml_grant.")));
+}
+
+/*
+ * DmlCheckWritable
+ *		A model is stored in dml.models: say so before anything is launched
+ *		when this transaction cannot write (a hot standby, a read-only
+ *		transaction), instead of failing at the catalog's sequence.
+ */
+void
+DmlCheckWritable(const char *what)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot %s on a hot standby", what),
+				 errdetail("A trained model is stored in dml.models, and a standby cannot write."),
+				 errhint("Train on the primary: the model reaches this standby by replication.")));
+	if (XactReadOnly)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot %s in a read-only transaction", what),
+				 errdetail("A trained model is stored in dml.models, in the caller's transaction."),
+				 errhint("Train in a read-write transaction (check default_transaction_read_only).")));
+}
+
+/*
+ * DmlMarkLastEpoch
+ *		Record on the training's last dml.epochs row why it stopped.
+ */
+void
+DmlMarkLastEpoch(int64 model_id, const char *stopped)
+{
+	DmlCatalogUser save;
+	Oid			argtypes[2] = {INT8OID, TEXTOID};
+	Datum		values[2];
+
+	values[0] = Int64GetDatum(model_id);
+	values[1] = CStringGetTextDatum(stopped);
+	DmlBecomeOwner(&save);
+	SPI_connect();
+	if (SPI_execute_with_args("UPDATE dml.epochs SET stopped = $2 WHERE model_id = $1 AND "
+							  "(restarts, epoch) = (SELECT restarts, epoch FROM dml.epochs "
+							  "WHERE model_id = $1 ORDER BY restarts DESC, epoch DESC LIMIT 1)",
+							  2, argtypes, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "dml: updating dml.epochs failed");
+	SPI_finish();
+	DmlRestoreUser(&save);
 }
 
 /*

@@ -60,6 +60,8 @@ extern void DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 						  double rows_per_second, double seconds,
 						  double bytes_sent, double staleness);
 extern void DmlCheckNameForTraining(const char *name);
+extern void DmlCheckWritable(const char *what);
+extern void DmlMarkLastEpoch(int64 model_id, const char *stopped);
 extern void DmlCatalogChanged(void);
 
 /* modelcache.c: parsed models by name, revalidated once per snapshot */

@@ -179,10 +179,9 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 		mu[c] = A[(size_t) c * p + d] / n;
 		var = A[(size_t) c * p + c] / n - mu[c] * mu[c];
 		sd[c] = var > 0 ? sqrt(var) : 0;
+		/* a constant column is standardized to zero: weight 0, as in the workers */
 		if (sd[c] <= 1e-12 * fmax(1.0, fabs(mu[c])))
-			data_error(ERRCODE_DATA_EXCEPTION, "Leave it out of features: it carries no information.",
-					   psprintf("feature \"%s\" is constant (%g in every training row)",
-								((DmlColumn *) list_nth(job->features, c))->name, mu[c]));
+			sd[c] = 0;
 	}
 	ymu = bvec[d] / n;
 	ysd = yy / n - ymu * ymu > 0 ? sqrt(yy / n - ymu * ymu) : 0;
@@ -193,9 +192,10 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	for (int i = 0; i < d; i++)
 	{
 		for (int j = 0; j < d; j++)
-			C[(size_t) i * d + j] = (A[(size_t) i * p + j] / n - mu[i] * mu[j]) / (sd[i] * sd[j]);
+			C[(size_t) i * d + j] = sd[i] == 0 || sd[j] == 0 ? (i == j ? 1 : 0) :
+				(A[(size_t) i * p + j] / n - mu[i] * mu[j]) / (sd[i] * sd[j]);
 		C[(size_t) i * d + i] += job->weight_decay / 2;
-		w[i] = (bvec[i] / n - mu[i] * ymu) / (sd[i] * ysd);
+		w[i] = sd[i] == 0 ? 0 : (bvec[i] / n - mu[i] * ymu) / (sd[i] * ysd);
 	}
 	{
 		double	   *L = palloc(sizeof(double) * d * d);
@@ -222,7 +222,7 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	for (int c = 0; c < d; c++)
 	{
 		m.in_mean[c] = (float) mu[c];
-		m.in_scale[c] = (float) (1.0 / sd[c]);
+		m.in_scale[c] = sd[c] > 0 ? (float) (1.0 / sd[c]) : 0.0f;
 		m.net.params[c] = (float) w[c];
 	}
 	m.net.params[d] = 0.0f;		/* centered data: the intercept is the means */
@@ -243,6 +243,7 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	result->rows_per_second = result->seconds > 0 ? n / result->seconds : 0;
 	result->device = "cpu";
 	result->metrics_json = psprintf("{\"device\": \"cpu\", \"solver\": \"in-server aggregate\", "
+									"\"optimizer\": \"exact\", \"stopped\": \"converged\", "
 									"\"evaluated_on\": \"training\", \"train_rows\": %.0f, "
 									"\"validation_rows\": 0, \"epochs\": 1, \"final_loss\": %.10g, "
 									"\"rows_per_second\": %.1f, \"train_seconds\": %.4f, "

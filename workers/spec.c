@@ -206,6 +206,8 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 			spec->batch_size = atoi(val);
 		else if (strcmp(key, "epochs") == 0)
 			spec->epochs = atoi(val);
+		else if (strcmp(key, "max_steps") == 0)
+			spec->max_steps = atoi(val);
 		else if (strcmp(key, "weight_decay") == 0)
 			spec->weight_decay = atof(val);
 		else if (strcmp(key, "validation") == 0)

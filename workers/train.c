@@ -311,21 +311,37 @@ train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec, const D
 	*checkpoint = worker_rank == 0 && spec->checkpoint_every > 0 &&
 		epoch % spec->checkpoint_every == 0 && epoch < spec->epochs;
 
-	/* early stopping keeps the best replica seen */
-	if (spec->patience > 0 && log->nval_total > 0)
+	/*
+	 * Stopping when the loss no longer improves: the validation loss when
+	 * rows are held out (patience), else the training loss (converged).
+	 * An epoch counts as an improvement when it beats the best loss by
+	 * tolerance of it; the best replica seen is kept and restored.
+	 */
+	if (spec->patience > 0)
 	{
 		size_t		np = m->net.nparams;
+		double		watched = log->nval_total > 0 ? p.val_loss : p.loss;
 
-		if (p.val_loss < log->best_loss)
+		if (watched < log->best_loss)
 		{
-			log->best_loss = p.val_loss;
-			log->bad_epochs = 0;
+			if (watched < log->best_loss - spec->tolerance * fabs(log->best_loss) ||
+				!isfinite(log->best_loss))
+				log->bad_epochs = 0;
+			else
+				log->bad_epochs++;
+			log->best_loss = watched;
+			log->best_epoch = epoch;
 			if (log->best == NULL && (log->best = malloc(sizeof(float) * np)) == NULL)
 				worker_fail("out of memory");
 			memcpy(log->best, m->net.params, sizeof(float) * np);
 		}
-		else if (++log->bad_epochs >= spec->patience)
+		else
+			log->bad_epochs++;
+		if (log->bad_epochs >= spec->patience)
+		{
+			res->stopped = log->nval_total > 0 ? "patience" : "converged";
 			return true;
+		}
 	}
 	return false;
 }
@@ -335,7 +351,12 @@ void
 train_log_finish(EpochLog *log, TrainResult *res)
 {
 	if (log->best != NULL)
+	{
 		memcpy(res->model.net.params, log->best, sizeof(float) * res->model.net.nparams);
+		res->best_epoch = log->best_epoch;
+	}
+	if (res->stopped == NULL)
+		res->stopped = "max epochs";
 	res->train_seconds = log->train_time;
 	res->rows_per_second = log->train_time > 0 ? log->rows_done / log->train_time : 0;
 	free(log->best);
@@ -448,6 +469,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	int			first_epoch = 1;
 	Straggler	straggler;
 	int64_t		all_rows = 0;
+	int			epochs = spec->epochs;
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 	train_plan_steps(&plan, ntrain, spec->batch_size);
@@ -460,6 +482,9 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		worker_fail("out of memory");
 	for (int r = 0; r < worker_world; r++)
 		all_rows += plan.rows[r];
+	/* a budget of optimizer steps, not a data-size-blind count of epochs */
+	if (spec->max_steps > 0 && (int64_t) epochs * plan.steps > spec->max_steps)
+		epochs = (int) ((spec->max_steps + plan.steps - 1) / plan.steps);
 	straggler_init(&straggler, spec);
 
 	dml_net_init(net, spec->seed);
@@ -475,12 +500,12 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	sync_bind(&sy, spec, &net->params, &grads, &opt);
 	train_log_init(&log, net, spec, nval);
 
-	for (int epoch = first_epoch; epoch <= spec->epochs; epoch++)
+	for (int epoch = first_epoch; epoch <= epochs; epoch++)
 	{
 		double		t0 = wall_seconds();
 		double		bytes0 = comm_job_bytes();
 		float		lr = lr_at_epoch(spec->schedule, (float) spec->learning_rate, epoch - 1,
-									 spec->epochs, spec->step_size, (float) spec->gamma);
+									 epochs, spec->step_size, (float) spec->gamma);
 		double		sums[2] = {0, 0};
 		bool		checkpoint,
 					stop;
@@ -581,16 +606,19 @@ final_metrics(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Trai
 	need = dml_metrics_json(&met, NULL, 0);
 	mj = malloc(need);
 	dml_metrics_json(&met, mj, need);
-	need += 512 + (res->sync_json ? strlen(res->sync_json) : 0);
+	need += 640 + (res->sync_json ? strlen(res->sync_json) : 0);
 	out = malloc(need);
 	snprintf(out, need,
 			 "{\"evaluated_on\": \"%s\", \"train_rows\": %.0f, \"validation_rows\": %.0f, "
 			 "\"epochs\": %d, \"final_loss\": %.10g, \"rows_per_second\": %.1f, "
 			 "\"train_seconds\": %.4f, \"load_seconds\": %.4f, \"load\": \"%s\", \"bytes_sent\": %.0f, "
-			 "\"workers\": %d, %s%s%s",
+			 "\"workers\": %d, \"optimizer\": \"%s\", \"stopped\": \"%s\", \"best_epoch\": %d, %s%s%s",
 			 on_val ? "validation" : "training", counts[0], counts[1], res->epochs_run,
 			 isfinite(res->final_loss) ? res->final_loss : 0.0, res->rows_per_second,
-			 res->train_seconds, ds->load_seconds, ds->load_path, comm_job_bytes(), worker_world, res->sync_json ? res->sync_json : "",
+			 res->train_seconds, ds->load_seconds, ds->load_path, comm_job_bytes(), worker_world,
+			 spec->optimizer, res->stopped ? res->stopped : "max epochs",
+			 res->best_epoch > 0 ? res->best_epoch : res->epochs_run,
+			 res->sync_json ? res->sync_json : "",
 			 res->sync_json ? ", " : "", mj + 1);
 	dml_metrics_free(&met);
 	dml_work_free(&work);

@@ -218,7 +218,7 @@ choose_device(const WorkerSpec *spec, int iterative)
 							  local_size, ngpu);
 		if (!iterative)
 			worker_user_error("0A000|Use device => 'cpu' or 'auto', or an iterative optimizer such as adam.|"
-							  "the exact and Newton solvers run on the CPU only");
+							  "the exact, Newton and L-BFGS solvers run on the CPU only");
 	}
 	if (strcmp(spec->device, "cpu") == 0 || !enough || !iterative)
 		return -1;
@@ -262,7 +262,8 @@ main(int argc, char **argv)
 		return 0;
 	}
 
-	iterative = strcmp(spec.optimizer, "exact") != 0 && strcmp(spec.optimizer, "newton") != 0;
+	iterative = strcmp(spec.optimizer, "exact") != 0 && strcmp(spec.optimizer, "newton") != 0 &&
+		strcmp(spec.optimizer, "lbfgs") != 0;
 	/* the GPU loop synchronizes by NCCL all-reduce, uncompressed; other modes run on the CPU */
 	gpu = choose_device(&spec, iterative && strcmp(spec.sync, "allreduce") == 0 &&
 						strcmp(spec.compression, "none") == 0);
@@ -299,6 +300,8 @@ main(int argc, char **argv)
 		train_exact(&ds, &spec, &res);
 	else if (strcmp(spec.optimizer, "newton") == 0)
 		train_newton(&ds, &spec, &res);
+	else if (strcmp(spec.optimizer, "lbfgs") == 0)
+		train_lbfgs(&ds, &spec, &res);
 #ifdef DML_HAVE_CUDA
 	else if (gpu >= 0)
 		train_gpu(&ds, &spec, &res, gpu);

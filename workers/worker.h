@@ -74,6 +74,7 @@ typedef struct WorkerSpec
 	double		tolerance;
 	int			batch_size;
 	int			epochs;
+	int			max_steps;		/* > 0: at most this many steps, whatever epochs says */
 	double		weight_decay;
 	double		validation;
 	int			patience;
@@ -186,6 +187,8 @@ typedef struct TrainResult
 	double		train_seconds;
 	char	   *metrics_json;
 	char	   *sync_json;		/* JSON members describing the sync, or NULL */
+	const char *stopped;		/* why: converged, patience, max epochs */
+	int			best_epoch;		/* the epoch whose weights were kept; 0: the last */
 } TrainResult;
 
 /* optimizer state: velocity, or Adam's two moments */
@@ -216,6 +219,7 @@ typedef struct EpochLog
 	double		best_loss;		/* early stopping */
 	double		staleness;		/* most staleness seen this epoch; NaN: n/a */
 	int			bad_epochs;
+	int			best_epoch;
 	float	   *best;			/* best replica's parameters, or NULL */
 	DmlMetrics	met;
 } EpochLog;
@@ -238,6 +242,7 @@ extern bool train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *s
 extern void train_log_finish(EpochLog *log, TrainResult *res);
 extern void train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device);
 extern void train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
+extern void train_lbfgs(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern char *final_metrics(Dataset *ds, const WorkerSpec *spec, const DmlModel *m,
