@@ -31,7 +31,7 @@ CREATE FUNCTION @extschema@.dml_train(
 	batch_size		integer DEFAULT NULL,
 	epochs			integer DEFAULT NULL,
 	weight_decay	float8 DEFAULT NULL,
-	validation		float8 DEFAULT 0,
+	validation		float8 DEFAULT NULL,
 	patience		integer DEFAULT NULL,
 	nulls			text DEFAULT 'error',
 	workers			integer DEFAULT NULL,

@@ -66,14 +66,21 @@ check "explicit epochs run exactly that many ($r)" '[ "$r" = "7 max epochs 7" ]'
 # 2. no epochs: minibatch training runs to convergence and says so
 # ---------------------------------------------------------------------
 r=$(sql1 "SELECT epochs || ' ' || stopped FROM dml_train('def_auto', 'def_logit', 'label',
-	optimizer => 'adam', learning_rate => 0.05, workers => 2)")
+	optimizer => 'adam', learning_rate => 0.05, workers => 2, validation => 0)")
 read -r ep why <<<"$r"
-check "without epochs, adam stops when the loss stops improving ($ep epochs, $why)" \
+check "without epochs or validation, adam stops when the training loss stops improving ($ep epochs, $why)" \
 	'[ -n "$ep" ] && [ "$ep" -gt 10 ] && [ "$ep" -lt 200 ] && [ "$why" = converged ]'
 r=$(sql1 "SELECT (SELECT stopped FROM dml_epochs WHERE name = 'def_auto' ORDER BY epoch DESC LIMIT 1)
 	|| ' ' || (SELECT count(*) FROM dml_epochs WHERE name = 'def_auto' AND stopped IS NOT NULL)
 	|| ' ' || (metrics->>'stopped') FROM dml.models WHERE name = 'def_auto'")
 check "the last dml.epochs row and the metrics say why ($r)" '[ "$r" = "converged 1 converged" ]'
+r=$(sql1 "SELECT epochs || ' ' || stopped FROM dml_train('def_auto_val', 'def_logit', 'label',
+	optimizer => 'adam', learning_rate => 0.05, workers => 2)")
+read -r ep why <<<"$r"
+read -r held best <<<"$(sql1 "SELECT metrics->>'validation_rows', metrics->>'best_epoch'
+	FROM dml.models WHERE name = 'def_auto_val'" | tr '|' ' ')"
+check "without epochs, adam holds out 10% ($held of 4000 rows) and stops on their loss ($ep epochs, $why, best epoch $best)" \
+	'[ -n "$held" ] && [ "$held" -gt 300 ] && [ "$held" -lt 500 ] && [ "$why" = patience ] && [ "$best" -ge 1 ] && [ "$best" -lt "$ep" ]'
 
 # ---------------------------------------------------------------------
 # 3. L-BFGS: the same model from 1 and 2 workers and from the in-server fit
