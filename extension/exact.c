@@ -34,19 +34,31 @@
 #include "coordinator.h"
 #include "dml.h"
 
-/* whether job can take the in-server path */
+/*
+ * DmlInServerData
+ *		Whether job's data suit a fit inside the server: numeric features,
+ *		no validation split, no imputation, no test fault, in_server not
+ *		turned off.  (exact.c, fit.c)
+ */
 bool
-DmlExactInServer(DmlJob *job)
+DmlInServerData(DmlJob *job)
 {
 	ListCell   *lc;
 
-	if (strcmp(job->optimizer, "exact") != 0 || strcmp(job->nulls, "impute") == 0 ||
-		job->validation > 0 || job->fault != NULL || job->no_in_server)
+	if (strcmp(job->nulls, "impute") == 0 || job->validation > 0 || job->fault != NULL ||
+		job->no_in_server)
 		return false;
 	foreach(lc, job->features)
 		if (((DmlColumn *) lfirst(lc))->kind != DML_COL_NUM)
 			return false;
 	return true;
+}
+
+/* whether job can take the in-server path */
+bool
+DmlExactInServer(DmlJob *job)
+{
+	return strcmp(job->optimizer, "exact") == 0 && DmlInServerData(job);
 }
 
 /* the user's mistake, reported as the workers would */

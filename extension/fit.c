@@ -37,17 +37,9 @@
 bool
 DmlFitInServer(DmlJob *job)
 {
-	ListCell   *lc;
-
-	if (strcmp(job->optimizer, "lbfgs") != 0 || strcmp(job->nulls, "impute") == 0 ||
-		job->validation > 0 || job->fault != NULL || job->no_in_server ||
-		strcmp(job->device, "gpu") == 0 || job->rows < 0 ||
-		(double) job->rows * job->ninputs > DML_FIT_MAX_VALUES)
-		return false;
-	foreach(lc, job->features)
-		if (((DmlColumn *) lfirst(lc))->kind != DML_COL_NUM)
-			return false;
-	return true;
+	return strcmp(job->optimizer, "lbfgs") == 0 && strcmp(job->device, "gpu") != 0 &&
+		job->rows >= 0 && (double) job->rows * job->ninputs <= DML_FIT_MAX_VALUES &&
+		DmlInServerData(job);
 }
 
 /* the user's mistake, reported as the workers would */
