@@ -45,7 +45,7 @@ DmlInServerData(DmlJob *job)
 {
 	ListCell   *lc;
 
-	if (strcmp(job->nulls, "impute") == 0 || job->validation > 0 || job->fault != NULL ||
+	if (job->nulls == DML_NULLS_IMPUTE || job->validation > 0 || job->fault != NULL ||
 		job->no_in_server)
 		return false;
 	foreach(lc, job->features)
@@ -58,7 +58,7 @@ DmlInServerData(DmlJob *job)
 bool
 DmlExactInServer(DmlJob *job)
 {
-	return strcmp(job->optimizer, "exact") == 0 && DmlInServerData(job);
+	return job->optimizer == DML_JOB_OPT_EXACT && DmlInServerData(job);
 }
 
 /* the user's mistake, reported as the workers would */
@@ -165,7 +165,7 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 			data_error(ERRCODE_DATA_EXCEPTION,
 					   psprintf("Leave such rows out with a view, e.g. WHERE %s NOT IN ('NaN', 'Infinity', '-Infinity'), or scale the column: it must fit a float32.", col),
 					   psprintf("column \"%s\" has %.0f NaN, infinite or out-of-range values", col, bad[i]));
-		if (nulls[i] > 0 && strcmp(job->nulls, "skip") != 0)
+		if (nulls[i] > 0 && job->nulls != DML_NULLS_SKIP)
 			data_error(ERRCODE_NULL_VALUE_NOT_ALLOWED,
 					   "Pass nulls => 'skip' to leave those rows out, or nulls => 'impute' to use the column's mean.",
 					   psprintf("column \"%s\" has %.0f NULL values", col, nulls[i]));
@@ -173,7 +173,7 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	if (bad[0] > 0)
 		data_error(ERRCODE_DATA_EXCEPTION, "Leave such rows out with a view, or scale the target: it must fit a float32.",
 				   psprintf("the target has %.0f NaN, infinite or out-of-range values", bad[0]));
-	if (nulls[0] > 0 && strcmp(job->nulls, "skip") != 0)
+	if (nulls[0] > 0 && job->nulls != DML_NULLS_SKIP)
 		data_error(ERRCODE_NULL_VALUE_NOT_ALLOWED,
 				   "Pass nulls => 'skip' to leave rows without a target out.",
 				   psprintf("the target column has %.0f NULL values", nulls[0]));
@@ -254,6 +254,7 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	result->final_loss = fmax(sse, 0) * ysd * ysd;
 	result->rows_per_second = result->seconds > 0 ? n / result->seconds : 0;
 	result->device = "cpu";
+	result->stopped = DML_STOP_CONVERGED;
 	result->metrics_json = psprintf("{\"device\": \"cpu\", \"solver\": \"in-server aggregate\", "
 									"\"optimizer\": \"exact\", \"stopped\": \"converged\", "
 									"\"evaluated_on\": \"training\", \"train_rows\": %.0f, "

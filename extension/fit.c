@@ -37,7 +37,7 @@
 bool
 DmlFitInServer(DmlJob *job)
 {
-	return strcmp(job->optimizer, "lbfgs") == 0 && strcmp(job->device, "gpu") != 0 &&
+	return job->optimizer == DML_JOB_OPT_LBFGS && job->device != DML_DEVICE_GPU &&
 		job->rows >= 0 && (double) job->rows * job->ninputs <= DML_FIT_MAX_VALUES &&
 		DmlInServerData(job);
 }
@@ -61,6 +61,7 @@ typedef struct Fit
 	double		lambda;
 	double		data_loss;		/* mean loss at the last point evaluated */
 	TimestampTz iter_start;
+	TimestampTz start;			/* max_seconds counts from here */
 	DmlProgressCallback cb;
 	void	   *cb_arg;
 } Fit;
@@ -81,7 +82,7 @@ fit_objective(void *arg, const double *x, double *g)
 }
 
 /* one NOTICE and dml.epochs row per iteration, as the workers send */
-static const char *
+static DmlStopReason
 fit_iterate(void *arg, int iter, const double *x)
 {
 	Fit		   *fit = arg;
@@ -104,7 +105,18 @@ fit_iterate(void *arg, int iter, const double *x)
 	if (fit->cb)
 		fit->cb(&p, fit->cb_arg);
 	fit->iter_start = GetCurrentTimestamp();
-	return NULL;
+	if (fit->job->max_seconds > 0)
+	{
+		TimestampDifference(fit->start, fit->iter_start, &secs, &usecs);
+		if (secs + usecs / 1e6 >= fit->job->max_seconds)
+		{
+			ereport(NOTICE,
+					(errmsg("training stopped at iteration %d: max_seconds (%g s) spent",
+							iter, fit->job->max_seconds)));
+			return DML_STOP_MAX_TIME;
+		}
+	}
+	return DML_STOP_NONE;
 }
 
 /*
@@ -118,7 +130,7 @@ fit_load(Fit *fit)
 	int			d = job->ninputs;
 	StringInfoData sql;
 	ListCell   *lc;
-	bool		skip = strcmp(job->nulls, "skip") == 0;
+	bool		skip = job->nulls == DML_NULLS_SKIP;
 	int64		n = 0;
 
 	initStringInfo(&sql);
@@ -362,7 +374,7 @@ DmlFitSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_
 		pb.owner = true;
 		pb.max_iter = job->epochs;
 		pb.gtol = job->tolerance;
-		fit.iter_start = GetCurrentTimestamp();
+		fit.iter_start = fit.start = GetCurrentTimestamp();
 		if (dml_lbfgs_minimize(&pb, &lb, x, &out) != DML_OK)
 			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 		for (size_t i = 0; i < net->nparams; i++)
@@ -391,12 +403,13 @@ DmlFitSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_
 	result->rows_per_second = result->seconds > 0 ?
 		fit.n * Max(out.iterations, 1) / result->seconds : 0;
 	result->device = "cpu";
+	result->stopped = out.reason;
 	result->metrics_json =
 		psprintf("{\"device\": \"cpu\", \"solver\": \"in-server lbfgs\", \"optimizer\": \"lbfgs\", "
 				 "\"stopped\": \"%s\", \"best_epoch\": %d, \"evaluated_on\": \"training\", "
 				 "\"train_rows\": " INT64_FORMAT ", \"validation_rows\": 0, \"epochs\": %d, "
 				 "\"final_loss\": %.10g, \"rows_per_second\": %.1f, \"train_seconds\": %.4f, "
 				 "\"workers\": 0, %s}",
-				 out.reason, out.iterations, fit.n, out.iterations, result->final_loss,
+				 dml_stop_name(out.reason), out.iterations, fit.n, out.iterations, result->final_loss,
 				 result->rows_per_second, result->seconds, members);
 }

@@ -14,7 +14,7 @@
  * row-major.  B = rows in the minibatch, C = input channels, OC = output
  * channels, K = outputs of the network.
  *
- * The CPU implementation (cpu.c, net.c) is the reference.  The CUDA
+ * The CPU implementation (layers.c, losses.c, optim.c, net.c) is the reference.  The CUDA
  * implementation (kernels/cuda/, cuda_kernels.h) mirrors it name for name, with
  * a stream as the last argument.
  *
@@ -95,7 +95,7 @@ extern const char *dml_act_name(DmlAct act);
 extern int	dml_act_parse(const char *name);	/* -1 when unknown */
 
 /* ---------------------------------------------------------------------
- * Layers (cpu.c)
+ * Layers (layers.c)
  * --------------------------------------------------------------------- */
 
 /* out (B,OC) = inp (B,C) @ weight (OC,C)^T + bias (OC) */
@@ -123,7 +123,7 @@ extern void activation_backward(float *dinp, const float *dout,
 								const float *out, size_t n, DmlAct act);
 
 /* ---------------------------------------------------------------------
- * Losses (cpu.c).  Each returns the SUM of per-row losses over the B rows
+ * Losses (losses.c).  Each returns the SUM of per-row losses over the B rows
  * and writes dlogits = d(sum of losses) / d(logits); the caller scales by
  * 1/(global rows).  logits (B,K); targets y (B,K) for MSE, y (B) holding
  * 0/1 for BCE and the class index for softmax.
@@ -143,7 +143,7 @@ extern double softmax_forward_backward(float *dlogits, float *probs,
 									   int B, int K);
 
 /* ---------------------------------------------------------------------
- * Optimizers (cpu.c).  Weight decay is L2 added to the gradient (as
+ * Optimizers (optim.c).  Weight decay is L2 added to the gradient (as
  * torch.optim does); params, state and grads all have n elements.
  * --------------------------------------------------------------------- */
 
@@ -164,8 +164,36 @@ extern void adam_update(float *params, float *m, float *v, const float *grads,
 extern float lr_at_epoch(DmlSchedule sched, float lr, int epoch, int epochs,
 						 int step_size, float gamma);
 
+/* An optimizer's settings for one step (the CUDA step takes the same) */
+typedef struct DmlOptim
+{
+	DmlOptimizer kind;
+	float		lr;
+	float		momentum;		/* momentum and nesterov */
+	float		beta1;			/* adam */
+	float		beta2;
+	float		eps;
+	float		weight_decay;
+} DmlOptim;
+
+/* Its state over n parameters: velocity (s1) or Adam's moments (s1, s2) */
+typedef struct DmlOptimState
+{
+	DmlOptimizer kind;
+	size_t		n;
+	float	   *s1;
+	float	   *s2;
+	int			t;				/* steps taken */
+} DmlOptimState;
+
+/* one step of o over st->n parameters: params -= update(grads) */
+extern void optim_step(DmlOptimState *st, const DmlOptim *o, float *params, const float *grads);
+
+/* the optimizer named (sgd, momentum, nesterov, adam); sgd when unknown */
+extern DmlOptimizer dml_optimizer_parse(const char *name);
+
 /* ---------------------------------------------------------------------
- * Random numbers (cpu.c): splitmix64/xorshift, identical on every platform
+ * Random numbers (common.c): splitmix64/xorshift, identical on every platform
  * --------------------------------------------------------------------- */
 
 typedef struct DmlRng
@@ -274,6 +302,18 @@ extern void dml_lbfgs_reset(DmlLbfgs *lb);
 #define DML_LBFGS_MAX_TRIALS	40		/* halvings of the step per iteration */
 #define DML_LBFGS_FTOL			1e-9	/* relative decrease that counts as none */
 
+/* Why a training stopped (dml_stop_name: common.c) */
+typedef enum DmlStopReason
+{
+	DML_STOP_NONE = 0,			/* it has not: go on */
+	DML_STOP_MAX_EPOCHS,		/* the epochs (iterations, step budget) ran out */
+	DML_STOP_CONVERGED,			/* the loss stopped improving, or the gradient vanished */
+	DML_STOP_PATIENCE,			/* the validation loss stopped improving */
+	DML_STOP_MAX_TIME			/* max_seconds was spent */
+} DmlStopReason;
+
+extern const char *dml_stop_name(DmlStopReason r);
+
 /* What dml_lbfgs_minimize minimizes, and how the replicas agree */
 typedef struct DmlLbfgsProblem
 {
@@ -282,8 +322,8 @@ typedef struct DmlLbfgsProblem
 	double		(*objective) (void *arg, const double *x, double *g);
 	/* make the owner's buf (n) every replica's; NULL: one process */
 	void		(*share) (void *arg, double *buf, size_t n);
-	/* after each iteration (x the new point): a reason to stop, or NULL */
-	const char *(*iterate) (void *arg, int iter, const double *x);
+	/* after each iteration (x the new point): a reason to stop, or DML_STOP_NONE */
+	DmlStopReason (*iterate) (void *arg, int iter, const double *x);
 	void	   *arg;
 	bool		owner;			/* this replica keeps the history */
 	int			max_iter;
@@ -294,7 +334,7 @@ typedef struct DmlLbfgsResult
 {
 	int			iterations;
 	double		objective;
-	const char *reason;			/* converged, max epochs, or iterate's */
+	DmlStopReason reason;		/* converged, max epochs, or iterate's */
 } DmlLbfgsResult;
 
 extern DmlStatus dml_lbfgs_minimize(const DmlLbfgsProblem *pb, DmlLbfgs *lb, double *x,

@@ -175,12 +175,12 @@ dml_lbfgs_minimize(const DmlLbfgsProblem *pb, DmlLbfgs *lb, double *x, DmlLbfgsR
 		return DML_ERR_NOMEM;
 	}
 	f = pb->objective(pb->arg, x, g);
-	out->reason = "max epochs";
+	out->reason = DML_STOP_MAX_EPOCHS;
 	for (iter = 1; iter <= pb->max_iter; iter++)
 	{
 		double		step = 1;
 		bool		ok = false;
-		const char *why;
+		DmlStopReason why;
 
 		/* the owner's direction; dir[n] = g'dir, dir[n + 1] = 1: gradient small */
 		if (pb->owner)
@@ -215,7 +215,7 @@ dml_lbfgs_minimize(const DmlLbfgsProblem *pb, DmlLbfgs *lb, double *x, DmlLbfgsR
 			pb->share(pb->arg, dir, n + 2);
 		if (dir[n + 1] != 0)
 		{
-			out->reason = "converged";
+			out->reason = DML_STOP_CONVERGED;
 			break;
 		}
 
@@ -232,7 +232,7 @@ dml_lbfgs_minimize(const DmlLbfgsProblem *pb, DmlLbfgs *lb, double *x, DmlLbfgsR
 		{
 			/* no step lowers the objective: rounding is all that is left */
 			pb->objective(pb->arg, x, g);
-			out->reason = "converged";
+			out->reason = DML_STOP_CONVERGED;
 			break;
 		}
 		if (pb->owner)
@@ -248,16 +248,17 @@ dml_lbfgs_minimize(const DmlLbfgsProblem *pb, DmlLbfgs *lb, double *x, DmlLbfgsR
 		memcpy(g, gn, sizeof(double) * n);
 		out->iterations = iter;
 		/* f and fn are the same on every rank: so is this test */
-		why = f - fn <= DML_LBFGS_FTOL * fmax(fmax(fabs(f), fabs(fn)), 1.0) ? "converged" : NULL;
+		why = f - fn <= DML_LBFGS_FTOL * fmax(fmax(fabs(f), fabs(fn)), 1.0) ?
+			DML_STOP_CONVERGED : DML_STOP_NONE;
 		f = fn;
 		if (pb->iterate)
 		{
-			const char *stop = pb->iterate(pb->arg, iter, x);
+			DmlStopReason stop = pb->iterate(pb->arg, iter, x);
 
-			if (stop != NULL)
+			if (stop != DML_STOP_NONE)
 				why = stop;
 		}
-		if (why != NULL)
+		if (why != DML_STOP_NONE)
 		{
 			out->reason = why;
 			break;

@@ -60,9 +60,11 @@ FROM dml.epochs e JOIN dml.models m ON m.id = e.model_id
 WHERE dml.can_see_details(m.owner, m.name);
 
 /*
+ * Issue 14: dml_train takes max_seconds, a time budget for training.
  * Issue 15: training runs to convergence by default and says why it
  * stopped (dml_train's result and the last dml.epochs row: stopped);
- * weight_decay and patience default to NULL, chosen by model kind.
+ * weight_decay, validation and patience default to NULL, chosen by the
+ * model kind and whether epochs is given.
  */
 DROP FUNCTION @extschema@.dml_train(text, regclass, text, text[], text, integer[], text, text,
 	float8, integer, integer, float8, float8, integer, text, integer, text, bigint, jsonb,
@@ -100,7 +102,8 @@ CREATE FUNCTION @extschema@.dml_train(
 	staleness		integer DEFAULT 0,
 	average_every	integer DEFAULT 1,
 	compression		text DEFAULT 'none',
-	topk_ratio		float8 DEFAULT 0.01)
+	topk_ratio		float8 DEFAULT 0.01,
+	max_seconds		float8 DEFAULT NULL)
 RETURNS dml.train_result
 AS 'MODULE_PATHNAME', 'dml_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;

@@ -44,6 +44,7 @@ typedef struct Objective
 	const int  *val_idx;
 	int			nval;
 	double		t_iter;			/* when the iteration began */
+	double		start;			/* when training began: max_seconds counts from here */
 	double		bytes_iter;
 } Objective;
 
@@ -77,13 +78,13 @@ share(void *arg, double *buf, size_t n)
 }
 
 /* after an iteration: progress, validation and patience, as for an epoch */
-static const char *
+static DmlStopReason
 iterate(void *arg, int iter, const double *x)
 {
 	Objective  *ob = arg;
 	double		sums[2] = {ob->data_loss * ob->n, ob->n};
 	bool		checkpoint;
-	const char *stop = NULL;
+	DmlStopReason stop = DML_STOP_NONE;
 
 	for (size_t i = 0; i < ob->net->nparams; i++)
 		ob->net->params[i] = (float) x[i];
@@ -91,7 +92,12 @@ iterate(void *arg, int iter, const double *x)
 	if (train_log_epoch(&ob->log, ob->res, ob->spec, ob->ds, &ob->work, ob->val_idx, ob->nval,
 						iter, sums, ob->t_iter, ob->bytes_iter, &checkpoint))
 		stop = ob->res->stopped;
-	ob->t_iter = wall_seconds();
+	else if (ob->spec->max_seconds > 0 && train_out_of_time(ob->spec, ob->start))
+	{
+		train_note_out_of_time(ob->spec, ob->res, iter, 0);
+		stop = DML_STOP_MAX_TIME;
+	}
+	ob->t_iter = dml_clock_seconds();
 	ob->bytes_iter = comm_job_bytes();
 	return stop;
 }
@@ -115,7 +121,7 @@ train_lbfgs(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	float	   *Xt = NULL,
 			   *yt = NULL;
 	double	   *x = malloc(sizeof(double) * np);
-	double		t_start = wall_seconds();
+	double		t_start = dml_clock_seconds();
 
 	memset(&ob, 0, sizeof(ob));
 	train_split_rows(ds, &train_idx, &ntrain, (int **) &ob.val_idx, &ob.nval);
@@ -174,7 +180,7 @@ train_lbfgs(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	pb.owner = worker_rank == 0;
 	pb.max_iter = spec->epochs;
 	pb.gtol = spec->tolerance;
-	ob.t_iter = wall_seconds();
+	ob.t_iter = ob.start = dml_clock_seconds();
 	ob.bytes_iter = comm_job_bytes();
 	if (dml_lbfgs_minimize(&pb, &lb, x, &out) != DML_OK)
 		worker_fail("out of memory");
@@ -190,7 +196,7 @@ train_lbfgs(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		if (net->loss == DML_LOSS_MSE)
 			res->final_loss *= (double) m->out_scale[0] * m->out_scale[0];
 	}
-	res->train_seconds = wall_seconds() - t_start;
+	res->train_seconds = dml_clock_seconds() - t_start;
 	res->rows_per_second = res->train_seconds > 0 ?
 		ob.n * (out.iterations > 0 ? out.iterations : 1) / res->train_seconds : 0;
 	if (worker_rank == 0)

@@ -99,6 +99,14 @@ d=$(sql1 "SELECT max(greatest(abs(p1 - p2), abs(p1 - ps))) FROM (SELECT
 	(dml_predict_proba('def_lbfgs_srv', t))[2] AS ps FROM def_logit t) s")
 check "1 worker, 2 workers and the in-server fit agree (largest probability gap $d)" 'num_le "$d" 1e-3'
 
+# the time budget holds L-BFGS too, in workers and in the server
+for where in false true; do
+	r=$(sql1 "SELECT stopped || ' ' || (epochs < 100000)::text FROM dml_train('def_lbfgs_time_$where', 'def_noise', 'y',
+		features => '{x1,x2}', model => 'mlp', hidden => '{256}', optimizer => 'lbfgs', epochs => 100000,
+		max_seconds => 1, options => '{\"tolerance\": 0, \"in_server\": $where}')")
+	check "L-BFGS (in server: $where) stops when max_seconds is spent ($r)" '[ "$r" = "max time true" ]'
+done
+
 # ---------------------------------------------------------------------
 # 4. a nearly separable problem: finite weights, converged
 # ---------------------------------------------------------------------

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * test_kernels.c
- *	  Unit tests of the CPU reference kernels (kernels/cpu.c, net.c, ...).
+ *	  Unit tests of the CPU reference kernels (kernels/layers.c, losses.c, optim.c, net.c, ...).
  *
  * Every backward pass is checked against central finite differences: the
  * kernels run in float, the objective is summed in double, and the step
@@ -837,9 +837,9 @@ test_lbfgs(void)
 		dml_lbfgs_minimize(&pb, &lb, x, &out);
 		for (int i = 0; i < n; i++)
 			worst = fmax(worst, fabs(x[i] - 1));
-		check(worst < 1e-4 && strcmp(out.reason, "converged") == 0 && out.iterations < 500,
+		check(worst < 1e-4 && out.reason == DML_STOP_CONVERGED && out.iterations < 500,
 			  "dml_lbfgs_minimize finds Rosenbrock's minimum",
-			  "worst |x - 1| %g after %d iterations (%s)", worst, out.iterations, out.reason);
+			  "worst |x - 1| %g after %d iterations (%s)", worst, out.iterations, dml_stop_name(out.reason));
 		dml_lbfgs_free(&lb);
 	}
 }
