@@ -16,11 +16,12 @@ PKGS=(
 	libopenblas-dev libopenblas0-serial zlib1g-dev
 	dataset-fashion-mnist
 	procps util-linux psmisc bc
+	python3-numpy python3-psycopg2 python3-sklearn
 	libonnx-dev protobuf-c-compiler libprotobuf-c-dev
-	python3-onnx python3-venv python3-numpy python3-torch
+	python3-onnx python3-venv python3-torch
 )
 if [ "${1:-}" = "--bench" ]; then
-	PKGS+=(python3-numpy python3-psycopg2 python3-torch python3-sklearn)
+	PKGS+=(python3-torch)
 fi
 
 missing=()
