@@ -16,6 +16,7 @@ KERNEL_OBJS = kernels/cpu.o kernels/net.o kernels/format.o kernels/solve.o kerne
 OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_plan.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o \
 	extension/batch.o extension/batch_worker.o extension/aggregate.o extension/exact.o \
+	extension/summary.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o \
 	$(KERNEL_OBJS)
 

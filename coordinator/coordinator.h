@@ -123,6 +123,7 @@ typedef struct DmlJob
 	int			attempt;		/* 0, then 1 for the first restart, ... */
 	bool		no_in_server;	/* option in_server => false: always a job */
 	bool		no_shared_memory;	/* option shared_memory => false: MPI_Allreduce */
+	bool		rank_min_norm;	/* option rank_deficient => 'min_norm' (exact solver) */
 
 	/* synchronization (workers/sync.h) */
 	char	   *sync;			/* allreduce, ps, ssp, async, gossip, average */

@@ -1,10 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * exact.c
- *	  Linear regression by the normal equations in one pass inside the
- *	  server: dml.xtx_cols over the relation (parallel-safe, run by
- *	  PostgreSQL's own parallel workers), then a Cholesky solve in the
- *	  backend.
+ *	  Linear regression in one pass inside the server: dml.qr_cols over the
+ *	  relation (parallel-safe, run by PostgreSQL's own parallel workers,
+ *	  whose R factors are combined as a TSQR reduction tree), then a
+ *	  rank-revealing least-squares solve of the final R in the backend.
  *
  * For a single pass the data path decides the time: reading the rows out
  * over libpq into MPI workers costs more than the whole computation, and
@@ -13,9 +13,15 @@
  * second pass) or sync options ask for workers; the worker implementation
  * (workers/exact.c) remains for those.
  *
- * The solution is the same as the workers': standardized inputs and
- * target, ridge weight_decay / 2 on the standardized inputs only.  MAE
- * needs a second pass and is not reported here (dml_evaluate gives it).
+ * The solution is the same as the workers': ridge weight_decay / 2 on the
+ * standardized inputs only (here as p extra rows under R).  The QR runs
+ * on the raw columns [x, 1, y]: Householder QR does not need them centred
+ * or scaled, and the raw intercept then comes out of the solve itself
+ * instead of from a difference of large numbers.  The model is float64
+ * (format version 2); the statistics of the fit (standard errors, R^2, F,
+ * log-likelihood, condition number) go into metrics->'statistics' for
+ * dml_summary (summary.c).  MAE needs a second pass and is not reported
+ * here (dml_evaluate gives it).
  *
  *-------------------------------------------------------------------------
  */
@@ -28,6 +34,7 @@
 #include "lib/stringinfo.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
@@ -56,6 +63,122 @@ data_error(int sqlstate, const char *hint, const char *msg)
 	ereport(ERROR, (errcode(sqlstate), errmsg("%s", msg), errhint("%s", hint)));
 }
 
+/* a JSON number, or null when it is not finite */
+static void
+json_number(StringInfo buf, double v)
+{
+	if (isfinite(v))
+		appendStringInfo(buf, "%.17g", v);
+	else
+		appendStringInfoString(buf, "null");
+}
+
+/* the name of column j of [x, 1]: a feature, or the intercept */
+static const char *
+term_name(DmlJob *job, int j)
+{
+	return j < list_length(job->features) ?
+		((DmlColumn *) list_nth(job->features, j))->name : "(Intercept)";
+}
+
+/* the error for collinear features, naming the columns the solve found dependent */
+static void
+collinear_error(DmlJob *job, const DmlLsq *ls)
+{
+	StringInfoData names;
+
+	initStringInfo(&names);
+	for (int k = 0; k < ls->ndropped; k++)
+		appendStringInfo(&names, "%s\"%s\"", k == 0 ? "" : ", ", term_name(job, ls->dropped[k]));
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_EXCEPTION),
+			 errmsg("the features are collinear"),
+			 errdetail(ls->ndropped == 1 ? "Column %s is a linear combination of the others." :
+					   "Columns %s are linear combinations of the others.", names.data),
+			 errhint("Remove %s, add weight_decay, or pass options => '{\"rank_deficient\": \"min_norm\"}' for the minimum-norm solution.",
+					 ls->ndropped == 1 ? "it" : "them")));
+}
+
+/* (R'R)[i][j] for upper-triangular R (q,q): the Gram matrix of the rows' columns */
+static double
+gram(const double *R, int q, int i, int j)
+{
+	double		s = 0;
+
+	for (int k = 0; k <= Min(i, j); k++)
+		s += R[(size_t) k * q + i] * R[(size_t) k * q + j];
+	return s;
+}
+
+/*
+ * The statistics of an ordinary least-squares fit, as JSON: terms and
+ * coefficients with the intercept first (as R and statsmodels print
+ * them), standard errors (null under ridge, where they do not apply),
+ * and the model-level figures.  rss and tss are the residual and total
+ * sums of squares; rank counts the intercept.
+ */
+static char *
+ols_statistics(DmlJob *job, const DmlLsq *ls, double n, double rss, double tss, bool ridge)
+{
+	StringInfoData buf;
+	int			d = ls->p - 1;
+	double		df_resid = n - ls->rank;
+	double		df_model = ls->rank - 1;
+	double		sigma2 = df_resid > 0 ? rss / df_resid : NAN;
+	double		r2 = tss > 0 ? 1 - rss / tss : NAN;
+	double		f = df_model > 0 && rss > 0 ? ((tss - rss) / df_model) / sigma2 : NAN;
+	double		llf = rss > 0 ? -n / 2 * (log(2 * M_PI) + log(rss / n) + 1) : NAN;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"method\": \"ols\", \"solver\": \"tsqr\", \"terms\": [");
+	for (int k = 0; k <= d; k++)
+	{
+		if (k > 0)
+			appendStringInfoString(&buf, ", ");
+		escape_json(&buf, term_name(job, k == 0 ? d : k - 1));
+	}
+	appendStringInfoString(&buf, "], \"coefficients\": [");
+	for (int k = 0; k <= d; k++)
+	{
+		appendStringInfoString(&buf, k > 0 ? ", " : "");
+		json_number(&buf, ls->coef[k == 0 ? d : k - 1]);
+	}
+	appendStringInfoString(&buf, "], \"std_errors\": [");
+	for (int k = 0; k <= d; k++)
+	{
+		int			j = k == 0 ? d : k - 1;
+
+		appendStringInfoString(&buf, k > 0 ? ", " : "");
+		json_number(&buf, ridge ? NAN : sqrt(sigma2 * ls->cov[(size_t) j * ls->p + j]));
+	}
+	appendStringInfo(&buf, "], \"n\": %.0f, \"rank\": %d, \"df_model\": %.0f, \"df_resid\": %.0f",
+					 n, ls->rank, df_model, df_resid);
+	appendStringInfoString(&buf, ", \"rss\": ");
+	json_number(&buf, rss);
+	appendStringInfoString(&buf, ", \"tss\": ");
+	json_number(&buf, tss);
+	appendStringInfoString(&buf, ", \"r2\": ");
+	json_number(&buf, r2);
+	appendStringInfoString(&buf, ", \"adj_r2\": ");
+	json_number(&buf, df_resid > 0 ? 1 - (n - 1) / df_resid * (1 - r2) : NAN);
+	appendStringInfoString(&buf, ", \"residual_std_error\": ");
+	json_number(&buf, sqrt(sigma2));
+	appendStringInfoString(&buf, ", \"f\": ");
+	json_number(&buf, ridge ? NAN : f);
+	appendStringInfoString(&buf, ", \"f_p_value\": ");
+	json_number(&buf, ridge ? NAN : dml_f_pvalue(f, df_model, df_resid));
+	appendStringInfoString(&buf, ", \"log_likelihood\": ");
+	json_number(&buf, llf);
+	appendStringInfoString(&buf, ", \"aic\": ");
+	json_number(&buf, -2 * llf + 2 * ls->rank);
+	appendStringInfoString(&buf, ", \"bic\": ");
+	json_number(&buf, -2 * llf + log(n) * ls->rank);
+	appendStringInfoString(&buf, ", \"condition_number\": ");
+	json_number(&buf, ls->cond);
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
 /*
  * DmlExactSolve
  *		Fit job in the server; fills result as DmlRunJob would.  SPI is
@@ -67,7 +190,8 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	StringInfoData sql;
 	ListCell   *lc;
 	int			d = list_length(job->features);
-	int			p = d + 1;
+	int			p = d + 1;		/* coefficients: features and intercept */
+	int			q = d + 2;		/* columns of [x, 1, y] */
 	TimestampTz start = GetCurrentTimestamp();
 	ArrayType  *arr;
 	Datum	   *e;
@@ -76,18 +200,18 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	double	   *v;
 	double		n;
 	const double *nulls,
-			   *bad,
-			   *A,
-			   *bvec;
-	double		yy;
+			   *bad;
+	double	   *R;
 	double		total_rows = 0;
 	double	   *mu,
-			   *sd,
-			   *C,
-			   *w;
+			   *sd;
 	double		ymu,
 				ysd,
-				sse;
+				rss,
+				tss,
+				lambda = 0;
+	DmlLsq		ls;
+	DmlStatus	st;
 	DmlModel	m;
 	int			sizes[2] = {d, 1};
 	long		secs;
@@ -95,11 +219,12 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	DmlProgress prog;
 	bool		isnull;
 	char	   *rel;
+	char	   *stats;
 	size_t		blen;
 	bytea	   *weights;
 
 	/*
-	 * dml.xtx_cols(y, x1, ..., xd) over every row: the columns as arguments,
+	 * dml.qr_cols(y, x1, ..., xd) over every row: the columns as arguments,
 	 * no array per row; ARRAY[y, x1, ..., xd] beyond a function's argument
 	 * limit (the state takes one of them).
 	 */
@@ -107,17 +232,17 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 									 get_rel_name(job->relid));
 	initStringInfo(&sql);
 	if (d + 2 <= FUNC_MAX_ARGS)
-		appendStringInfo(&sql, "SELECT dml.xtx_cols(%s", job->target.expr);
+		appendStringInfo(&sql, "SELECT dml.qr_cols(%s", job->target.expr);
 	else
-		appendStringInfo(&sql, "SELECT dml.xtx(ARRAY[%s", job->target.expr);
+		appendStringInfo(&sql, "SELECT dml.qr(ARRAY[%s", job->target.expr);
 	foreach(lc, job->features)
 		appendStringInfo(&sql, ", %s", ((DmlColumn *) lfirst(lc))->expr);
 	appendStringInfo(&sql, "%s), count(*)::float8 FROM %s", d + 2 <= FUNC_MAX_ARGS ? "" : "]", rel);
 	/* no row limit: the executor runs a plan in parallel only without one */
 	if (SPI_execute(sql.data, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "dml: the normal-equations pass failed");
+		elog(ERROR, "dml: the least-squares pass failed");
 	if (SPI_tuptable->vals[0] == NULL)
-		elog(ERROR, "dml: the normal-equations pass returned nothing");
+		elog(ERROR, "dml: the least-squares pass returned nothing");
 	{
 		Datum		dv = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 
@@ -129,17 +254,15 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 		total_rows = DatumGetFloat8(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	}
 	deconstruct_array(arr, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &e, &enulls, &ne);
-	if (ne != 2 + 2 * p + p * p + p + 1)
-		elog(ERROR, "dml: dml.xtx returned %d values for %d features. Please report a bug.", ne, d);
+	if (ne != 2 + 2 * p + q * q)
+		elog(ERROR, "dml: dml.qr returned %d values for %d features. Please report a bug.", ne, d);
 	v = palloc(sizeof(double) * ne);
 	for (int i = 0; i < ne; i++)
 		v[i] = DatumGetFloat8(e[i]);
 	n = v[1];
 	nulls = v + 2;
 	bad = nulls + p;
-	A = bad + p;
-	bvec = A + p * p;
-	yy = bvec[p];
+	R = (double *) bad + p;
 
 	/* the same checks, in the same order, as the workers' prepare_data */
 	for (int i = 1; i < p; i++)
@@ -169,87 +292,128 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 		data_error(ERRCODE_DATA_EXCEPTION, "Training needs at least 2 rows with a target.",
 				   psprintf("only %.0f usable row%s", n, n == 1 ? "" : "s"));
 
-	/* moments, then the standardized normal equations */
+	/* moments from R'R = Z'Z: they set the standardization and the ridge's scale */
 	mu = palloc(sizeof(double) * d);
 	sd = palloc(sizeof(double) * d);
 	for (int c = 0; c < d; c++)
 	{
 		double		var;
 
-		mu[c] = A[(size_t) c * p + d] / n;
-		var = A[(size_t) c * p + c] / n - mu[c] * mu[c];
+		mu[c] = gram(R, q, c, d) / n;
+		var = gram(R, q, c, c) / n - mu[c] * mu[c];
 		sd[c] = var > 0 ? sqrt(var) : 0;
 		if (sd[c] <= 1e-12 * fmax(1.0, fabs(mu[c])))
 			data_error(ERRCODE_DATA_EXCEPTION, "Leave it out of features: it carries no information.",
 					   psprintf("feature \"%s\" is constant (%g in every training row)",
 								((DmlColumn *) list_nth(job->features, c))->name, mu[c]));
 	}
-	ymu = bvec[d] / n;
-	ysd = yy / n - ymu * ymu > 0 ? sqrt(yy / n - ymu * ymu) : 0;
-	if (ysd <= 0)
-		ysd = 1;
-	C = palloc(sizeof(double) * d * d);
-	w = palloc(sizeof(double) * d);
-	for (int i = 0; i < d; i++)
-	{
-		for (int j = 0; j < d; j++)
-			C[(size_t) i * d + j] = (A[(size_t) i * p + j] / n - mu[i] * mu[j]) / (sd[i] * sd[j]);
-		C[(size_t) i * d + i] += job->weight_decay / 2;
-		w[i] = (bvec[i] / n - mu[i] * ymu) / (sd[i] * ysd);
-	}
-	{
-		double	   *L = palloc(sizeof(double) * d * d);
-		double	   *c0 = palloc(sizeof(double) * d);
+	ymu = gram(R, q, d, d + 1) / n;
+	ysd = gram(R, q, d + 1, d + 1) / n - ymu * ymu;
+	ysd = ysd > 0 ? sqrt(ysd) : 1;
 
-		memcpy(L, C, sizeof(double) * d * d);
-		memcpy(c0, w, sizeof(double) * d);
-		if (dml_cholesky_solve(L, w, d) != DML_OK)
-			data_error(ERRCODE_DATA_EXCEPTION,
-					   "Remove features that are linear combinations of others, or add weight_decay.",
-					   "the normal equations are singular: the features are collinear");
-		/* SSE / n in standardized units: 1 - 2 w'c + w'Cw (ridge term removed) */
-		sse = 1.0;
-		for (int i = 0; i < d; i++)
+	/* tss: the residual of the intercept alone, R's columns [1, y] factored again */
+	{
+		double		Z2[2 * 2] = {0};
+		double	   *Rs = palloc0(sizeof(double) * q * 2);
+
+		for (int i = 0; i < q; i++)
 		{
-			sse -= 2 * w[i] * c0[i];
-			for (int j = 0; j < d; j++)
-				sse += w[i] * (C[(size_t) i * d + j] - (i == j ? job->weight_decay / 2 : 0)) * w[j];
+			Rs[i * 2] = R[(size_t) i * q + d];
+			Rs[i * 2 + 1] = R[(size_t) i * q + d + 1];
 		}
+		if (dml_qr_stack(Z2, Rs, q, 2) != DML_OK)
+			elog(ERROR, "dml: QR factorization failed. Please report a bug.");
+		tss = Z2[3] * Z2[3];
 	}
 
-	if (dml_model_alloc(&m, 1, sizes, DML_ACT_RELU, DML_LOSS_MSE) != DML_OK)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-	for (int c = 0; c < d; c++)
+	/*
+	 * ridge: (n weight_decay / 2) |w|^2 on the standardized slopes w_c =
+	 * beta_c sd_c / ysd, i.e. rows sqrt(lambda) sd_c e_c with target 0 on
+	 * the problem scaled by ysd
+	 */
+	if (job->weight_decay > 0)
 	{
-		m.in_mean[c] = (float) mu[c];
-		m.in_scale[c] = (float) (1.0 / sd[c]);
-		m.net.params[c] = (float) w[c];
+		double	   *P = palloc0(sizeof(double) * d * q);
+
+		lambda = n * job->weight_decay / 2;
+		for (int c = 0; c < d; c++)
+			P[(size_t) c * q + c] = sqrt(lambda) * sd[c];
+		if (dml_qr_stack(R, P, d, q) != DML_OK)
+			elog(ERROR, "dml: QR factorization failed. Please report a bug.");
 	}
-	m.net.params[d] = 0.0f;		/* centered data: the intercept is the means */
-	m.out_mean[0] = (float) ymu;
-	m.out_scale[0] = (float) ysd;
+	st = dml_lsq_solve(&ls, R, q, n, job->rank_min_norm);
+	if (st == DML_ERR_SINGULAR && ls.ndropped > 0)
+	{
+		DmlLsq		copy = ls;
+
+		/* the message is built from palloc'd copies; the kernel's arrays go first */
+		ls.dropped = palloc(sizeof(int) * ls.ndropped);
+		memcpy(ls.dropped, copy.dropped, sizeof(int) * ls.ndropped);
+		dml_lsq_free(&copy);
+		collinear_error(job, &ls);
+	}
+	if (st != DML_OK)
+	{
+		dml_lsq_free(&ls);
+		if (st == DML_ERR_NOMEM)
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+		elog(ERROR, "dml: least-squares solve failed: %s. Please report a bug.", dml_status_string(st));
+	}
+	rss = ls.rss;
+	for (int c = 0; c < d; c++)
+		rss -= lambda * sd[c] * sd[c] * ls.coef[c] * ls.coef[c];
+	rss = fmax(rss, 0);
+
+	/*
+	 * The model, float64, in the standardized form every model has (so
+	 * its float32 rounding serves the float32 paths well): w_c = beta_c
+	 * sd_c / ysd on (x_c - mu_c) / sd_c, and the bias that gives the raw
+	 * intercept back.
+	 */
+	if (dml_model_alloc(&m, 1, sizes, DML_ACT_RELU, DML_LOSS_MSE) != DML_OK ||
+		dml_model_make_f64(&m) != DML_OK)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	{
+		double		bias = ls.coef[d] - ymu;
+
+		for (int c = 0; c < d; c++)
+		{
+			m.in_mean64[c] = mu[c];
+			m.in_scale64[c] = 1.0 / sd[c];
+			m.params64[c] = ls.coef[c] * sd[c] / ysd;
+			bias += ls.coef[c] * mu[c];
+		}
+		m.params64[d] = bias / ysd;
+	}
+	m.out_mean64[0] = ymu;
+	m.out_scale64[0] = ysd;
+	dml_model_sync_f32(&m);
 	blen = dml_model_serialized_size(&m);
 	weights = palloc(VARHDRSZ + blen);
 	SET_VARSIZE(weights, VARHDRSZ + blen);
 	dml_model_serialize(&m, (unsigned char *) VARDATA(weights));
 	dml_model_free(&m);
+	stats = ols_statistics(job, &ls, n, rss, tss, lambda > 0);
+	dml_lsq_free(&ls);
 
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
 	memset(result, 0, sizeof(*result));
 	result->weights = weights;
 	result->seconds = secs + usecs / 1e6;
 	result->epochs_run = 1;
-	result->final_loss = fmax(sse, 0) * ysd * ysd;
+	result->final_loss = rss / n;
 	result->rows_per_second = result->seconds > 0 ? n / result->seconds : 0;
 	result->device = "cpu";
 	result->metrics_json = psprintf("{\"device\": \"cpu\", \"solver\": \"in-server aggregate\", "
+									"\"precision\": \"float64\", "
 									"\"evaluated_on\": \"training\", \"train_rows\": %.0f, "
 									"\"validation_rows\": 0, \"epochs\": 1, \"final_loss\": %.10g, "
 									"\"rows_per_second\": %.1f, \"train_seconds\": %.4f, "
 									"\"workers\": 0, \"rows\": %.0f, \"mse\": %.10g, \"mae\": null, "
-									"\"r2\": %.10g}",
+									"\"r2\": %.10g, \"statistics\": %s}",
 									n, result->final_loss, result->rows_per_second,
-									result->seconds, n, result->final_loss, 1.0 - fmax(sse, 0));
+									result->seconds, n, result->final_loss,
+									tss > 0 ? 1.0 - rss / tss : 1.0, stats);
 
 	memset(&prog, 0, sizeof(prog));
 	prog.epoch = 1;
