@@ -34,7 +34,6 @@
 #include "lib/stringinfo.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
@@ -63,16 +62,6 @@ data_error(int sqlstate, const char *hint, const char *msg)
 	ereport(ERROR, (errcode(sqlstate), errmsg("%s", msg), errhint("%s", hint)));
 }
 
-/* a JSON number, or null when it is not finite */
-static void
-json_number(StringInfo buf, double v)
-{
-	if (isfinite(v))
-		appendStringInfo(buf, "%.17g", v);
-	else
-		appendStringInfoString(buf, "null");
-}
-
 /* the name of column j of [x, 1]: a feature, or the intercept */
 static const char *
 term_name(DmlJob *job, int j)
@@ -99,84 +88,13 @@ collinear_error(DmlJob *job, const DmlLsq *ls)
 					 ls->ndropped == 1 ? "it" : "them")));
 }
 
-/* (R'R)[i][j] for upper-triangular R (q,q): the Gram matrix of the rows' columns */
-static double
-gram(const double *R, int q, int i, int j)
+/* a kernel's failure other than the user's: out of memory, or a bug */
+static void
+kernel_error(DmlStatus st)
 {
-	double		s = 0;
-
-	for (int k = 0; k <= Min(i, j); k++)
-		s += R[(size_t) k * q + i] * R[(size_t) k * q + j];
-	return s;
-}
-
-/*
- * The statistics of an ordinary least-squares fit, as JSON: terms and
- * coefficients with the intercept first (as R and statsmodels print
- * them), standard errors (null under ridge, where they do not apply),
- * and the model-level figures.  rss and tss are the residual and total
- * sums of squares; rank counts the intercept.
- */
-static char *
-ols_statistics(DmlJob *job, const DmlLsq *ls, double n, double rss, double tss, bool ridge)
-{
-	StringInfoData buf;
-	int			d = ls->p - 1;
-	double		df_resid = n - ls->rank;
-	double		df_model = ls->rank - 1;
-	double		sigma2 = df_resid > 0 ? rss / df_resid : NAN;
-	double		r2 = tss > 0 ? 1 - rss / tss : NAN;
-	double		f = df_model > 0 && rss > 0 ? ((tss - rss) / df_model) / sigma2 : NAN;
-	double		llf = rss > 0 ? -n / 2 * (log(2 * M_PI) + log(rss / n) + 1) : NAN;
-
-	initStringInfo(&buf);
-	appendStringInfoString(&buf, "{\"method\": \"ols\", \"solver\": \"tsqr\", \"terms\": [");
-	for (int k = 0; k <= d; k++)
-	{
-		if (k > 0)
-			appendStringInfoString(&buf, ", ");
-		escape_json(&buf, term_name(job, k == 0 ? d : k - 1));
-	}
-	appendStringInfoString(&buf, "], \"coefficients\": [");
-	for (int k = 0; k <= d; k++)
-	{
-		appendStringInfoString(&buf, k > 0 ? ", " : "");
-		json_number(&buf, ls->coef[k == 0 ? d : k - 1]);
-	}
-	appendStringInfoString(&buf, "], \"std_errors\": [");
-	for (int k = 0; k <= d; k++)
-	{
-		int			j = k == 0 ? d : k - 1;
-
-		appendStringInfoString(&buf, k > 0 ? ", " : "");
-		json_number(&buf, ridge ? NAN : sqrt(sigma2 * ls->cov[(size_t) j * ls->p + j]));
-	}
-	appendStringInfo(&buf, "], \"n\": %.0f, \"rank\": %d, \"df_model\": %.0f, \"df_resid\": %.0f",
-					 n, ls->rank, df_model, df_resid);
-	appendStringInfoString(&buf, ", \"rss\": ");
-	json_number(&buf, rss);
-	appendStringInfoString(&buf, ", \"tss\": ");
-	json_number(&buf, tss);
-	appendStringInfoString(&buf, ", \"r2\": ");
-	json_number(&buf, r2);
-	appendStringInfoString(&buf, ", \"adj_r2\": ");
-	json_number(&buf, df_resid > 0 ? 1 - (n - 1) / df_resid * (1 - r2) : NAN);
-	appendStringInfoString(&buf, ", \"residual_std_error\": ");
-	json_number(&buf, sqrt(sigma2));
-	appendStringInfoString(&buf, ", \"f\": ");
-	json_number(&buf, ridge ? NAN : f);
-	appendStringInfoString(&buf, ", \"f_p_value\": ");
-	json_number(&buf, ridge ? NAN : dml_f_pvalue(f, df_model, df_resid));
-	appendStringInfoString(&buf, ", \"log_likelihood\": ");
-	json_number(&buf, llf);
-	appendStringInfoString(&buf, ", \"aic\": ");
-	json_number(&buf, -2 * llf + 2 * ls->rank);
-	appendStringInfoString(&buf, ", \"bic\": ");
-	json_number(&buf, -2 * llf + log(n) * ls->rank);
-	appendStringInfoString(&buf, ", \"condition_number\": ");
-	json_number(&buf, ls->cond);
-	appendStringInfoChar(&buf, '}');
-	return buf.data;
+	if (st == DML_ERR_NOMEM)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	elog(ERROR, "dml: least-squares solve failed: %s. Please report a bug.", dml_status_string(st));
 }
 
 /*
@@ -203,14 +121,10 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 			   *bad;
 	double	   *R;
 	double		total_rows = 0;
-	double	   *mu,
-			   *sd;
-	double		ymu,
-				ysd,
-				rss,
-				tss,
-				lambda = 0;
-	DmlLsq		ls;
+	double	   *penalty = NULL;
+	double		rss,
+				tss;
+	DmlLsqFit	fit;
 	DmlStatus	st;
 	DmlModel	m;
 	int			sizes[2] = {d, 1};
@@ -292,109 +206,59 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 		data_error(ERRCODE_DATA_EXCEPTION, "Training needs at least 2 rows with a target.",
 				   psprintf("only %.0f usable row%s", n, n == 1 ? "" : "s"));
 
-	/* moments from R'R = Z'Z: they set the standardization and the ridge's scale */
-	mu = palloc(sizeof(double) * d);
-	sd = palloc(sizeof(double) * d);
+	/* moments from R'R = Z'Z: the standardization, the ridge's scale, tss */
+	if ((st = dml_lsq_moments(&fit, R, d, n)) != DML_OK)
+		kernel_error(st);
 	for (int c = 0; c < d; c++)
-	{
-		double		var;
-
-		mu[c] = gram(R, q, c, d) / n;
-		var = gram(R, q, c, c) / n - mu[c] * mu[c];
-		sd[c] = var > 0 ? sqrt(var) : 0;
-		if (sd[c] <= 1e-12 * fmax(1.0, fabs(mu[c])))
+		if (fit.sd[c] <= 1e-12 * fmax(1.0, fabs(fit.mu[c])))
 			data_error(ERRCODE_DATA_EXCEPTION, "Leave it out of features: it carries no information.",
 					   psprintf("feature \"%s\" is constant (%g in every training row)",
-								((DmlColumn *) list_nth(job->features, c))->name, mu[c]));
-	}
-	ymu = gram(R, q, d, d + 1) / n;
-	ysd = gram(R, q, d + 1, d + 1) / n - ymu * ymu;
-	ysd = ysd > 0 ? sqrt(ysd) : 1;
-
-	/* tss: the residual of the intercept alone, R's columns [1, y] factored again */
-	{
-		double		Z2[2 * 2] = {0};
-		double	   *Rs = palloc0(sizeof(double) * q * 2);
-
-		for (int i = 0; i < q; i++)
-		{
-			Rs[i * 2] = R[(size_t) i * q + d];
-			Rs[i * 2 + 1] = R[(size_t) i * q + d + 1];
-		}
-		if (dml_qr_stack(Z2, Rs, q, 2) != DML_OK)
-			elog(ERROR, "dml: QR factorization failed. Please report a bug.");
-		tss = Z2[3] * Z2[3];
-	}
-
-	/*
-	 * ridge: (n weight_decay / 2) |w|^2 on the standardized slopes w_c =
-	 * beta_c sd_c / ysd, i.e. rows sqrt(lambda) sd_c e_c with target 0 on
-	 * the problem scaled by ysd
-	 */
+								((DmlColumn *) list_nth(job->features, c))->name, fit.mu[c]));
 	if (job->weight_decay > 0)
 	{
-		double	   *P = palloc0(sizeof(double) * d * q);
-
-		lambda = n * job->weight_decay / 2;
+		penalty = palloc(sizeof(double) * d);
 		for (int c = 0; c < d; c++)
-			P[(size_t) c * q + c] = sqrt(lambda) * sd[c];
-		if (dml_qr_stack(R, P, d, q) != DML_OK)
-			elog(ERROR, "dml: QR factorization failed. Please report a bug.");
+			penalty[c] = n * job->weight_decay / 2;
 	}
-	st = dml_lsq_solve(&ls, R, q, n, job->rank_min_norm);
-	if (st == DML_ERR_SINGULAR && ls.ndropped > 0)
+	st = dml_lsq_fit(&fit, R, penalty, job->rank_min_norm);
+	if (st == DML_ERR_SINGULAR && fit.ls.ndropped > 0)
 	{
-		DmlLsq		copy = ls;
+		DmlLsq		dropped = fit.ls;
 
-		/* the message is built from palloc'd copies; the kernel's arrays go first */
-		ls.dropped = palloc(sizeof(int) * ls.ndropped);
-		memcpy(ls.dropped, copy.dropped, sizeof(int) * ls.ndropped);
-		dml_lsq_free(&copy);
-		collinear_error(job, &ls);
+		/* the message needs the names; the kernel's arrays are freed first */
+		dropped.dropped = palloc(sizeof(int) * fit.ls.ndropped);
+		memcpy(dropped.dropped, fit.ls.dropped, sizeof(int) * fit.ls.ndropped);
+		dml_lsq_fit_free(&fit);
+		collinear_error(job, &dropped);
 	}
 	if (st != DML_OK)
 	{
-		dml_lsq_free(&ls);
-		if (st == DML_ERR_NOMEM)
-			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-		elog(ERROR, "dml: least-squares solve failed: %s. Please report a bug.", dml_status_string(st));
+		dml_lsq_fit_free(&fit);
+		kernel_error(st);
 	}
-	rss = ls.rss;
-	for (int c = 0; c < d; c++)
-		rss -= lambda * sd[c] * sd[c] * ls.coef[c] * ls.coef[c];
-	rss = fmax(rss, 0);
 
-	/*
-	 * The model, float64, in the standardized form every model has (so
-	 * its float32 rounding serves the float32 paths well): w_c = beta_c
-	 * sd_c / ysd on (x_c - mu_c) / sd_c, and the bias that gives the raw
-	 * intercept back.
-	 */
+	/* the float64 model and the statistics of the fit */
 	if (dml_model_alloc(&m, 1, sizes, DML_ACT_RELU, DML_LOSS_MSE) != DML_OK ||
-		dml_model_make_f64(&m) != DML_OK)
+		dml_lsq_fit_model(&fit, &m) != DML_OK)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-	{
-		double		bias = ls.coef[d] - ymu;
-
-		for (int c = 0; c < d; c++)
-		{
-			m.in_mean64[c] = mu[c];
-			m.in_scale64[c] = 1.0 / sd[c];
-			m.params64[c] = ls.coef[c] * sd[c] / ysd;
-			bias += ls.coef[c] * mu[c];
-		}
-		m.params64[d] = bias / ysd;
-	}
-	m.out_mean64[0] = ymu;
-	m.out_scale64[0] = ysd;
-	dml_model_sync_f32(&m);
 	blen = dml_model_serialized_size(&m);
 	weights = palloc(VARHDRSZ + blen);
 	SET_VARSIZE(weights, VARHDRSZ + blen);
 	dml_model_serialize(&m, (unsigned char *) VARDATA(weights));
 	dml_model_free(&m);
-	stats = ols_statistics(job, &ls, n, rss, tss, lambda > 0);
-	dml_lsq_free(&ls);
+	{
+		const char **terms = palloc(sizeof(char *) * (d ? d : 1));
+		size_t		len;
+
+		for (int c = 0; c < d; c++)
+			terms[c] = term_name(job, c);
+		len = dml_lsq_fit_json(&fit, terms, NULL, 0);
+		stats = palloc(len);
+		dml_lsq_fit_json(&fit, terms, stats, len);
+	}
+	rss = fit.rss;
+	tss = fit.tss;
+	dml_lsq_fit_free(&fit);
 
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
 	memset(result, 0, sizeof(*result));

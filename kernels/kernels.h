@@ -373,6 +373,36 @@ extern void dml_model_finish(const DmlModel *m, float *out, int B);
 extern uint32_t dml_crc32(const unsigned char *buf, size_t len);
 
 /* ---------------------------------------------------------------------
+ * A least-squares fit from its TSQR factor (lsq.c): R (d+2, d+2) of the
+ * rows [x, 1, y]; shared by the in-server solver and the workers
+ * --------------------------------------------------------------------- */
+
+typedef struct DmlLsqFit
+{
+	int			d;				/* inputs */
+	double		n;				/* rows */
+	DmlLsq		ls;				/* coef (d+1): raw-scale slopes, then the intercept */
+	double	   *mu;				/* (d) inputs' means */
+	double	   *sd;				/* (d) and population standard deviations */
+	double		ymu;
+	double		ysd;			/* 1 when the target is constant */
+	double		rss;			/* residual sum of squares, penalty excluded */
+	double		tss;			/* total sum of squares about the mean */
+	bool		penalized;		/* ridge: no standard errors */
+} DmlLsqFit;
+
+/* moments and tss from R; then check the inputs (sd 0: constant), then dml_lsq_fit */
+extern DmlStatus dml_lsq_moments(DmlLsqFit *fit, const double *R, int d, double n);
+/* solve; penalty (d) or NULL: weights of beta_c^2 on the standardized scale; R changes */
+extern DmlStatus dml_lsq_fit(DmlLsqFit *fit, double *R, const double *penalty, bool min_norm);
+/* the fit into m (one layer, d inputs, one MSE output), float64, standardized form */
+extern DmlStatus dml_lsq_fit_model(const DmlLsqFit *fit, DmlModel *m);
+/* the statistics as JSON (terms: d input names); returns the length needed */
+extern size_t dml_lsq_fit_json(const DmlLsqFit *fit, const char *const *terms, char *buf,
+							   size_t len);
+extern void dml_lsq_fit_free(DmlLsqFit *fit);
+
+/* ---------------------------------------------------------------------
  * Metrics (metrics.c): sums that all-reduce, then JSON
  *
  * v[] holds every figure as a double so one MPI_Allreduce(SUM) merges the
