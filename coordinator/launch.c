@@ -182,6 +182,8 @@ spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
 	spec_putf(&buf, "batch_size", "%d", job->batch_size);
 	spec_putf(&buf, "epochs", "%d", job->epochs);
 	spec_putf(&buf, "weight_decay", "%.17g", job->weight_decay);
+	if (job->rank_min_norm)
+		spec_putf(&buf, "rank_deficient", "%s", "min_norm");
 	spec_putf(&buf, "validation", "%.17g", job->validation);
 	spec_putf(&buf, "patience", "%d", job->patience);
 	spec_put(&buf, "nulls", job->nulls);

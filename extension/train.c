@@ -587,7 +587,8 @@ choose_packing(DmlJob *job)
 	const char *qcol = quote_identifier(job->target.name);
 
 	job->pack_target = NULL;
-	if (job->load_copy)
+	/* exact least squares reads float64 rows; the blocks are float32 */
+	if (job->load_copy || (strcmp(job->optimizer, "exact") == 0 && !job->classification))
 		return;
 	foreach(lc, job->features)
 		if (((DmlColumn *) lfirst(lc))->kind != DML_COL_NUM)

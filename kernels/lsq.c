@@ -105,9 +105,10 @@ dml_lsq_fit(DmlLsqFit *fit, double *R, const double *penalty, bool min_norm)
 
 		if (P == NULL)
 			return DML_ERR_NOMEM;
+		/* on the model's scale: an input with sd 0 is left unscaled there */
 		for (int c = 0; c < d; c++)
 		{
-			P[(size_t) c * q + c] = sqrt(penalty[c]) * fit->sd[c];
+			P[(size_t) c * q + c] = sqrt(penalty[c]) * (fit->sd[c] > 0 ? fit->sd[c] : 1);
 			fit->penalized |= penalty[c] > 0;
 		}
 		st = dml_qr_stack(R, P, d, q);
@@ -120,7 +121,11 @@ dml_lsq_fit(DmlLsqFit *fit, double *R, const double *penalty, bool min_norm)
 		return st;
 	fit->rss = fit->ls.rss;
 	for (int c = 0; c < d && penalty; c++)
-		fit->rss -= penalty[c] * fit->sd[c] * fit->sd[c] * fit->ls.coef[c] * fit->ls.coef[c];
+	{
+		double		sd = fit->sd[c] > 0 ? fit->sd[c] : 1;
+
+		fit->rss -= penalty[c] * sd * sd * fit->ls.coef[c] * fit->ls.coef[c];
+	}
 	fit->rss = fmax(fit->rss, 0);
 	return DML_OK;
 }

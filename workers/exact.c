@@ -1,21 +1,27 @@
 /*-------------------------------------------------------------------------
  *
  * exact.c
- *	  Exact solvers: linear regression by the normal equations and
- *	  logistic/softmax regression by Newton's method (IRLS).
+ *	  Exact solvers: linear regression by a distributed QR factorization
+ *	  (TSQR) and logistic/softmax regression by Newton's method (IRLS).
  *
- * Each rank sums its statistics over its rows (X'X and X'y in double; or
- * the gradient in double and the Hessian in float32 blocks summed in
- * double), one all-reduce merges them, and every rank solves the same small
- * system with a Cholesky factorization, so the replicas agree bit for bit.  Inputs are standardized (prepare.c), which
- * keeps the systems well conditioned; an intercept column of ones is
- * appended.  weight_decay adds N * weight_decay / 2 to the diagonal (not
- * the intercept's), the same penalty the gradient optimizers apply.
+ * Least squares reads the raw float64 rows (load.c keeps them for this
+ * job), each rank factors its own, the R factors meet up a reduction tree
+ * and every rank solves the same triangular system (kernels/lsq.c); the
+ * condition number is the data's, not its square as with the normal
+ * equations.  Newton sums per-rank statistics (the gradient in double and
+ * the Hessian in float32 blocks summed in double), one all-reduce merges
+ * them, and every rank solves the same small system with a Cholesky
+ * factorization, so the replicas agree bit for bit; its inputs are
+ * standardized (prepare.c), which keeps the systems well conditioned.  An
+ * intercept column of ones is appended.  weight_decay adds N *
+ * weight_decay / 2 times the squared standardized weights (not the
+ * intercept's), the same penalty the gradient optimizers apply.
  *
  *-------------------------------------------------------------------------
  */
 #include <cblas.h>
 #include <math.h>
+#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,11 +29,11 @@
 #include "protocol.h"
 #include "worker.h"
 
-#define CHUNK 512				/* rows converted to double at a time */
+#define CHUNK 512				/* rows factored at a time */
 
-/* Z (B, d+1) = [X rows, 1] in double, for the training rows from lo */
+/* Z (B, d + 2) = [x, 1, y] raw float64 rows, for the training rows from *pos */
 static int
-chunk_rows(const Dataset *ds, int64_t *pos, double *Z, double *y)
+chunk_rows(const Dataset *ds, int64_t *pos, double *Z)
 {
 	int			B = 0;
 	int			d = ds->d;
@@ -35,15 +41,13 @@ chunk_rows(const Dataset *ds, int64_t *pos, double *Z, double *y)
 	while (*pos < ds->n && B < CHUNK)
 	{
 		int64_t		i = (*pos)++;
-		const float *x = ds->X + (size_t) i * d;
-		double	   *z = Z + (size_t) B * (d + 1);
+		double	   *z = Z + (size_t) B * (d + 2);
 
 		if (ds->val[i])
 			continue;
-		for (int c = 0; c < d; c++)
-			z[c] = x[c];
+		memcpy(z, ds->Xd + (size_t) i * d, sizeof(double) * d);
 		z[d] = 1.0;
-		y[B] = ds->y[i];
+		z[d + 1] = ds->yd[i];
 		B++;
 	}
 	return B;
@@ -96,83 +100,161 @@ report(int iter, double loss, double rows, double secs, double bytes)
 }
 
 /*
+ * TSQR's reduction: a binomial tree over the data ranks, each R (q, q)
+ * stacked on its partner's at every level (rank r + s sends to r when r is
+ * a multiple of 2s), then rank 0's R broadcast, so every rank holds the
+ * same factor.  log2(world) steps of one q x q message.
+ */
+static void
+tsqr_reduce(double *R, int q)
+{
+	MPI_Comm	comm = *(MPI_Comm *) comm_data_handle();
+	size_t		qq = (size_t) q * q;
+	double	   *Rb = malloc(sizeof(double) * qq);
+
+	if (!Rb)
+		worker_fail("out of memory for a %d x %d factor", q, q);
+	for (int s = 1; s < worker_world; s <<= 1)
+	{
+		if (worker_rank & s)
+		{
+			MPI_Send(R, (int) qq, MPI_DOUBLE, worker_rank - s, 0, comm);
+			comm_count_p2p(sizeof(double) * (double) qq);
+			break;
+		}
+		if (worker_rank + s < worker_world)
+		{
+			MPI_Recv(Rb, (int) qq, MPI_DOUBLE, worker_rank + s, 0, comm, MPI_STATUS_IGNORE);
+			if (dml_qr_stack(R, Rb, q, q) != DML_OK)
+				worker_fail("out of memory in the QR factorization");
+		}
+	}
+	comm_bcast(R, sizeof(double) * qq, 0);
+	free(Rb);
+}
+
+/* the name of input c for the statistics: the feature, its element, or its level */
+static char *
+input_name(const WorkerSpec *spec, int c)
+{
+	char		buf[512];
+
+	for (int f = 0; f < spec->nfeatures; f++)
+	{
+		const SpecFeature *ft = &spec->features[f];
+
+		if (c < ft->offset || c >= ft->offset + ft->width)
+			continue;
+		if (ft->kind == FEAT_NUM)
+			return strdup(ft->name);
+		if (ft->kind == FEAT_VEC)
+			snprintf(buf, sizeof(buf), "%s[%d]", ft->name, c - ft->offset + 1);
+		else
+		{
+			snprintf(buf, sizeof(buf), "%s", ft->name);
+			for (int l = 0; l < ft->nlevels; l++)
+				if (ft->level_slot[l] == c - ft->offset)
+					snprintf(buf, sizeof(buf), "%s=%s", ft->name, ft->levels[l]);
+		}
+		return strdup(buf);
+	}
+	return strdup("?");
+}
+
+/*
  * train_exact
- *		Least squares (ridge with weight_decay): one pass, one all-reduce,
- *		one Cholesky solve.
+ *		Least squares (ridge with weight_decay) by TSQR: each rank factors
+ *		its float64 rows [x, 1, y] block by block, the R factors meet up a
+ *		reduction tree, and every rank solves the same small triangular
+ *		system (kernels/lsq.c), with the rank-revealing step: collinear
+ *		features are named, or solved in the minimum-norm sense.
  */
 void
 train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 {
 	DmlModel   *m = &res->model;
 	int			d = ds->d;
-	int			p = d + 1;
-	size_t		nstat = (size_t) p * p + p + 2;
-	double	   *S = calloc(nstat, sizeof(double));	/* Z'Z, Z'y, y'y, n */
-	double	   *A = S,
-			   *bvec = S + (size_t) p * p;
-	double	   *Z = malloc(sizeof(double) * CHUNK * p);
-	double	   *y = malloc(sizeof(double) * CHUNK);
-	double	   *w;
+	int			q = d + 2;
+	double	   *R = calloc((size_t) q * q, sizeof(double));
+	double	   *Z = malloc(sizeof(double) * CHUNK * q);
+	double	   *penalty = calloc(d ? d : 1, sizeof(double));
 	double		t0 = wall_seconds();
 	double		bytes0 = comm_job_bytes();
-	double		n,
-				sse;
+	double		n = 0;
 	int64_t		pos = 0;
 	int			B;
+	DmlLsqFit	fit;
+	DmlStatus	st;
 
-	if (!S || !Z || !y)
-		worker_fail("out of memory for a %d x %d system", p, p);
-	while ((B = chunk_rows(ds, &pos, Z, y)) > 0)
+	if (!R || !Z || !penalty || !ds->wide)
+		worker_fail("out of memory for a %d x %d factor", q, q);
+	while ((B = chunk_rows(ds, &pos, Z)) > 0)
 	{
-		cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, p, B, 1.0, Z, p, 1.0, A, p);
-		cblas_dgemv(CblasRowMajor, CblasTrans, B, p, 1.0, Z, p, y, 1, 1.0, bvec, 1);
-		for (int i = 0; i < B; i++)
-			S[nstat - 2] += y[i] * y[i];
-		S[nstat - 1] += B;
+		if (dml_qr_stack(R, Z, B, q) != DML_OK)
+			worker_fail("out of memory in the QR factorization");
+		n += B;
 	}
-	comm_allreduce_double(S, nstat);
-	n = S[nstat - 1];
+	comm_allreduce_double(&n, 1);
+	tsqr_reduce(R, q);
 
-	/* keep the lower triangle's copy for the loss; solve on a copy */
-	{
-		double	   *L = malloc(sizeof(double) * p * p);
-
-		w = malloc(sizeof(double) * p);
-		memcpy(L, A, sizeof(double) * p * p);
-		memcpy(w, bvec, sizeof(double) * p);
-		for (int c = 0; c < d; c++)
-			L[(size_t) c * p + c] += n * spec->weight_decay / 2;
-		add_onehot_ridge(L, p, 1, spec, n);
-		if (dml_cholesky_solve(L, w, p) != DML_OK)
-			worker_user_error("22000|Remove features that are linear combinations of others, or add weight_decay.|"
-							  "the normal equations are singular: the features are collinear");
-		free(L);
-	}
-	/* SSE = y'y - 2 w'Z'y + w'Z'Z w, with Z'Z symmetric from its lower half */
-	sse = S[nstat - 2];
-	for (int i = 0; i < p; i++)
-	{
-		sse -= 2 * w[i] * bvec[i];
-		for (int j = 0; j < p; j++)
-		{
-			double		a = i >= j ? A[(size_t) i * p + j] : A[(size_t) j * p + i];
-
-			sse += w[i] * a * w[j];
-		}
-	}
+	if (dml_lsq_moments(&fit, R, d, n) != DML_OK)
+		worker_fail("out of memory for the fit");
+	/* ridge on every input; a tiny one on one-hot levels (the dummy-variable trap) */
 	for (int c = 0; c < d; c++)
-		m->net.params[c] = (float) w[c];
-	m->net.params[d] = (float) w[d];
+		penalty[c] = n * spec->weight_decay / 2;
+	for (int f = 0; f < spec->nfeatures; f++)
+		if (spec->features[f].kind == FEAT_CAT)
+			for (int c = spec->features[f].offset;
+				 c < spec->features[f].offset + spec->features[f].width; c++)
+				penalty[c] += 1e-6 * n;
+	st = dml_lsq_fit(&fit, R, penalty, spec->rank_min_norm);
+	if (st == DML_ERR_SINGULAR && fit.ls.ndropped > 0)
+	{
+		char		names[1024] = "";
+		size_t		len = 0;
+
+		for (int k = 0; k < fit.ls.ndropped && len < sizeof(names) - 1; k++)
+		{
+			int			j = fit.ls.dropped[k];
+			char	   *nm = j < d ? input_name(spec, j) : strdup("(Intercept)");
+
+			len += snprintf(names + len, sizeof(names) - len, "%s\"%s\"", k ? ", " : "", nm);
+			free(nm);
+		}
+		worker_user_error("22000|Remove %s, add weight_decay, or pass options => '{\"rank_deficient\": \"min_norm\"}' for the minimum-norm solution.|"
+						  "the features are collinear: %s %s a linear combination of the others",
+						  fit.ls.ndropped == 1 ? "it" : "them", names,
+						  fit.ls.ndropped == 1 ? "is" : "are");
+	}
+	if (st != DML_OK)
+		worker_fail("least-squares solve failed: %s", dml_status_string(st));
+	if (dml_lsq_fit_model(&fit, m) != DML_OK)
+		worker_fail("out of memory for the model");
+	{
+		char	  **terms = malloc(sizeof(char *) * (d ? d : 1));
+		size_t		len;
+
+		for (int c = 0; c < d; c++)
+			terms[c] = input_name(spec, c);
+		len = dml_lsq_fit_json(&fit, (const char *const *) terms, NULL, 0);
+		res->statistics_json = malloc(len);
+		if (!res->statistics_json)
+			worker_fail("out of memory");
+		dml_lsq_fit_json(&fit, (const char *const *) terms, res->statistics_json, len);
+		for (int c = 0; c < d; c++)
+			free(terms[c]);
+		free(terms);
+	}
 
 	res->epochs_run = 1;
-	res->final_loss = fmax(sse, 0) / n * (double) m->out_scale[0] * m->out_scale[0];
+	res->final_loss = fit.rss / n;
 	res->train_seconds = wall_seconds() - t0;
 	res->rows_per_second = res->train_seconds > 0 ? n / res->train_seconds : 0;
 	report(1, res->final_loss, n, res->train_seconds, comm_job_bytes() - bytes0);
-	free(S);
+	dml_lsq_fit_free(&fit);
+	free(R);
 	free(Z);
-	free(y);
-	free(w);
+	free(penalty);
 }
 
 /* ---------------------------------------------------------------------

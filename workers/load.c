@@ -94,7 +94,13 @@ reserve(Dataset *ds, const WorkerSpec *spec, int64_t n)
 	ds->val = realloc(ds->val, ds->cap);
 	if (spec->discover)
 		ds->keys = realloc(ds->keys, sizeof(int64_t) * ds->cap);
-	if (!ds->X || !ds->y || !ds->val || (spec->discover && !ds->keys))
+	if (ds->wide)
+	{
+		ds->Xd = realloc(ds->Xd, sizeof(double) * ds->cap * ds->d);
+		ds->yd = realloc(ds->yd, sizeof(double) * ds->cap);
+	}
+	if (!ds->X || !ds->y || !ds->val || (spec->discover && !ds->keys) ||
+		(ds->wide && (!ds->Xd || !ds->yd)))
 		worker_fail("out of memory for %lld rows of %d inputs", (long long) ds->cap, ds->d);
 }
 
@@ -206,6 +212,16 @@ decode_packed(Dataset *ds, const WorkerSpec *spec, float *x, const char *p, int 
 	return 0;
 }
 
+/* the float64 copy of a feature's inputs that float32 holds exactly (NULLs, one-hot, vectors) */
+static void
+wide_inputs(Dataset *ds, const SpecFeature *ft, const float *src)
+{
+	double	   *dst = ds->Xd + (size_t) ds->n * ds->d + ft->offset;
+
+	for (int i = 0; i < ft->width; i++)
+		dst[i] = src[i];
+}
+
 /* decode one tuple (after its field count); returns where the next begins */
 static const char *
 decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end)
@@ -260,8 +276,12 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 		if (!isfinite(v) || !isfinite((float) v))
 			ds->target_bad++;
 		ds->y[ds->n] = (float) v;
+		if (ds->wide)
+			ds->yd[ds->n] = v;
 		p += len;
 	}
+	if (ds->wide && (len < 0 || spec->classification))
+		ds->yd[ds->n] = ds->y[ds->n];
 
 	if (packing.nnum > 0)
 	{
@@ -289,6 +309,8 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 			for (int i = 0; i < ft->width; i++)
 				dst[i] = NAN;
 			ds->null_count[fi]++;
+			if (ds->wide)
+				wide_inputs(ds, ft, dst);
 			continue;
 		}
 		switch (ft->kind)
@@ -300,6 +322,8 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 					dst[0] = (float) v;
 					if (!isfinite(v) || !isfinite(dst[0]))
 						ds->bad_count[fi]++;
+					if (ds->wide)
+						ds->Xd[(size_t) ds->n * ds->d + ft->offset] = v;
 					break;
 				}
 			case FEAT_VEC:
@@ -314,6 +338,8 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 				feature_onehot(ft, p, len, dst);
 				break;
 		}
+		if (ds->wide && ft->kind != FEAT_NUM)
+			wide_inputs(ds, ft, dst);
 		p += len;
 	}
 	ds->n++;
@@ -756,6 +782,19 @@ scatter_rows(Dataset *ds)
 	MPI_Scatterv(ds->y, counts, displs, MPI_FLOAT, mine.y, counts[worker_rank], MPI_FLOAT, 0, *(MPI_Comm *) comm_data_handle());
 	MPI_Scatterv(ds->val, counts, displs, MPI_UNSIGNED_CHAR, mine.val, counts[worker_rank],
 				 MPI_UNSIGNED_CHAR, 0, *(MPI_Comm *) comm_data_handle());
+	if (ds->wide)
+	{
+		mine.Xd = malloc(sizeof(double) * (mycount ? mycount : 1) * ds->d);
+		mine.yd = malloc(sizeof(double) * (mycount ? mycount : 1));
+		if (!mine.Xd || !mine.yd)
+			worker_fail("out of memory for %lld rows", (long long) mycount);
+		MPI_Scatterv(ds->Xd, xcounts, xdispls, MPI_DOUBLE, mine.Xd, xcounts[worker_rank],
+					 MPI_DOUBLE, 0, *(MPI_Comm *) comm_data_handle());
+		MPI_Scatterv(ds->yd, counts, displs, MPI_DOUBLE, mine.yd, counts[worker_rank],
+					 MPI_DOUBLE, 0, *(MPI_Comm *) comm_data_handle());
+		free(ds->Xd);
+		free(ds->yd);
+	}
 	free(ds->X);
 	free(ds->y);
 	free(ds->val);
@@ -787,9 +826,11 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	ds->width_errors = calloc(spec->nfeatures, sizeof(int64_t));
 	for (int i = 0; i < spec->nslices; i++)
 		whole |= spec->slices[i].whole;
+	/* float64 rows come as one float8 field per number, never packed as float32 */
+	ds->wide = spec_float64(spec);
 	packing.nnum = 0;
 	packing.contiguous = 1;
-	for (int fi = 0; fi < spec->nfeatures; fi++)
+	for (int fi = 0; fi < spec->nfeatures && !ds->wide; fi++)
 		if (spec->features[fi].kind == FEAT_NUM)
 		{
 			if (spec->features[fi].offset != packing.nnum)
@@ -841,7 +882,12 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 			if (spec->slices[i].rank != rank)
 				continue;
 			if (spec->load_block && !spec->slices[i].whole)
+			{
+				/* float32 blocks: the coordinator never packs a float64 job */
+				if (ds->wide)
+					worker_fail("an exact least-squares job was given float32 blocks");
 				block_slice(conn, ds, spec, spec->slices[i].query);
+			}
 			else
 				copy_slice(conn, ds, spec, spec->slices[i].query);
 		}

@@ -208,6 +208,8 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 			spec->epochs = atoi(val);
 		else if (strcmp(key, "weight_decay") == 0)
 			spec->weight_decay = atof(val);
+		else if (strcmp(key, "rank_deficient") == 0)
+			spec->rank_min_norm = strcmp(val, "min_norm") == 0;
 		else if (strcmp(key, "validation") == 0)
 			spec->validation = atof(val);
 		else if (strcmp(key, "patience") == 0)

@@ -581,17 +581,21 @@ final_metrics(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Trai
 	need = dml_metrics_json(&met, NULL, 0);
 	mj = malloc(need);
 	dml_metrics_json(&met, mj, need);
-	need += 512 + (res->sync_json ? strlen(res->sync_json) : 0);
+	need += 600 + (res->sync_json ? strlen(res->sync_json) : 0) +
+		(res->statistics_json ? strlen(res->statistics_json) : 0);
 	out = malloc(need);
 	snprintf(out, need,
 			 "{\"evaluated_on\": \"%s\", \"train_rows\": %.0f, \"validation_rows\": %.0f, "
 			 "\"epochs\": %d, \"final_loss\": %.10g, \"rows_per_second\": %.1f, "
 			 "\"train_seconds\": %.4f, \"load_seconds\": %.4f, \"load\": \"%s\", \"bytes_sent\": %.0f, "
-			 "\"workers\": %d, %s%s%s",
+			 "\"workers\": %d, \"precision\": \"float%d\", %s%s%s%s%s%s",
 			 on_val ? "validation" : "training", counts[0], counts[1], res->epochs_run,
 			 isfinite(res->final_loss) ? res->final_loss : 0.0, res->rows_per_second,
-			 res->train_seconds, ds->load_seconds, ds->load_path, comm_job_bytes(), worker_world, res->sync_json ? res->sync_json : "",
-			 res->sync_json ? ", " : "", mj + 1);
+			 res->train_seconds, ds->load_seconds, ds->load_path, comm_job_bytes(), worker_world,
+			 m->precision, res->sync_json ? res->sync_json : "", res->sync_json ? ", " : "",
+			 res->statistics_json ? "\"statistics\": " : "",
+			 res->statistics_json ? res->statistics_json : "", res->statistics_json ? ", " : "",
+			 mj + 1);
 	dml_metrics_free(&met);
 	dml_work_free(&work);
 	free(mj);

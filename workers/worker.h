@@ -75,6 +75,7 @@ typedef struct WorkerSpec
 	int			batch_size;
 	int			epochs;
 	double		weight_decay;
+	int			rank_min_norm;	/* exact: rank_deficient => min_norm */
 	double		validation;
 	int			patience;
 	char	   *nulls;
@@ -113,6 +114,13 @@ typedef struct WorkerSpec
 } WorkerSpec;
 
 extern int	spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen);
+/* exact least squares: its rows are loaded, and its model kept, in float64 */
+static inline bool
+spec_float64(const WorkerSpec *spec)
+{
+	return !spec->predict && spec->optimizer && strcmp(spec->optimizer, "exact") == 0 &&
+		spec->loss == DML_LOSS_MSE;
+}
 extern int	cmp_int64(const void *a, const void *b);
 extern int	label_text_key(const char *label_keys, const char *text, int64_t *key);
 
@@ -128,6 +136,10 @@ typedef struct Dataset
 	float	   *X;				/* (n, d); NaN marks a NULL feature */
 	float	   *y;				/* (n); NaN marks a NULL target */
 	unsigned char *val;			/* (n); 1 = held out for validation */
+	/* exact least squares (spec_float64): the rows again, raw, in float64 */
+	int			wide;
+	double	   *Xd;				/* (n, d); NaN marks a NULL feature */
+	double	   *yd;				/* (n) */
 	/* per feature: NULL values, and non-finite values seen */
 	int64_t    *null_count;
 	int64_t    *bad_count;
@@ -186,6 +198,7 @@ typedef struct TrainResult
 	double		train_seconds;
 	char	   *metrics_json;
 	char	   *sync_json;		/* JSON members describing the sync, or NULL */
+	char	   *statistics_json;	/* exact least squares: the fit's statistics, or NULL */
 } TrainResult;
 
 /* optimizer state: velocity, or Adam's two moments */
