@@ -116,6 +116,8 @@ build/workers/load_idx.o: workers/load_idx.c
 	$(CC) -O2 -Wall -Werror -I$(PQ_INCLUDE) -c -o $@ $<
 
 $(WORKER_OBJS) $(GPU_WORKER_OBJS) $(OBJS): kernels/kernels.h coordinator/protocol.h
+# the backend's structs (DmlJob, DmlCachedModel) are shared by several files
+$(OBJS): coordinator/coordinator.h extension/dml.h
 $(patsubst %.c,build/%.o,$(WORKER_SRCS)) $(patsubst %.c,build/gpu/%.o,$(WORKER_SRCS)): \
 	workers/worker.h workers/comm.h workers/sync.h workers/half.h coordinator/protocol.h
 

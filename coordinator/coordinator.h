@@ -77,6 +77,7 @@ typedef struct DmlJob
 	List	   *classes;		/* of char *, class labels as text */
 	char	   *pack_target;	/* all-numeric job: the target for dml.pack_rows
 								 * (float8, or an int8 label key), else NULL */
+	bool		pack_wide;		/* dml.pack_rows64: float64 features (exact least squares) */
 	char	   *label_keys;		/* integer or boolean labels: "int" or "bool" */
 	bool		discover_classes;	/* the workers list the labels (classes NIL) */
 	bool		load_copy;		/* options: {"load": "copy"} */

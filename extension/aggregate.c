@@ -588,13 +588,16 @@ dml_num_bytes(PG_FUNCTION_ARGS)
  * target is float8 (a number) or int8 (a class label's key); the features
  * are float8.  Layout, little-endian:
  *
- *	 "DMLB", version 1, nrows, nfeatures, nnulls, flags (bit 0: int8 target)
- *	 nrows x { target (8 bytes), nfeatures float32 }
+ *	 "DMLB", version 1, nrows, nfeatures, nnulls, flags (bit 0: int8 target,
+ *	 bit 1: float64 features)
+ *	 nrows x { target (8 bytes), nfeatures float32 (or float64) }
  *	 nnulls x { row (uint32), column (int32: -1 the target, else 0-based) }
  *
  * A NULL is stored as 0 and listed, so the workers apply the NULL policy
  * as they do for COPY; values keep the float32 rounding the workers would
- * apply.  Not parallel: the slice is one TID range scan.
+ * apply.  dml.pack_rows64 keeps the features' float64 instead, for exact
+ * least squares, which fits the raw float64 rows.  Not parallel: the
+ * slice is one TID range scan.
  */
 #define PACK_MAGIC "DMLB"
 #define PACK_HEADER 24
@@ -603,6 +606,7 @@ typedef struct PackState
 {
 	int			n;				/* features */
 	bool		int_target;
+	bool		wide;			/* features as float64 (dml.pack_rows64) */
 	uint32		nrows;
 	char	   *buf;			/* header room, then the rows */
 	Size		len;
@@ -635,10 +639,9 @@ pack_null(PackState *st, int col)
 	st->nnulls++;
 }
 
-PG_FUNCTION_INFO_V1(dml_pack_rows_trans);
-
-Datum
-dml_pack_rows_trans(PG_FUNCTION_ARGS)
+/* add one row to a block of float32 or (wide) float64 features */
+static Datum
+pack_rows_trans(FunctionCallInfo fcinfo, bool wide)
 {
 	MemoryContext aggcxt;
 	PackState  *st;
@@ -673,14 +676,15 @@ dml_pack_rows_trans(PG_FUNCTION_ARGS)
 		st = MemoryContextAllocZero(aggcxt, sizeof(PackState));
 		st->n = n;
 		st->int_target = t == INT8OID;
-		st->cap = PACK_HEADER + (Size) 4096 * (8 + 4 * (Size) n);
+		st->wide = wide;
+		st->cap = PACK_HEADER + (Size) 4096 * (8 + (wide ? 8 : 4) * (Size) n);
 		st->buf = MemoryContextAllocHuge(aggcxt, st->cap);
 		st->len = PACK_HEADER;
 	}
 	else
 		st = (PackState *) PG_GETARG_POINTER(0);
 
-	rowlen = 8 + 4 * (Size) st->n;
+	rowlen = 8 + (st->wide ? 8 : 4) * (Size) st->n;
 	if (st->len + rowlen > st->cap)
 	{
 		Size		cap = 2 * st->cap;
@@ -718,7 +722,22 @@ dml_pack_rows_trans(PG_FUNCTION_ARGS)
 		memcpy(dst, &u, 8);
 	}
 	dst += 8;
-	for (int i = 0; i < st->n; i++)
+	for (int i = 0; i < st->n && st->wide; i++)
+	{
+		double		v = 0.0;
+		uint64		u;
+
+		if (PG_ARGISNULL(i + 2))
+			pack_null(st, i);
+		else
+			v = PG_GETARG_FLOAT8(i + 2);
+		memcpy(&u, &v, 8);
+#ifdef WORDS_BIGENDIAN
+		u = pg_bswap64(u);
+#endif
+		memcpy(dst + 8 * i, &u, 8);
+	}
+	for (int i = 0; i < st->n && !st->wide; i++)
 	{
 		float		f = 0.0f;
 		uint32		u;
@@ -733,6 +752,22 @@ dml_pack_rows_trans(PG_FUNCTION_ARGS)
 	st->len += rowlen;
 	st->nrows++;
 	PG_RETURN_POINTER(st);
+}
+
+PG_FUNCTION_INFO_V1(dml_pack_rows_trans);
+PG_FUNCTION_INFO_V1(dml_pack_rows64_trans);
+
+Datum
+dml_pack_rows_trans(PG_FUNCTION_ARGS)
+{
+	return pack_rows_trans(fcinfo, false);
+}
+
+/* dml.pack_rows64: the same block with the features in float64 */
+Datum
+dml_pack_rows64_trans(PG_FUNCTION_ARGS)
+{
+	return pack_rows_trans(fcinfo, true);
 }
 
 PG_FUNCTION_INFO_V1(dml_pack_rows_final);
@@ -761,7 +796,7 @@ dml_pack_rows_final(PG_FUNCTION_ARGS)
 	pack_put32(p + 8, st->nrows);
 	pack_put32(p + 12, (uint32) st->n);
 	pack_put32(p + 16, (uint32) st->nnulls);
-	pack_put32(p + 20, st->int_target ? 1 : 0);
+	pack_put32(p + 20, (st->int_target ? 1 : 0) | (st->wide ? 2 : 0));
 	memcpy(p + PACK_HEADER, st->buf + PACK_HEADER, st->len - PACK_HEADER);
 	p += st->len;
 	for (Size i = 0; i < 2 * st->nnulls; i++)

@@ -587,8 +587,9 @@ choose_packing(DmlJob *job)
 	const char *qcol = quote_identifier(job->target.name);
 
 	job->pack_target = NULL;
-	/* exact least squares reads float64 rows; the blocks are float32 */
-	if (job->load_copy || (strcmp(job->optimizer, "exact") == 0 && !job->classification))
+	/* exact least squares reads its rows in float64: dml.pack_rows64 */
+	job->pack_wide = strcmp(job->optimizer, "exact") == 0 && !job->classification;
+	if (job->load_copy)
 		return;
 	foreach(lc, job->features)
 		if (((DmlColumn *) lfirst(lc))->kind != DML_COL_NUM)

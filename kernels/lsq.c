@@ -36,50 +36,62 @@ gram(const double *R, int q, int i, int j)
 }
 
 /*
+ * The sum of squares of column c of the rows about its mean: the residual
+ * of the intercept alone, from R's columns [1, c] factored again (the R
+ * of two columns of Z is the R of those columns of R), never the
+ * cancelling sum(x^2) - n mean^2.  A constant column gives about eps.
+ */
+static DmlStatus
+centered_ss(const double *R, int q, int c, double *ss)
+{
+	int			one = q - 2;
+	double		R2[4] = {0};
+	double	   *cols = malloc(sizeof(double) * q * 2);
+	DmlStatus	st;
+
+	if (cols == NULL)
+		return DML_ERR_NOMEM;
+	for (int i = 0; i < q; i++)
+	{
+		cols[i * 2] = R[(size_t) i * q + one];
+		cols[i * 2 + 1] = R[(size_t) i * q + c];
+	}
+	st = dml_qr_stack(R2, cols, q, 2);
+	*ss = R2[3] * R2[3];
+	free(cols);
+	return st;
+}
+
+/*
  * dml_lsq_moments
  *		Start a fit of n rows from R: the inputs' means and (population)
- *		standard deviations, the target's, and the total sum of squares
- *		(the residual of the intercept alone: R's columns [1, y] factored
- *		again, never y'y - n ybar^2).
+ *		standard deviations, the target's, and the total sum of squares,
+ *		the sums of squares by centered_ss.
  */
 DmlStatus
 dml_lsq_moments(DmlLsqFit *fit, const double *R, int d, double n)
 {
 	int			q = d + 2;
-	double		R2[4] = {0};
-	double	   *cols;
-	DmlStatus	st;
+	DmlStatus	st = DML_OK;
+	double		ss;
 
 	memset(fit, 0, sizeof(*fit));
 	fit->d = d;
 	fit->n = n;
 	fit->mu = malloc(sizeof(double) * (d ? d : 1));
 	fit->sd = malloc(sizeof(double) * (d ? d : 1));
-	cols = malloc(sizeof(double) * q * 2);
-	if (!fit->mu || !fit->sd || !cols)
-	{
-		free(cols);
+	if (!fit->mu || !fit->sd)
 		return DML_ERR_NOMEM;
-	}
-	for (int c = 0; c < d; c++)
+	for (int c = 0; c < d && st == DML_OK; c++)
 	{
-		double		var;
-
 		fit->mu[c] = gram(R, q, c, d) / n;
-		var = gram(R, q, c, c) / n - fit->mu[c] * fit->mu[c];
-		fit->sd[c] = var > 0 ? sqrt(var) : 0;
+		st = centered_ss(R, q, c, &ss);
+		fit->sd[c] = sqrt(ss / n);
 	}
+	if (st == DML_OK)
+		st = centered_ss(R, q, d + 1, &fit->tss);
 	fit->ymu = gram(R, q, d, d + 1) / n;
-	fit->ysd = gram(R, q, d + 1, d + 1) / n - fit->ymu * fit->ymu;
-	fit->ysd = fit->ysd > 0 ? sqrt(fit->ysd) : 1;
-	for (int i = 0; i < q; i++)
-	{
-		cols[i * 2] = R[(size_t) i * q + d];
-		cols[i * 2 + 1] = R[(size_t) i * q + d + 1];
-	}
-	st = dml_qr_stack(R2, cols, q, 2);
-	fit->tss = R2[3] * R2[3];
-	free(cols);
+	fit->ysd = fit->tss > 0 ? sqrt(fit->tss / n) : 1;
 	return st;
 }
 

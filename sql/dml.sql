@@ -351,6 +351,19 @@ GRANT EXECUTE ON FUNCTION dml.qr_trans(internal, float8[]), dml.qr_cols_trans(in
 	TO PUBLIC;
 
 /*
+ * dml.pack_rows64(target, x1, ..., xn): dml.pack_rows with the features in
+ * float64, for the workers' load of exact least squares
+ */
+CREATE FUNCTION dml.pack_rows64_trans(internal, VARIADIC "any") RETURNS internal
+AS 'MODULE_PATHNAME', 'dml_pack_rows64_trans' LANGUAGE C CALLED ON NULL INPUT PARALLEL SAFE;
+CREATE AGGREGATE dml.pack_rows64(VARIADIC "any") (
+	SFUNC = dml.pack_rows64_trans,
+	STYPE = internal,
+	FINALFUNC = dml.pack_rows_final
+);
+GRANT EXECUTE ON FUNCTION dml.pack_rows64_trans(internal, "any") TO PUBLIC;
+
+/*
  * The statistics of an exact fit, as R's summary(lm) and MADlib's
  * linregr_train/logregr_train report them.  dml_summary: one row per
  * coefficient, the intercept first, on the raw scale of the features;

@@ -562,10 +562,11 @@ decode_block(Dataset *ds, const WorkerSpec *spec, const char *p, size_t len)
 	nnum = le32(p + 12);
 	nnulls = le32(p + 16);
 	flags = le32(p + 20);
-	rowlen = 8 + 4 * (size_t) nnum;
+	rowlen = 8 + (ds->wide ? 8 : 4) * (size_t) nnum;
 	if ((int) nnum != ds->d || (int) nnum != spec->nfeatures ||
 		len != 24 + rowlen * nrows + 8 * (size_t) nnulls ||
-		((flags & 1) != 0) != (spec->classification != 0))
+		((flags & 1) != 0) != (spec->classification != 0) ||
+		((flags & 2) != 0) != (ds->wide != 0))
 		worker_fail("dml.pack_rows block does not match the job (%u rows of %u features)", nrows, nnum);
 	nulls = p + 24 + rowlen * nrows;
 	p += 24;
@@ -577,7 +578,21 @@ decode_block(Dataset *ds, const WorkerSpec *spec, const char *p, size_t len)
 		uint64_t	u = (uint64_t) le32(p) | (uint64_t) le32(p + 4) << 32;
 		int			target_null = 0;
 
-		le_floats(x, p + 8, nnum);
+		if (ds->wide)
+		{
+			/* float64 features (dml.pack_rows64), kept and rounded */
+			double	   *xd = ds->Xd + (size_t) ds->n * ds->d;
+
+			for (uint32_t c = 0; c < nnum; c++)
+			{
+				uint64_t	b = (uint64_t) le32(p + 8 + 8 * c) | (uint64_t) le32(p + 12 + 8 * c) << 32;
+
+				memcpy(&xd[c], &b, 8);
+				x[c] = (float) xd[c];
+			}
+		}
+		else
+			le_floats(x, p + 8, nnum);
 		for (uint32_t c = 0; c < nnum; c++)
 			if (!isfinite(x[c]))
 				ds->bad_count[c]++;
@@ -591,6 +606,8 @@ decode_block(Dataset *ds, const WorkerSpec *spec, const char *p, size_t len)
 			else if (col < (int32_t) nnum)
 			{
 				x[col] = NAN;
+				if (ds->wide)
+					ds->Xd[(size_t) ds->n * ds->d + col] = NAN;
 				ds->null_count[col]++;
 			}
 		}
@@ -611,7 +628,11 @@ decode_block(Dataset *ds, const WorkerSpec *spec, const char *p, size_t len)
 			if (!isfinite(v) || !isfinite((float) v))
 				ds->target_bad++;
 			*yv = (float) v;
+			if (ds->wide)
+				ds->yd[ds->n] = v;
 		}
+		if (ds->wide && (target_null || spec->classification))
+			ds->yd[ds->n] = *yv;
 		ds->n++;
 	}
 	if (k != nnulls)
@@ -882,12 +903,7 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 			if (spec->slices[i].rank != rank)
 				continue;
 			if (spec->load_block && !spec->slices[i].whole)
-			{
-				/* float32 blocks: the coordinator never packs a float64 job */
-				if (ds->wide)
-					worker_fail("an exact least-squares job was given float32 blocks");
 				block_slice(conn, ds, spec, spec->slices[i].query);
-			}
 			else
 				copy_slice(conn, ds, spec, spec->slices[i].query);
 		}
