@@ -29,7 +29,7 @@
 #include "protocol.h"
 #include "worker.h"
 
-#define CHUNK 512				/* rows factored at a time */
+#define CHUNK 1024				/* rows factored at a time */
 
 /* Z (B, d + 2) = [x, 1, y] raw float64 rows, for the training rows from *pos */
 static int
