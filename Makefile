@@ -12,7 +12,7 @@ EXTVERSION = 1.1
 
 MODULE_big = dml
 KERNEL_OBJS = kernels/cpu.o kernels/net.o kernels/format.o kernels/solve.o kernels/stats.o \
-	kernels/lsq.o \
+	kernels/lsq.o kernels/logit.o \
 	kernels/metrics.o
 OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_plan.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o \

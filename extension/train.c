@@ -587,8 +587,9 @@ choose_packing(DmlJob *job)
 	const char *qcol = quote_identifier(job->target.name);
 
 	job->pack_target = NULL;
-	/* exact least squares reads its rows in float64: dml.pack_rows64 */
-	job->pack_wide = strcmp(job->optimizer, "exact") == 0 && !job->classification;
+	/* exact least squares and Newton's logistic read float64 rows: dml.pack_rows64 */
+	job->pack_wide = (strcmp(job->optimizer, "exact") == 0 && !job->classification) ||
+		(strcmp(job->optimizer, "newton") == 0 && strcmp(job->loss, "bce") == 0);
 	if (job->load_copy)
 		return;
 	foreach(lc, job->features)

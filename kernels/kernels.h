@@ -242,6 +242,8 @@ extern void dml_net_output(const DmlNet *net, float *logits, int B);
 
 /* Solve A x = b for symmetric positive definite A (n,n) in place (double) */
 extern DmlStatus dml_cholesky_solve(double *A, double *b, int n);
+/* A (n,n) symmetric positive definite := its inverse (LAPACK dpotrf, dpotri) */
+extern DmlStatus dml_spd_inverse(double *A, int n);
 
 /*
  * Least squares by TSQR.  R (q,q), row-major upper triangular, is the R
@@ -271,6 +273,20 @@ typedef struct DmlLsq
  */
 extern DmlStatus dml_lsq_solve(DmlLsq *ls, const double *R, int q, double n, bool min_norm);
 extern void dml_lsq_free(DmlLsq *ls);
+
+/* ---------------------------------------------------------------------
+ * Logistic regression in float64 (logit.c): Newton's statistics on raw
+ * rows, beta (d + 1) with the intercept last, and the fit as JSON
+ * --------------------------------------------------------------------- */
+
+/* g (d+1) and H (d+1, d+1) += the negative log-likelihood's derivatives; returns its sum */
+extern double dml_logit_stats(double *g, double *H, const double *X, const double *y,
+							  const unsigned char *skip, int64_t n, int d,
+							  const double *beta);
+/* cov = H^-1 or NULL (penalized: no standard errors); returns the length needed */
+extern size_t dml_logit_json(const double *beta, const double *cov, int d, double n,
+							 double llf, double llnull, const char *const *terms,
+							 char *buf, size_t len);
 
 /* ---------------------------------------------------------------------
  * Distributions for the statistics of a fit (stats.c)
@@ -401,6 +417,12 @@ extern DmlStatus dml_lsq_fit_model(const DmlLsqFit *fit, DmlModel *m);
 extern size_t dml_lsq_fit_json(const DmlLsqFit *fit, const char *const *terms, char *buf,
 							   size_t len);
 extern void dml_lsq_fit_free(DmlLsqFit *fit);
+
+/* JSON writing into buf (len bytes), *pos counting the length needed (lsq.c) */
+extern void dml_json_add(char *buf, size_t len, size_t *pos, const char *fmt,...)
+			__attribute__((format(printf, 4, 5)));
+extern void dml_json_num(char *buf, size_t len, size_t *pos, const char *sep, double x);
+extern void dml_json_str(char *buf, size_t len, size_t *pos, const char *sep, const char *s);
 
 /* ---------------------------------------------------------------------
  * Metrics (metrics.c): sums that all-reduce, then JSON

@@ -189,12 +189,9 @@ dml_lsq_fit_free(DmlLsqFit *fit)
  * The statistics as JSON
  * --------------------------------------------------------------------- */
 
-static void jadd(char *buf, size_t len, size_t *pos, const char *fmt,...)
-			__attribute__((format(printf, 4, 5)));
-
-/* append to buf, tracking the length needed */
-static void
-jadd(char *buf, size_t len, size_t *pos, const char *fmt,...)
+/* append to buf, tracking the length needed (the JSON writers of lsq.c and logit.c) */
+void
+dml_json_add(char *buf, size_t len, size_t *pos, const char *fmt,...)
 {
 	va_list		ap;
 	int			n;
@@ -207,32 +204,32 @@ jadd(char *buf, size_t len, size_t *pos, const char *fmt,...)
 }
 
 /* a number with every digit of a double (17), or null when not finite */
-static void
-jnum(char *buf, size_t len, size_t *pos, const char *sep, double x)
+void
+dml_json_num(char *buf, size_t len, size_t *pos, const char *sep, double x)
 {
 	if (isfinite(x))
-		jadd(buf, len, pos, "%s%.17g", sep, x);
+		dml_json_add(buf, len, pos, "%s%.17g", sep, x);
 	else
-		jadd(buf, len, pos, "%snull", sep);
+		dml_json_add(buf, len, pos, "%snull", sep);
 }
 
 /* a JSON string */
-static void
-jstr(char *buf, size_t len, size_t *pos, const char *sep, const char *s)
+void
+dml_json_str(char *buf, size_t len, size_t *pos, const char *sep, const char *s)
 {
-	jadd(buf, len, pos, "%s\"", sep);
+	dml_json_add(buf, len, pos, "%s\"", sep);
 	for (; *s; s++)
 	{
 		unsigned char ch = (unsigned char) *s;
 
 		if (ch == '"' || ch == '\\')
-			jadd(buf, len, pos, "\\%c", ch);
+			dml_json_add(buf, len, pos, "\\%c", ch);
 		else if (ch < 0x20)
-			jadd(buf, len, pos, "\\u%04x", ch);
+			dml_json_add(buf, len, pos, "\\u%04x", ch);
 		else
-			jadd(buf, len, pos, "%c", ch);
+			dml_json_add(buf, len, pos, "%c", ch);
 	}
-	jadd(buf, len, pos, "\"");
+	dml_json_add(buf, len, pos, "\"");
 }
 
 /*
@@ -263,34 +260,34 @@ dml_lsq_fit_json(const DmlLsqFit *fit, const char *const *terms, char *buf, size
 
 	if (len > 0)
 		buf[0] = '\0';
-	jadd(buf, len, &pos, "{\"method\": \"ols\", \"solver\": \"tsqr\", \"terms\": [");
-	jstr(buf, len, &pos, "", "(Intercept)");
+	dml_json_add(buf, len, &pos, "{\"method\": \"ols\", \"solver\": \"tsqr\", \"terms\": [");
+	dml_json_str(buf, len, &pos, "", "(Intercept)");
 	for (int c = 0; c < d; c++)
-		jstr(buf, len, &pos, ", ", terms[c]);
-	jadd(buf, len, &pos, "], \"coefficients\": [");
+		dml_json_str(buf, len, &pos, ", ", terms[c]);
+	dml_json_add(buf, len, &pos, "], \"coefficients\": [");
 	for (int k = 0; k <= d; k++)
-		jnum(buf, len, &pos, k ? ", " : "", ls->coef[k == 0 ? d : k - 1]);
-	jadd(buf, len, &pos, "], \"std_errors\": [");
+		dml_json_num(buf, len, &pos, k ? ", " : "", ls->coef[k == 0 ? d : k - 1]);
+	dml_json_add(buf, len, &pos, "], \"std_errors\": [");
 	for (int k = 0; k <= d; k++)
 	{
 		int			j = k == 0 ? d : k - 1;
 
-		jnum(buf, len, &pos, k ? ", " : "",
+		dml_json_num(buf, len, &pos, k ? ", " : "",
 			 fit->penalized ? NAN : sqrt(sigma2 * ls->cov[(size_t) j * ls->p + j]));
 	}
-	jadd(buf, len, &pos, "], \"n\": %.0f, \"rank\": %d, \"df_model\": %.0f, \"df_resid\": %.0f",
+	dml_json_add(buf, len, &pos, "], \"n\": %.0f, \"rank\": %d, \"df_model\": %.0f, \"df_resid\": %.0f",
 		 n, ls->rank, df_model, df_resid);
-	jnum(buf, len, &pos, ", \"rss\": ", fit->rss);
-	jnum(buf, len, &pos, ", \"tss\": ", fit->tss);
-	jnum(buf, len, &pos, ", \"r2\": ", r2);
-	jnum(buf, len, &pos, ", \"adj_r2\": ", df_resid > 0 ? 1 - (n - 1) / df_resid * (1 - r2) : NAN);
-	jnum(buf, len, &pos, ", \"residual_std_error\": ", sqrt(sigma2));
-	jnum(buf, len, &pos, ", \"f\": ", f);
-	jnum(buf, len, &pos, ", \"f_p_value\": ", dml_f_pvalue(f, df_model, df_resid));
-	jnum(buf, len, &pos, ", \"log_likelihood\": ", llf);
-	jnum(buf, len, &pos, ", \"aic\": ", -2 * llf + 2 * ls->rank);
-	jnum(buf, len, &pos, ", \"bic\": ", -2 * llf + log(n) * ls->rank);
-	jnum(buf, len, &pos, ", \"condition_number\": ", ls->cond);
-	jadd(buf, len, &pos, "}");
+	dml_json_num(buf, len, &pos, ", \"rss\": ", fit->rss);
+	dml_json_num(buf, len, &pos, ", \"tss\": ", fit->tss);
+	dml_json_num(buf, len, &pos, ", \"r2\": ", r2);
+	dml_json_num(buf, len, &pos, ", \"adj_r2\": ", df_resid > 0 ? 1 - (n - 1) / df_resid * (1 - r2) : NAN);
+	dml_json_num(buf, len, &pos, ", \"residual_std_error\": ", sqrt(sigma2));
+	dml_json_num(buf, len, &pos, ", \"f\": ", f);
+	dml_json_num(buf, len, &pos, ", \"f_p_value\": ", dml_f_pvalue(f, df_model, df_resid));
+	dml_json_num(buf, len, &pos, ", \"log_likelihood\": ", llf);
+	dml_json_num(buf, len, &pos, ", \"aic\": ", -2 * llf + 2 * ls->rank);
+	dml_json_num(buf, len, &pos, ", \"bic\": ", -2 * llf + log(n) * ls->rank);
+	dml_json_num(buf, len, &pos, ", \"condition_number\": ", ls->cond);
+	dml_json_add(buf, len, &pos, "}");
 	return pos + 1;
 }

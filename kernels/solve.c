@@ -82,6 +82,8 @@ extern void dgeqrf_(const int *m, const int *n, double *a, const int *lda, doubl
 					double *work, const int *lwork, int *info);
 extern void dgeqp3_(const int *m, const int *n, double *a, const int *lda, int *jpvt,
 					double *tau, double *work, const int *lwork, int *info);
+extern void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info);
+extern void dpotri_(const char *uplo, const int *n, double *a, const int *lda, int *info);
 extern void dgesvd_(const char *jobu, const char *jobvt, const int *m, const int *n,
 					double *a, const int *lda, double *s, double *u, const int *ldu,
 					double *vt, const int *ldvt, double *work, const int *lwork, int *info);
@@ -294,4 +296,24 @@ dml_lsq_free(DmlLsq *ls)
 	free(ls->cov);
 	free(ls->dropped);
 	memset(ls, 0, sizeof(*ls));
+}
+
+/* A (n,n) symmetric positive definite := A^-1, both triangles */
+DmlStatus
+dml_spd_inverse(double *A, int n)
+{
+	int			info = 0;
+	char		uplo = 'L';
+
+	dpotrf_(&uplo, &n, A, &n, &info);
+	if (info != 0)
+		return DML_ERR_SINGULAR;
+	dpotri_(&uplo, &n, A, &n, &info);
+	if (info != 0)
+		return DML_ERR_SINGULAR;
+	/* column-major lower is row-major upper: mirror it down */
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < i; j++)
+			A[(size_t) i * n + j] = A[(size_t) j * n + i];
+	return DML_OK;
 }

@@ -81,6 +81,24 @@ add_onehot_ridge(double *A, int p, int Kf, const WorkerSpec *spec, double n)
 	}
 }
 
+/*
+ * add_onehot_ridge on the raw scale: the same 1e-6 n on a one-hot input's
+ * standardized weight theta = beta / scale is 1e-6 n / scale^2 on beta.  A
+ * is (p, p), one block.
+ */
+static void
+add_onehot_ridge_scaled(double *A, int p, const WorkerSpec *spec, double n, const double *scale)
+{
+	for (int f = 0; f < spec->nfeatures; f++)
+	{
+		const SpecFeature *ft = &spec->features[f];
+
+		if (ft->kind == FEAT_CAT)
+			for (int c = ft->offset; c < ft->offset + ft->width; c++)
+				A[(size_t) c * p + c] += 1e-6 * n / (scale[c] * scale[c]);
+	}
+}
+
 /* one epoch-like progress message for a solver iteration */
 static void
 report(int iter, double loss, double rows, double secs, double bytes)
@@ -675,6 +693,123 @@ newton_search(const Newton *nw, const double *theta, const double *delta, double
 }
 
 /*
+ * newton_polish64
+ *		A binary logistic fit finished in float64: from theta (standardized
+ *		inputs, float32 products) to beta on the raw float64 rows by full
+ *		Newton steps (kernels/logit.c), summed across ranks, until a step
+ *		would gain less than 1e-15 of the loss; then the model in float64
+ *		and the statistics of the fit from the Hessian there.  The penalty
+ *		is the float32 iterations' (weight_decay on the standardized
+ *		weights; a tiny one in the Hessian only on one-hot levels), and
+ *		makes the standard errors inapplicable (null).
+ */
+static void
+newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, double n,
+				TrainResult *res)
+{
+	DmlModel   *m = &res->model;
+	int			d = ds->d,
+				p = d + 1;
+	double	   *beta = malloc(sizeof(double) * p);
+	double	   *G = malloc(sizeof(double) * (p + 2));	/* gradient, loss, label sum */
+	double	   *H = malloc(sizeof(double) * p * p);
+	double	   *L = malloc(sizeof(double) * p * p);
+	double	   *delta = malloc(sizeof(double) * p);
+	double	   *y = malloc(sizeof(double) * (ds->n ? ds->n : 1));
+	double		lambda = n * spec->weight_decay;
+	bool		penalized = spec->weight_decay > 0;
+	double		llf = 0,
+				ybar;
+
+	if (!beta || !G || !H || !L || !delta || !y || dml_model_make_f64(m) != DML_OK)
+		worker_fail("out of memory for a %d x %d Hessian", p, p);
+	for (int64_t i = 0; i < ds->n; i++)
+		y[i] = ds->y[i];
+	for (int f = 0; f < spec->nfeatures; f++)
+		penalized |= spec->features[f].kind == FEAT_CAT;
+	/* theta is on (x - mean) * scale: the raw slopes and intercept */
+	beta[d] = theta[d];
+	for (int c = 0; c < d; c++)
+	{
+		beta[c] = theta[c] * m->in_scale64[c];
+		beta[d] -= beta[c] * m->in_mean64[c];
+	}
+	for (int iter = 0; iter < 10; iter++)
+	{
+		double		decrement = 0;
+		int			last;
+
+		memset(G, 0, sizeof(double) * (p + 2));
+		memset(H, 0, sizeof(double) * p * p);
+		G[p] = dml_logit_stats(G, H, ds->Xd, y, ds->val, ds->n, d, beta);
+		for (int64_t i = 0; i < ds->n; i++)
+			G[p + 1] += ds->val[i] ? 0 : y[i];
+		comm_allreduce_double(G, p + 2);
+		comm_allreduce_double(H, (size_t) p * p);
+		/* the penalty n lambda / 2 theta_c^2, theta_c = beta_c / scale_c */
+		for (int c = 0; c < d; c++)
+		{
+			double		s2 = m->in_scale64[c] * m->in_scale64[c];
+
+			G[p] += lambda / 2 * beta[c] * beta[c] / s2;
+			G[c] += lambda * beta[c] / s2;
+			H[(size_t) c * p + c] += lambda / s2;
+		}
+		llf = -G[p];
+		ybar = G[p + 1] / n;
+		memcpy(L, H, sizeof(double) * p * p);
+		memcpy(delta, G, sizeof(double) * p);
+		add_onehot_ridge_scaled(L, p, spec, n, m->in_scale64);
+		if (dml_cholesky_solve(L, delta, p) != DML_OK)
+			worker_user_error("22000|Add weight_decay, or remove collinear features.|"
+							  "the Hessian is singular at the optimum: the features are collinear");
+		for (int a = 0; a < p; a++)
+			decrement += G[a] * delta[a] / 2;
+		last = !(decrement > 1e-15 * fmax(fabs(G[p]), 1e-300));
+		if (last)
+			break;
+		for (int a = 0; a < p; a++)
+			beta[a] -= delta[a];
+	}
+	/* the model: weights on (x - mean) * scale, the bias that gives beta's intercept */
+	m->params64[d] = beta[d];
+	for (int c = 0; c < d; c++)
+	{
+		m->params64[c] = beta[c] / m->in_scale64[c];
+		m->params64[d] += beta[c] * m->in_mean64[c];
+	}
+	dml_model_sync_f32(m);
+	/* the statistics: (X'WX)^-1 at the optimum */
+	{
+		char	  **terms = malloc(sizeof(char *) * (d ? d : 1));
+		double		llnull = n * (ybar > 0 ? ybar * log(ybar) : 0) +
+			n * (ybar < 1 ? (1 - ybar) * log(1 - ybar) : 0);
+		bool		inverted = !penalized && dml_spd_inverse(H, p) == DML_OK;
+		size_t		len;
+
+		for (int c = 0; c < d; c++)
+			terms[c] = input_name(spec, c);
+		len = dml_logit_json(beta, inverted ? H : NULL, d, n, llf, llnull,
+							 (const char *const *) terms, NULL, 0);
+		res->statistics_json = malloc(len);
+		if (!res->statistics_json)
+			worker_fail("out of memory");
+		dml_logit_json(beta, inverted ? H : NULL, d, n, llf, llnull,
+					   (const char *const *) terms, res->statistics_json, len);
+		for (int c = 0; c < d; c++)
+			free(terms[c]);
+		free(terms);
+	}
+	res->final_loss = -llf / n;
+	free(beta);
+	free(G);
+	free(H);
+	free(L);
+	free(delta);
+	free(y);
+}
+
+/*
  * train_newton
  *		Newton's method with a line search.  Stops when the Newton
  *		decrement (the improvement a full step predicts) or the improvement
@@ -789,6 +924,11 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		if (done)
 			break;
 	}
+	if (ds->wide && nw.binary)
+	{
+		newton_polish64(ds, spec, theta, nw.n, res);
+		goto done;
+	}
 	/* into the network: free logits from theta, the reference class zero */
 	memset(m->net.params, 0, sizeof(float) * m->net.nparams);
 	for (int k = 0; k < nw.Kf; k++)
@@ -797,6 +937,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			m->net.params[(size_t) k * ds->d + c] = (float) theta[(size_t) k * nw.p + c];
 		m->net.params[(size_t) K * ds->d + k] = (float) theta[(size_t) k * nw.p + ds->d];
 	}
+done:
 	res->train_seconds = wall_seconds() - t_start;
 	res->rows_per_second = res->train_seconds > 0 ? nw.n * res->epochs_run / res->train_seconds : 0;
 	free(nw.rows);

@@ -114,12 +114,16 @@ typedef struct WorkerSpec
 } WorkerSpec;
 
 extern int	spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen);
-/* exact least squares: its rows are loaded, and its model kept, in float64 */
+/*
+ * exact least squares and binary logistic regression by Newton: their rows
+ * are loaded, and their models kept, in float64
+ */
 static inline bool
 spec_float64(const WorkerSpec *spec)
 {
-	return !spec->predict && spec->optimizer && strcmp(spec->optimizer, "exact") == 0 &&
-		spec->loss == DML_LOSS_MSE;
+	return !spec->predict && spec->optimizer &&
+		((strcmp(spec->optimizer, "exact") == 0 && spec->loss == DML_LOSS_MSE) ||
+		 (strcmp(spec->optimizer, "newton") == 0 && spec->loss == DML_LOSS_BCE));
 }
 extern int	cmp_int64(const void *a, const void *b);
 extern int	label_text_key(const char *label_keys, const char *text, int64_t *key);

@@ -47,7 +47,7 @@ BEGIN
 	IF e = 0 THEN RETURN (1 - 2 * s) * m * 2.0 ^ (-149); END IF;
 	RETURN (1 - 2 * s) * (1 + m / 8388608.0) * 2.0 ^ (e - 127);
 END $$;
--- and float64 ones (format version 2: the exact solvers' models)
+-- and float64 ones (format version 2: exact least squares and Newton's logistic)
 CREATE FUNCTION f64(b bytea, off int) RETURNS float8 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
 	lo bigint := get_byte(b, off) + 256 * get_byte(b, off + 1) + 65536 * get_byte(b, off + 2)
