@@ -13,9 +13,10 @@
  * odds ratios.  No data pass.
  *
  * The model is resolved as dml_predict resolves it (the deployed version,
- * else the newest) and the caller must be allowed to use it (owner, member
- * of the owner, or granted).  A model one may not use is reported exactly
- * as a model that does not exist, so the error tells nothing about others'
+ * else the newest).  The statistics are a model's details: the caller must
+ * own it, be a member of the owner, or have been granted it with details
+ * (DML_ACCESS_DETAILS).  A model one may not use is reported exactly as a
+ * model that does not exist, so the error tells nothing about others'
  * models.
  *
  *-------------------------------------------------------------------------
@@ -42,53 +43,37 @@ typedef struct Statistics
 
 /*
  * The statistics of the model name resolves to, for a caller allowed to
- * use it; an error that does not say whether the model exists otherwise.
+ * read its details; for a name the caller may not use, the error of a
+ * name that does not exist (DmlCheckAccess).
  */
 static Statistics
 model_statistics(const char *name)
 {
-	Oid			argtypes[1] = {TEXTOID};
+	Oid			argtypes[1] = {INT8OID};
 	Datum		values[1];
-	DmlCatalogUser save;
 	Statistics	s = {NULL, NULL};
-	Oid			owner = InvalidOid;
-	bool		found,
-				isnull = true;
+	DmlCachedModel *cm;
+	bool		isnull = true;
 	Datum		json = (Datum) 0;
 
-	values[0] = CStringGetTextDatum(name);
-	DmlBecomeOwner(&save);
+	DmlCheckAccess(name, DML_ACCESS_DETAILS);
+	cm = DmlGetModel(name);		/* the version predict would use */
+	values[0] = Int64GetDatum(cm->id);
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT m.owner, m.metrics OPERATOR(pg_catalog.->) 'statistics' "
-							  "FROM dml.models m "
-							  "WHERE m.name = $1 AND m.version = coalesce("
-							  "(SELECT d.version FROM dml.deployments d WHERE d.name = $1), "
-							  "(SELECT pg_catalog.max(m2.version) FROM dml.models m2 WHERE m2.name = $1))",
-							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "dml: resolving model failed");
-	found = SPI_processed == 1;
-	if (found)
+	DmlOwnerQuery("SELECT m.metrics OPERATOR(pg_catalog.->) 'statistics' FROM dml.models m "
+				  "WHERE m.id OPERATOR(pg_catalog.=) $1", 1, argtypes, values, true, 1);
+	if (SPI_processed == 1)
 	{
-		owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-											   &isnull));
-		json = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+		json = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 		if (!isnull)
 			json = SPI_datumTransfer(json, false, -1);
 	}
 	SPI_finish();
-	DmlRestoreUser(&save);
-
-	/* the right to use it is checked as the caller */
-	if (!found || !DmlRoleCanUse(owner, name))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("model \"%s\" does not exist", name),
-				 errhint("dml_models lists the models you can use.")));
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("model \"%s\" has no statistics of its fit", name),
-				 errhint("dml_summary covers linear regression by the exact solver (optimizer => 'exact'); train the model again with this version of dml if it is one.")));
+				 errhint("dml_summary covers linear regression by optimizer => 'exact' and binary logistic regression by optimizer => 'newton'; train the model again with this version of dml if it is one.")));
 	s.json = DatumGetJsonbP(json);
 	{
 		JsonbValue *v = getKeyJsonValueFromContainer(&s.json->root, "method", 6, NULL);
