@@ -423,6 +423,9 @@ extern void dml_json_add(char *buf, size_t len, size_t *pos, const char *fmt,...
 			__attribute__((format(printf, 4, 5)));
 extern void dml_json_num(char *buf, size_t len, size_t *pos, const char *sep, double x);
 extern void dml_json_str(char *buf, size_t len, size_t *pos, const char *sep, const char *s);
+extern void dml_json_coefficients(char *buf, size_t len, size_t *pos, const char *method,
+								  const char *solver, const char *const *terms, int d,
+								  const double *coef, const double *cov, double scale);
 
 /* ---------------------------------------------------------------------
  * Metrics (metrics.c): sums that all-reduce, then JSON

@@ -96,21 +96,8 @@ dml_logit_json(const double *beta, const double *cov, int d, double n, double ll
 
 	if (len > 0)
 		buf[0] = '\0';
-	dml_json_add(buf, len, &pos, "{\"method\": \"logit\", \"solver\": \"newton\", \"terms\": [");
-	dml_json_str(buf, len, &pos, "", "(Intercept)");
-	for (int c = 0; c < d; c++)
-		dml_json_str(buf, len, &pos, ", ", terms[c]);
-	dml_json_add(buf, len, &pos, "], \"coefficients\": [");
-	for (int k = 0; k <= d; k++)
-		dml_json_num(buf, len, &pos, k ? ", " : "", beta[k == 0 ? d : k - 1]);
-	dml_json_add(buf, len, &pos, "], \"std_errors\": [");
-	for (int k = 0; k <= d; k++)
-	{
-		int			j = k == 0 ? d : k - 1;
-
-		dml_json_num(buf, len, &pos, k ? ", " : "", cov ? sqrt(cov[(size_t) j * p + j]) : NAN);
-	}
-	dml_json_add(buf, len, &pos, "], \"n\": %.0f, \"rank\": %d, \"df_model\": %d, \"df_resid\": %.0f",
+	dml_json_coefficients(buf, len, &pos, "logit", "newton", terms, d, beta, cov, 1.0);
+	dml_json_add(buf, len, &pos, ", \"n\": %.0f, \"rank\": %d, \"df_model\": %d, \"df_resid\": %.0f",
 		 n, p, p - 1, n - p);
 	dml_json_num(buf, len, &pos, ", \"r2\": ", 1 - llf / llnull);
 	dml_json_num(buf, len, &pos, ", \"log_likelihood\": ", llf);

@@ -233,6 +233,35 @@ dml_json_str(char *buf, size_t len, size_t *pos, const char *sep, const char *s)
 }
 
 /*
+ * The opening of a fit's statistics: {"method", "solver", "terms",
+ * "coefficients", "std_errors" (from scale * cov's diagonal; null without
+ * cov), with the intercept (coef[d]) first.  The caller closes the object.
+ */
+void
+dml_json_coefficients(char *buf, size_t len, size_t *pos, const char *method,
+					  const char *solver, const char *const *terms, int d,
+					  const double *coef, const double *cov, double scale)
+{
+	dml_json_add(buf, len, pos, "{\"method\": \"%s\", \"solver\": \"%s\", \"terms\": [",
+				 method, solver);
+	dml_json_str(buf, len, pos, "", "(Intercept)");
+	for (int c = 0; c < d; c++)
+		dml_json_str(buf, len, pos, ", ", terms[c]);
+	dml_json_add(buf, len, pos, "], \"coefficients\": [");
+	for (int k = 0; k <= d; k++)
+		dml_json_num(buf, len, pos, k ? ", " : "", coef[k == 0 ? d : k - 1]);
+	dml_json_add(buf, len, pos, "], \"std_errors\": [");
+	for (int k = 0; k <= d; k++)
+	{
+		int			j = k == 0 ? d : k - 1;
+
+		dml_json_num(buf, len, pos, k ? ", " : "",
+					 cov ? sqrt(scale * cov[(size_t) j * (d + 1) + j]) : NAN);
+	}
+	dml_json_add(buf, len, pos, "]");
+}
+
+/*
  * dml_lsq_fit_json
  *		The statistics of the fit: terms and coefficients with the
  *		intercept first (as R and statsmodels print them), standard errors
@@ -260,22 +289,9 @@ dml_lsq_fit_json(const DmlLsqFit *fit, const char *const *terms, char *buf, size
 
 	if (len > 0)
 		buf[0] = '\0';
-	dml_json_add(buf, len, &pos, "{\"method\": \"ols\", \"solver\": \"tsqr\", \"terms\": [");
-	dml_json_str(buf, len, &pos, "", "(Intercept)");
-	for (int c = 0; c < d; c++)
-		dml_json_str(buf, len, &pos, ", ", terms[c]);
-	dml_json_add(buf, len, &pos, "], \"coefficients\": [");
-	for (int k = 0; k <= d; k++)
-		dml_json_num(buf, len, &pos, k ? ", " : "", ls->coef[k == 0 ? d : k - 1]);
-	dml_json_add(buf, len, &pos, "], \"std_errors\": [");
-	for (int k = 0; k <= d; k++)
-	{
-		int			j = k == 0 ? d : k - 1;
-
-		dml_json_num(buf, len, &pos, k ? ", " : "",
-			 fit->penalized ? NAN : sqrt(sigma2 * ls->cov[(size_t) j * ls->p + j]));
-	}
-	dml_json_add(buf, len, &pos, "], \"n\": %.0f, \"rank\": %d, \"df_model\": %.0f, \"df_resid\": %.0f",
+	dml_json_coefficients(buf, len, &pos, "ols", "tsqr", terms, d, ls->coef,
+						  fit->penalized ? NULL : ls->cov, sigma2);
+	dml_json_add(buf, len, &pos, ", \"n\": %.0f, \"rank\": %d, \"df_model\": %.0f, \"df_resid\": %.0f",
 		 n, ls->rank, df_model, df_resid);
 	dml_json_num(buf, len, &pos, ", \"rss\": ", fit->rss);
 	dml_json_num(buf, len, &pos, ", \"tss\": ", fit->tss);

@@ -21,6 +21,20 @@
 #define INCBETA_MAX_ITER 1000
 #define INCBETA_TINY 1e-300
 
+/* one step of the modified Lentz method: c, d updated for term num; returns the factor */
+static inline double
+lentz_step(double *c, double *d, double num)
+{
+	*d = 1.0 + num * *d;
+	*c = 1.0 + num / *c;
+	if (fabs(*d) < INCBETA_TINY)
+		*d = INCBETA_TINY;
+	if (fabs(*c) < INCBETA_TINY)
+		*c = INCBETA_TINY;
+	*d = 1.0 / *d;
+	return *d * *c;
+}
+
 /* the continued fraction of I_x(a, b), for x < (a + 1) / (a + b + 2) */
 static double
 incbeta_cf(double a, double b, double x)
@@ -35,29 +49,11 @@ incbeta_cf(double a, double b, double x)
 	f = d;
 	for (int m = 1; m <= INCBETA_MAX_ITER; m++)
 	{
-		double		num,
-					delta;
+		double		delta;
 
-		/* even step */
-		num = m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m));
-		d = 1.0 + num * d;
-		c = 1.0 + num / c;
-		if (fabs(d) < INCBETA_TINY)
-			d = INCBETA_TINY;
-		if (fabs(c) < INCBETA_TINY)
-			c = INCBETA_TINY;
-		d = 1.0 / d;
-		f *= d * c;
-		/* odd step */
-		num = -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0));
-		d = 1.0 + num * d;
-		c = 1.0 + num / c;
-		if (fabs(d) < INCBETA_TINY)
-			d = INCBETA_TINY;
-		if (fabs(c) < INCBETA_TINY)
-			c = INCBETA_TINY;
-		d = 1.0 / d;
-		delta = d * c;
+		/* even step, then odd step */
+		f *= lentz_step(&c, &d, m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m)));
+		delta = lentz_step(&c, &d, -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0)));
 		f *= delta;
 		if (fabs(delta - 1.0) < 4 * DBL_EPSILON)
 			break;
