@@ -81,6 +81,9 @@ xtx_new(MemoryContext cxt, int d, bool qr)
 	st->d = d;
 	st->q = d + 2;
 	st->block = Max(8, XTX_BLOCK_VALUES / st->q);
+	/* a QR of [R; block] costs (q + block) q^2: at least 2q rows keep R's share small */
+	if (qr)
+		st->block = Max(st->block, 2 * st->q);
 	st->nulls = MemoryContextAllocZero(cxt, sizeof(double) * p);
 	st->bad = MemoryContextAllocZero(cxt, sizeof(double) * p);
 	st->G = MemoryContextAllocZero(cxt, sizeof(double) * st->q * st->q);

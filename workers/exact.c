@@ -29,7 +29,17 @@
 #include "protocol.h"
 #include "worker.h"
 
-#define CHUNK 1024				/* rows factored at a time */
+#define CHUNK 1024				/* rows factored at a time, at least */
+
+/*
+ * rows factored at a time: a QR of [R; block] costs (q + block) q^2, so at
+ * least 2q rows keep R's share small
+ */
+static int
+chunk_size(int q)
+{
+	return CHUNK > 2 * q ? CHUNK : 2 * q;
+}
 
 /* Z (B, d + 2) = [x, 1, y] raw float64 rows, for the training rows from *pos */
 static int
@@ -37,8 +47,9 @@ chunk_rows(const Dataset *ds, int64_t *pos, double *Z)
 {
 	int			B = 0;
 	int			d = ds->d;
+	int			cap = chunk_size(d + 2);
 
-	while (*pos < ds->n && B < CHUNK)
+	while (*pos < ds->n && B < cap)
 	{
 		int64_t		i = (*pos)++;
 		double	   *z = Z + (size_t) B * (d + 2);
@@ -194,7 +205,7 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	int			d = ds->d;
 	int			q = d + 2;
 	double	   *R = calloc((size_t) q * q, sizeof(double));
-	double	   *Z = malloc(sizeof(double) * CHUNK * q);
+	double	   *Z = malloc(sizeof(double) * chunk_size(q) * q);
 	double	   *penalty = calloc(d ? d : 1, sizeof(double));
 	double		t0 = wall_seconds();
 	double		bytes0 = comm_job_bytes();

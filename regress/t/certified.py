@@ -23,6 +23,9 @@ Run by regress/t/certified.sh against the cluster regress/run.sh started
    spector, ccard and fair: coefficients, standard errors, z, p-values,
    odds ratios, log-likelihood, pseudo R^2, AIC, BIC and the predicted
    probabilities against statsmodels' Logit, 1e-6 relative.
+5. dml_summary and dml_summary_fit follow the access rule: a model the role
+   may not use reads as one that does not exist; a grant without details
+   does not show the statistics.
 """
 import math
 import os
@@ -292,7 +295,29 @@ def logit_datasets():
                 str(bad[:3]))
 
 
+# --- 5. who may read the statistics -------------------------------------------------
+
+def access():
+    model = "longley_in_server"
+    psql("DROP ROLE IF EXISTS dml_cert_stranger; CREATE ROLE dml_cert_stranger")
+    for fn in ("dml_summary", "dml_summary_fit"):
+        rc1, err1 = psql_error("SET ROLE dml_cert_stranger; SELECT * FROM %s('%s')" % (fn, model))
+        rc2, err2 = psql_error("SET ROLE dml_cert_stranger; SELECT * FROM %s('no_such_model_at_all')" % fn)
+        same = err1.replace(model, "M") == err2.replace("no_such_model_at_all", "M")
+        tap(rc1 != 0 and "does not exist" in err1 and same,
+            "%s: a model the role may not use reads as one that does not exist" % fn, err1 + err2)
+    psql("SELECT dml_grant('%s', 'dml_cert_stranger', details => false)" % model)
+    rc, err = psql_error("SET ROLE dml_cert_stranger; SELECT * FROM dml_summary('%s')" % model)
+    tap(rc != 0 and "42501" in err, "dml_summary: a grant without details does not show the statistics", err)
+    psql("SELECT dml_revoke('%s', 'dml_cert_stranger'); SELECT dml_grant('%s', 'dml_cert_stranger')"
+         % (model, model))
+    rows = psql("SET ROLE dml_cert_stranger; SELECT count(*) FROM dml_summary('%s')" % model)
+    tap(rows == [["7"]], "dml_summary: a grant with details shows them", str(rows))
+    psql("SELECT dml_revoke('%s', 'dml_cert_stranger'); DROP ROLE dml_cert_stranger" % model)
+
+
 certified()
 real_datasets()
 rank_deficient()
 logit_datasets()
+access()
