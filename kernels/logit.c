@@ -19,16 +19,20 @@
  */
 #include "kernels.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define LOGIT_BLOCK 256			/* rows per SYRK of the Hessian */
 
 /*
  * dml_logit_stats
  *		Over the rows i < n of X (n, d) with y (n) in {0, 1}, skipping rows
  *		where skip[i] (may be NULL): g (p) += the gradient and H (p, p) +=
  *		the Hessian (full, symmetric) of the negative log-likelihood at
- *		beta.  Returns the negative log-likelihood's sum.
+ *		beta.  Returns the negative log-likelihood's sum.  Blocks of rows
+ *		[x, 1] scaled by sqrt(p (1 - p)) go through one DSYRK each.
  */
 double
 dml_logit_stats(double *g, double *H, const double *X, const double *y,
@@ -36,44 +40,63 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 {
 	int			p = d + 1;
 	double		nll = 0;
-	double	   *z = malloc(sizeof(double) * p);
+	double	   *Z = malloc(sizeof(double) * LOGIT_BLOCK * p);	/* sqrt(w) [x, 1] */
+	double	   *L = calloc((size_t) p * p, sizeof(double));
+	int			B = 0;
 
-	if (z == NULL)
+	if (Z == NULL || L == NULL)
+	{
+		free(Z);
+		free(L);
 		return NAN;
-	for (int64_t i = 0; i < n; i++)
+	}
+	for (int64_t i = 0; i <= n; i++)
 	{
 		const double *x = X + (size_t) i * d;
-		double		eta = beta[d],
+		double		eta,
 					u,
 					pr,
-					w,
-					r;
+					r,
+					sw;
+		double	   *z;
 
+		if (B == LOGIT_BLOCK || (i == n && B > 0))
+		{
+			cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, p, B, 1.0, Z, p, 1.0, L, p);
+			B = 0;
+		}
+		if (i == n)
+			break;
 		if (skip && skip[i])
 			continue;
+		eta = beta[d];
 		for (int c = 0; c < d; c++)
-		{
 			eta += beta[c] * x[c];
-			z[c] = x[c];
-		}
-		z[d] = 1.0;
 		/* log(1 + e^eta) - y eta without overflow */
 		u = exp(-fabs(eta));
 		pr = eta >= 0 ? 1.0 / (1.0 + u) : u / (1.0 + u);
 		nll += (eta > 0 ? eta : 0) + log1p(u) - y[i] * eta;
-		w = pr * (1 - pr);
 		r = pr - y[i];
-		for (int a = 0; a < p; a++)
+		sw = sqrt(pr * (1 - pr));
+		z = Z + (size_t) B * p;
+		for (int c = 0; c < d; c++)
 		{
-			g[a] += r * z[a];
-			for (int b = 0; b <= a; b++)
-				H[(size_t) a * p + b] += w * z[a] * z[b];
+			g[c] += r * x[c];
+			z[c] = sw * x[c];
 		}
+		g[d] += r;
+		z[d] = sw;
+		B++;
 	}
 	for (int a = 0; a < p; a++)
-		for (int b = a + 1; b < p; b++)
-			H[(size_t) a * p + b] = H[(size_t) b * p + a];
-	free(z);
+		for (int b = 0; b <= a; b++)
+		{
+			H[(size_t) a * p + b] += L[(size_t) a * p + b];
+			if (b < a)
+				H[(size_t) b * p + a] += L[(size_t) a * p + b];
+		}
+	free(Z);
+	free(L);
 	return nll;
 }
 
