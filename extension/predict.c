@@ -185,6 +185,28 @@ DmlFeatureInputs(const DmlFeature *f, float *dst, Datum value, bool isnull, Oid 
 }
 
 /*
+ * DmlFeatureInputsWide
+ *		DmlFeatureInputs, and when dst64 is not NULL (a float64 model) the
+ *		same inputs in float64 there: numbers at full precision, one-hot
+ *		levels and vector elements (float32 already) widened.
+ */
+void
+DmlFeatureInputsWide(const DmlFeature *f, float *dst, double *dst64, Datum value, bool isnull,
+					 Oid typid)
+{
+	double		v;
+
+	DmlFeatureInputs(f, dst, value, isnull, typid);
+	if (dst64 == NULL)
+		return;
+	if (f->kind == DML_FEAT_NUM && DmlDatumToDouble(value, getBaseType(typid), &v))
+		dst64[0] = v;
+	else
+		for (int i = 0; i < f->width; i++)
+			dst64[i] = dst[i];
+}
+
+/*
  * feature_inputs
  *		DmlFeatureInputs, with plain float8 columns read straight: the
  *		record and column forms' per-feature step.  Returns the width.
@@ -205,18 +227,7 @@ feature_inputs(const DmlFeature *f, float *dst, double *dst64, Datum value, bool
 			return 1;
 		}
 	}
-	DmlFeatureInputs(f, dst, value, isnull, typid);
-	if (dst64)
-	{
-		double		v;
-
-		/* a float64 model reads numbers at full precision; one-hot and vectors are exact */
-		if (f->kind == DML_FEAT_NUM && DmlDatumToDouble(value, getBaseType(typid), &v))
-			dst64[0] = v;
-		else
-			for (int i = 0; i < f->width; i++)
-				dst64[i] = dst[i];
-	}
+	DmlFeatureInputsWide(f, dst, dst64, value, isnull, typid);
 	return f->width;
 }
 

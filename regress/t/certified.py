@@ -165,6 +165,14 @@ def certified():
                 % (name, mode, sd_lre, r2_lre))
             tap(min(fit_lre) >= 9, "%s, %s: fitted values (dml_predict) LRE >= 9 (min %.1f)"
                 % (name, mode, min(fit_lre)))
+            if mode == "in-server":
+                # the batch path computes in float64 too
+                psql("DROP TABLE IF EXISTS certified_pt; CALL dml_predict_table('%s', '%s', 'certified_pt', 'i')"
+                     % (model, name))
+                batch = [float(r[0]) for r in psql("SELECT prediction FROM certified_pt ORDER BY i")]
+                batch_lre = [lre(p, float(c)) for p, c in zip(batch, fit_cert)]
+                tap(len(batch) == len(rows) and min(batch_lre) >= 9,
+                    "%s: dml_predict_table's predictions LRE >= 9 (min %.1f)" % (name, min(batch_lre)))
             print("# LRE %s %s: coefficients %s; std errors %s; fitted min %.1f" %
                   (name, mode, " ".join("%.1f" % v for v in coef_lre),
                    " ".join("%.1f" % v for v in se_lre), min(fit_lre)))
