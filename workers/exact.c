@@ -207,7 +207,7 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	double	   *R = calloc((size_t) q * q, sizeof(double));
 	double	   *Z = malloc(sizeof(double) * chunk_size(q) * q);
 	double	   *penalty = calloc(d ? d : 1, sizeof(double));
-	double		t0 = wall_seconds();
+	double		t0 = dml_clock_seconds();
 	double		bytes0 = comm_job_bytes();
 	double		n = 0;
 	int64_t		pos = 0;
@@ -277,7 +277,7 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 
 	res->epochs_run = 1;
 	res->final_loss = fit.rss / n;
-	res->train_seconds = wall_seconds() - t0;
+	res->train_seconds = dml_clock_seconds() - t0;
 	res->rows_per_second = res->train_seconds > 0 ? n / res->train_seconds : 0;
 	report(1, res->final_loss, n, res->train_seconds, comm_job_bytes() - bytes0);
 	dml_lsq_fit_free(&fit);
@@ -770,10 +770,17 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 		ybar = G[p + 1] / n;
 		memcpy(L, H, sizeof(double) * p * p);
 		memcpy(delta, G, sizeof(double) * p);
+		/* the float32 iterations' safeguards, on the raw scale: 1e-10 n on every weight */
 		add_onehot_ridge_scaled(L, p, spec, n, m->in_scale64);
+		for (int c = 0; c < d; c++)
+			L[(size_t) c * p + c] += 1e-10 * n / (m->in_scale64[c] * m->in_scale64[c]);
+		L[(size_t) d * p + d] += 1e-10 * n;
 		if (dml_cholesky_solve(L, delta, p) != DML_OK)
-			worker_user_error("22000|Add weight_decay, or remove collinear features.|"
-							  "the Hessian is singular at the optimum: the features are collinear");
+		{
+			/* numerically singular even so: keep the float32 optimum, without standard errors */
+			penalized = true;
+			break;
+		}
 		for (int a = 0; a < p; a++)
 			decrement += G[a] * delta[a] / 2;
 		last = !(decrement > 1e-15 * fmax(fabs(G[p]), 1e-300));
@@ -839,7 +846,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			   *H,
 			   *delta;
 	double		loss = 0,
-				t_start = wall_seconds();
+				t_start = dml_clock_seconds();
 	int			iter,
 				have_loss = 0;
 
@@ -873,7 +880,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 
 	for (iter = 1; iter <= spec->epochs; iter++)
 	{
-		double		t0 = wall_seconds();
+		double		t0 = dml_clock_seconds();
 		double		bytes0 = comm_job_bytes();
 		double		decrement = 0,
 					step,
@@ -930,7 +937,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		}
 		res->final_loss = new_loss / nw.n;
 		res->epochs_run = iter;
-		report(iter, res->final_loss, nw.n, wall_seconds() - t0, comm_job_bytes() - bytes0);
+		report(iter, res->final_loss, nw.n, dml_clock_seconds() - t0, comm_job_bytes() - bytes0);
 		loss = new_loss;
 		if (done)
 			break;
@@ -949,7 +956,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		m->net.params[(size_t) K * ds->d + k] = (float) theta[(size_t) k * nw.p + ds->d];
 	}
 done:
-	res->train_seconds = wall_seconds() - t_start;
+	res->train_seconds = dml_clock_seconds() - t_start;
 	res->rows_per_second = res->train_seconds > 0 ? nw.n * res->epochs_run / res->train_seconds : 0;
 	free(nw.rows);
 	free(nw.label);
