@@ -16,7 +16,7 @@ PKGS=(
 	libopenblas-dev libopenblas0-serial zlib1g-dev
 	dataset-fashion-mnist
 	procps util-linux psmisc bc
-	python3-numpy python3-psycopg2 python3-sklearn
+	python3-numpy python3-psycopg2 python3-sklearn python3-scipy python3-statsmodels
 	libonnx-dev protobuf-c-compiler libprotobuf-c-dev
 	python3-onnx python3-venv python3-torch
 )
