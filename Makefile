@@ -17,7 +17,7 @@ OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_p
 	extension/catalog.o extension/modelcache.o extension/manage.o extension/roles.o \
 	extension/batch.o extension/batch_worker.o extension/aggregate.o extension/exact.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o \
-	coordinator/limits.o coordinator/login.o \
+	coordinator/limits.o coordinator/login.o coordinator/hosts.o \
 	$(KERNEL_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql

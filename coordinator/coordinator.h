@@ -96,6 +96,7 @@ typedef struct DmlJob
 	int			patience;
 	char	   *nulls;
 	int			workers;
+	List	   *host_names;		/* of char *: dml_train's hosts argument, or NIL */
 	char	   *device;
 	int64		seed;
 	/* optimizer details from options */
@@ -113,7 +114,9 @@ typedef struct DmlJob
 	char	   *snapshot;
 	char	   *role;			/* role name the workers log in as */
 	char	   *conninfo;
-	char	   *hosts;
+	List	   *hosts;			/* of DmlHost *: dml.hosts narrowed (hosts.c), or NIL */
+	List	   *lost_hosts;		/* of char *: hosts a restart leaves out */
+	char	   *mpi_options;	/* dml.mpi_options */
 	char	   *mpirun;
 	char	   *worker_path;
 	int			checkpoint_every;

@@ -34,6 +34,7 @@ extern char *dml_mpirun;
 extern char *dml_worker_path;
 extern char *dml_conninfo;
 extern char *dml_hosts;
+extern char *dml_mpi_options;
 extern char *dml_device;
 extern int	dml_max_restarts;
 extern int	dml_checkpoint_every;

@@ -43,6 +43,7 @@
 #include "batch.h"
 #include "coordinator.h"
 #include "dml.h"
+#include "hosts.h"
 
 #define DML_AUTO_MAX_CLASSES	32		/* integer targets with more are regression */
 #define DML_MAX_LEVELS			1000	/* levels of a one-hot feature */
@@ -653,7 +654,8 @@ DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice)
 	}
 	job->role = GetUserNameFromId(GetUserId(), false);
 	job->conninfo = DmlWorkerConninfo(GetUserId());
-	job->hosts = dml_hosts;
+	job->hosts = DmlHostsChoose(job->host_names);
+	job->mpi_options = dml_mpi_options;
 	job->mpirun = dml_mpirun;
 	job->worker_path = worker_path(job->device);
 }
