@@ -404,7 +404,7 @@ sync_json(const Sync *sy, const WorkerSpec *spec)
 	}
 	if (sy->mode == SYNC_ALLREDUCE && sy->W > 1)
 		len += snprintf(out + len, cap - len, ", \"allreduce\": \"%s\"",
-						sy->shared ? "shared memory" : "mpi");
+						sy->hierarchical ? "hierarchical" : sy->shared ? "shared memory" : "mpi");
 	if (sy->mode == SYNC_SSP)
 		len += snprintf(out + len, cap - len, ", \"staleness_bound\": %d", spec->staleness);
 	if (sy->mode == SYNC_AVERAGE)
