@@ -117,6 +117,7 @@ typedef struct DmlJob
 	List	   *hosts;			/* of DmlHost *: dml.hosts narrowed (hosts.c), or NIL */
 	List	   *lost_hosts;		/* of char *: hosts a restart leaves out */
 	char	   *mpi_options;	/* dml.mpi_options */
+	List	   *rank_hosts;		/* of char *: each rank's host, as rank 0 said */
 	char	   *mpirun;
 	char	   *worker_path;
 	int			checkpoint_every;

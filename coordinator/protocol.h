@@ -13,7 +13,9 @@
  * in the host's byte order (both ends run on the same machine: rank 0 is
  * started by mpirun on the first host, the backend's).  Payloads:
  *
- *	 HELLO     text: "pids <pid> <pid> ..." (every rank's pid, host-local)
+ *	 HELLO     text: "pids <pid> <pid> ...\nhosts <host> <host> ...": every
+ *	           rank's pid (0 for a rank on another host than rank 0, whose
+ *	           pid means nothing here) and host name, in rank order
  *	 PROGRESS  DmlProgress
  *	 CHECKPOINT binary: epoch (int32) then a model blob (kernels/format.c)
  *	 MODEL     binary: uint32 blob length, the blob, then JSON metrics text
@@ -65,6 +67,7 @@ typedef struct DmlProgress
 	double		train_seconds;	/* of which training (no validation); 0: all */
 	double		rows;			/* training rows processed, all ranks */
 	double		bytes_sent;		/* bytes this job's sync put on the wire */
+	double		bytes_across;	/* ... of which between hosts */
 	double		staleness;		/* ssp/async/ps: most staleness seen; NaN: n/a */
 } DmlProgress;
 

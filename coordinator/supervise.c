@@ -201,12 +201,14 @@ typedef struct JobRun
 	TimestampTz last_progress;	/* for epoch_timeout */
 } JobRun;
 
-/* "pids 123 456 ..." */
+/* "pids 123 456 ...\nhosts a a b ..." */
 static void
-handle_hello(const char *payload, uint32 len)
+handle_hello(JobRun *run, const char *payload, uint32 len)
 {
 	char	   *text = pnstrdup(payload, len);
 	char	   *p = text;
+	char	   *hosts = strstr(text, "\nhosts");
+	char	   *save = NULL;
 
 	if (strncmp(p, "pids", 4) != 0)
 		elog(ERROR, "dml: malformed HELLO from rank 0. Please report a bug.");
@@ -223,6 +225,11 @@ handle_hello(const char *payload, uint32 len)
 			active_job.pids[active_job.npids++] = (pid_t) v;
 		p = end;
 	}
+	/* every rank's host, for dml.epochs (the job's memory context) */
+	run->job->rank_hosts = NIL;
+	if (hosts)
+		for (char *h = strtok_r(hosts + 6, " ", &save); h; h = strtok_r(NULL, " ", &save))
+			run->job->rank_hosts = lappend(run->job->rank_hosts, pstrdup(h));
 	pfree(text);
 }
 
@@ -277,7 +284,7 @@ handle_message(JobRun *run, uint32 type, const char *payload, uint32 len)
 	switch (type)
 	{
 		case DML_MSG_HELLO:
-			handle_hello(payload, len);
+			handle_hello(run, payload, len);
 			break;
 		case DML_MSG_PROGRESS:
 			{

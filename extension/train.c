@@ -624,6 +624,39 @@ worker_path(const char *device)
 	return psprintf("%s/dml-worker", dir);
 }
 
+/* dml_train's hosts: names, each once (checked against dml.hosts at launch) */
+static List *
+host_names(ArrayType *arr)
+{
+	Datum	   *elems;
+	bool	   *enulls;
+	int			n;
+	List	   *names = NIL;
+
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &enulls, &n);
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("hosts must name at least one host")));
+	for (int i = 0; i < n; i++)
+	{
+		char	   *name;
+
+		if (enulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("hosts must not contain NULL")));
+		name = TextDatumGetCString(elems[i]);
+		for (int j = 0; j < i; j++)
+			if (strcmp(name, TextDatumGetCString(elems[j])) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("host \"%s\" is named twice in hosts", name)));
+		names = lappend(names, name);
+	}
+	return names;
+}
+
 /*
  * DmlJobSetLaunch
  *		How a job's workers start and connect back: the snapshot they read
@@ -669,6 +702,7 @@ typedef struct TrainProgress
 	int64		model_id;
 	bool		classification;
 	bool		staleness;		/* the sync mode records staleness */
+	DmlJob	   *job;			/* its rank_hosts */
 } TrainProgress;
 
 /* one NOTICE and one dml.epochs row per epoch */
@@ -691,8 +725,8 @@ on_progress(const DmlProgress *p, void *arg)
 						p->epoch, p->loss, p->val_loss,
 						tp->classification ? "accuracy" : "R2", p->val_metric, rps, stale)));
 	DmlStoreEpoch(tp->model_id, p->restarts, p->epoch, p->loss, p->val_loss,
-				  p->val_metric, rps, p->seconds, p->bytes_sent,
-				  tp->staleness ? p->staleness : NAN);
+				  p->val_metric, rps, p->seconds, p->bytes_sent, p->bytes_across,
+				  tp->staleness ? p->staleness : NAN, tp->job->rank_hosts);
 }
 
 /* JSON string, escaped */
@@ -1078,6 +1112,7 @@ dml_train(PG_FUNCTION_ARGS)
 				 errdetail("%d workers were asked for; dml.max_workers is %d.",
 						   job->workers, dml_max_workers),
 				 errhint("A superuser can raise dml.max_workers.")));
+	job->host_names = PG_NARGS() > 25 && !PG_ARGISNULL(25) ? host_names(PG_GETARG_ARRAYTYPE_P(25)) : NIL;
 	job->device = PG_ARGISNULL(16) ? pstrdup(dml_device) : arg_text(fcinfo, 16);
 	if (strcmp(job->device, "auto") != 0 && strcmp(job->device, "cpu") != 0 &&
 		strcmp(job->device, "gpu") != 0)
@@ -1218,6 +1253,7 @@ dml_train(PG_FUNCTION_ARGS)
 	tp.model_id = model_id;
 	tp.classification = job->classification;
 	tp.staleness = job->servers > 0;
+	tp.job = job;
 	if (in_server)
 		DmlExactSolve(job, &result, on_progress, &tp);
 	else

@@ -79,7 +79,7 @@ add_onehot_ridge(double *A, int p, int Kf, const WorkerSpec *spec, double n)
 
 /* one epoch-like progress message for a solver iteration */
 static void
-report(int iter, double loss, double rows, double secs, double bytes)
+report(int iter, double loss, double rows, double secs, double bytes, double across)
 {
 	DmlProgress p;
 
@@ -91,6 +91,7 @@ report(int iter, double loss, double rows, double secs, double bytes)
 	p.rows = rows;
 	p.seconds = secs;
 	p.bytes_sent = bytes;
+	p.bytes_across = across;
 	if (worker_rank == 0)
 		control_send(DML_MSG_PROGRESS, &p, sizeof(p), NULL, 0);
 }
@@ -114,7 +115,8 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	double	   *y = malloc(sizeof(double) * CHUNK);
 	double	   *w;
 	double		t0 = wall_seconds();
-	double		bytes0 = comm_job_bytes();
+	double		bytes0 = comm_job_bytes(),
+				across0 = comm_job_bytes_across();
 	double		n,
 				sse;
 	int64_t		pos = 0;
@@ -168,7 +170,8 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	res->final_loss = fmax(sse, 0) / n * (double) m->out_scale[0] * m->out_scale[0];
 	res->train_seconds = wall_seconds() - t0;
 	res->rows_per_second = res->train_seconds > 0 ? n / res->train_seconds : 0;
-	report(1, res->final_loss, n, res->train_seconds, comm_job_bytes() - bytes0);
+	report(1, res->final_loss, n, res->train_seconds, comm_job_bytes() - bytes0,
+		   comm_job_bytes_across() - across0);
 	free(S);
 	free(Z);
 	free(y);
@@ -646,7 +649,8 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	for (iter = 1; iter <= spec->epochs; iter++)
 	{
 		double		t0 = wall_seconds();
-		double		bytes0 = comm_job_bytes();
+		double		bytes0 = comm_job_bytes(),
+					across0 = comm_job_bytes_across();
 		double		decrement = 0,
 					step,
 					new_loss;
@@ -702,7 +706,8 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		}
 		res->final_loss = new_loss / nw.n;
 		res->epochs_run = iter;
-		report(iter, res->final_loss, nw.n, wall_seconds() - t0, comm_job_bytes() - bytes0);
+		report(iter, res->final_loss, nw.n, wall_seconds() - t0, comm_job_bytes() - bytes0,
+			   comm_job_bytes_across() - across0);
 		loss = new_loss;
 		if (done)
 			break;

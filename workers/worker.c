@@ -150,25 +150,50 @@ maybe_inject_fault(const WorkerSpec *spec, int epoch, void *pgconn)
 			pause();
 }
 
-/* rank 0 tells the coordinator every rank's pid */
+/* every rank's host, as JSON, for the metrics (rank 0; send_hello) */
+static char *rank_hosts_json = NULL;
+
+#define HOST_NAME_BYTES 64
+
+/*
+ * rank 0 tells the coordinator every rank's pid (those on its own host:
+ * a pid on another host means nothing to the backend) and host
+ */
 static void
 send_hello(void)
 {
 	int			pid = (int) getpid();
+	char		me[HOST_NAME_BYTES];
 	int		   *pids = world_rank == 0 ? malloc(sizeof(int) * world_size) : NULL;
+	char	   *hosts = world_rank == 0 ? malloc((size_t) HOST_NAME_BYTES * world_size) : NULL;
 
+	memset(me, 0, sizeof(me));
+	memcpy(me, worker_host, strnlen(worker_host, sizeof(me) - 1));
 	MPI_Gather(&pid, 1, MPI_INT, pids, 1, MPI_INT, 0, MPI_COMM_WORLD);
+	MPI_Gather(me, HOST_NAME_BYTES, MPI_CHAR, hosts, HOST_NAME_BYTES, MPI_CHAR, 0, MPI_COMM_WORLD);
 	if (world_rank == 0)
 	{
-		size_t		cap = 16 + 12 * (size_t) world_size;
+		size_t		cap = 32 + (12 + HOST_NAME_BYTES + 4) * (size_t) world_size;
 		char	   *text = malloc(cap);
-		size_t		len = snprintf(text, cap, "pids");
+		size_t		len = snprintf(text, cap, "pids"),
+					jlen = 0;
 
+		rank_hosts_json = malloc(cap);
 		for (int r = 0; r < world_size; r++)
-			len += snprintf(text + len, cap - len, " %d", pids[r]);
+			len += snprintf(text + len, cap - len, " %d", comm_elsewhere(r) ? 0 : pids[r]);
+		len += snprintf(text + len, cap - len, "\nhosts");
+		for (int r = 0; r < world_size; r++)
+		{
+			const char *h = hosts + (size_t) HOST_NAME_BYTES * r;
+
+			len += snprintf(text + len, cap - len, " %s", h);
+			jlen += snprintf(rank_hosts_json + jlen, cap - jlen, "%s\"%s\"", r ? ", " : "[", h);
+		}
+		snprintf(rank_hosts_json + jlen, cap - jlen, "]");
 		control_send(DML_MSG_HELLO, text, len, NULL, 0);
 		free(text);
 		free(pids);
+		free(hosts);
 	}
 }
 
@@ -312,7 +337,7 @@ main(int argc, char **argv)
 		if (worker_rank == 0)
 		{
 			size_t		blen = dml_model_serialized_size(&res.model);
-			size_t		mlen = strlen(metrics) + 128;
+			size_t		mlen = strlen(metrics) + strlen(rank_hosts_json) + 160;
 			unsigned char *msg = malloc(4 + blen);
 			char	   *full = malloc(mlen);
 			uint32_t	b32 = (uint32_t) blen;
@@ -321,8 +346,8 @@ main(int argc, char **argv)
 			memcpy(msg, &b32, 4);
 			dml_model_serialize(&res.model, msg + 4);
 			/* the device and timing facts join the metrics object */
-			n = snprintf(full, mlen, "{\"device\": \"%s\", \"total_seconds\": %.4f, %s",
-						 device, wall_seconds() - t0, metrics + 1);
+			n = snprintf(full, mlen, "{\"device\": \"%s\", \"total_seconds\": %.4f, \"hosts\": %s, %s",
+						 device, wall_seconds() - t0, rank_hosts_json, metrics + 1);
 			control_send(DML_MSG_MODEL, msg, 4 + blen, full, n);
 			free(msg);
 			free(full);
