@@ -115,7 +115,7 @@ typedef struct DmlJob
 	char	   *role;			/* role name the workers log in as */
 	char	   *conninfo;
 	List	   *hosts;			/* of DmlHost *: dml.hosts narrowed (hosts.c), or NIL */
-	List	   *lost_hosts;		/* of char *: hosts a restart leaves out */
+	List	   *lost_hosts;		/* of String: hosts a restart leaves out */
 	char	   *mpi_options;	/* dml.mpi_options */
 	List	   *rank_hosts;		/* of char *: each rank's host, as rank 0 said */
 	char	   *mpirun;

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "lib/stringinfo.h"
+#include "nodes/value.h"
 
 #include "dml.h"
 #include "hosts.h"
@@ -211,11 +212,7 @@ DmlHostsPlace(List *hosts, List *lost, int ranks)
 		bool		gone = false;
 
 		foreach(lc2, lost)
-		{
-			char	   *name = lfirst(lc2);
-
-			gone |= strcmp(name, host->name) == 0;
-		}
+			gone |= strcmp(strVal(lfirst(lc2)), host->name) == 0;
 		if (gone)
 			continue;
 		h[nhosts++] = host;
@@ -225,7 +222,7 @@ DmlHostsPlace(List *hosts, List *lost, int ranks)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 				 errmsg("%d ranks do not fit on the %d slots of the job's hosts", ranks, slots),
-				 lost != NIL ? errdetail("Host \"%s\" was lost.", (char *) llast(lost)) : 0,
+				 lost != NIL ? errdetail("Host \"%s\" was lost.", strVal(llast(lost))) : 0,
 				 errhint("Ask for fewer workers, or a superuser adds slots in dml.hosts.")));
 	count = palloc0(sizeof(int) * nhosts);
 	for (i = 0; i < nhosts; i++)

@@ -39,6 +39,7 @@
 
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "nodes/value.h"
 #include "pgstat.h"
 #include "port.h"
 #include "storage/ipc.h"
@@ -585,6 +586,38 @@ error_text(const char *payload)
 	return msg;
 }
 
+/*
+ * The host whose Open MPI daemon mpirun lost, from the job's log: the
+ * daemon was killed, its host went down or its link did (found by the TCP
+ * keepalive of Open MPI's out-of-band channel, oob_tcp_keepalive_*).  NULL
+ * when the log names none.
+ */
+static char *
+lost_host(void)
+{
+	char		path[MAXPGPATH];
+	char		buf[16384];
+	char	   *p;
+	char		host[256];
+	int			fd;
+	ssize_t		n;
+
+	snprintf(path, sizeof(path), "%s/worker.log", active_job.dir);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return NULL;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	buf[n] = '\0';
+	/* "  Remote daemon: [[60877,0],2] on node dmlh3" */
+	if ((p = strstr(buf, "Remote daemon:")) == NULL || (p = strstr(p, " on node ")) == NULL ||
+		sscanf(p + 9, "%255[A-Za-z0-9._-]", host) != 1)
+		return NULL;
+	return pstrdup(host);
+}
+
 /* "training" or "predict", for messages */
 static const char *
 job_noun(DmlJob *job)
@@ -598,9 +631,19 @@ job_failed(JobRun *run, const char *what)
 {
 	char	   *why;
 
+	char	   *lost = lost_host();
+
 	if (run->last_error)
 		raise_user_error(run->last_error);
 	why = run->last_error ? error_text(run->last_error) : log_summary();
+	if (lost)
+	{
+		/* the restart leaves the host out: its ranks go to the hosts left */
+		what = psprintf("host \"%s\" lost", lost);
+		why = psprintf("Open MPI lost contact with its daemon on host \"%s\".", lost);
+		if (!list_member(run->job->lost_hosts, makeString(lost)))
+			run->job->lost_hosts = lappend(run->job->lost_hosts, makeString(lost));
+	}
 
 	if (run->restarts < run->job->max_restarts)
 	{
