@@ -4,7 +4,8 @@
 #   make install          library, SQL scripts, control file, binaries
 #   make check            everything the test suite runs (regress/run.sh)
 #   make gpu-check        CUDA kernels against the CPU reference (needs a GPU)
-#   make bench            benchmarks, written to bench/RESULTS.md
+#   make bench            benchmarks, written to bench/RESULTS.md (and, across
+#                         namespace hosts, bench/MULTIHOST.md)
 #   make bench-quick      the same harness on small sizes
 
 EXTENSION = dml
@@ -151,6 +152,7 @@ gpu-check:
 
 bench:
 	bash bench/run.sh full
+	bash bench/multihost.sh
 
 bench-quick:
 	bash bench/run.sh quick

@@ -463,7 +463,12 @@ comm_count_hierarchical(double bytes)
 	sync_across += 2.0 * (host_count - 1) * bytes;
 }
 
-/* sum of buf over the hosts' leaders (local rank 0 only), in place */
+/*
+ * sum of buf over the hosts' leaders (local rank 0 only), in place;
+ * nonblocking, waited for as comm_wait_all waits: a blocking all-reduce
+ * polls a core flat out, and with more ranks than cores the leader it
+ * waits for may be the one it keeps off the core
+ */
 void
 comm_leaders_allreduce_float(float *buf, size_t n)
 {
@@ -472,8 +477,11 @@ comm_leaders_allreduce_float(float *buf, size_t n)
 	for (size_t off = 0; off < n; off += 1u << 30)
 	{
 		size_t		c = n - off < (1u << 30) ? n - off : (1u << 30);
+		MPI_Request req;
 
-		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int) c, MPI_FLOAT, MPI_SUM, leader_comm));
+		mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int) c, MPI_FLOAT, MPI_SUM, leader_comm,
+								&req));
+		comm_wait_all(1, &req);
 	}
 }
 
