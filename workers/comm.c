@@ -464,10 +464,11 @@ comm_count_hierarchical(double bytes)
 }
 
 /*
- * sum of buf over the hosts' leaders (local rank 0 only), in place;
- * nonblocking, waited for as comm_wait_all waits: a blocking all-reduce
- * polls a core flat out, and with more ranks than cores the leader it
- * waits for may be the one it keeps off the core
+ * sum of buf over the hosts' leaders (local rank 0 only), in place.
+ * Blocking: Open MPI's nonblocking all-reduce progresses only when tested,
+ * and waited for in naps it made the MLP's step 1.3x slower on the
+ * namespace hosts (their oversubscribed cores are better served by
+ * mpi_yield_when_idle).
  */
 void
 comm_leaders_allreduce_float(float *buf, size_t n)
@@ -477,11 +478,8 @@ comm_leaders_allreduce_float(float *buf, size_t n)
 	for (size_t off = 0; off < n; off += 1u << 30)
 	{
 		size_t		c = n - off < (1u << 30) ? n - off : (1u << 30);
-		MPI_Request req;
 
-		mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int) c, MPI_FLOAT, MPI_SUM, leader_comm,
-								&req));
-		comm_wait_all(1, &req);
+		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int) c, MPI_FLOAT, MPI_SUM, leader_comm));
 	}
 }
 
