@@ -29,7 +29,7 @@
 #include "lib/stringinfo.h"
 #include "nodes/value.h"
 
-#include "dml.h"
+#include "coordinator.h"
 #include "hosts.h"
 
 /*

@@ -122,6 +122,7 @@ CREATE FUNCTION @extschema@.dml_train(
 	average_every	integer DEFAULT 1,
 	compression		text DEFAULT 'none',
 	topk_ratio		float8 DEFAULT 0.01,
+	max_seconds		float8 DEFAULT NULL,
 	hosts			text[] DEFAULT NULL)
 RETURNS dml.train_result
 AS 'MODULE_PATHNAME', 'dml_train'

@@ -64,7 +64,6 @@ all_job_procs() { echo $(($(host_job_procs 1) + $(host_job_procs 2) + $(host_job
 # ---------------------------------------------------------------------
 nsh_up 3 || { notok "3 namespace hosts"; echo "$PASSED passed, $FAILED failed"; exit 1; }
 nsh_cluster || { notok "server on dmlh1"; echo "$PASSED passed, $FAILED failed"; exit 1; }
-sql1 "ALTER SYSTEM SET dml.test_hooks = on; SELECT pg_reload_conf()" >/dev/null
 check "the server's directory is hidden on dmlh2 and dmlh3" \
 	'! nsh_exec 2 test -e "$PGC_DIR/data" && ! nsh_exec 3 test -e "$PGC_DIR/data" && test -e "$PGC_DIR/data"'
 check "hba: scram over the hosts' network, no trust" \
