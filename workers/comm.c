@@ -31,6 +31,7 @@ static MPI_Comm data_comm = MPI_COMM_WORLD;	/* the ranks that hold data */
 /* where the ranks run (comm_split_roles) */
 static MPI_Comm host_comm = MPI_COMM_NULL;	/* the data ranks on this host */
 static MPI_Comm leader_comm = MPI_COMM_NULL;	/* local rank 0 of every host */
+static MPI_Comm peer_comm = MPI_COMM_NULL;	/* this local rank of every host, when all have as many */
 static int	host_count = 1;		/* hosts of the data ranks */
 static int	local_rank = 0;
 static int	local_size = 1;
@@ -179,6 +180,8 @@ find_hosts(bool is_server)
 		MPI_Comm_free(&host_comm);
 	if (leader_comm != MPI_COMM_NULL)
 		MPI_Comm_free(&leader_comm);
+	if (peer_comm != MPI_COMM_NULL)
+		MPI_Comm_free(&peer_comm);
 	free(world_host);
 	world_host = NULL;
 	host_count = 1;
@@ -205,6 +208,37 @@ find_hosts(bool is_server)
 	if (local_rank == 0)
 		MPI_Comm_size(leader_comm, &host_count);
 	mpiCheck(MPI_Bcast(&host_count, 1, MPI_INT, 0, host_comm));
+	{
+		/* the same ranks on every host: local rank l of each host are peers */
+		int			sizes[2] = {local_size, -local_size};
+
+		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, data_comm));
+		if (host_count > 1 && sizes[0] == -sizes[1])
+			mpiCheck(MPI_Comm_split(data_comm, local_rank, worker_rank, &peer_comm));
+	}
+}
+
+/* whether every host runs as many data ranks (comm_peers_allreduce_float) */
+bool
+comm_hosts_even(void)
+{
+	return peer_comm != MPI_COMM_NULL;
+}
+
+/*
+ * sum of buf over this local rank of every host, in place (comm_hosts_even
+ * only): each host's ranks all-reduce their own part of a buffer with
+ * their peers, side by side
+ */
+void
+comm_peers_allreduce_float(float *buf, size_t n)
+{
+	for (size_t off = 0; off < n; off += 1u << 30)
+	{
+		size_t		c = n - off < (1u << 30) ? n - off : (1u << 30);
+
+		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int) c, MPI_FLOAT, MPI_SUM, peer_comm));
+	}
 }
 
 int

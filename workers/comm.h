@@ -58,6 +58,8 @@ extern int	comm_local_rank(void);
 extern int	comm_local_size(void);
 extern bool comm_elsewhere(int world_rank);
 extern void comm_leaders_allreduce_float(float *buf, size_t n);
+extern bool comm_hosts_even(void);
+extern void comm_peers_allreduce_float(float *buf, size_t n);
 
 /* a segment the data ranks on one host map */
 typedef struct CommShared CommShared;

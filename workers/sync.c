@@ -38,7 +38,11 @@
  * gradient per host crosses the network, not one per rank); a fence; each
  * rank steps its 1/L of the host's parameters with the sum; a fence.
  * Every host applies the same sum to the same parameters, so the hosts'
- * copies stay equal.
+ * copies stay equal.  When every host runs as many ranks, the leaders'
+ * all-reduce is split by range instead: each rank all-reduces its 1/L of
+ * the host sum with the same range of the other hosts (still one copy per
+ * host crosses the network, in L streams side by side) and steps it, and
+ * the two fences around the leaders' all-reduce go.
  *
  * Compression with error feedback: what a rank could not send this step
  * (the rounding of fp16, the coordinates top-k left out) stays in its
@@ -612,7 +616,12 @@ shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t
 
 	comm_shared_fence(s->shm);	/* every rank's gradient is in its slot */
 	sum_slots(sum, s->slot, s->L, s->lo, s->hi);
-	if (s->hierarchical)
+	if (s->hierarchical && comm_hosts_even())
+	{
+		/* each rank's range with the same range of the other hosts: no fence */
+		comm_peers_allreduce_float(s->host_sum + s->lo, s->hi - s->lo);
+	}
+	else if (s->hierarchical)
 	{
 		comm_shared_fence(s->shm);	/* the host's sum is whole */
 		comm_leaders_allreduce_float(s->host_sum, s->np);
