@@ -96,7 +96,7 @@ seconds per epoch are the mean of epochs 2-4 (dml_epochs).
 - hierarchical vs flat: $(ratio "$f_s" "$h_s")x faster per epoch (goal 1.5x).
 - fp16 vs uncompressed hierarchical: $(ratio "$h_s" "$p_s")x; top-k vs uncompressed: $(ratio "$h_s" "$t_s")x
   per epoch (goal for top-k: 1.5x to the same accuracy; accuracies above after 4 epochs).
-- ring bound: the leaders' ring moves 2 (H-1)/H B = $(awk -v b="$B" 'BEGIN { printf "%.0f", 4 / 3 * b }') bytes a leader a step,
+- ring bound: a ring of the hosts moves 2 (H-1)/H B = $(awk -v b="$B" 'BEGIN { printf "%.0f", 4 / 3 * b }') bytes a host a step,
   $ring_ms ms at $RATE; with the one-host step ($(ms "$o_s" "$steps") ms) the bound is $bound_ms ms;
   the hierarchical step takes $(ms "$h_s" "$steps") ms, $(ratio "$(ms "$h_s" "$steps")" "$bound_ms")x the bound (goal 1.3x).
 - per-step latency (3-parameter model, 16 rows a rank): $lat us across 3 hosts, $lat1 us on one host.

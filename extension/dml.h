@@ -39,6 +39,7 @@ extern bool dml_test_hooks;
 struct DmlJob;
 struct DmlJobResult;
 extern bool DmlExactInServer(struct DmlJob *job);
+extern bool DmlInServerData(struct DmlJob *job);
 
 /* catalog.c: every access runs as the extension's owner */
 typedef struct DmlCatalogUser
@@ -78,6 +79,8 @@ extern void DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 						  double bytes_sent, double bytes_across, double staleness,
 						  List *rank_hosts);
 extern Oid	DmlCheckNameForTraining(const char *name);
+extern void DmlCheckWritable(const char *what);
+extern void DmlMarkLastEpoch(int64 model_id, const char *stopped);
 extern void DmlCatalogChanged(void);
 
 /* roles.c */
