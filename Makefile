@@ -4,7 +4,8 @@
 #   make install          library, SQL scripts, control file, binaries
 #   make check            everything the test suite runs (regress/run.sh)
 #   make gpu-check        CUDA kernels against the CPU reference (needs a GPU)
-#   make bench            benchmarks, written to bench/RESULTS.md
+#   make bench            benchmarks, written to bench/RESULTS.md (and, across
+#                         namespace hosts, bench/MULTIHOST.md)
 #   make bench-quick      the same harness on small sizes
 
 EXTENSION = dml
@@ -19,7 +20,7 @@ OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_p
 	extension/aggregate.o extension/exact.o extension/fit.o extension/summary.o \
 	extension/export.o extension/onnx.o extension/package.o build/proto/onnx.pb-c.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o coordinator/settings.o \
-	coordinator/result.o coordinator/jobspec.o coordinator/limits.o coordinator/login.o \
+	coordinator/result.o coordinator/jobspec.o coordinator/limits.o coordinator/login.o coordinator/hosts.o \
 	$(KERNEL_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
@@ -171,6 +172,7 @@ gpu-check:
 
 bench:
 	bash bench/run.sh full
+	bash bench/multihost.sh
 
 bench-quick:
 	bash bench/run.sh quick

@@ -104,6 +104,7 @@ typedef struct DmlJob
 	int			patience;
 	DmlNulls	nulls;
 	int			workers;
+	List	   *host_names;		/* of char *: dml_train's hosts argument, or NIL */
 	DmlDevice	device;
 	int64		seed;
 	/* optimizer details from options */
@@ -121,7 +122,10 @@ typedef struct DmlJob
 	char	   *snapshot;
 	char	   *role;			/* role name the workers log in as */
 	char	   *conninfo;
-	char	   *hosts;
+	List	   *hosts;			/* of DmlHost *: dml.hosts narrowed (hosts.c), or NIL */
+	List	   *lost_hosts;		/* of String: hosts a restart leaves out */
+	char	   *mpi_options;	/* dml.mpi_options */
+	List	   *rank_hosts;		/* of char *: each rank's host, as rank 0 said */
 	char	   *mpirun;
 	char	   *worker_path;
 	int			checkpoint_every;
@@ -200,6 +204,7 @@ extern char *dml_mpirun;
 extern char *dml_worker_path;
 extern char *dml_conninfo;
 extern char *dml_hosts;
+extern char *dml_mpi_options;
 extern void DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice);
 extern bool DmlBuildHasCuda(void);
 extern bool DmlGpuVisible(void);

@@ -39,6 +39,7 @@
 #include "utils/lsyscache.h"
 
 #include "coordinator.h"
+#include "hosts.h"
 #include "launch.h"
 
 extern char **environ;
@@ -370,7 +371,11 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path)
 {
 	char	   *log_path = psprintf("%s/worker.log", dir);
 	char	   *np = psprintf("%d", job->workers + job->servers);
-	const char *argv[32];
+	const char **argv;
+	char	   *placement = DmlHostsPlace(job->hosts, job->lost_hosts,
+										  job->workers + job->servers);
+	char	   *options = pstrdup(job->mpi_options ? job->mpi_options : "");
+	char	   *save = NULL;
 	char	  **envp;
 	int			argc = 0;
 	int			nenv = 0;
@@ -381,6 +386,7 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path)
 
 	if (maxfd < 1024)
 		maxfd = 1024;
+	argv = palloc(sizeof(char *) * (32 + strlen(options)));
 	argv[argc++] = job->mpirun;
 	argv[argc++] = "-np";
 	argv[argc++] = np;
@@ -391,11 +397,17 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path)
 	argv[argc++] = "OPENBLAS_NUM_THREADS";
 	argv[argc++] = "-x";
 	argv[argc++] = "OMP_NUM_THREADS";
-	if (job->hosts && job->hosts[0])
+	if (placement)
 	{
-		argv[argc++] = "--hostfile";
-		argv[argc++] = job->hosts;
+		/* local host first: rank 0 is there (hosts.c) */
+		argv[argc++] = "--host";
+		argv[argc++] = placement;
+		argv[argc++] = "--map-by";
+		argv[argc++] = "slot";
 	}
+	/* dml.mpi_options: the superuser's words, split at white space */
+	for (char *tok = strtok_r(options, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
+		argv[argc++] = tok;
 	argv[argc++] = job->worker_path;
 	argv[argc++] = socket_path;	/* the job itself comes over it */
 	argv[argc] = NULL;

@@ -21,7 +21,9 @@
  *	           to resume from (as CHECKPOINT carried it) or nothing, for a
  *	           predict job the model blob.  Rank 0 hands the text on to the
  *	           other ranks over MPI, so no rank reads a file of the backend.
- *	 HELLO     text: "pids <pid> <pid> ..." (every rank's pid, host-local)
+ *	 HELLO     text: "pids <pid> <pid> ...\nhosts <host> <host> ...": every
+ *	           rank's pid (0 for a rank on another host than rank 0, whose
+ *	           pid means nothing here) and host name, in rank order
  *	 PROGRESS  DmlProgress
  *	 CHECKPOINT binary: epoch (int32) then a model blob (kernels/format.c)
  *	 MODEL     a training job's result: DmlResult, then int64
@@ -90,6 +92,7 @@ typedef struct DmlProgress
 	double		train_seconds;	/* of which training (no validation); 0: all */
 	double		rows;			/* training rows processed, all ranks */
 	double		bytes_sent;		/* bytes this job's sync put on the wire */
+	double		bytes_across;	/* ... of which between hosts */
 	double		staleness;		/* ssp/async/ps: most staleness seen; NaN: n/a */
 } DmlProgress;
 
@@ -103,7 +106,7 @@ typedef struct DmlResult
 	int32_t		on_validation;	/* metrics over the validation rows, else the training rows */
 	int32_t		load_block;		/* slices came as dml.pack_rows blocks, else by COPY */
 	int32_t		has_sync;		/* an iterative loop ran: its sync facts below apply */
-	int32_t		allreduce;		/* 0: none, 1: MPI, 2: shared memory */
+	int32_t		allreduce;		/* 0: none, 1: MPI, 2: shared memory, 3: hierarchical */
 	int32_t		out_of_time;	/* stopped because max_seconds was spent */
 	int32_t		metrics_loss;	/* the DmlLoss the metrics are for */
 	int32_t		metrics_k;		/* and their classes or outputs */

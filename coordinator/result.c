@@ -12,6 +12,7 @@
 #include <math.h>
 
 #include "lib/stringinfo.h"
+#include "utils/json.h"
 
 #include "coordinator.h"
 
@@ -52,6 +53,20 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 					 r->blob_len > 4 && blob[4] >= 2 ? "float64" : "float32");
 	if (statistics)
 		appendStringInfo(&buf, "\"statistics\": %s, ", statistics);
+	if (job->rank_hosts != NIL)
+	{
+		/* each rank's host, as rank 0 said at the start (HELLO) */
+		ListCell   *lc;
+
+		appendStringInfoString(&buf, "\"hosts\": [");
+		foreach(lc, job->rank_hosts)
+		{
+			if (lc != list_head(job->rank_hosts))
+				appendStringInfoString(&buf, ", ");
+			escape_json(&buf, (char *) lfirst(lc));
+		}
+		appendStringInfoString(&buf, "], ");
+	}
 	if (r->has_sync)
 	{
 		appendStringInfo(&buf, "\"sync\": \"%s\", \"compression\": \"%s\"",
@@ -66,7 +81,7 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 		}
 		if (r->allreduce)
 			appendStringInfo(&buf, ", \"allreduce\": \"%s\"",
-							 r->allreduce == 2 ? "shared memory" : "mpi");
+							 r->allreduce == 3 ? "hierarchical" : r->allreduce == 2 ? "shared memory" : "mpi");
 		if (job->sync == DML_SYNC_SSP)
 			appendStringInfo(&buf, ", \"staleness_bound\": %d", job->staleness);
 		if (job->sync == DML_SYNC_AVERAGE)

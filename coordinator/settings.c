@@ -2,7 +2,7 @@
  *
  * settings.c
  *	  How a job's workers start and connect back: the launch settings
- *	  (dml.mpirun, dml.worker_path, dml.conninfo, dml.hosts, registered by
+ *	  (dml.mpirun, dml.worker_path, dml.conninfo, dml.hosts, dml.mpi_options, registered by
  *	  extension/dml.c), the worker program for a device, the connection
  *	  string and role, and the probes of this host's GPUs.
  *
@@ -23,11 +23,13 @@
 #include "utils/acl.h"
 
 #include "coordinator.h"
+#include "hosts.h"
 
 char	   *dml_mpirun = NULL;
 char	   *dml_worker_path = NULL;
 char	   *dml_conninfo = NULL;
 char	   *dml_hosts = NULL;
+char	   *dml_mpi_options = NULL;
 
 /*
  * DmlBuildHasCuda
@@ -128,7 +130,8 @@ DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice)
 	}
 	job->role = GetUserNameFromId(GetUserId(), false);
 	job->conninfo = DmlWorkerConninfo(GetUserId());
-	job->hosts = dml_hosts;
+	job->hosts = DmlHostsChoose(job->host_names);
+	job->mpi_options = dml_mpi_options;
 	job->mpirun = dml_mpirun;
 	job->worker_path = worker_path(job->device);
 }

@@ -41,6 +41,7 @@
 
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "nodes/value.h"
 #include "pgstat.h"
 #include "port.h"
 #include "storage/ipc.h"
@@ -206,12 +207,14 @@ typedef struct JobRun
 	TimestampTz last_progress;	/* for epoch_timeout */
 } JobRun;
 
-/* "pids 123 456 ..." */
+/* "pids 123 456 ...\nhosts a a b ..." */
 static void
-handle_hello(const char *payload, uint32 len)
+handle_hello(JobRun *run, const char *payload, uint32 len)
 {
 	char	   *text = pnstrdup(payload, len);
 	char	   *p = text;
+	char	   *hosts = strstr(text, "\nhosts");
+	char	   *save = NULL;
 
 	if (strncmp(p, "pids", 4) != 0)
 		elog(ERROR, "dml: malformed HELLO from rank 0. Please report a bug.");
@@ -228,6 +231,11 @@ handle_hello(const char *payload, uint32 len)
 			active_job.pids[active_job.npids++] = (pid_t) v;
 		p = end;
 	}
+	/* every rank's host, for dml.epochs (the job's memory context) */
+	run->job->rank_hosts = NIL;
+	if (hosts)
+		for (char *h = strtok_r(hosts + 6, " ", &save); h; h = strtok_r(NULL, " ", &save))
+			run->job->rank_hosts = lappend(run->job->rank_hosts, pstrdup(h));
 	pfree(text);
 }
 
@@ -304,7 +312,7 @@ handle_message(JobRun *run, uint32 type, const char *payload, uint32 len)
 	switch (type)
 	{
 		case DML_MSG_HELLO:
-			handle_hello(payload, len);
+			handle_hello(run, payload, len);
 			break;
 		case DML_MSG_PROGRESS:
 			{
@@ -676,6 +684,47 @@ error_text(const char *payload)
 	return msg;
 }
 
+/* the start of the job's log, NUL-terminated, into buf; false when there is none */
+static bool
+read_job_log(char *buf, size_t cap)
+{
+	char		path[MAXPGPATH];
+	int			fd;
+	ssize_t		n;
+
+	snprintf(path, sizeof(path), "%s/worker.log", active_job.dir);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, cap - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return true;
+}
+
+/*
+ * The host whose Open MPI daemon mpirun lost, from the job's log: the
+ * daemon was killed, its host went down or its link did (found by the TCP
+ * keepalive of Open MPI's out-of-band channel, oob_tcp_keepalive_*).  NULL
+ * when the log names none.
+ */
+static char *
+lost_host(void)
+{
+	char		buf[16384];
+	char	   *p;
+	char		host[256];
+
+	/* "  Remote daemon: [[60877,0],2] on node dmlh3" */
+	if (!read_job_log(buf, sizeof(buf)) ||
+		(p = strstr(buf, "Remote daemon:")) == NULL || (p = strstr(p, " on node ")) == NULL ||
+		sscanf(p + 9, "%255[A-Za-z0-9._-]", host) != 1)
+		return NULL;
+	return pstrdup(host);
+}
+
 /*
  * An error a rank marked as one that would happen again on every try (a
  * line "dml-worker final SQLSTATE message" in the job's log, from
@@ -684,21 +733,11 @@ error_text(const char *payload)
 static void
 raise_final_error(void)
 {
-	char		path[MAXPGPATH];
 	char		buf[16384];
-	int			fd;
-	ssize_t		n;
 	char	   *line;
 
-	snprintf(path, sizeof(path), "%s/worker.log", active_job.dir);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
+	if (!read_job_log(buf, sizeof(buf)))
 		return;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = '\0';
 	line = strstr(buf, "dml-worker final ");
 	if (line == NULL)
 		return;
@@ -725,11 +764,20 @@ static bool
 job_failed(JobRun *run, const char *what)
 {
 	char	   *why;
+	char	   *lost = lost_host();
 
 	if (run->last_error)
 		raise_user_error(run->last_error);
 	raise_final_error();
 	why = run->last_error ? error_text(run->last_error) : log_summary();
+	if (lost)
+	{
+		/* the restart leaves the host out: its ranks go to the hosts left */
+		what = psprintf("host \"%s\" lost", lost);
+		why = psprintf("Open MPI lost contact with its daemon on host \"%s\".", lost);
+		if (!list_member(run->job->lost_hosts, makeString(lost)))
+			run->job->lost_hosts = lappend(run->job->lost_hosts, makeString(lost));
+	}
 
 	if (run->restarts < run->job->max_restarts)
 	{

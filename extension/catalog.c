@@ -43,6 +43,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -450,12 +451,16 @@ float_or_null(double v, char *nulls, int i)
 void
 DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 			  double val_loss, double val_metric, double rows_per_second,
-			  double seconds, double bytes_sent, double staleness)
+			  double seconds, double bytes_sent, double bytes_across, double staleness,
+			  List *rank_hosts)
 {
-	Oid			argtypes[10] = {INT8OID, INT4OID, INT4OID, FLOAT8OID, FLOAT8OID,
-	FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, INT4OID};
-	Datum		values[10];
-	char		nulls[11] = "          ";
+	Oid			argtypes[13] = {INT8OID, INT4OID, INT4OID, FLOAT8OID, FLOAT8OID,
+	FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, INT4OID, INT8OID, INT8OID, TEXTARRAYOID};
+	Datum		values[13];
+	char		nulls[14] = "             ";
+	Datum	   *hosts = palloc(sizeof(Datum) * (list_length(rank_hosts) + 1));
+	int			nhosts = 0;
+	ListCell   *lc;
 
 	values[0] = Int64GetDatum(model_id);
 	values[1] = Int32GetDatum(restarts);
@@ -469,6 +474,13 @@ DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 	values[9] = Int32GetDatum(isnan(staleness) ? 0 : (int32) staleness);
 	if (isnan(staleness))
 		nulls[9] = 'n';
+	values[10] = Int64GetDatum((int64) (bytes_sent - bytes_across));
+	values[11] = Int64GetDatum((int64) bytes_across);
+	foreach(lc, rank_hosts)
+		hosts[nhosts++] = CStringGetTextDatum((char *) lfirst(lc));
+	values[12] = PointerGetDatum(construct_array(hosts, nhosts, TEXTOID, -1, false, TYPALIGN_INT));
+	if (nhosts == 0)
+		nulls[12] = 'n';
 
 	SPI_connect();
 	{
@@ -477,10 +489,10 @@ DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 		DmlBecomeOwner(&save);
 		if (SPI_execute_with_args("INSERT INTO dml.epochs (model_id, restarts, epoch, loss, "
 								  "val_loss, val_metric, rows_per_second, seconds, bytes_sent, "
-								  "staleness) "
-								  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+								  "staleness, bytes_within, bytes_across, hosts) "
+								  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) "
 								  "ON CONFLICT (model_id, restarts, epoch) DO NOTHING",
-								  10, argtypes, values, nulls, false, 0) != SPI_OK_INSERT)
+								  13, argtypes, values, nulls, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "dml: inserting into dml.epochs failed");
 		DmlRestoreUser(&save);
 	}

@@ -21,6 +21,7 @@
 
 #include "coordinator.h"
 #include "dml.h"
+#include "hosts.h"
 
 PG_MODULE_MAGIC;
 
@@ -46,6 +47,21 @@ check_device(char **newval, void **extra, GucSource source)
 		strcmp(*newval, "gpu") == 0)
 		return true;
 	GUC_check_errdetail("Valid values are \"auto\", \"cpu\" and \"gpu\".");
+	return false;
+}
+
+/* check hook: dml.hosts parses (coordinator/hosts.c) */
+static bool
+check_hosts(char **newval, void **extra, GucSource source)
+{
+	const char *error;
+
+	if (*newval == NULL)
+		return true;
+	DmlHostsParseText(*newval, &error);
+	if (error == NULL)
+		return true;
+	GUC_check_errdetail("%s", error);
 	return false;
 }
 
@@ -118,9 +134,16 @@ _PG_init(void)
 							   PGC_SUSET, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
 
 	DefineCustomStringVariable("dml.hosts",
-							   "Open MPI hostfile for jobs that span machines; empty means this machine.",
-							   NULL,
+							   "Hosts and slots jobs may run on, in Open MPI's hostfile terms (\"db1 slots=4, node2 slots=8\"); empty means this machine.",
+							   "The server's own host must be among them: rank 0 runs there.",
 							   &dml_hosts,
+							   "",
+							   PGC_SUSET, 0, check_hosts, NULL, NULL);
+
+	DefineCustomStringVariable("dml.mpi_options",
+							   "Options added to mpirun's command line (--mca name value ...), split at white space.",
+							   "For example the launch agent and the network interfaces of jobs across hosts.",
+							   &dml_mpi_options,
 							   "",
 							   PGC_SUSET, 0, NULL, NULL, NULL);
 

@@ -77,7 +77,8 @@ extern int	DmlStoreModel(int64 id, const char *name, Oid owner, const char *kind
 extern void DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 						  double val_loss, double val_metric,
 						  double rows_per_second, double seconds,
-						  double bytes_sent, double staleness);
+						  double bytes_sent, double bytes_across, double staleness,
+						  List *rank_hosts);
 extern Oid	DmlCheckNameForTraining(const char *name);
 extern void DmlCheckWritable(const char *what);
 extern void DmlMarkLastEpoch(int64 model_id, const char *stopped);

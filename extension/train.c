@@ -42,6 +42,7 @@
 
 #include "coordinator.h"
 #include "dml.h"
+#include "hosts.h"
 
 #define DML_AUTO_MAX_CLASSES	32		/* integer targets with more are regression */
 #define DML_MAX_LEVELS			1000	/* levels of a one-hot feature */
@@ -660,6 +661,43 @@ choose_packing(DmlJob *job)
 }
 
 /* ---------------------------------------------------------------------
+ * Hosts
+ * --------------------------------------------------------------------- */
+
+/* dml_train's hosts: names, each once (checked against dml.hosts at launch) */
+static List *
+host_names(ArrayType *arr)
+{
+	Datum	   *elems;
+	bool	   *enulls;
+	int			n;
+	List	   *names = NIL;
+
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &enulls, &n);
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("hosts must name at least one host")));
+	for (int i = 0; i < n; i++)
+	{
+		char	   *name;
+
+		if (enulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("hosts must not contain NULL")));
+		name = TextDatumGetCString(elems[i]);
+		for (int j = 0; j < i; j++)
+			if (strcmp(name, TextDatumGetCString(elems[j])) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("host \"%s\" is named twice in hosts", name)));
+		names = lappend(names, name);
+	}
+	return names;
+}
+
+/* ---------------------------------------------------------------------
  * Progress and results
  * --------------------------------------------------------------------- */
 
@@ -668,6 +706,7 @@ typedef struct TrainProgress
 	int64		model_id;
 	bool		classification;
 	bool		staleness;		/* the sync mode records staleness */
+	DmlJob	   *job;			/* its rank_hosts */
 } TrainProgress;
 
 /* one NOTICE and one dml.epochs row per epoch */
@@ -690,8 +729,8 @@ on_progress(const DmlProgress *p, void *arg)
 						p->epoch, p->loss, p->val_loss,
 						tp->classification ? "accuracy" : "R2", p->val_metric, rps, stale)));
 	DmlStoreEpoch(tp->model_id, p->restarts, p->epoch, p->loss, p->val_loss,
-				  p->val_metric, rps, p->seconds, p->bytes_sent,
-				  tp->staleness ? p->staleness : NAN);
+				  p->val_metric, rps, p->seconds, p->bytes_sent, p->bytes_across,
+				  tp->staleness ? p->staleness : NAN, tp->job->rank_hosts);
 }
 
 /* JSON string, escaped */
@@ -1176,6 +1215,8 @@ dml_train(PG_FUNCTION_ARGS)
 				 errdetail("%d workers were asked for; dml.max_workers is %d.",
 						   job->workers, dml_max_workers),
 				 errhint("A superuser can raise dml.max_workers.")));
+	/* 26 hosts: a subset of dml.hosts for this job */
+	job->host_names = PG_NARGS() > 26 && !PG_ARGISNULL(26) ? host_names(PG_GETARG_ARRAYTYPE_P(26)) : NIL;
 	job->device = job_choice(DML_NAMES_DEVICE, PG_ARGISNULL(16) ? dml_device : arg_text(fcinfo, 16),
 							 "device", "Valid devices are auto, cpu and gpu.");
 	job->seed = PG_ARGISNULL(17) ? 42 : PG_GETARG_INT64(17);
@@ -1322,6 +1363,7 @@ dml_train(PG_FUNCTION_ARGS)
 	tp.model_id = model_id;
 	tp.classification = job->classification;
 	tp.staleness = job->servers > 0;
+	tp.job = job;
 	if (fit_in_server)
 		DmlFitSolve(job, &result, on_progress, &tp);
 	else if (in_server)

@@ -4,7 +4,15 @@
 #   pgc_start [port]     initdb + start in a fresh temporary directory, run
 #                        as the non-root 'postgres' OS user, listening only
 #                        on a private Unix socket and 127.0.0.1:port;
-#                        sets PGC_DIR PGC_PORT PGC_SOCK PGHOST PGPORT PGUSER
+#                        sets PGC_DIR PGC_PORT PGC_SOCK PGHOST PGPORT PGUSER.
+#                        For the multi-host tests: PGC_ROOT (where the
+#                        directory goes, /tmp by default), PGC_LISTEN (an
+#                        address it also listens on), PGC_HBA_NET (the
+#                        network allowed there, with scram-sha-256),
+#                        PGC_WRAP (a command, run as root, that every
+#                        command of pgc_as_pg runs under, such as one
+#                        entering a host's namespaces) and PGC_ENV (more of
+#                        the server's environment)
 #   pgc_psql ...         psql as the cluster's superuser (-X -v ON_ERROR_STOP=1)
 #   pgc_allow_role R...  let the server's OS user log in as roles R (the
 #                        pg_ident.conf line dml's workers need on PostgreSQL
@@ -39,7 +47,7 @@ pgc_as_pg() {
 		for v in PGHOST PGPORT PGUSER PGDATABASE; do
 			[ -n "${!v:-}" ] && envs+=("$v=${!v}")
 		done
-		runuser -u "$PGC_OSUSER" -- env PATH="$PATH" "${envs[@]}" "$@"
+		${PGC_WRAP:-} runuser -u "$PGC_OSUSER" -- env PATH="$PATH" "${envs[@]}" "$@"
 	else
 		"$@"
 	fi
@@ -47,7 +55,7 @@ pgc_as_pg() {
 
 pgc_start() {
 	PGC_PORT=${1:-$((20000 + RANDOM % 20000))}
-	PGC_DIR=$(mktemp -d /tmp/dml-pg.XXXXXX)
+	PGC_DIR=$(mktemp -d "${PGC_ROOT:-/tmp}/dml-pg.XXXXXX")
 	chmod 755 "$PGC_DIR"
 	[ "$(id -u)" = 0 ] && chown "$PGC_OSUSER" "$PGC_DIR"
 	PGC_SOCK=$PGC_DIR
@@ -55,7 +63,7 @@ pgc_start() {
 		-E UTF8 --locale=C.UTF-8 >"$PGC_DIR/initdb.log" 2>&1 || {
 		cat "$PGC_DIR/initdb.log"; return 1; }
 	cat >>"$PGC_DIR/data/postgresql.conf" <<EOF
-listen_addresses = '127.0.0.1'
+listen_addresses = '127.0.0.1${PGC_LISTEN:+,$PGC_LISTEN}'
 port = $PGC_PORT
 unix_socket_directories = '$PGC_SOCK'
 max_connections = 64
@@ -72,13 +80,15 @@ local   all   all                  peer map=dml
 host    all   all   127.0.0.1/32   scram-sha-256
 host    all   all   ::1/128        scram-sha-256
 EOF
+	[ -n "${PGC_HBA_NET:-}" ] &&
+		echo "host    all   all   $PGC_HBA_NET   scram-sha-256" >>"$PGC_DIR/data/pg_hba.conf"
 	cat >"$PGC_DIR/data/pg_ident.conf" <<EOF
 dml   /^(.*)\$   \\1
 dml   $(id -un)   postgres
 EOF
 	mkdir -p "$PGC_DIR/tmp"
 	[ "$(id -u)" = 0 ] && chown "$PGC_OSUSER" "$PGC_DIR/tmp"
-	pgc_as_pg env TMPDIR="$PGC_DIR/tmp" DML_TEST_CLUSTER="$PGC_DIR" \
+	pgc_as_pg env TMPDIR="$PGC_DIR/tmp" DML_TEST_CLUSTER="$PGC_DIR" ${PGC_ENV:-} \
 		"$PG_BINDIR/pg_ctl" -D "$PGC_DIR/data" -l "$PGC_DIR/server.log" \
 		-w -t 60 start >/dev/null || { cat "$PGC_DIR/server.log"; return 1; }
 	export PGHOST=$PGC_SOCK PGPORT=$PGC_PORT PGUSER=postgres PGDATABASE=postgres

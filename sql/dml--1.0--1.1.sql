@@ -176,6 +176,56 @@ AS 'MODULE_PATHNAME', 'dml_summary_fit'
 LANGUAGE C STABLE STRICT;
 
 /*
+ * Training across hosts (issue 23): dml_train takes hosts (a subset of
+ * dml.hosts for one job); dml.epochs splits bytes_sent into bytes between
+ * ranks on one host and between hosts, and says which host ran each rank.
+ */
+ALTER TABLE dml.epochs ADD COLUMN bytes_within bigint,
+	ADD COLUMN bytes_across bigint,
+	ADD COLUMN hosts text[];
+
+CREATE OR REPLACE VIEW @extschema@.dml_epochs AS
+SELECT m.name, m.version, e.restarts, e.epoch, e.loss, e.val_loss, e.val_metric,
+	   e.rows_per_second, e.seconds, e.bytes_sent, e.staleness, e.recorded, e.stopped,
+	   e.bytes_within, e.bytes_across, e.hosts
+FROM dml.epochs e JOIN dml.models m ON m.id = e.model_id
+WHERE dml.can_see_details(m.owner, m.name);
+
+DROP FUNCTION @extschema@.dml_train(text, regclass, text, text[], text, integer[], text, text,
+	float8, integer, integer, float8, float8, integer, text, integer, text, bigint, jsonb,
+	text, integer, integer, integer, text, float8, float8);
+CREATE FUNCTION @extschema@.dml_train(
+	name			text,
+	relation		regclass,
+	target			text,
+	features		text[] DEFAULT NULL,
+	model			text DEFAULT 'auto',
+	hidden			integer[] DEFAULT NULL,
+	activation		text DEFAULT 'relu',
+	optimizer		text DEFAULT NULL,
+	learning_rate	float8 DEFAULT NULL,
+	batch_size		integer DEFAULT NULL,
+	epochs			integer DEFAULT NULL,
+	weight_decay	float8 DEFAULT NULL,
+	validation		float8 DEFAULT NULL,
+	patience		integer DEFAULT NULL,
+	nulls			text DEFAULT 'error',
+	workers			integer DEFAULT NULL,
+	device			text DEFAULT NULL,
+	seed			bigint DEFAULT 42,
+	options			jsonb DEFAULT '{}',
+	sync			text DEFAULT 'allreduce',
+	servers			integer DEFAULT NULL,
+	staleness		integer DEFAULT 0,
+	average_every	integer DEFAULT 1,
+	compression		text DEFAULT 'none',
+	topk_ratio		float8 DEFAULT 0.01,
+	max_seconds		float8 DEFAULT NULL,
+	hosts			text[] DEFAULT NULL)
+RETURNS dml.train_result
+AS 'MODULE_PATHNAME', 'dml_train'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
  * --- issue 19: the catalog survives pg_dump -------------------------------
  *
  * Role columns become regrole, so a dump writes role names and a restore

@@ -50,6 +50,9 @@ CREATE TABLE dml.epochs (
 	staleness	integer,		/* ps, ssp, async: most clocks/updates behind */
 	recorded	timestamptz NOT NULL DEFAULT clock_timestamp(),
 	stopped		text,			/* the last epoch: why training stopped */
+	bytes_within bigint,		/* of bytes_sent: between ranks on one host */
+	bytes_across bigint,		/* of bytes_sent: between hosts */
+	hosts		text[],			/* the host of each rank (rank r at r + 1) */
 	PRIMARY KEY (model_id, restarts, epoch)
 );
 
@@ -138,7 +141,8 @@ CREATE FUNCTION @extschema@.dml_train(
 	average_every	integer DEFAULT 1,
 	compression		text DEFAULT 'none',
 	topk_ratio		float8 DEFAULT 0.01,
-	max_seconds		float8 DEFAULT NULL)
+	max_seconds		float8 DEFAULT NULL,
+	hosts			text[] DEFAULT NULL)
 RETURNS dml.train_result
 AS 'MODULE_PATHNAME', 'dml_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -375,7 +379,8 @@ WHERE dml.can_use(m.owner, m.name);
 
 CREATE VIEW @extschema@.dml_epochs AS
 SELECT m.name, m.version, e.restarts, e.epoch, e.loss, e.val_loss, e.val_metric,
-	   e.rows_per_second, e.seconds, e.bytes_sent, e.staleness, e.recorded, e.stopped
+	   e.rows_per_second, e.seconds, e.bytes_sent, e.staleness, e.recorded, e.stopped,
+	   e.bytes_within, e.bytes_across, e.hosts
 FROM dml.epochs e JOIN dml.models m ON m.id = e.model_id
 WHERE dml.can_see_details(m.owner, m.name);
 

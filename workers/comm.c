@@ -23,9 +23,19 @@
 #include "worker.h"
 
 static double sync_bytes = 0;	/* collectives: the same figure on every data rank */
-static double p2p_local = 0;	/* point-to-point bytes this rank sent */
-static double p2p_job = 0;		/* all ranks' point-to-point bytes, as of the last reduce */
+static double sync_across = 0;	/* ... of which crossed between hosts */
+static double p2p_local[2];		/* point-to-point bytes this rank sent: within, across */
+static double p2p_job[2];		/* all ranks' point-to-point bytes, as of the last reduce */
 static MPI_Comm data_comm = MPI_COMM_WORLD;	/* the ranks that hold data */
+
+/* where the ranks run (comm_split_roles) */
+static MPI_Comm host_comm = MPI_COMM_NULL;	/* the data ranks on this host */
+static MPI_Comm leader_comm = MPI_COMM_NULL;	/* local rank 0 of every host */
+static MPI_Comm peer_comm = MPI_COMM_NULL;	/* this local rank of every host, when all have as many */
+static int	host_count = 1;		/* hosts of the data ranks */
+static int	local_rank = 0;
+static int	local_size = 1;
+static int *world_host = NULL;	/* (world) host of each world rank: its lowest world rank */
 
 /* waiting: poll this long, then nap NAP_NS between polls */
 #define SPIN_OWN_NS		2000000		/* a core per rank: 2 ms */
@@ -33,6 +43,7 @@ static MPI_Comm data_comm = MPI_COMM_WORLD;	/* the ranks that hold data */
 #define NAP_NS			50000
 static int64_t spin_limit = SPIN_OWN_NS;
 static int	host_oversubscribed(void);
+static void find_hosts(bool is_server);
 
 int			world_rank = 0;
 int			world_size = 1;
@@ -56,6 +67,7 @@ comm_init(int *argc, char ***argv)
 	worker_rank = world_rank;
 	worker_world = world_size;
 	spin_limit = host_oversubscribed() ? SPIN_SHARED_NS : SPIN_OWN_NS;
+	find_hosts(false);
 }
 
 /*
@@ -152,6 +164,109 @@ comm_probe(int source, int tag, MPI_Comm comm, MPI_Status *st)
 }
 
 /*
+ * find_hosts
+ *		Which ranks share a host: every world rank's host (named by the
+ *		lowest world rank on it), and for the data ranks a communicator of
+ *		those on this host (ordered by data rank) and one of a leader per
+ *		host (local rank 0).  Collective over the world.
+ */
+static void
+find_hosts(bool is_server)
+{
+	MPI_Comm	node;
+	int			first;
+
+	if (host_comm != MPI_COMM_NULL)
+		MPI_Comm_free(&host_comm);
+	if (leader_comm != MPI_COMM_NULL)
+		MPI_Comm_free(&leader_comm);
+	if (peer_comm != MPI_COMM_NULL)
+		MPI_Comm_free(&peer_comm);
+	free(world_host);
+	world_host = NULL;
+	host_count = 1;
+	local_rank = 0;
+	local_size = 1;
+	mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank,
+								 MPI_INFO_NULL, &node));
+	first = world_rank;
+	mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, node));
+	MPI_Comm_free(&node);
+	world_host = malloc(sizeof(int) * world_size);
+	if (world_host == NULL)
+		worker_fail("out of memory");
+	mpiCheck(MPI_Allgather(&first, 1, MPI_INT, world_host, 1, MPI_INT, MPI_COMM_WORLD));
+	if (is_server)
+		return;
+	mpiCheck(MPI_Comm_split_type(data_comm, MPI_COMM_TYPE_SHARED, worker_rank,
+								 MPI_INFO_NULL, &host_comm));
+	MPI_Comm_rank(host_comm, &local_rank);
+	MPI_Comm_size(host_comm, &local_size);
+	mpiCheck(MPI_Comm_split(data_comm, local_rank == 0 ? 0 : MPI_UNDEFINED, worker_rank,
+							&leader_comm));
+	host_count = local_rank == 0 ? 0 : 1;
+	if (local_rank == 0)
+		MPI_Comm_size(leader_comm, &host_count);
+	mpiCheck(MPI_Bcast(&host_count, 1, MPI_INT, 0, host_comm));
+	{
+		/* the same ranks on every host: local rank l of each host are peers */
+		int			sizes[2] = {local_size, -local_size};
+
+		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, data_comm));
+		if (host_count > 1 && sizes[0] == -sizes[1])
+			mpiCheck(MPI_Comm_split(data_comm, local_rank, worker_rank, &peer_comm));
+	}
+}
+
+/* whether every host runs as many data ranks (comm_peers_allreduce_float) */
+bool
+comm_hosts_even(void)
+{
+	return peer_comm != MPI_COMM_NULL;
+}
+
+/*
+ * sum of buf over this local rank of every host, in place (comm_hosts_even
+ * only): each host's ranks all-reduce their own part of a buffer with
+ * their peers, side by side
+ */
+void
+comm_peers_allreduce_float(float *buf, size_t n)
+{
+	for (size_t off = 0; off < n; off += 1u << 30)
+	{
+		size_t		c = n - off < (1u << 30) ? n - off : (1u << 30);
+
+		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int) c, MPI_FLOAT, MPI_SUM, peer_comm));
+	}
+}
+
+int
+comm_hosts(void)
+{
+	return host_count;
+}
+
+int
+comm_local_rank(void)
+{
+	return local_rank;
+}
+
+int
+comm_local_size(void)
+{
+	return local_size;
+}
+
+/* whether world rank r runs on another host than this rank */
+bool
+comm_elsewhere(int r)
+{
+	return world_host != NULL && r >= 0 && r < world_size && world_host[r] != world_host[world_rank];
+}
+
+/*
  * comm_split_roles
  *		The last `servers` ranks of the world hold parameters; the others
  *		hold data and are numbered 0..workers-1 in their own communicator,
@@ -165,18 +280,21 @@ comm_split_roles(int servers)
 	int			is_server = world_rank >= world_size - servers;
 
 	server_count = servers;
-	if (servers <= 0)
-		return;
-	mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, is_server, world_rank, &data_comm));
-	if (is_server)
+	if (servers > 0)
 	{
-		worker_rank = world_rank;
-		worker_world = world_size - servers;
-	}
-	else
-	{
-		MPI_Comm_rank(data_comm, &worker_rank);
-		MPI_Comm_size(data_comm, &worker_world);
+		/* the data ranks are fewer than the world: their hosts again */
+		mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, is_server, world_rank, &data_comm));
+		if (is_server)
+		{
+			worker_rank = world_rank;
+			worker_world = world_size - servers;
+		}
+		else
+		{
+			MPI_Comm_rank(data_comm, &worker_rank);
+			MPI_Comm_size(data_comm, &worker_world);
+		}
+		find_hosts(is_server);
 	}
 }
 
@@ -192,12 +310,22 @@ comm_finalize(void)
 	MPI_Finalize();
 }
 
-/* count what a ring all-reduce of bytes would put on the wire, all ranks */
+/*
+ * count what a ring all-reduce of bytes over all data ranks would put on
+ * the wire: each rank sends 2 (W - 1) / W of the buffer to the next; with
+ * each host's ranks consecutive, the hosts' last ranks send across
+ */
 static void
 count(size_t bytes)
 {
-	if (worker_world > 1)
-		sync_bytes += 2.0 * (worker_world - 1) * (double) bytes;
+	double		per_rank;
+
+	if (worker_world <= 1)
+		return;
+	per_rank = 2.0 * (worker_world - 1) / worker_world * (double) bytes;
+	sync_bytes += per_rank * worker_world;
+	if (host_count > 1)
+		sync_across += per_rank * host_count;
 }
 
 /* sum of buf over ranks, in place */
@@ -297,6 +425,8 @@ comm_allgather_bytes(const void *send, size_t bytes, void *recv)
 		worker_fail("all-gather of %zu bytes per rank is too large", bytes);
 	mpiCheck(MPI_Allgather(send, (int) bytes, MPI_BYTE, recv, (int) bytes, MPI_BYTE, data_comm));
 	sync_bytes += (double) worker_world * (worker_world - 1) * (double) bytes;
+	if (host_count > 1)
+		sync_across += (double) host_count * (worker_world - 1) * (double) bytes;
 }
 
 /* send n floats to data rank dest while receiving n from data rank src */
@@ -307,7 +437,8 @@ comm_sendrecv_float(const float *send, float *recv, size_t n, int dest, int src)
 		worker_fail("exchange of %zu values is too large", n);
 	mpiCheck(MPI_Sendrecv(send, (int) n, MPI_FLOAT, dest, 7, recv, (int) n, MPI_FLOAT, src, 7,
 						  data_comm, MPI_STATUS_IGNORE));
-	p2p_local += (double) n * sizeof(float);
+	/* data rank dest is world rank dest: servers come after the data ranks */
+	p2p_local[comm_elsewhere(dest)] += (double) n * sizeof(float);
 }
 
 /* buf[rank] of every rank into buf on every rank */
@@ -355,11 +486,43 @@ comm_count_bytes(double ring_bytes)
 	count((size_t) ring_bytes);
 }
 
-/* point-to-point bytes this rank put on the wire */
+/* point-to-point bytes this rank put on the wire to world rank dest */
 void
-comm_count_p2p(double bytes)
+comm_count_p2p(double bytes, int dest)
 {
-	p2p_local += bytes;
+	p2p_local[comm_elsewhere(dest)] += bytes;
+}
+
+/*
+ * count a hierarchical all-reduce of bytes: within each host as a ring of
+ * its ranks would move it, 2 (L - 1) times the buffer; across hosts a ring
+ * of the hosts' leaders, 2 (H - 1) times
+ */
+void
+comm_count_hierarchical(double bytes)
+{
+	sync_bytes += 2.0 * (worker_world - host_count) * bytes + 2.0 * (host_count - 1) * bytes;
+	sync_across += 2.0 * (host_count - 1) * bytes;
+}
+
+/*
+ * sum of buf over the hosts' leaders (local rank 0 only), in place.
+ * Blocking: Open MPI's nonblocking all-reduce progresses only when tested,
+ * and waited for in naps it made the MLP's step 1.3x slower on the
+ * namespace hosts (their oversubscribed cores are better served by
+ * mpi_yield_when_idle).
+ */
+void
+comm_leaders_allreduce_float(float *buf, size_t n)
+{
+	if (host_count == 1 || local_rank != 0)
+		return;
+	for (size_t off = 0; off < n; off += 1u << 30)
+	{
+		size_t		c = n - off < (1u << 30) ? n - off : (1u << 30);
+
+		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int) c, MPI_FLOAT, MPI_SUM, leader_comm));
+	}
 }
 
 /*
@@ -369,19 +532,26 @@ comm_count_p2p(double bytes)
  *		Collective over the data ranks.
  */
 void
-comm_reduce_p2p(double extra)
+comm_reduce_p2p(double extra, double extra_across)
 {
-	double		v = p2p_local;
+	double		v[2] = {p2p_local[0], p2p_local[1]};
 
 	if (worker_world > 1)
-		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, data_comm));
-	p2p_job = v + extra;
+		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, data_comm));
+	p2p_job[0] = v[0] + extra - extra_across;
+	p2p_job[1] = v[1] + extra_across;
 }
 
 double
 comm_job_bytes(void)
 {
-	return sync_bytes + p2p_job;
+	return sync_bytes + p2p_job[0] + p2p_job[1];
+}
+
+double
+comm_job_bytes_across(void)
+{
+	return sync_across + p2p_job[1];
 }
 
 void
@@ -430,7 +600,6 @@ typedef struct SharedBarrier
 
 struct CommShared
 {
-	MPI_Comm	node;			/* the data ranks, all on this host */
 	MPI_Win		win;
 	SharedBarrier *barrier;
 	int			ranks;
@@ -438,43 +607,28 @@ struct CommShared
 
 /*
  * comm_shared_alloc
- *		When every data rank runs on this host: a segment of `bytes` from
- *		each rank (sizes may differ), mapped by all of them; base[r] gets
- *		rank r's part.  Collective over the data ranks; returns NULL on
- *		every rank when the ranks span hosts.
+ *		A segment mapped by the data ranks on this host: `bytes` from each
+ *		(sizes may differ), base[l] gets local rank l's part (local ranks
+ *		follow data ranks).  Collective over the data ranks on this host.
  */
 CommShared *
 comm_shared_alloc(size_t bytes, void **base)
 {
 	CommShared *sh;
 	MPI_Info	info;
-	int			nsize,
-				all;
 	void	   *mine;
-	size_t		head = worker_rank == 0 ? sizeof(SharedBarrier) : 0;
+	size_t		head = local_rank == 0 ? sizeof(SharedBarrier) : 0;
 
 	sh = malloc(sizeof(CommShared));
 	if (sh == NULL)
 		worker_fail("out of memory");
-	/* key = data rank: rank r of the node communicator is data rank r */
-	mpiCheck(MPI_Comm_split_type(data_comm, MPI_COMM_TYPE_SHARED, worker_rank,
-								 MPI_INFO_NULL, &sh->node));
-	MPI_Comm_size(sh->node, &nsize);
-	all = nsize == worker_world;
-	mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_LAND, data_comm));
-	if (!all)
-	{
-		MPI_Comm_free(&sh->node);
-		free(sh);
-		return NULL;
-	}
 	/* each rank's part on its own pages: aligned, and no cache line shared */
 	MPI_Info_create(&info);
 	MPI_Info_set(info, "alloc_shared_noncontig", "true");
-	mpiCheck(MPI_Win_allocate_shared((MPI_Aint) (head + bytes), 1, info, sh->node, &mine,
+	mpiCheck(MPI_Win_allocate_shared((MPI_Aint) (head + bytes), 1, info, host_comm, &mine,
 									 &sh->win));
 	MPI_Info_free(&info);
-	for (int r = 0; r < worker_world; r++)
+	for (int r = 0; r < local_size; r++)
 	{
 		MPI_Aint	size;
 		int			disp;
@@ -483,20 +637,20 @@ comm_shared_alloc(size_t bytes, void **base)
 	}
 	sh->barrier = (SharedBarrier *) base[0];
 	base[0] = (char *) base[0] + sizeof(SharedBarrier);
-	sh->ranks = worker_world;
-	if (worker_rank == 0)
+	sh->ranks = local_size;
+	if (local_rank == 0)
 	{
 		atomic_init(&sh->barrier->arrived, 0);
 		atomic_init(&sh->barrier->generation, 0);
 	}
 	mpiCheck(MPI_Win_lock_all(MPI_MODE_NOCHECK, sh->win));
-	mpiCheck(MPI_Barrier(sh->node));	/* the barrier is set up */
+	mpiCheck(MPI_Barrier(host_comm));	/* the barrier is set up */
 	return sh;
 }
 
 /*
  * comm_shared_fence
- *		A barrier of the data ranks: every rank's stores to the segment
+ *		A barrier of the data ranks on this host: every rank's stores to the segment
  *		before it are seen by every rank's loads after it.  A waiting rank
  *		polls for spin_limit, then naps (see comm_init).
  */
@@ -531,6 +685,5 @@ comm_shared_free(CommShared *sh)
 		return;
 	MPI_Win_unlock_all(sh->win);
 	MPI_Win_free(&sh->win);
-	MPI_Comm_free(&sh->node);
 	free(sh);
 }

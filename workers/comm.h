@@ -6,13 +6,19 @@
  *
  * Bytes sent are counted as a ring all-reduce moves them: each rank sends
  * 2 (n-1)/n of the buffer, so a job's figure is 2 (n-1) times the buffer
- * (the same volume nccl-tests' bus bandwidth is based on).
+ * (the same volume nccl-tests' bus bandwidth is based on).  Those that
+ * cross between hosts are counted apart: of a flat ring over W ranks on H
+ * hosts (each host's ranks consecutive), H of the W ranks send to another
+ * host; of the hierarchical all-reduce, the ring of the H hosts' leaders,
+ * 2 (H-1) times the buffer.  Point-to-point messages count by where they
+ * go.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef DML_COMM_H
 #define DML_COMM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,9 +38,11 @@ extern void comm_sendrecv_float(const float *send, float *recv, size_t n, int de
 extern void comm_bcast(void *buf, size_t bytes, int root);
 extern void comm_allgather_i64(int64_t *buf);	/* (world) entries */
 extern double comm_job_bytes(void);		/* sync bytes of the whole job so far */
+extern double comm_job_bytes_across(void);	/* ... of which crossed between hosts */
 extern void comm_count_bytes(double buffer_bytes);	/* a ring all-reduce of this buffer elsewhere */
-extern void comm_count_p2p(double bytes);
-extern void comm_reduce_p2p(double extra);
+extern void comm_count_hierarchical(double buffer_bytes);
+extern void comm_count_p2p(double bytes, int dest_world_rank);
+extern void comm_reduce_p2p(double extra, double extra_across);
 extern void comm_barrier(void);
 extern void *comm_data_handle(void);	/* MPI_Comm * of the data ranks */
 
@@ -44,7 +52,16 @@ extern void comm_wait_all(int n, MPI_Request *req);
 extern void comm_probe(int source, int tag, MPI_Comm comm, MPI_Status *st);
 #endif
 
-/* a segment every data rank maps, when all run on one host */
+/* where the data ranks run: hosts, and this rank among its host's */
+extern int	comm_hosts(void);
+extern int	comm_local_rank(void);
+extern int	comm_local_size(void);
+extern bool comm_elsewhere(int world_rank);
+extern void comm_leaders_allreduce_float(float *buf, size_t n);
+extern bool comm_hosts_even(void);
+extern void comm_peers_allreduce_float(float *buf, size_t n);
+
+/* a segment the data ranks on one host map */
 typedef struct CommShared CommShared;
 extern CommShared *comm_shared_alloc(size_t bytes, void **base);
 extern void comm_shared_fence(CommShared *sh);

@@ -112,7 +112,7 @@ add_onehot_ridge_scaled(double *A, int p, const WorkerSpec *spec, double n, cons
 
 /* one epoch-like progress message for a solver iteration */
 static void
-report(int iter, double loss, double rows, double secs, double bytes)
+report(int iter, double loss, double rows, double secs, double bytes, double across)
 {
 	DmlProgress p;
 
@@ -124,6 +124,7 @@ report(int iter, double loss, double rows, double secs, double bytes)
 	p.rows = rows;
 	p.seconds = secs;
 	p.bytes_sent = bytes;
+	p.bytes_across = across;
 	if (worker_rank == 0)
 		control_send(DML_MSG_PROGRESS, &p, sizeof(p), NULL, 0);
 }
@@ -148,7 +149,7 @@ tsqr_reduce(double *R, int q)
 		if (worker_rank & s)
 		{
 			MPI_Send(R, (int) qq, MPI_DOUBLE, worker_rank - s, 0, comm);
-			comm_count_p2p(sizeof(double) * (double) qq);
+			comm_count_p2p(sizeof(double) * (double) qq, worker_rank - s);
 			break;
 		}
 		if (worker_rank + s < worker_world)
@@ -208,7 +209,8 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	double	   *Z = malloc(sizeof(double) * chunk_size(q) * q);
 	double	   *penalty = calloc(d ? d : 1, sizeof(double));
 	double		t0 = dml_clock_seconds();
-	double		bytes0 = comm_job_bytes();
+	double		bytes0 = comm_job_bytes(),
+				across0 = comm_job_bytes_across();
 	double		n = 0;
 	int64_t		pos = 0;
 	int			B;
@@ -291,7 +293,8 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	res->final_loss = fit.rss / n;
 	res->train_seconds = dml_clock_seconds() - t0;
 	res->rows_per_second = res->train_seconds > 0 ? n / res->train_seconds : 0;
-	report(1, res->final_loss, n, res->train_seconds, comm_job_bytes() - bytes0);
+	report(1, res->final_loss, n, res->train_seconds, comm_job_bytes() - bytes0,
+		   comm_job_bytes_across() - across0);
 	dml_lsq_fit_free(&fit);
 	free(R);
 	free(Z);
@@ -893,7 +896,8 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	for (iter = 1; iter <= spec->epochs; iter++)
 	{
 		double		t0 = dml_clock_seconds();
-		double		bytes0 = comm_job_bytes();
+		double		bytes0 = comm_job_bytes(),
+					across0 = comm_job_bytes_across();
 		double		decrement = 0,
 					step,
 					new_loss;
@@ -949,7 +953,8 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		}
 		res->final_loss = new_loss / nw.n;
 		res->epochs_run = iter;
-		report(iter, res->final_loss, nw.n, dml_clock_seconds() - t0, comm_job_bytes() - bytes0);
+		report(iter, res->final_loss, nw.n, dml_clock_seconds() - t0, comm_job_bytes() - bytes0,
+			   comm_job_bytes_across() - across0);
 		loss = new_loss;
 		if (done)
 		{

@@ -56,6 +56,7 @@ typedef struct Server
 	int64_t		version;		/* updates applied */
 	int			max_stale;
 	double		bytes;			/* sent so far */
+	double		across;			/* of which to ranks on other hosts */
 	float	   *tmp;			/* (n) one decoded push */
 	unsigned char *reply;
 	size_t		replylen;
@@ -68,15 +69,25 @@ weights_len(const Server *sv)
 	return sizeof(PsHeader) + sizeof(float) * sv->n;
 }
 
-/* the weights to worker w; bytes is this server's count as of the batch */
+/* count len bytes sent to world rank w */
 static void
-reply_weights(Server *sv, int w, int staleness, int flags, double bytes)
+count_sent(Server *sv, int w, double len)
+{
+	sv->bytes += len;
+	if (comm_elsewhere(w))
+		sv->across += len;
+}
+
+/* the weights to worker w; bytes, across: this server's counts as of the batch */
+static void
+reply_weights(Server *sv, int w, int staleness, int flags, double bytes, double across)
 {
 	PsHeader   *h = (PsHeader *) sv->reply;
 
 	memset(h, 0, sizeof(*h));
 	h->version = sv->version;
 	h->bytes = bytes;
+	h->bytes_across = across;
 	h->nvals = (int32_t) sv->n;
 	h->staleness = staleness;
 	h->flags = flags;
@@ -91,15 +102,19 @@ static void
 serve_pending(Server *sv)
 {
 	int			ready = 0;
-	double		bytes;
+	double		bytes,
+				across;
 
 	for (int w = 0; w < sv->W; w++)
 		if (sv->want[w] >= 0 && sv->want[w] <= sv->applied)
+		{
 			ready++;
+			count_sent(sv, w, (double) weights_len(sv));
+		}
 	if (ready == 0)
 		return;
-	sv->bytes += (double) ready * weights_len(sv);
 	bytes = sv->bytes;
+	across = sv->across;
 	for (int w = 0; w < sv->W; w++)
 		if (sv->want[w] >= 0 && sv->want[w] <= sv->applied)
 		{
@@ -111,7 +126,7 @@ serve_pending(Server *sv)
 			if (stale > sv->max_stale)
 				sv->max_stale = stale;
 			sv->want[w] = -1;
-			reply_weights(sv, w, stale, 0, bytes);
+			reply_weights(sv, w, stale, 0, bytes, across);
 		}
 }
 
@@ -159,8 +174,8 @@ on_push(Server *sv, const PsHeader *h, const unsigned char *payload)
 			sv->max_stale = stale;
 		sv->rows_seen += h->count;
 		flags = sv->rows_seen >= sv->epoch_rows ? PS_EPOCH_DONE : 0;
-		sv->bytes += (double) weights_len(sv);
-		reply_weights(sv, w, stale, flags, sv->bytes);
+		count_sent(sv, w, (double) weights_len(sv));
+		reply_weights(sv, w, stale, flags, sv->bytes, sv->across);
 		return;
 	}
 
@@ -302,14 +317,12 @@ server_main(const WorkerSpec *spec)
 				sv.want[w] = 0;
 				if (++sv.barrier == sv.W)
 				{
-					double		bytes;
-
-					sv.bytes += (double) sv.W * weights_len(&sv);
-					bytes = sv.bytes;
+					for (int k = 0; k < sv.W; k++)
+						count_sent(&sv, k, (double) weights_len(&sv));
 					for (int k = 0; k < sv.W; k++)
 					{
 						sv.want[k] = -1;
-						reply_weights(&sv, k, 0, 0, bytes);
+						reply_weights(&sv, k, 0, 0, sv.bytes, sv.across);
 					}
 					sv.barrier = 0;
 					sv.rows_seen = 0;
@@ -328,7 +341,7 @@ server_main(const WorkerSpec *spec)
 					if (MPI_Send(sv.reply, (int) (sizeof(PsHeader) + 8 * sv.n), MPI_BYTE, from,
 								 PS_TAG_REPLY, MPI_COMM_WORLD) != MPI_SUCCESS)
 						worker_fail("parameter server %d could not send its state", sv.j);
-					sv.bytes += sizeof(PsHeader) + 8.0 * sv.n;
+					count_sent(&sv, from, sizeof(PsHeader) + 8.0 * sv.n);
 					break;
 				}
 			default:

@@ -16,7 +16,7 @@
  * it with learning_rate / W, so W asynchronous updates move the model as
  * far as one synchronous step.
  *
- * allreduce on one host: when every data rank runs on this host and
+ * allreduce on one host: when the data ranks run on one host and
  * gradients are not compressed, sync_bind moves the training into a
  * segment every rank maps: one slot per rank for its gradient, and one
  * copy of the parameters and the optimizer state.  A step is then a
@@ -29,6 +29,20 @@
  * coordinate is summed in rank order by exactly one rank, so the result
  * does not depend on which rank owns it; with two ranks it is the same,
  * bit for bit, as MPI_Allreduce's (a + b = b + a).
+ *
+ * allreduce across hosts (hierarchical): each host has such a segment for
+ * its L ranks, and one more buffer, the host's sum.  A step is a fence;
+ * each rank sums its 1/L of the host's slots into the host sum; a fence;
+ * the host's first rank (its leader) all-reduces the host sum with the
+ * other hosts' leaders (MPI_Allreduce over H ranks: one copy of the
+ * gradient per host crosses the network, not one per rank); a fence; each
+ * rank steps its 1/L of the host's parameters with the sum; a fence.
+ * Every host applies the same sum to the same parameters, so the hosts'
+ * copies stay equal.  When every host runs as many ranks, the leaders'
+ * all-reduce is split by range instead: each rank all-reduces its 1/L of
+ * the host sum with the same range of the other hosts (still one copy per
+ * host crosses the network, in L streams side by side) and steps it, and
+ * the two fences around the leaders' all-reduce go.
  *
  * Compression with error feedback: what a rank could not send this step
  * (the rounding of fp16, the coordinates top-k left out) stays in its
@@ -99,8 +113,9 @@ sync_init(Sync *s, const WorkerSpec *spec, size_t np)
 	s->rbuf = xmalloc(sizeof(unsigned char *) * s->S);
 	s->version = calloc(s->S, sizeof(int64_t));
 	s->server_bytes = calloc(s->S, sizeof(double));
+	s->server_across = calloc(s->S, sizeof(double));
 	s->server_stale = calloc(s->S, sizeof(int64_t));
-	if (!s->version || !s->server_bytes || !s->server_stale)
+	if (!s->version || !s->server_bytes || !s->server_across || !s->server_stale)
 		worker_fail("out of memory");
 	for (int j = 0; j < s->S; j++)
 	{
@@ -124,7 +139,7 @@ send_blocking(const Sync *s, int j, void *buf, size_t len)
 
 	if (rc != MPI_SUCCESS)
 		worker_fail("sending to parameter server %d failed (MPI error %d)", j, rc);
-	comm_count_p2p((double) len);
+	comm_count_p2p((double) len, server_rank(s, j));
 }
 
 /*
@@ -490,48 +505,49 @@ shard_start(size_t np, int W, int r)
  *		Collective over the data ranks, after sync_start.  Where the
  *		all-reduce can go through shared memory, the parameters, the
  *		gradient buffer and the optimizer state the training loop uses
- *		become the segment's (*params, *grads, o->s1, o->s2 are pointed
- *		there, with rank 0's values); sync_unbind puts them back.
- *		Otherwise nothing changes.
+ *		become the host segment's (*params, *grads, o->s1, o->s2 are
+ *		pointed there, with the host's first rank's values, which every
+ *		rank shares); sync_unbind puts them back.  Otherwise nothing
+ *		changes.
  */
 void
 sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, DmlOptimState *o)
 {
 	size_t		npad = (s->np + 15) & ~(size_t) 15;
+	int			lr = comm_local_rank();
 	void	  **base;
 
 	if (s->mode != DML_SYNC_ALLREDUCE || s->comp != DML_COMPRESS_NONE || s->W < 2 ||
 		!spec->shared_memory)
 		return;
-	base = xmalloc(sizeof(void *) * s->W);
-	/* every rank's part is its gradient slot; rank 0's also holds the rest */
-	s->shm = comm_shared_alloc(sizeof(float) * npad * (worker_rank == 0 ? 4 : 1), base);
-	if (s->shm == NULL)
-	{
-		free(base);
-		return;
-	}
+	s->L = comm_local_size();
+	s->H = comm_hosts();
+	base = xmalloc(sizeof(void *) * s->L);
+	/* every rank's part is its gradient slot; the host's first rank's also holds the rest */
+	s->shm = comm_shared_alloc(sizeof(float) * npad * (lr == 0 ? (s->H > 1 ? 5 : 4) : 1), base);
 	s->shared = true;
+	s->hierarchical = s->H > 1;
 	s->slot = (float **) base;
 	s->shm_params = s->slot[0] + npad;
 	s->shm_s1 = s->shm_params + npad;
 	s->shm_s2 = s->shm_s1 + npad;
-	s->lo = shard_start(s->np, s->W, worker_rank);
-	s->hi = shard_start(s->np, s->W, worker_rank + 1);
-	if (worker_rank == 0)
+	s->host_sum = s->H > 1 ? s->shm_s2 + npad : NULL;
+	s->lo = shard_start(s->np, s->L, lr);
+	s->hi = shard_start(s->np, s->L, lr + 1);
+	if (lr == 0)
 	{
 		memcpy(s->shm_params, *params, sizeof(float) * s->np);
 		memcpy(s->shm_s1, o->s1, sizeof(float) * s->np);
 		memcpy(s->shm_s2, o->s2, sizeof(float) * s->np);
 	}
-	memset(s->slot[worker_rank], 0, sizeof(float) * s->np);
+	memset(s->slot[lr], 0, sizeof(float) * s->np);
 	comm_shared_fence(s->shm);
 	s->own_params = *params;
 	s->own_grads = *grads;
 	s->own_s1 = o->s1;
 	s->own_s2 = o->s2;
 	*params = s->shm_params;
-	*grads = s->slot[worker_rank];
+	*grads = s->slot[lr];
 	o->s1 = s->shm_s1;
 	o->s2 = s->shm_s2;
 }
@@ -561,16 +577,23 @@ sync_unbind(Sync *s, float **params, float **grads, DmlOptimState *o)
 	s->slot = NULL;
 }
 
-/* sum[i] = slot[0][i] + ... + slot[W-1][i] over [lo, hi), in rank order */
+/* sum[i] = slot[0][i] + ... + slot[L-1][i] over [lo, hi), in rank order */
 DML_VECTORIZE static void
-sum_slots(float *sum, float *const *slot, int W, size_t lo, size_t hi)
+sum_slots(float *sum, float *const *slot, int L, size_t lo, size_t hi)
 {
-	const float *a = slot[0],
-			   *b = slot[1];
+	if (L == 1)
+	{
+		memcpy(sum + lo, slot[0] + lo, sizeof(float) * (hi - lo));
+		return;
+	}
+	{
+		const float *a = slot[0],
+				   *b = slot[1];
 
-	for (size_t i = lo; i < hi; i++)
-		sum[i] = a[i] + b[i];
-	for (int r = 2; r < W; r++)
+		for (size_t i = lo; i < hi; i++)
+			sum[i] = a[i] + b[i];
+	}
+	for (int r = 2; r < L; r++)
 	{
 		const float *c = slot[r];
 
@@ -579,25 +602,47 @@ sum_slots(float *sum, float *const *slot, int W, size_t lo, size_t hi)
 	}
 }
 
-/* one step through the segment: sum this rank's range, step it */
+/*
+ * One step through the segment: each rank sums its range of the host's
+ * gradients; on several hosts the leaders all-reduce the host sums (one
+ * copy per host crosses the network); each rank steps its range of the
+ * host's parameters.  Every host steps the same sum, so the hosts'
+ * copies stay equal.
+ */
 static void
 shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t total)
 {
+	float	   *sum = s->hierarchical ? s->host_sum : s->scratch;
+
 	comm_shared_fence(s->shm);	/* every rank's gradient is in its slot */
+	sum_slots(sum, s->slot, s->L, s->lo, s->hi);
+	if (s->hierarchical && comm_hosts_even())
+	{
+		/* each rank's range with the same range of the other hosts: no fence */
+		comm_peers_allreduce_float(s->host_sum + s->lo, s->hi - s->lo);
+	}
+	else if (s->hierarchical)
+	{
+		comm_shared_fence(s->shm);	/* the host's sum is whole */
+		comm_leaders_allreduce_float(s->host_sum, s->np);
+		comm_shared_fence(s->shm);	/* every host's sum is in */
+	}
 	if (total > 0)
 	{
 		DmlOptimState	range = *o;
 
-		sum_slots(s->scratch, s->slot, s->W, s->lo, s->hi);
 		range.n = s->hi - s->lo;
 		range.s1 = o->s1 + s->lo;
 		range.s2 = o->s2 + s->lo;
 		if (range.n > 0)
-			train_optim_step(&range, spec, s->shm_params + s->lo, s->scratch + s->lo, lr);
+			train_optim_step(&range, spec, s->shm_params + s->lo, sum + s->lo, lr);
 		o->t++;
 	}
 	comm_shared_fence(s->shm);	/* every range is stepped */
-	comm_count_bytes(sizeof(float) * (double) s->np);
+	if (s->hierarchical)
+		comm_count_hierarchical(sizeof(float) * (double) s->np);
+	else
+		comm_count_bytes(sizeof(float) * (double) s->np);
 }
 
 /* replica average over the data ranks, in place */
@@ -626,7 +671,7 @@ exchange(Sync *s, const size_t *len, float *params)
 			MPI_Isend(s->sbuf[j], (int) len[j], MPI_BYTE, server_rank(s, j), PS_TAG_REQUEST,
 					  MPI_COMM_WORLD, &req[2 * j + 1]) != MPI_SUCCESS)
 			worker_fail("posting a message to parameter server %d failed", j);
-		comm_count_p2p((double) len[j]);
+		comm_count_p2p((double) len[j], server_rank(s, j));
 	}
 	comm_wait_all(2 * s->S, req);
 	free(req);
@@ -641,6 +686,7 @@ exchange(Sync *s, const size_t *len, float *params)
 		memcpy(params + lo, s->rbuf[j] + sizeof(PsHeader), sizeof(float) * n);
 		s->version[j] = h->version;
 		s->server_bytes[j] = h->bytes;
+		s->server_across[j] = h->bytes_across;
 		if (h->staleness > s->stale_epoch)
 			s->stale_epoch = h->staleness;
 		if (h->staleness > s->server_stale[j])
@@ -774,7 +820,8 @@ const float *
 sync_epoch_end(Sync *s, float *params, double *staleness)
 {
 	const float *eval = params;
-	double		extra = 0;
+	double		extra = 0,
+				extra_across = 0;
 
 	*staleness = NAN;
 	if (s->mode == DML_SYNC_ASYNC)
@@ -809,8 +856,11 @@ sync_epoch_end(Sync *s, float *params, double *staleness)
 	}
 	if (uses_servers(s))
 		for (int j = 0; j < s->S; j++)
+		{
 			extra += s->server_bytes[j];
-	comm_reduce_p2p(extra);
+			extra_across += s->server_across[j];
+		}
+	comm_reduce_p2p(extra, extra_across);
 	return eval;
 }
 
@@ -894,5 +944,6 @@ sync_free(Sync *s)
 	free(s->order);
 	free(s->version);
 	free(s->server_bytes);
+	free(s->server_across);
 	free(s->server_stale);
 }

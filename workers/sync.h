@@ -7,8 +7,9 @@
  *	  async modes.
  *
  *	  allreduce  gradients summed by MPI_Allreduce; every replica steps (on
- *	             one host: summed in shared memory, each rank stepping 1/W
- *	             of one shared copy of the parameters)
+ *	             each host: summed in shared memory, each rank stepping 1/L
+ *	             of the host's shared copy of the parameters; the hosts'
+ *	             leaders all-reduce the host sums between)
  *	  ps         servers sum the workers' pushes of a clock, step, serve pulls
  *	  ssp        ps, but a worker may run up to `staleness` clocks ahead of
  *	             the slowest; s = 0 is ps
@@ -59,6 +60,7 @@ typedef struct PsHeader
 	int64_t		count;			/* INIT: parameters; PUSH: rows; REGISTER: range start */
 	int64_t		target;			/* INIT: training rows per epoch; REGISTER: range end */
 	double		bytes;			/* reply: bytes this server sent so far */
+	double		bytes_across;	/* reply: of which to ranks on other hosts */
 	float		lr;
 	float		scale;			/* fp16 */
 	int32_t		encoding;
@@ -85,6 +87,7 @@ typedef struct Sync
 	unsigned char **rbuf;
 	size_t		buflen;
 	double	   *server_bytes;	/* latest figure each server reported */
+	double	   *server_across;	/* ... of which to other hosts */
 	int64_t	   *server_stale;	/* the most staleness each server reported */
 	int			stale_epoch;	/* the most this rank saw this epoch */
 	int			epoch_done;		/* async: server 0 said the epoch's rows are in */
@@ -93,7 +96,10 @@ typedef struct Sync
 
 	/* allreduce through shared memory (sync_bind), else shm is NULL */
 	struct CommShared *shm;
-	float	  **slot;			/* (W) every rank's gradient, in the segment */
+	int			L;				/* data ranks on this host */
+	int			H;				/* hosts */
+	float	  **slot;			/* (L) the host's ranks' gradients, in the segment */
+	float	   *host_sum;		/* (np) with H > 1: the host's sum, then all hosts' */
 	float	   *shm_params;		/* the one copy of the parameters ... */
 	float	   *shm_s1;			/* ... and of the optimizer state */
 	float	   *shm_s2;
@@ -104,6 +110,7 @@ typedef struct Sync
 	float	   *own_s1;
 	float	   *own_s2;
 	bool		shared;			/* the job's all-reduce went through shared memory */
+	bool		hierarchical;	/* ... on several hosts, their leaders all-reducing */
 } Sync;
 
 extern void sync_init(Sync *s, const WorkerSpec *spec, size_t np);

@@ -216,6 +216,7 @@ train_log_init(EpochLog *log, const DmlNet *net, const WorkerSpec *spec, int nva
 	log->staleness = NAN;
 	log->nval_total = nval;
 	comm_allreduce_double(&log->nval_total, 1);
+	log->across_mark = comm_job_bytes_across();
 	if (dml_metrics_init(&log->met, net->loss, spec->classification ? spec->nclasses : 1) != DML_OK)
 		worker_fail("out of memory");
 }
@@ -256,6 +257,8 @@ train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec, const D
 	}
 	p.seconds = dml_clock_seconds() - t0;
 	p.bytes_sent = comm_job_bytes() - bytes0;
+	p.bytes_across = comm_job_bytes_across() - log->across_mark;
+	log->across_mark = comm_job_bytes_across();
 	res->epochs_run = epoch;
 	res->final_loss = p.loss;
 	if (!isfinite(p.loss))
@@ -399,7 +402,8 @@ static void
 sync_facts(TrainResult *res, const Sync *sy)
 {
 	res->has_sync = true;
-	res->allreduce = sy->mode == DML_SYNC_ALLREDUCE && sy->W > 1 ? (sy->shared ? 2 : 1) : 0;
+	res->allreduce = sy->mode == DML_SYNC_ALLREDUCE && sy->W > 1 ?
+		(sy->hierarchical ? 3 : sy->shared ? 2 : 1) : 0;
 	res->consensus = sy->mode == DML_SYNC_GOSSIP ? sy->consensus : NAN;
 	res->servers = sy->S;
 	if (sy->S > 0)

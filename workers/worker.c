@@ -40,25 +40,43 @@
 #include "sync.h"
 #include "worker.h"
 
-/* rank 0 tells the coordinator every rank's pid */
+#define HOST_NAME_BYTES 64
+
+/*
+ * rank 0 tells the coordinator every rank's pid (those on its own host:
+ * a pid on another host means nothing to the backend) and host
+ */
 static void
 send_hello(void)
 {
 	int			pid = (int) getpid();
+	char		me[HOST_NAME_BYTES];
 	int		   *pids = world_rank == 0 ? malloc(sizeof(int) * world_size) : NULL;
+	char	   *hosts = world_rank == 0 ? malloc((size_t) HOST_NAME_BYTES * world_size) : NULL;
 
+	memset(me, 0, sizeof(me));
+	memcpy(me, worker_host, strnlen(worker_host, sizeof(me) - 1));
 	MPI_Gather(&pid, 1, MPI_INT, pids, 1, MPI_INT, 0, MPI_COMM_WORLD);
+	MPI_Gather(me, HOST_NAME_BYTES, MPI_CHAR, hosts, HOST_NAME_BYTES, MPI_CHAR, 0, MPI_COMM_WORLD);
 	if (world_rank == 0)
 	{
-		size_t		cap = 16 + 12 * (size_t) world_size;
+		size_t		cap = 32 + (12 + HOST_NAME_BYTES + 4) * (size_t) world_size;
 		char	   *text = malloc(cap);
 		size_t		len = snprintf(text, cap, "pids");
 
 		for (int r = 0; r < world_size; r++)
-			len += snprintf(text + len, cap - len, " %d", pids[r]);
+			len += snprintf(text + len, cap - len, " %d", comm_elsewhere(r) ? 0 : pids[r]);
+		len += snprintf(text + len, cap - len, "\nhosts");
+		for (int r = 0; r < world_size; r++)
+		{
+			const char *h = hosts + (size_t) HOST_NAME_BYTES * r;
+
+			len += snprintf(text + len, cap - len, " %s", h);
+		}
 		control_send(DML_MSG_HELLO, text, len, NULL, 0);
 		free(text);
 		free(pids);
+		free(hosts);
 	}
 }
 

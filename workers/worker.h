@@ -258,6 +258,7 @@ typedef struct EpochLog
 	double		rows_done;
 	double		best_loss;		/* early stopping */
 	double		staleness;		/* most staleness seen this epoch; NaN: n/a */
+	double		across_mark;	/* bytes across hosts at the last epoch's end */
 	int			bad_epochs;
 	int			best_epoch;
 	float	   *best;			/* best replica's parameters, or NULL */

@@ -23,7 +23,7 @@ SELECT i, x1, x2, (1.5 * x1 - x2 + 0.3 + 0.5 * sin(i * 12.9898) > 0) AS label,
 FROM (SELECT i, sin(i * 0.37)::float8 AS x1, cos(i * 0.91)::float8 AS x2
 	  FROM generate_series(1, 3000) i) s;
 
-SELECT name, version, kind FROM dml_train('clf', 'pts', 'label', features => '{x1,x2}', workers => 2);
+SELECT name, version, kind FROM dml_train('clf', 'pts', 'label', features => '{x1,x2}', optimizer => 'newton', weight_decay => 0, workers => 2);
 SELECT name, version, kind FROM dml_train('reg', 'pts', 'y', features => '{x1,x2}', workers => 2);
 
 -- array, record, class and probability forms agree

@@ -62,7 +62,7 @@ check "without a budget the metrics say the epochs ran out, not the time" \
 	'[ "$(meta b_none "metrics->>'"'"'stopped'"'"'")" = "max epochs" ]'
 
 out=$(q "SELECT model_id FROM dml_train('b_bad', 'budget', 'y', max_seconds => 0)")
-check "max_seconds => 0 is out of range ($out)" 'echo "$out" | grep -q "max_seconds is out of range"'
+check "max_seconds => 0 is out of range ($out)" 'grep <<<"$out" -q "max_seconds is out of range"'
 check "every job process is gone" 'wait_until 10 "[ \$(pgc_job_procs) -eq 0 ]"'
 
 echo "$n tests"

@@ -275,7 +275,7 @@ def logit_datasets():
         for mode, extra in [("1 worker", ", workers => 1"), ("3 workers", ", workers => 3")]:
             model = "%s_%s" % (table, mode.replace(" ", "_"))
             psql("SELECT dml_drop_model(name) FROM dml_models WHERE name = '%s'" % model)
-            psql("SELECT name FROM dml_train('%s', '%s', 'y', features => '{%s}', model => 'logistic'%s)"
+            psql("SELECT name FROM dml_train('%s', '%s', 'y', features => '{%s}', model => 'logistic', optimizer => 'newton', weight_decay => 0%s)"
                  % (model, table, ",".join(feats), extra))
             rows_s = psql("SELECT coefficient, std_error, statistic, p_value, odds_ratio FROM dml_summary('%s')"
                           % model)

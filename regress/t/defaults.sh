@@ -126,7 +126,7 @@ out=$(pgc_psql -At -c "SELECT kind || ' ' || stopped FROM dml_train('def_mixed',
 check "a text target with integer, boolean and constant features trains ($(echo "$out" | tail -1))" \
 	'echo "$out" | tail -1 | grep -qE "^softmax (converged|max epochs)$"'
 check "the constant feature is named in a NOTICE" \
-	'echo "$out" | grep -q "NOTICE:  1 feature is constant in every training row, so left out of the model: always_five"'
+	'grep <<<"$out" -q "NOTICE:  1 feature is constant in every training row, so left out of the model: always_five"'
 r=$(sql1 "SELECT metrics->'constant_features' FROM dml.models WHERE name = 'def_mixed'")
 check "and in the metrics ($r)" '[ "$r" = "[\"always_five\"]" ]'
 r=$(sql1 "SELECT dml_predict_class('def_mixed', t) FROM def_mixed t WHERE i = 3")
@@ -140,11 +140,11 @@ check "a boolean target gives logistic regression ($r)" '[ "$r" = logistic ]'
 out=$(pgc_psql -At -v VERBOSITY=verbose -c "BEGIN READ ONLY" \
 	-c "SELECT 1 FROM dml_train('def_ro', 'def_logit', 'label')" -c "ROLLBACK" 2>&1)
 check "a read-only transaction says why it cannot train" \
-	'echo "$out" | grep -q "ERROR:  25006: cannot train a model in a read-only transaction"'
+	'grep <<<"$out" -q "ERROR:  25006: cannot train a model in a read-only transaction"'
 out=$(pgc_psql -At -c "SET default_transaction_read_only = on" \
 	-c "SELECT 1 FROM dml_train('def_ro', 'def_logit', 'label')" 2>&1)
 check "so does default_transaction_read_only (no nextval error)" \
-	'echo "$out" | grep -q "cannot train a model in a read-only transaction" && ! echo "$out" | grep -q nextval'
+	'grep <<<"$out" -q "cannot train a model in a read-only transaction" && ! grep <<<"$out" -q nextval'
 
 sql1 "SELECT dml_drop_model(name) FROM (SELECT DISTINCT name FROM dml.models WHERE name LIKE 'def\_%') m;
 DROP TABLE def_noise, def_sep, def_mixed, def_logit" >/dev/null

@@ -147,7 +147,7 @@ out=$(as sec_mallory "$SP
 	SELECT dml_grant('sec_m1', 'sec_bob'); SELECT dml_revoke('sec_m1', 'sec_bob');
 	SELECT dml_drop_model('sec_m1', 1); SELECT dml_drop_model('sec_m1'); SELECT dml_drop_model('sec_m2')")
 checko "mallory trains, predicts, shares and drops under her path" \
-	'echo "$out" | grep -qx "1.000" && ! echo "$out" | grep -q ERROR'
+	'grep <<<"$out" -qx "1.000" && ! grep <<<"$out" -q ERROR'
 [ -n "$(echo "$out" | grep ERROR)" ] && echo "$out" | sed 's/^/# /'
 owner_runs=$(su "SELECT count(*) FROM mallory_s.log WHERE who <> 'sec_mallory'")
 checko "no shadow ever ran as anyone but mallory ($owner_runs did)" '[ "$owner_runs" = 0 ]'
@@ -215,12 +215,12 @@ for call in "SELECT dml_drop_model('sec_pay')" "SELECT dml_drop_model('sec_pay',
 	"SELECT dml_grant('sec_pay', 'sec_mallory')" "SELECT dml_revoke('sec_pay', 'sec_bob')" \
 	"SELECT version FROM dml_train('sec_pay', 'public.bob_data', 'y', features => '{x1,x2}')"; do
 	out=$(as sec_bob "$call")
-	checko "a grantee is refused: $call" 'echo "$out" | grep -q "must be owner of model \"sec_pay\""'
+	checko "a grantee is refused: $call" 'grep <<<"$out" -q "must be owner of model \"sec_pay\""'
 done
 checko "alice still has her one version" '[ "$(su "SELECT count(*) FROM dml.models WHERE name = '"'"'sec_pay'"'"'")" = 1 ]'
 checko "alice manages her model" '[ "$(as sec_alice "SELECT dml_deploy('"'"'sec_pay'"'"', 1); SELECT dml_revoke('"'"'sec_pay'"'"', '"'"'sec_bob'"'"'); SELECT 1" | tail -1)" = 1 ]'
 out=$(as sec_bob "SELECT dml_predict('sec_pay', ARRAY[1, 2]::float8[])")
-checko "a revoked grantee cannot use it" 'echo "$out" | grep -q "model \"sec_pay\" does not exist"'
+checko "a revoked grantee cannot use it" 'grep <<<"$out" -q "model \"sec_pay\" does not exist"'
 
 # ---------------------------------------------------------------------
 # 4. planted grants
@@ -231,24 +231,24 @@ as sec_mallory "SELECT version FROM dml_train('sec_payroll', 'mallory_s.m_data',
 checko "the grants went with the last version" '[ "$(su "SELECT count(*) FROM dml.grants WHERE name = '"'"'sec_payroll'"'"'")" = 0 ]'
 as sec_alice "SELECT version FROM dml_train('sec_payroll', 'public.alice_data', 'y', features => '{x1,x2}')" >/dev/null
 out=$(as sec_mallory "SELECT dml_predict('sec_payroll', ARRAY[1, 2]::float8[])")
-checko "mallory cannot use alice's later model of the name" 'echo "$out" | grep -q "does not exist"'
+checko "mallory cannot use alice's later model of the name" 'grep <<<"$out" -q "does not exist"'
 checko "nor see it" '[ "$(as sec_mallory "SELECT count(*) FROM dml_models WHERE name = '"'"'sec_payroll'"'"'")" = 0 ]'
 out=$(as sec_mallory "SELECT version FROM dml_train('sec_payroll', 'mallory_s.m_data', 'y', features => '{x1,x2}')")
-checko "nor take the name back" 'echo "$out" | grep -q "model name \"sec_payroll\" is not available"'
+checko "nor take the name back" 'grep <<<"$out" -q "model name \"sec_payroll\" is not available"'
 
 # ---------------------------------------------------------------------
 # 5. roles
 # ---------------------------------------------------------------------
 out=$(as sec_alice "SELECT dml_grant('sec_pay', 0::oid::regrole)")
-checko "a grant to role OID 0 is refused" 'echo "$out" | grep -q "role with OID 0 does not exist"'
+checko "a grant to role OID 0 is refused" 'grep <<<"$out" -q "role with OID 0 does not exist"'
 gone_oid=$(su "CREATE ROLE sec_dangling; SELECT 'sec_dangling'::regrole::oid; DROP ROLE sec_dangling" | sed -n 1p)
 out=$(as sec_alice "SELECT dml_grant('sec_pay', $gone_oid::oid::regrole)")
-checko "a grant to a dropped role's OID is refused" 'echo "$out" | grep -q "does not exist"'
+checko "a grant to a dropped role's OID is refused" 'grep <<<"$out" -q "does not exist"'
 su "GRANT SELECT ON public.alice_data TO sec_gone" >/dev/null
 as sec_gone "SELECT version FROM dml_train('sec_gone_m', 'public.alice_data', 'y', features => '{x1,x2}');
 	SELECT dml_grant('sec_gone_m', 'sec_bob')" >/dev/null
 out=$(su "DROP ROLE sec_gone" 2>&1)
-checko "DROP ROLE of a model owner is refused" 'echo "$out" | grep -q "cannot be dropped because some dml models depend on it"'
+checko "DROP ROLE of a model owner is refused" 'grep <<<"$out" -q "cannot be dropped because some dml models depend on it"'
 su "REASSIGN OWNED BY sec_gone TO sec_heir" >/dev/null
 checko "REASSIGN OWNED gives the models to the heir" \
 	'[ "$(su "SELECT owner::regrole FROM dml.models WHERE name = '"'"'sec_gone_m'"'"'")" = sec_heir ]'
@@ -263,14 +263,14 @@ checko "then DROP ROLE goes through" 'su "DROP ROLE sec_gone; DROP ROLE sec_heir
 out=$(as sec_mallory "SELECT * FROM dml_train('sec_big', 'mallory_s.m_data', 'y', features => '{x1,x2}',
 	model => 'mlp', hidden => '{16384,16384,16384}')")
 checko "a model over dml.max_model_parameters is refused before it starts" \
-	'echo "$out" | grep -q "more than dml.max_model_parameters"'
+	'grep <<<"$out" -q "more than dml.max_model_parameters"'
 out=$(as sec_mallory "SET dml.max_workers_total = 1000")
-checko "a role cannot raise dml.max_workers_total" 'echo "$out" | grep -q "permission denied"'
+checko "a role cannot raise dml.max_workers_total" 'grep <<<"$out" -q "permission denied"'
 su "ALTER ROLE sec_mallory SET dml.max_workers_total = 3; ALTER ROLE sec_mallory SET dml.max_jobs_per_role = 1" >/dev/null
 out=$(as sec_mallory "SELECT * FROM dml_train('sec_wide', 'mallory_s.m_data', 'y', features => '{x1,x2}',
 	optimizer => 'adam', epochs => 1, workers => 4)")
 checko "a job of more ranks than dml.max_workers_total is refused" \
-	'echo "$out" | grep -q "more than dml.max_workers_total allows"'
+	'grep <<<"$out" -q "more than dml.max_workers_total allows"'
 pgc_as_pg psql -X -q -U sec_mallory -c "SELECT * FROM dml_train('sec_long', 'mallory_s.m_data', 'y',
 	features => '{x1,x2}', optimizer => 'sgd', batch_size => 1, epochs => 100000, workers => 2)" \
 	>"$T/sec-long.log" 2>&1 &
@@ -280,12 +280,12 @@ wait_until 10 'running=$(pgc_job_procs); [ "$running" -ge 3 ]'
 checko "a long job of mallory runs ($running processes)" '[ "$running" -ge 3 ]'
 out=$(as sec_mallory "SELECT * FROM dml_train('sec_second', 'mallory_s.m_data', 'y', features => '{x1,x2}',
 	optimizer => 'adam', epochs => 1, workers => 1)")
-checko "a second job of the role is refused (dml.max_jobs_per_role)" 'echo "$out" | grep -q "already runs 1 jobs"'
+checko "a second job of the role is refused (dml.max_jobs_per_role)" 'grep <<<"$out" -q "already runs 1 jobs"'
 su "ALTER ROLE sec_mallory SET dml.max_jobs_per_role = 4" >/dev/null
 out=$(as sec_mallory "SELECT * FROM dml_train('sec_second', 'mallory_s.m_data', 'y', features => '{x1,x2}',
 	optimizer => 'adam', epochs => 1, workers => 2)")
 checko "ranks beyond dml.max_workers_total in the cluster are refused" \
-	'echo "$out" | grep -q "too many worker ranks running: this job needs 2, 1 of dml.max_workers_total = 3 are free"'
+	'grep <<<"$out" -q "too many worker ranks running: this job needs 2, 1 of dml.max_workers_total = 3 are free"'
 stop_job "long job" cancel sec_long "$T/sec-long.log" $client 200
 out=$(as sec_mallory "SELECT version FROM dml_train('sec_second', 'mallory_s.m_data', 'y', features => '{x1,x2}',
 	optimizer => 'adam', epochs => 1, workers => 2)")
@@ -315,7 +315,7 @@ for call in "SELECT dml_predict('NAME', ARRAY[1, 2]::float8[])" "SELECT dml_drop
 	"SELECT dml_evaluate('NAME', 'mallory_s.m_data')" "SELECT dml_predict_class('NAME', ARRAY[1, 2]::float8[])"; do
 	a=$(as sec_mallory "${call//NAME/sec_pay}" | sed 's/sec_pay/X/g')
 	b=$(as sec_mallory "${call//NAME/sec_no_such_model}" | sed 's/sec_no_such_model/X/g')
-	checko "alike for a hidden and a missing model: ${call//NAME/m}" '[ "$a" = "$b" ] && echo "$a" | grep -q "does not exist"'
+	checko "alike for a hidden and a missing model: ${call//NAME/m}" '[ "$a" = "$b" ] && grep <<<"$a" -q "does not exist"'
 done
 
 # ---------------------------------------------------------------------
@@ -325,12 +325,12 @@ su "GRANT SELECT ON mallory_s.m_data TO sec_nomap, sec_nologin; GRANT USAGE ON S
 out=$(su "SET ROLE sec_nomap; SELECT * FROM dml_train('sec_nomap_m', 'mallory_s.m_data', 'y', features => '{x1,x2}',
 	optimizer => 'adam', epochs => 1, workers => 1)" 2>&1)
 checko "a role the server cannot log in as: a clear error" \
-	'echo "$out" | grep -q "dml'"'"'s workers cannot log in as role \"sec_nomap\""'
+	'grep <<<"$out" -q "dml'"'"'s workers cannot log in as role \"sec_nomap\""'
 checko "its hint names the pg_hba.conf and pg_ident.conf lines" \
-	'echo "$out" | grep -q "local all all peer map=dml" && echo "$out" | grep -q "dml postgres sec_nomap"'
+	'grep <<<"$out" -q "local all all peer map=dml" && grep <<<"$out" -q "dml postgres sec_nomap"'
 out=$(su "SET ROLE sec_nologin; SELECT * FROM dml_train('sec_nologin_m', 'mallory_s.m_data', 'y', features => '{x1,x2}',
 	optimizer => 'adam', epochs => 1, workers => 1)" 2>&1)
-checko "a NOLOGIN role: a clear error" 'echo "$out" | grep -q "role \"sec_nologin\" cannot log in"'
+checko "a NOLOGIN role: a clear error" 'grep <<<"$out" -q "role \"sec_nologin\" cannot log in"'
 checko "no job process left" '[ "$(pgc_job_procs)" -eq 0 ]'
 
 # clean up

@@ -61,7 +61,7 @@ q "DROP FUNCTION IF EXISTS dml_t_boom(float8); CREATE FUNCTION dml_t_boom(float8
 q "CREATE OR REPLACE VIEW boomv AS SELECT dml_t_boom(x) AS x, x AS y FROM badlab" >/dev/null
 out=$(q "SELECT model_id IS NOT NULL FROM dml_train('boom', 'boomv', 'y', workers => 2, options => '{\"in_server\": false, \"max_restarts\": 2}')")
 check "a SQL error in a worker's query fails the job with it (${out//$'\n'/ })" \
-	'echo "$out" | grep -q "boom at" && ! echo "$out" | grep -q restarting'
+	'grep <<<"$out" -q "boom at" && ! grep <<<"$out" -q restarting'
 # bad data on a plain table, in the last rank's slice: a numeric too large
 # for float8
 q "DROP TABLE IF EXISTS boomt; CREATE TABLE boomt (x numeric, y float8)" >/dev/null
@@ -70,7 +70,7 @@ q "INSERT INTO boomt VALUES (1e400, 1)" >/dev/null
 out=$(pgc_psql -qAt -c "SET client_min_messages = notice" -c "SELECT model_id IS NOT NULL FROM dml_train('boom2', 'boomt', 'y',
 	model => 'mlp', hidden => '{4}', epochs => 1, workers => 2, options => '{\"max_restarts\": 2}')" 2>&1)
 check "bad data in another rank's slice fails the job with its error (${out:0:80}...)" \
-	'echo "$out" | grep -q "out of range" && ! echo "$out" | grep -q restarting'
+	'grep <<<"$out" -q "out of range" && ! grep <<<"$out" -q restarting'
 out=$(q "SELECT count(*) FROM dml.models WHERE name IN ('boom', 'boom2')")
 check "no model is stored after such an error" '[ "$out" = 0 ]'
 check "every job process is gone" 'wait_until 10 "[ \$(pgc_job_procs) -eq 0 ]"'

@@ -6,7 +6,7 @@ SET client_min_messages = warning;
 LOAD 'dml';
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(57);
+SELECT plan(61);
 
 -- schema and catalog
 SELECT has_schema('dml');
@@ -22,18 +22,21 @@ SELECT has_column('dml', 'epochs', 'rows_per_second', 'dml.epochs has rows_per_s
 SELECT has_column('dml', 'epochs', 'bytes_sent', 'dml.epochs has bytes_sent');
 SELECT has_column('dml', 'epochs', 'restarts', 'dml.epochs has restarts');
 SELECT has_column('dml', 'epochs', 'staleness', 'dml.epochs has staleness');
+SELECT has_column('dml', 'epochs', 'bytes_within', 'dml.epochs has bytes_within');
+SELECT has_column('dml', 'epochs', 'bytes_across', 'dml.epochs has bytes_across');
+SELECT has_column('dml', 'epochs', 'hosts', 'dml.epochs has hosts');
 SELECT has_view('dml_models', 'dml_models view exists');
 
 -- functions and their signatures
 SELECT has_function('dml_train', ARRAY['text', 'regclass', 'text', 'text[]', 'text', 'integer[]',
 	'text', 'text', 'double precision', 'integer', 'integer', 'double precision',
 	'double precision', 'integer', 'text', 'integer', 'text', 'bigint', 'jsonb',
-	'text', 'integer', 'integer', 'integer', 'text', 'double precision', 'double precision'],
-	'dml_train(name, relation, target, features, model, hidden, activation, optimizer, learning_rate, batch_size, epochs, weight_decay, validation, patience, nulls, workers, device, seed, options, sync, servers, staleness, average_every, compression, topk_ratio, max_seconds)');
+	'text', 'integer', 'integer', 'integer', 'text', 'double precision', 'double precision', 'text[]'],
+	'dml_train(name, relation, target, features, model, hidden, activation, optimizer, learning_rate, batch_size, epochs, weight_decay, validation, patience, nulls, workers, device, seed, options, sync, servers, staleness, average_every, compression, topk_ratio, max_seconds, hosts)');
 SELECT function_returns('dml_train', ARRAY['text', 'regclass', 'text', 'text[]', 'text', 'integer[]',
 	'text', 'text', 'double precision', 'integer', 'integer', 'double precision',
 	'double precision', 'integer', 'text', 'integer', 'text', 'bigint', 'jsonb',
-	'text', 'integer', 'integer', 'integer', 'text', 'double precision', 'double precision'],
+	'text', 'integer', 'integer', 'integer', 'text', 'double precision', 'double precision', 'text[]'],
 	'dml.train_result');
 SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
 		   WHERE attrelid = 'dml.train_result'::regclass AND attnum > 0),
@@ -46,6 +49,8 @@ SELECT is((SELECT proargnames[20:25] FROM pg_proc WHERE proname = 'dml_train'),
 		  'dml_train sync argument names');
 SELECT is((SELECT proargnames[26] FROM pg_proc WHERE proname = 'dml_train'),
 		  'max_seconds', 'dml_train time budget argument name');
+SELECT is((SELECT proargnames[27] FROM pg_proc WHERE proname = 'dml_train'),
+		  'hosts', 'dml_train hosts argument name');
 SELECT has_function('dml_predict', ARRAY['text', 'double precision[]']);
 SELECT function_returns('dml_predict', ARRAY['text', 'double precision[]'], 'double precision');
 SELECT has_function('dml_predict', ARRAY['text', 'record']);

@@ -1,0 +1,124 @@
+#!/bin/bash
+# multihost.sh: training across hosts, on the namespace hosts of
+# regress/nshosts.sh with every link capped at 1 Gbit/s (tbf), one run.
+#
+#   bash bench/multihost.sh          (as root; part of make bench)
+#
+# Writes bench/MULTIHOST.md:
+#   1. time per epoch of an MLP (784-256-128-10, 6 ranks on 3 hosts):
+#      hierarchical all-reduce against flat MPI_Allreduce over all ranks
+#   2. fp16 and top-k against uncompressed across the capped links
+#   3. the step time against the ring bound for that bandwidth
+#   4. the cost model per step, with its figures measured here
+# The three hosts share this machine's cores: see the report's notes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+here=$PWD
+source regress/pgcluster.sh
+source regress/tap.sh
+source regress/nshosts.sh
+[ "$(id -u)" = 0 ] || { echo "multihost.sh: run as root (namespaces)" >&2; exit 1; }
+report=$here/bench/MULTIHOST.md
+RATE=${DML_BENCH_RATE:-1gbit}
+unset PGHOST PGPORT PGUSER PGDATABASE
+PGC_DIR=
+trap 'pgc_stop; nsh_down' EXIT
+sql1() { pgc_psql -At -c "SET client_min_messages = warning" -c "$1"; }
+
+nsh_up 3
+nsh_cluster
+nsh_cap "$RATE"
+
+ROWS=12000
+sql1 "CREATE TABLE bm AS SELECT i, (i % 10) AS label,
+	ARRAY(SELECT (random() + CASE WHEN j % 10 = i % 10 THEN 0.5 ELSE 0 END)::real
+		  FROM generate_series(1, 784) j WHERE i > 0) AS x
+	FROM generate_series(1, $ROWS) i"
+sql1 "CREATE TABLE bl AS SELECT i, sin(i * 0.37)::float8 AS x1, cos(i * 0.91)::float8 AS x2,
+	(sin(i * 0.37) + 2 * cos(i * 0.91))::float8 AS y FROM generate_series(1, 60000) i"
+NP=$((784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10))
+B=$((4 * NP))
+BATCH=64
+W=6
+
+# name hosts options compression: one training of the MLP; prints
+# "seconds-per-epoch steps-per-epoch accuracy bytes-across-per-step"
+mlp() {
+	sql1 "SELECT dml_drop_model(name) FROM dml.models WHERE name = '$1' LIMIT 1" >/dev/null
+	sql1 "SELECT workers FROM dml_train('$1', 'bm', 'label', features => '{x}', model => 'mlp',
+		hidden => '{256,128}', optimizer => 'sgd', learning_rate => 0.05, batch_size => $BATCH,
+		epochs => 4, workers => $W, hosts => $2, device => 'cpu', options => '$3',
+		compression => '$4', topk_ratio => 0.01)" >/dev/null
+	sql1 "SELECT round(avg(seconds)::numeric, 3), $ROWS / $W / $BATCH,
+		round((SELECT (dml_evaluate('$1', 'bm')->>'accuracy')::numeric), 4),
+		round(avg(bytes_across) / ($ROWS / $W / $BATCH)) FROM dml_epochs WHERE name = '$1' AND epoch > 1" | tr '|' ' '
+}
+
+read -r h_s steps h_acc h_x <<<"$(mlp b_hier NULL '{}' none)"
+read -r f_s _ f_acc f_x <<<"$(mlp b_flat NULL '{"shared_memory": false}' none)"
+read -r p_s _ p_acc p_x <<<"$(mlp b_fp16 NULL '{}' fp16)"
+read -r t_s _ t_acc t_x <<<"$(mlp b_topk NULL '{}' topk)"
+read -r o_s _ o_acc _ <<<"$(mlp b_one "'{dmlh1}'" '{}' none)"
+# latency: a 3-parameter model, so a step is nearly all messages
+sql1 "SELECT workers FROM dml_train('b_lat', 'bl', 'y', features => '{x1,x2}', model => 'linear',
+	optimizer => 'sgd', batch_size => 16, epochs => 2, workers => $W, device => 'cpu')" >/dev/null
+lat_steps=$((60000 / W / 16))
+lat=$(sql1 "SELECT round((avg(seconds) / $lat_steps * 1e6)::numeric) FROM dml_epochs WHERE name = 'b_lat' AND epoch > 1")
+sql1 "SELECT workers FROM dml_train('b_lat1', 'bl', 'y', features => '{x1,x2}', model => 'linear',
+	optimizer => 'sgd', batch_size => 16, epochs => 2, workers => $W, hosts => '{dmlh1}', device => 'cpu')" >/dev/null
+lat1=$(sql1 "SELECT round((avg(seconds) / $lat_steps * 1e6)::numeric) FROM dml_epochs WHERE name = 'b_lat1' AND epoch > 1")
+
+bw=$(echo "$RATE" | sed 's/gbit/*1000000000/; s/mbit/*1000000/' | bc)
+ms() { awk -v s="$1" -v n="$2" 'BEGIN { printf "%.1f", s / n * 1000 }'; }
+ring_ms=$(awk -v b="$B" -v bw="$bw" 'BEGIN { printf "%.1f", 2 * 2 / 3 * b * 8 / bw * 1000 }')
+bound_ms=$(awk -v o="$(ms "$o_s" "$steps")" -v r="$ring_ms" 'BEGIN { printf "%.1f", o + r }')
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+cat >"$report" <<EOF
+# Training across hosts: bench/multihost.sh
+
+$(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),
+$(free -g | awk '/Mem:/ {print $2}') GiB; Open MPI $(mpirun --version | head -1 | awk '{print $NF}').
+3 hosts as namespaces on this machine (regress/nshosts.sh), every link capped at
+$RATE by tbf on both ends; MPI over TCP (ob1, btl tcp between hosts, vader within).
+One run.  MLP 784-256-128-10 ($NP parameters, B = $B bytes of gradient), $ROWS rows,
+$W ranks (2 a host), $BATCH rows per rank per step, $steps steps an epoch, plain SGD;
+seconds per epoch are the mean of epochs 2-4 (dml_epochs).
+
+| run | s/epoch | ms/step | train accuracy | bytes across hosts / step (recorded) |
+| --- | ---: | ---: | ---: | ---: |
+| hierarchical all-reduce (default) | $h_s | $(ms "$h_s" "$steps") | $h_acc | $h_x |
+| flat MPI_Allreduce, 6 ranks (shared_memory => false) | $f_s | $(ms "$f_s" "$steps") | $f_acc | $f_x |
+| fp16 (flat MPI, compressed) | $p_s | $(ms "$p_s" "$steps") | $p_acc | $p_x |
+| top-k 0.01 (all-gather of pairs) | $t_s | $(ms "$t_s" "$steps") | $t_acc | $t_x |
+| 6 ranks on one host (no network) | $o_s | $(ms "$o_s" "$steps") | $o_acc | 0 |
+
+- hierarchical vs flat: $(ratio "$f_s" "$h_s")x faster per epoch (goal 1.5x).
+- fp16 vs uncompressed hierarchical: $(ratio "$h_s" "$p_s")x; top-k vs uncompressed: $(ratio "$h_s" "$t_s")x
+  per epoch (goal for top-k: 1.5x to the same accuracy; accuracies above after 4 epochs).
+- ring bound: a ring of the hosts moves 2 (H-1)/H B = $(awk -v b="$B" 'BEGIN { printf "%.0f", 4 / 3 * b }') bytes a host a step,
+  $ring_ms ms at $RATE; with the one-host step ($(ms "$o_s" "$steps") ms) the bound is $bound_ms ms;
+  the hierarchical step takes $(ms "$h_s" "$steps") ms, $(ratio "$(ms "$h_s" "$steps")" "$bound_ms")x the bound (goal 1.3x).
+- per-step latency (3-parameter model, 16 rows a rank): $lat us across 3 hosts, $lat1 us on one host.
+
+## Cost model per step
+
+T(step) = T_compute(rows a rank) + T_host(L) + 2 (H-1)/H * B / bandwidth + 2 (H-1) * alpha
+
+with T_host the within-host part (four fences of the segment and the sum of
+1/L of the host's gradients: the one-host row above minus compute), B the
+gradient bytes, H hosts, and alpha the cost of one message between hosts.
+Here alpha is bounded by the latency row: $lat us a step across hosts against
+$lat1 us on one host.  Measured here, T_compute + T_host = $(ms "$o_s" "$steps") ms,
+the network term $ring_ms ms at $RATE.
+
+What these figures do and do not predict: the three hosts share $(nproc) cores, so
+every rank's compute, every fence and every TCP copy competes for the same two
+cores, and the 1 Gbit/s links are tbf queues in one kernel with no propagation
+delay (this kernel has no netem).  The ratios of network volume (one copy per
+host a step, against a flat all-reduce) and the bandwidth term carry over to
+real machines; the compute and latency terms do not: on real hosts each has its
+own cores (T_compute shrinks by the ranks a core runs here) and alpha grows by
+the network's round trip (tens of us on a LAN), which the cost model adds.
+EOF
+cat "$report"
