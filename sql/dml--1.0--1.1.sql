@@ -226,6 +226,7 @@ RETURNS dml.train_result
 AS 'MODULE_PATHNAME', 'dml_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+/*
  * --- issue 19: the catalog survives pg_dump -------------------------------
  *
  * Role columns become regrole, so a dump writes role names and a restore
