@@ -17,6 +17,7 @@
 #include "utils/guc.h"
 
 #include "dml.h"
+#include "jobs.h"
 
 PG_MODULE_MAGIC;
 
@@ -123,6 +124,9 @@ _PG_init(void)
 							 &dml_test_hooks,
 							 false,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
+
+	DmlJobsInit();
+	DmlProgressInit();
 
 	MarkGUCPrefixReserved("dml");
 }

@@ -43,6 +43,7 @@
 #include "batch.h"
 #include "coordinator.h"
 #include "dml.h"
+#include "jobs.h"
 
 #define DML_AUTO_MAX_CLASSES	32		/* integer targets with more are regression */
 #define DML_MAX_LEVELS			1000	/* levels of a one-hot feature */
@@ -731,6 +732,7 @@ on_progress(const DmlProgress *p, void *arg)
 	DmlStoreEpoch(tp->model_id, p->restarts, p->epoch, p->loss, p->val_loss,
 				  p->val_metric, rps, p->seconds, p->bytes_sent,
 				  tp->staleness ? p->staleness : NAN);
+	DmlProgressEpoch(p, rps);
 }
 
 /* JSON string, escaped */
@@ -1214,6 +1216,12 @@ dml_train(PG_FUNCTION_ARGS)
 	choose_packing(job);
 
 	DmlCheckNameForTraining(job->name);
+	if (DmlTrainCheckOnly)
+	{
+		/* dml_train_async: the checks passed; the job does the rest */
+		SPI_finish();
+		PG_RETURN_NULL();
+	}
 
 	/* how to run it: one pass in the server, or a job of workers */
 	in_server = DmlExactInServer(job);
@@ -1227,6 +1235,7 @@ dml_train(PG_FUNCTION_ARGS)
 	tp.model_id = model_id;
 	tp.classification = job->classification;
 	tp.staleness = job->servers > 0;
+	DmlProgressBegin(job, in_server);
 	if (in_server)
 		DmlExactSolve(job, &result, on_progress, &tp);
 	else
@@ -1273,6 +1282,7 @@ dml_train(PG_FUNCTION_ARGS)
 							result.weights, result.metrics_json);
 	dml_model_free(&parsed);
 	SPI_finish();
+	DmlProgressEnd();
 
 	{
 		double		rps = 0;

@@ -1,0 +1,40 @@
+/*-------------------------------------------------------------------------
+ *
+ * jobs.h
+ *	  Training as a background job (jobs.c) and the live view of every
+ *	  running training (progress.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DML_JOBS_H
+#define DML_JOBS_H
+
+#include "postgres.h"
+
+#include "coordinator.h"
+
+/* Settings (jobs.c) */
+#define DML_DEFAULT_MAX_CONCURRENT_JOBS	2
+#define DML_MIN_MAX_CONCURRENT_JOBS		1
+#define DML_MAX_MAX_CONCURRENT_JOBS		1000
+#define DML_DEFAULT_MAX_QUEUED_JOBS		100
+#define DML_MIN_MAX_QUEUED_JOBS			0
+#define DML_MAX_MAX_QUEUED_JOBS			100000
+
+extern int	dml_max_concurrent_jobs;
+extern int	dml_max_queued_jobs;
+
+/* jobs.c */
+extern bool DmlTrainCheckOnly;	/* dml_train returns after its checks */
+extern int64 DmlCurrentJobId;	/* the job this process runs, or 0 */
+extern void DmlJobsInit(void);
+
+/* progress.c */
+extern void DmlProgressInit(void);
+extern void DmlProgressBegin(const DmlJob *job, bool in_server);
+extern void DmlProgressEpoch(const DmlProgress *p, double rows_per_second);
+extern void DmlProgressEnd(void);
+extern void DmlProgressLast(int *epoch, int *epochs, double *loss, double *metric,
+							double *rows_per_second);
+
+#endif							/* DML_JOBS_H */
