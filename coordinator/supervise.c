@@ -78,6 +78,10 @@ typedef struct ActiveJob
 } ActiveJob;
 
 static ActiveJob active_job = {.listen_fd = -1,.conn_fd = -1};
+
+DmlCheckpointHookType DmlCheckpointHook = NULL;
+const char *DmlResumeCheckpoint = NULL;
+uint32		DmlResumeCheckpointLen = 0;
 static bool exit_hook_registered = false;
 
 /* ---------------------------------------------------------------------
@@ -247,6 +251,8 @@ handle_checkpoint(JobRun *run, const char *payload, uint32 len)
 				 errmsg("could not write checkpoint \"%s\": %m", path)));
 	run->have_checkpoint = true;
 	run->checkpoint_epoch = epoch;
+	if (DmlCheckpointHook)
+		DmlCheckpointHook(payload, len, epoch);
 }
 
 /* uint32 blob length, blob, metrics JSON */
@@ -784,6 +790,9 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 	old_sigchld = pqsignal(SIGCHLD, job_sigchld);
 	PG_TRY();
 	{
+		/* dml_resume: the first launch starts from the kept checkpoint */
+		if (job->type == DML_JOB_TRAIN && DmlResumeCheckpoint != NULL)
+			handle_checkpoint(&run, DmlResumeCheckpoint, DmlResumeCheckpointLen);
 		start_job(&run);
 		while (supervise_step(&run))
 			;

@@ -106,7 +106,7 @@ static const Oid train_argtypes[DML_TRAIN_NARGS] = {
 /* settings of the submitting session a job runs with */
 static const char *const carried_settings[] = {
 	"dml.workers", "dml.max_workers", "dml.device", "dml.max_restarts",
-	"dml.checkpoint_every", "dml.test_hooks"
+	"dml.checkpoint_every", "dml.checkpoint_seconds", "dml.test_hooks"
 };
 
 /* what a job's worker is started with (bgw_extra) */
@@ -544,6 +544,44 @@ record_success(DmlClaimedJob *cj, HeapTupleHeader result)
 	owner_end(&o);
 }
 
+/*
+ * Keep the checkpoints of the dml.checkpoint_retention jobs that failed
+ * or were cancelled last, and of queued and running ones; drop the rest.
+ * Needs an owner_begin connection.
+ */
+static void
+sweep_checkpoints(void)
+{
+	List	   *have = DmlCheckpointJobs();
+	Datum	   *ids;
+	ListCell   *lc;
+	int			n = 0;
+	bool		isnull;
+
+	if (have == NIL)
+		return;
+	ids = palloc(sizeof(Datum) * list_length(have));
+	foreach(lc, have)
+		ids[n++] = Int64GetDatum(*(int64 *) lfirst(lc));
+	spi_run("SELECT id FROM dml.job_runs WHERE id = ANY($1) AND state IN ('queued', 'running') "
+			"UNION ALL (SELECT id FROM dml.job_runs WHERE id = ANY($1) "
+			"AND state IN ('failed', 'cancelled') ORDER BY finished DESC LIMIT $2)",
+			2, (Oid[]) {INT8ARRAYOID, INT4OID},
+			(Datum[]) {PointerGetDatum(construct_array(ids, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
+				Int32GetDatum(dml_checkpoint_retention)},
+			NULL, SPI_OK_SELECT);
+	foreach(lc, have)
+	{
+		int64		id = *(int64 *) lfirst(lc);
+		bool		keep = false;
+
+		for (uint64 i = 0; i < SPI_processed && !keep; i++)
+			keep = DatumGetInt64(spi_col(i, 1, &isnull)) == id;
+		if (!keep)
+			DmlCheckpointDrop(id);
+	}
+}
+
 /* the job's end after an error, in a transaction of its own */
 static void
 record_failure(DmlClaimedJob *cj, ErrorData *edata)
@@ -588,6 +626,7 @@ record_failure(DmlClaimedJob *cj, ErrorData *edata)
 			"error_message = $3, error_detail = $4, error_sqlstate = $5, "
 			"epoch = $6, loss = $7, metric = $8, rows_per_second = $9, epochs = $10 WHERE id = $1",
 			10, types, values, nulls, SPI_OK_UPDATE);
+	sweep_checkpoints();
 	owner_end(&o);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -609,15 +648,22 @@ run_job(DmlClaimedJob *cj)
 		NullableDatum args[DML_TRAIN_NARGS];
 		bool		isnull;
 		Datum		result;
+		int			after;
 
 		apply_settings(cj->settings);
 		decode_args(train_argnames(fn), cj->args, cj->relation, args);
+		after = DmlCheckpointBegin();
+		if (after > 0)
+			ereport(LOG, (errmsg("dml job " INT64_FORMAT " resumes after epoch %d", cj->id, after)));
 		result = call_train(fn, args, false, &isnull);
 		if (isnull)
 			elog(ERROR, "dml: dml_train returned NULL. Please report a bug.");
+		DmlCheckpointEnd();
 		record_success(cj, DatumGetHeapTupleHeader(result));
 		PopActiveSnapshot();
 		CommitTransactionCommand();
+		/* a finished job needs its checkpoint no more */
+		DmlCheckpointDrop(cj->id);
 	}
 	PG_CATCH();
 	{
@@ -628,6 +674,7 @@ run_job(DmlClaimedJob *cj)
 		edata = CopyErrorData();
 		FlushErrorState();
 		AbortCurrentTransaction();
+		DmlCheckpointEnd();
 		record_failure(cj, edata);
 		RESUME_INTERRUPTS();
 		ereport(LOG,
@@ -787,6 +834,53 @@ dml_train_async(PG_FUNCTION_ARGS)
 	owner_end(&o);
 
 	/* it waits for this transaction; a rollback leaves it nothing to do */
+	launch_worker(job, owner, GetTopTransactionId());
+	PG_RETURN_INT64(job);
+}
+
+/*
+ * dml_resume
+ *		Queue a failed or cancelled job again, as its owner, to continue
+ *		from its kept checkpoint (from the beginning when there is none):
+ *		the same arguments and settings, so the same model as a run that
+ *		was never interrupted, if the data did not change.  It keeps its
+ *		id, so its place in the queue.
+ */
+PG_FUNCTION_INFO_V1(dml_resume);
+
+Datum
+dml_resume(PG_FUNCTION_ARGS)
+{
+	int64		job = PG_GETARG_INT64(0);
+	Oid			owner;
+	char	   *state;
+	int			pid;
+	OwnerSpi	o;
+	bool		done;
+
+	read_job(job, &owner, &state, &pid);
+	if (!role_can_login(owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("the role that submitted job " INT64_FORMAT " cannot log in", job),
+				 errdetail("A job's background worker logs in as the role that submitted it.")));
+	owner_begin(&o);
+	jobs_settle();
+	spi_run("UPDATE dml.job_runs SET state = 'queued', resumes = resumes + 1, started = NULL, "
+			"finished = NULL, pid = NULL, server_started = NULL, model_id = NULL, "
+			"error_message = NULL, error_detail = NULL, error_sqlstate = NULL "
+			"WHERE id = $1 AND state IN ('failed', 'cancelled') RETURNING state",
+			1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(job)}, NULL, SPI_OK_UPDATE_RETURNING);
+	done = SPI_processed == 1;
+	owner_end(&o);
+	if (!done)
+	{
+		read_job(job, &owner, &state, &pid);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("job " INT64_FORMAT " is %s", job, state),
+				 errhint("Only a failed or cancelled job can be resumed.")));
+	}
 	launch_worker(job, owner, GetTopTransactionId());
 	PG_RETURN_INT64(job);
 }
@@ -967,4 +1061,16 @@ DmlJobsInit(void)
 							DML_DEFAULT_MAX_QUEUED_JOBS, DML_MIN_MAX_QUEUED_JOBS,
 							DML_MAX_MAX_QUEUED_JOBS,
 							PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("dml.checkpoint_seconds",
+							"Least seconds between the checkpoints a background job keeps durably.",
+							NULL,
+							&dml_checkpoint_seconds,
+							DML_DEFAULT_CHECKPOINT_SECONDS, 0, 86400,
+							PGC_USERSET, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("dml.checkpoint_retention",
+							"Failed or cancelled jobs of a database that keep their checkpoint for dml_resume, the newest first.",
+							NULL,
+							&dml_checkpoint_retention,
+							DML_DEFAULT_CHECKPOINT_RETENTION, 0, 100000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
 }

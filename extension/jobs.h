@@ -21,13 +21,24 @@
 #define DML_MIN_MAX_QUEUED_JOBS			0
 #define DML_MAX_MAX_QUEUED_JOBS			100000
 
+#define DML_DEFAULT_CHECKPOINT_SECONDS	30
+#define DML_DEFAULT_CHECKPOINT_RETENTION	10
+
 extern int	dml_max_concurrent_jobs;
 extern int	dml_max_queued_jobs;
+extern int	dml_checkpoint_seconds;
+extern int	dml_checkpoint_retention;
 
 /* jobs.c */
 extern bool DmlTrainCheckOnly;	/* dml_train returns after its checks */
 extern int64 DmlCurrentJobId;	/* the job this process runs, or 0 */
 extern void DmlJobsInit(void);
+
+/* checkpoint.c: durable checkpoints of the job DmlCurrentJobId */
+extern int	DmlCheckpointBegin(void);
+extern void DmlCheckpointEnd(void);
+extern void DmlCheckpointDrop(int64 job);
+extern List *DmlCheckpointJobs(void);
 
 /* progress.c */
 extern void DmlProgressInit(void);

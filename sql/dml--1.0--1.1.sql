@@ -32,6 +32,7 @@ CREATE TABLE dml.job_runs (
 	metric			float8,
 	rows_per_second	float8,
 	model_id		bigint,
+	resumes			integer NOT NULL DEFAULT 0,	/* times dml_resume queued it again */
 	error_message	text,
 	error_detail	text,
 	error_sqlstate	text,
@@ -92,7 +93,7 @@ SELECT j.id, j.name, j.owner::regrole AS owner,
 	   COALESCE(p.loss, j.loss) AS loss,
 	   COALESCE(p.metric, j.metric) AS metric,
 	   COALESCE(p.rows_per_second, j.rows_per_second) AS rows_per_second,
-	   p.eta, j.model_id,
+	   p.eta, j.model_id, j.resumes,
 	   COALESCE(l.lost, j.error_message) AS error_message,
 	   j.error_detail,
 	   CASE WHEN l.lost IS NOT NULL THEN '57P01' ELSE j.error_sqlstate END AS error_sqlstate
@@ -132,6 +133,10 @@ CREATE FUNCTION @extschema@.dml_train_async(
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'dml_train_async'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+/* queue a failed or cancelled job again, to continue from its checkpoint */
+CREATE FUNCTION @extschema@.dml_resume(job bigint) RETURNS bigint
+AS 'MODULE_PATHNAME', 'dml_resume' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 /* end a queued or running job; false when it had already ended */
 CREATE FUNCTION @extschema@.dml_cancel(job bigint) RETURNS boolean

@@ -227,6 +227,7 @@ extern void train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds,
 extern DmlOptimizer train_optimizer_kind(const char *name);
 extern void train_send_checkpoint(const DmlModel *m, const OptState *o, int epoch);
 extern int	train_resume(const char *path, DmlModel *m, OptState *o);
+extern void train_shuffle(DmlRng *rng, int *idx, int n, uint64_t seed, int epoch);
 extern void train_plan_steps(StepPlan *plan, int ntrain, int batch_size);
 extern int	train_step_rows(const StepPlan *plan, int rank);
 extern int64_t train_step_total(const StepPlan *plan, int s);

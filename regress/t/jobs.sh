@@ -165,19 +165,56 @@ q -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%dml
 wait "$client"
 check "dml_wait is cancellable" 'grep -q "canceling statement due to user request" $T/jobs-wait.log'
 
-# -- 8. an immediate restart: the running job reads as failed, nothing survives
-wait_until 60 '[ "$(job $wid state)" = running ] && [ "$(job $wid epoch)" -ge 1 ]'
+q -c "SELECT dml_cancel($wid)" >/dev/null
+
+# -- 8. durable checkpoints: a cancelled job, and one killed by an immediate
+#       restart, resume to the model of an uninterrupted run
+RESUMABLE="optimizer => 'adam', batch_size => 100, epochs => 30, workers => 2,
+	options => '{\"straggler\": \"0:20\"}'"
+ckpt() { q -c "SELECT count(*) FROM pg_ls_dir('dml_checkpoints/' || (SELECT oid FROM pg_database
+	WHERE datname = current_database())) f WHERE f = '$1'" 2>/dev/null || echo 0; }
+same_model() { [ "$(q -c "SELECT max(abs(dml_predict('$1', r) - dml_predict('jobs_ref', r))) <= 1e-6
+	FROM jobs_small r")" = t ]; }
+q -c "SELECT * FROM dml_train('jobs_ref', 'jobs_small', 'y', $RESUMABLE)" >/dev/null 2>&1
+cid=$(q -c "SET dml.checkpoint_seconds = 0; SELECT dml_train_async('jobs_cancel_resume', 'jobs_small', 'y', $RESUMABLE)" | tail -1)
+wait_until 60 '[ "$(job $cid "coalesce(epoch, 0)")" -ge 5 ]'
+q -c "SELECT dml_cancel($cid)" >/dev/null
+check "a cancelled job keeps its checkpoint (epoch $(job $cid epoch) of 30)" \
+	'[ "$(job $cid state)" = cancelled ] && [ "$(job $cid epoch)" -lt 30 ] && [ "$(ckpt $cid)" = 1 ]'
+check "bob cannot resume it" 'err -U j_bob -c "SELECT dml_resume($cid)" | grep -q "job $cid does not exist"'
+check "dml_resume finishes it" \
+	'[ "$(q -c "SELECT dml_resume($cid)")" = $cid ] && [ "$(q -c "SELECT state || resumes FROM dml_wait($cid, interval '"'120 s'"')")" = succeeded1 ]'
+check "it went on after its checkpoint, not from the start" \
+	'[ "$(q -c "SELECT min(epoch) > 1 AND max(epoch) = 30 FROM dml_epochs WHERE name = '"'jobs_cancel_resume'"'")" = t ]'
+check "its model is the uninterrupted run's, to 1e-6" 'same_model jobs_cancel_resume'
+check "a finished job drops its checkpoint" '[ "$(ckpt $cid)" = 0 ]'
+check "a succeeded job cannot be resumed" 'err -c "SELECT dml_resume($cid)" | grep -q "Only a failed or cancelled job can be resumed"'
+
+rid=$(q -c "SET dml.checkpoint_seconds = 0; SELECT dml_train_async('jobs_crash', 'jobs_small', 'y', $RESUMABLE)" | tail -1)
+wait_until 60 '[ "$(job $rid "coalesce(epoch, 0)")" -ge 5 ] && [ "$(ckpt $rid)" = 1 ]'
 pgc_restart immediate
 check "the server is back" 'q -c "SELECT 1" | grep -q 1'
 check "the job killed by the restart is failed at once, with the reason" \
-	'[ "$(job $wid "state || '"': '"' || error_message")" = "failed: the server restarted while the job ran" ]'
+	'[ "$(job $rid "state || '"': '"' || error_message")" = "failed: the server restarted while the job ran" ]'
 wait_until 10 '[ "$(pgc_job_procs)" -eq 0 ]'
 check "no worker outlived the server" '[ "$(pgc_job_procs)" -eq 0 ]'
-nid=$(q -c "SELECT dml_train_async('jobs_after', 'jobs_small', 'y', optimizer => 'sgd', epochs => 2, workers => 2)")
-check "a job after the restart runs and the dead one is written down as failed" \
-	'[ "$(q -c "SELECT state FROM dml_wait($nid, interval '"'120 s'"')")" = succeeded ] &&
-	 [ "$(q -c "SELECT state FROM dml.job_runs WHERE id = $wid")" = failed ]'
+check "its checkpoint survived the crash" '[ "$(ckpt $rid)" = 1 ]'
+check "dml_resume finishes it, and the dead run is written down" \
+	'[ "$(q -c "SELECT dml_resume($rid)")" = $rid ] && [ "$(q -c "SELECT state FROM dml_wait($rid, interval '"'120 s'"')")" = succeeded ]'
+check "its model is the uninterrupted run's, to 1e-6" 'same_model jobs_crash'
 check "the killed job's directory went with the next job" '[ "$(pgc_job_dirs)" -eq 0 ]'
+
+# -- 9. dml.checkpoint_retention: failed jobs keep the newest checkpoints only
+q -c "LOAD 'dml'" -c "ALTER SYSTEM SET dml.checkpoint_retention = 1" -c "SELECT pg_reload_conf()" >/dev/null
+k1=$(q -c "SET dml.checkpoint_seconds = 0; SELECT dml_train_async('jobs_keep1', 'jobs_data', 'y', $LONG)" | tail -1)
+wait_until 60 '[ "$(ckpt $k1)" = 1 ]'
+q -c "SELECT dml_cancel($k1)" >/dev/null
+k2=$(q -c "SET dml.checkpoint_seconds = 0; SELECT dml_train_async('jobs_keep2', 'jobs_data', 'y', $LONG)" | tail -1)
+wait_until 60 '[ "$(ckpt $k2)" = 1 ]'
+q -c "SELECT dml_cancel($k2)" >/dev/null
+check "with dml.checkpoint_retention = 1 the newer cancelled job keeps its checkpoint, the older not" \
+	'[ "$(ckpt $k1) $(ckpt $k2)" = "0 1" ]'
+q -c "LOAD 'dml'" -c "ALTER SYSTEM RESET dml.checkpoint_retention" -c "SELECT pg_reload_conf()" >/dev/null
 
 q -c "LOAD 'dml'" -c "ALTER SYSTEM RESET dml.max_concurrent_jobs" -c "SELECT pg_reload_conf()" >/dev/null
 q -c "REVOKE ALL ON jobs_data, jobs_small FROM j_alice, j_bob;
