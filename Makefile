@@ -16,7 +16,7 @@ KERNEL_OBJS = kernels/cpu.o kernels/net.o kernels/format.o kernels/solve.o \
 OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_plan.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o \
 	extension/batch.o extension/batch_worker.o extension/aggregate.o extension/exact.o \
-	extension/jobs.o extension/progress.o extension/checkpoint.o \
+	extension/jobs.o extension/progress.o extension/checkpoint.o extension/launcher.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o \
 	$(KERNEL_OBJS)
 
@@ -164,4 +164,4 @@ fuzz:
 $(CUDA_OBJS): kernels/cuda_kernels.h kernels/cuda/common.cuh kernels/kernels.h
 build/gpu/workers/worker.o build/gpu/workers/train_gpu.o build/gpu/workers/predict.o: kernels/cuda_kernels.h
 extension/batch.o extension/batch_worker.o: extension/batch.h extension/dml.h
-extension/jobs.o extension/progress.o extension/checkpoint.o extension/train.o extension/dml.o: extension/jobs.h
+extension/jobs.o extension/progress.o extension/checkpoint.o extension/launcher.o extension/train.o extension/dml.o: extension/jobs.h

@@ -127,6 +127,7 @@ _PG_init(void)
 
 	DmlJobsInit();
 	DmlProgressInit();
+	DmlLauncherInit();
 
 	MarkGUCPrefixReserved("dml");
 }

@@ -89,6 +89,12 @@
 #define DML_LOCK_CLAIM		"SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('dml.job_runs'), 0)"
 #define DML_LOCK_SUBMIT		"SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('dml.job_runs'), $1::pg_catalog.int4)"
 
+/* a job queued again, to resume from its checkpoint */
+#define DML_REQUEUE \
+	"UPDATE dml.job_runs SET state = 'queued', resumes = resumes + 1, started = NULL, " \
+	"finished = NULL, pid = NULL, server_started = NULL, model_id = NULL, " \
+	"error_message = NULL, error_detail = NULL, error_sqlstate = NULL "
+
 int			dml_max_concurrent_jobs = DML_DEFAULT_MAX_CONCURRENT_JOBS;
 int			dml_max_queued_jobs = DML_DEFAULT_MAX_QUEUED_JOBS;
 bool		DmlTrainCheckOnly = false;
@@ -505,6 +511,35 @@ jobs_kick(void)
 		launch_worker(head, owner, InvalidTransactionId);
 }
 
+/*
+ * DmlJobsRecover
+ *		After the server started (launcher.c): write down the jobs it cut
+ *		short as failed, or with resume queue them again from their
+ *		checkpoints; then start the queue.  Runs in a transaction.
+ */
+void
+DmlJobsRecover(bool resume)
+{
+	OwnerSpi	o;
+
+	owner_begin(&o);
+	spi_run(DML_LOCK_CLAIM, 0, NULL, NULL, NULL, SPI_OK_SELECT);
+	if (resume)
+	{
+		spi_run(DML_REQUEUE "WHERE state = 'running' AND "
+				"dml.job_lost(pid, owner, server_started) IS NOT NULL",
+				0, NULL, NULL, NULL, SPI_OK_UPDATE);
+		if (SPI_processed > 0)
+			ereport(LOG,
+					(errmsg("dml: %llu job%s cut short by the restart queued again from %s checkpoint%s",
+							(unsigned long long) SPI_processed, SPI_processed == 1 ? "" : "s",
+							SPI_processed == 1 ? "its" : "their", SPI_processed == 1 ? "" : "s")));
+	}
+	jobs_settle();
+	owner_end(&o);
+	jobs_kick();
+}
+
 /* ---------------------------------------------------------------------
  * The job's background worker
  * --------------------------------------------------------------------- */
@@ -866,10 +901,7 @@ dml_resume(PG_FUNCTION_ARGS)
 				 errdetail("A job's background worker logs in as the role that submitted it.")));
 	owner_begin(&o);
 	jobs_settle();
-	spi_run("UPDATE dml.job_runs SET state = 'queued', resumes = resumes + 1, started = NULL, "
-			"finished = NULL, pid = NULL, server_started = NULL, model_id = NULL, "
-			"error_message = NULL, error_detail = NULL, error_sqlstate = NULL "
-			"WHERE id = $1 AND state IN ('failed', 'cancelled') RETURNING state",
+	spi_run(DML_REQUEUE "WHERE id = $1 AND state IN ('failed', 'cancelled') RETURNING state",
 			1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(job)}, NULL, SPI_OK_UPDATE_RETURNING);
 	done = SPI_processed == 1;
 	owner_end(&o);

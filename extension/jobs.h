@@ -33,6 +33,11 @@ extern int	dml_checkpoint_retention;
 extern bool DmlTrainCheckOnly;	/* dml_train returns after its checks */
 extern int64 DmlCurrentJobId;	/* the job this process runs, or 0 */
 extern void DmlJobsInit(void);
+extern void DmlJobsRecover(bool resume);
+
+/* launcher.c */
+extern bool dml_resume_after_restart;
+extern void DmlLauncherInit(void);
 
 /* checkpoint.c: durable checkpoints of the job DmlCurrentJobId */
 extern int	DmlCheckpointBegin(void);

@@ -255,9 +255,16 @@ DmlProgressBegin(const DmlJob *job, bool in_server)
 	for (int i = 0; i < t->nslots && s == NULL; i++)
 	{
 		DmlProgressSlot *c = &t->slots[i];
+		pid_t		pid;
 
 		SpinLockAcquire(&c->mutex);
-		if (c->pid == 0 || (c->pid != MyProcPid && BackendPidGetProc(c->pid) == NULL))
+		pid = c->pid;
+		SpinLockRelease(&c->mutex);
+		/* a slot is free, or its process is gone (no cleanup after SIGKILL) */
+		if (pid != 0 && (pid == MyProcPid || BackendPidGetProc(pid) != NULL))
+			continue;
+		SpinLockAcquire(&c->mutex);
+		if (c->pid == pid)
 		{
 			c->pid = MyProcPid;
 			s = c;

@@ -216,6 +216,26 @@ check "with dml.checkpoint_retention = 1 the newer cancelled job keeps its check
 	'[ "$(ckpt $k1) $(ckpt $k2)" = "0 1" ]'
 q -c "LOAD 'dml'" -c "ALTER SYSTEM RESET dml.checkpoint_retention" -c "SELECT pg_reload_conf()" >/dev/null
 
+# -- 10. preloaded: dml.progress in shared memory reserved at startup, and a
+#        job cut short by a crash goes on by itself (dml.resume_after_restart)
+q -c "LOAD 'dml'" -c "ALTER SYSTEM SET shared_preload_libraries = 'dml'" \
+	-c "ALTER SYSTEM SET dml.resume_after_restart = on" >/dev/null
+pgc_restart fast
+check "preloaded: the launcher runs" \
+	'[ "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = '"'dml launcher'"'")" = 1 ]'
+aid=$(q -c "SET dml.checkpoint_seconds = 0; SELECT dml_train_async('jobs_auto', 'jobs_small', 'y', $RESUMABLE)" | tail -1)
+wait_until 60 '[ "$(q -c "SELECT coalesce(max(epoch), 0) FROM dml.progress WHERE job = $aid")" -ge 5 ] && [ "$(ckpt $aid)" = 1 ]'
+check "preloaded: dml.progress shows the job" \
+	'[ "$(q -c "SELECT coalesce(max(epoch), 0) FROM dml.progress WHERE job = $aid")" -ge 5 ]'
+pgc_restart immediate
+requeued() { case "$(job $aid "state || resumes")" in queued1|running1|succeeded1) true ;; *) false ;; esac; }
+wait_until 30 requeued
+check "after a crash the job is queued again from its checkpoint by itself ($(job $aid "state || resumes"))" requeued
+check "and ends with the uninterrupted run's model" \
+	'[ "$(q -c "SELECT state FROM dml_wait($aid, interval '"'120 s'"')")" = succeeded ] && same_model jobs_auto'
+q -c "ALTER SYSTEM RESET shared_preload_libraries" -c "ALTER SYSTEM RESET dml.resume_after_restart" >/dev/null
+pgc_restart fast
+
 q -c "LOAD 'dml'" -c "ALTER SYSTEM RESET dml.max_concurrent_jobs" -c "SELECT pg_reload_conf()" >/dev/null
 q -c "REVOKE ALL ON jobs_data, jobs_small FROM j_alice, j_bob;
 	DROP ROLE j_alice_member; DROP ROLE j_alice; DROP ROLE j_bob" >/dev/null
