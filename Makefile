@@ -14,10 +14,11 @@ MODULE_big = dml
 KERNEL_OBJS = kernels/cpu.o kernels/net.o kernels/format.o kernels/solve.o \
 	kernels/metrics.o
 OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_plan.o \
-	extension/catalog.o extension/modelcache.o extension/manage.o \
+	extension/catalog.o extension/modelcache.o extension/manage.o extension/roles.o \
 	extension/batch.o extension/batch_worker.o extension/aggregate.o extension/exact.o \
 	extension/jobs.o extension/progress.o extension/checkpoint.o extension/launcher.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o \
+	coordinator/limits.o coordinator/login.o \
 	$(KERNEL_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
@@ -32,7 +33,8 @@ BLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-serial
 BLAS_LIBS = -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -l:libopenblas.so.0
 # no LLVM bitcode: it would need clang at build time for no benefit here
 override with_llvm := no
-PG_CPPFLAGS = -I$(srcdir)/kernels -I$(srcdir)/coordinator -I$(srcdir)/extension
+PG_CPPFLAGS = -I$(srcdir)/kernels -I$(srcdir)/coordinator -I$(srcdir)/extension \
+	-I$(shell $(PG_CONFIG) --includedir)
 # CUDA: compiled and linked into dml-worker-gpu whenever the toolkit is
 # there, GPU or not.  The backend only needs to know (device => 'auto', 'gpu'):
 # no CUDA code ever runs in it.
@@ -42,7 +44,8 @@ ifeq ($(HAVE_CUDA),yes)
 PG_CPPFLAGS += -DDML_WORKER_HAS_CUDA
 endif
 PG_CFLAGS = -Werror -Wall -Wno-declaration-after-statement -O3 -fno-math-errno
-SHLIB_LINK = $(BLAS_LIBS) -lm
+# libpq: the coordinator logs in once as a job's workers will (coordinator/login.c)
+SHLIB_LINK = $(BLAS_LIBS) -lm -L$(shell $(PG_CONFIG) --libdir) -lpq
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

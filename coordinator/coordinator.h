@@ -111,7 +111,7 @@ typedef struct DmlJob
 	/* how to run it */
 	List	   *slices;			/* of DmlSlice * */
 	char	   *snapshot;
-	char	   *role;			/* role name the workers SET ROLE to */
+	char	   *role;			/* role name the workers log in as */
 	char	   *conninfo;
 	char	   *hosts;
 	char	   *mpirun;
@@ -180,6 +180,14 @@ extern void DmlExactSolve(DmlJob *job, DmlJobResult *result,
 
 /* extension/train.c: how a job's workers are started and connect back */
 extern void DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice);
+
+/* login.c: workers log in as the calling role */
+extern char *DmlWorkerConninfo(Oid role);
+extern void DmlCheckWorkerLogin(const char *conninfo, Oid role);
+
+/* limits.c: dml.max_workers_total, dml.max_jobs_per_role */
+extern void DmlAcquireJobSlots(int ranks);
+extern void DmlReleaseJobSlots(void);
 
 /* launch.c, supervise.c */
 extern void DmlRunJob(DmlJob *job, DmlJobResult *result,

@@ -124,6 +124,7 @@ DmlKillActiveJob(void)
 	if (!active_job.active)
 		return;
 	active_job.active = false;
+	DmlReleaseJobSlots();
 
 	if (active_job.pid > 0)
 	{
@@ -772,6 +773,9 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 	if (job->type == DML_JOB_PREDICT && (job->on_block == NULL || job->max_restarts != 0))
 		elog(ERROR, "dml: a predict job needs a block callback and no restarts. Please report a bug.");
 
+	/* the workers' login works before anything starts */
+	DmlCheckWorkerLogin(job->conninfo, GetUserId());
+
 	memset(&run, 0, sizeof(run));
 	run.job = job;
 	run.result = result;
@@ -779,17 +783,20 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 	run.cb_arg = cb_arg;
 	memset(result, 0, sizeof(*result));
 
-	dir = DmlMakeJobDir();
 	active_job.active = true;
+	active_job.dir[0] = '\0';
 	active_job.listen_fd = active_job.conn_fd = -1;
 	active_job.pid = 0;
 	active_job.npids = 0;
-	strlcpy(active_job.dir, dir, sizeof(active_job.dir));
 
 	/* an exit wakes us at once instead of at the next poll */
 	old_sigchld = pqsignal(SIGCHLD, job_sigchld);
 	PG_TRY();
 	{
+		/* the cluster's limits; DmlKillActiveJob gives the slots back */
+		DmlAcquireJobSlots(job->workers + job->servers);
+		dir = DmlMakeJobDir();
+		strlcpy(active_job.dir, dir, sizeof(active_job.dir));
 		/* dml_resume: the first launch starts from the kept checkpoint */
 		if (job->type == DML_JOB_TRAIN && DmlResumeCheckpoint != NULL)
 			handle_checkpoint(&run, DmlResumeCheckpoint, DmlResumeCheckpointLen);

@@ -8,9 +8,18 @@
  * the extension's owner (the owner of schema dml), through SPI with
  * parameters, after the caller's right to the model has been checked:
  *
- *	 a role may use a model name when it has the privileges of the role
- *	 that owns the version in question, or when the name was granted to a
- *	 role whose privileges it has (dml_grant).
+ *	 a model name belongs to one role, the owner of all its versions;
+ *	 a role may use it when it has the privileges of that owner, or when
+ *	 the name was granted, under that owner, to a role whose privileges it
+ *	 has (dml_grant); only roles with the owner's privileges manage it
+ *	 (add versions, deploy, drop, grant, revoke).
+ *
+ * Owner context (DmlBecomeOwner) sets search_path to pg_catalog, pg_temp
+ * for its duration, and every statement in it names its tables, functions
+ * and operators with their schema: no function or operator of the caller's
+ * choosing can run as the owner.  (It cannot be a security-restricted
+ * operation: dml.epochs' foreign key is a deferred trigger, which those
+ * may not queue.)
  *
  * Writes happen in the caller's transaction, so a rolled-back transaction
  * leaves no model behind.
@@ -24,6 +33,8 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
@@ -34,6 +45,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/syscache.h"
 
 #include "dml.h"
@@ -91,18 +103,28 @@ DmlExtensionSchema(void)
 	return nsp;
 }
 
-/* run as the extension's owner until DmlRestoreUser */
+/*
+ * DmlBecomeOwner
+ *		Run as the extension's owner until DmlRestoreUser, under
+ *		search_path pg_catalog, pg_temp.  An error in between undoes both
+ *		with the transaction.
+ */
 void
 DmlBecomeOwner(DmlCatalogUser *save)
 {
+	Oid			owner = DmlExtensionOwner();
+
 	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
-	SetUserIdAndSecContext(DmlExtensionOwner(),
-						   save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	SetUserIdAndSecContext(owner, save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	save->guc_nest_level = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }
 
 void
 DmlRestoreUser(DmlCatalogUser *save)
 {
+	AtEOXact_GUC(true, save->guc_nest_level);
 	SetUserIdAndSecContext(save->saved_userid, save->saved_sec_context);
 }
 
@@ -114,40 +136,127 @@ DmlCatalogChanged(void)
 }
 
 /*
+ * DmlOwnerQuery
+ *		Run one catalog statement as the extension's owner; returns the
+ *		SPI result code.  The caller is connected to SPI.
+ */
+int
+DmlOwnerQuery(const char *sql, int nargs, Oid *argtypes, Datum *values,
+			  bool read_only, long limit)
+{
+	DmlCatalogUser save;
+	int			rc;
+
+	DmlBecomeOwner(&save);
+	rc = SPI_execute_with_args(sql, nargs, argtypes, values, NULL, read_only, limit);
+	DmlRestoreUser(&save);
+	if (rc < 0)
+		elog(ERROR, "dml: catalog statement failed: %s", SPI_result_code_string(rc));
+	return rc;
+}
+
+/* column i of row r of the last SPI result as a Datum; NULL is an error */
+Datum
+DmlSpiValue(uint64 r, int i)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, i, &isnull);
+
+	if (isnull)
+		elog(ERROR, "dml: unexpected NULL in the catalog. Please report a bug.");
+	return d;
+}
+
+/*
+ * DmlNameOwner
+ *		The role that owns model name (the owner of its newest version), or
+ *		InvalidOid when the name has no version.
+ */
+Oid
+DmlNameOwner(const char *name)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	Oid			owner = InvalidOid;
+
+	values[0] = CStringGetTextDatum(name);
+	SPI_connect();
+	/* not read-only: a fresh snapshot sees this transaction's own changes */
+	DmlOwnerQuery("SELECT owner FROM dml.models WHERE name OPERATOR(pg_catalog.=) $1 "
+				  "ORDER BY version DESC LIMIT 1", 1, argtypes, values, false, 1);
+	if (SPI_processed > 0)
+		owner = DatumGetObjectId(DmlSpiValue(0, 1));
+	SPI_finish();
+	return owner;
+}
+
+/* what the calling role may do with a name owned by owner */
+static DmlAccess
+role_access(Oid owner, const char *name)
+{
+	Oid			user = GetUserId();
+	Oid			argtypes[2] = {TEXTOID, OIDOID};
+	Datum		values[2];
+	DmlAccess	access = DML_ACCESS_NONE;
+
+	if (!OidIsValid(owner))
+		return DML_ACCESS_NONE;
+	/* owners, members of the owner, superusers; a dropped owner: superusers */
+	if (has_privs_of_role(user, owner))
+		return DML_ACCESS_OWNER;
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = ObjectIdGetDatum(owner);
+	SPI_connect();
+	DmlOwnerQuery("SELECT grantee, details FROM dml.grants "
+				  "WHERE name OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2",
+				  2, argtypes, values, true, 0);
+	for (uint64 i = 0; i < SPI_processed && access != DML_ACCESS_DETAILS; i++)
+	{
+		Oid			grantee = DatumGetObjectId(DmlSpiValue(i, 1));
+
+		if (has_privs_of_role(user, grantee))
+			access = DatumGetBool(DmlSpiValue(i, 2)) ? DML_ACCESS_DETAILS : DML_ACCESS_USE;
+	}
+	SPI_finish();
+	return access;
+}
+
+/*
  * DmlRoleCanUse
- *		May the current user use model name, whose version is owned by owner?
+ *		May the current user use model name, owned by owner?
  */
 bool
 DmlRoleCanUse(Oid owner, const char *name)
 {
-	Oid			user = GetUserId();
-	DmlCatalogUser save;
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1];
-	bool		ok = false;
+	return role_access(owner, name) >= DML_ACCESS_USE;
+}
 
-	if (has_privs_of_role(user, owner))
-		return true;
+/*
+ * DmlCheckAccess
+ *		The calling role's access to model name, at least need; otherwise
+ *		an error.  A name the role may not use at all "does not exist", so
+ *		that the error tells nothing about names of others.  Returns the
+ *		name's owner.
+ */
+Oid
+DmlCheckAccess(const char *name, DmlAccess need)
+{
+	Oid			owner = DmlNameOwner(name);
+	DmlAccess	access = role_access(owner, name);
 
-	values[0] = CStringGetTextDatum(name);
-	DmlBecomeOwner(&save);
-	SPI_connect();
-	if (SPI_execute_with_args("SELECT grantee FROM dml.grants WHERE name = $1",
-							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "dml: reading dml.grants failed");
-	for (uint64 i = 0; i < SPI_processed && !ok; i++)
-	{
-		bool		isnull;
-		Oid			grantee = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-															 SPI_tuptable->tupdesc,
-															 1, &isnull));
-
-		if (!isnull && has_privs_of_role(user, grantee))
-			ok = true;
-	}
-	SPI_finish();
-	DmlRestoreUser(&save);
-	return ok;
+	if (access == DML_ACCESS_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", name),
+				 errhint("dml_models lists the models you can use.")));
+	if (access < need)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of model \"%s\"", name),
+				 errdetail("A role the model is shared with may use it, not change it."),
+				 errhint("Choose another name to train a model of your own.")));
+	return owner;
 }
 
 PG_FUNCTION_INFO_V1(dml_can_use);
@@ -159,7 +268,19 @@ dml_can_use(PG_FUNCTION_ARGS)
 	Oid			owner = PG_GETARG_OID(0);
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(1));
 
-	PG_RETURN_BOOL(DmlRoleCanUse(owner, name));
+	PG_RETURN_BOOL(role_access(owner, name) >= DML_ACCESS_USE);
+}
+
+PG_FUNCTION_INFO_V1(dml_can_see_details);
+
+/* dml.can_see_details(owner oid, name text): may the caller read the details */
+Datum
+dml_can_see_details(PG_FUNCTION_ARGS)
+{
+	Oid			owner = PG_GETARG_OID(0);
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+
+	PG_RETURN_BOOL(role_access(owner, name) >= DML_ACCESS_DETAILS);
 }
 
 /*
@@ -169,80 +290,81 @@ dml_can_use(PG_FUNCTION_ARGS)
 int64
 DmlNextModelId(void)
 {
-	DmlCatalogUser save;
 	int64		id;
-	bool		isnull;
 
-	DmlBecomeOwner(&save);
+	DmlCheckWritable("store a model");
 	SPI_connect();
-	if (SPI_execute("SELECT nextval('dml.models_id_seq')", false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "dml: nextval failed");
-	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	DmlOwnerQuery("SELECT pg_catalog.nextval('dml.models_id_seq'::pg_catalog.regclass)",
+				  0, NULL, NULL, false, 1);
+	id = DatumGetInt64(DmlSpiValue(0, 1));
 	SPI_finish();
-	DmlRestoreUser(&save);
 	return id;
 }
 
 /*
- * DmlCheckNameForTraining
- *		Training a name that exists adds a version, which needs the right to
- *		use the name.  Checked before anything launches.
+ * DmlCheckWritable
+ *		A clear error where no model can be stored: on a hot standby and in
+ *		a read-only transaction (what the error would otherwise be is a
+ *		nextval() failure).
  */
 void
+DmlCheckWritable(const char *what)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot %s on a hot standby", what),
+				 errdetail("Models are stored in dml.models, which only the primary server can write."),
+				 errhint("Train on the primary; the model reaches this standby by replication.")));
+	if (XactReadOnly)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot %s in a read-only transaction", what),
+				 errhint("Run it in a read-write transaction.")));
+}
+
+/*
+ * DmlCheckNameForTraining
+ *		Training a name that exists adds a version, which only the name's
+ *		owner (or a member of it) may do; a name another role owns cannot be
+ *		taken.  Checked before anything launches.  Returns the owner the new
+ *		version will have: the name's, else the caller.
+ */
+Oid
 DmlCheckNameForTraining(const char *name)
 {
-	DmlCatalogUser save;
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1];
-	Oid			owner = InvalidOid;
-	bool		found = false;
+	Oid			owner = DmlNameOwner(name);
 
-	values[0] = CStringGetTextDatum(name);
-	DmlBecomeOwner(&save);
-	SPI_connect();
-	if (SPI_execute_with_args("SELECT owner FROM dml.models WHERE name = $1 "
-							  "ORDER BY version DESC LIMIT 1",
-							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "dml: reading dml.models failed");
-	if (SPI_processed > 0)
-	{
-		bool		isnull;
-
-		owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-											   SPI_tuptable->tupdesc, 1, &isnull));
-		found = true;
-	}
-	SPI_finish();
-	DmlRestoreUser(&save);
-
-	if (found && !DmlRoleCanUse(owner, name))
+	if (!OidIsValid(owner))
+		return GetUserId();
+	if (role_access(owner, name) == DML_ACCESS_NONE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for model \"%s\"", name),
-				 errdetail("The model belongs to role \"%s\".",
-						   GetUserNameFromId(owner, true) ? GetUserNameFromId(owner, true) : "?"),
-				 errhint("Choose another name, or ask the owner to run dml_grant.")));
+				 errmsg("model name \"%s\" is not available", name),
+				 errdetail("Model names are shared by every role of the database, and this one is taken."),
+				 errhint("Choose another name.")));
+	return DmlCheckAccess(name, DML_ACCESS_OWNER);
 }
 
 /*
  * DmlStoreModel
- *		Insert a model version; returns the version number.  The name is
- *		locked for the rest of the transaction so that concurrent trainings
- *		of one name get consecutive versions.
+ *		Insert a model version owned by owner; returns the version number.
+ *		The name is locked for the rest of the transaction so that
+ *		concurrent trainings of one name get consecutive versions, and the
+ *		owner is checked again under the lock: a name taken meanwhile by
+ *		another role is an error.
  */
 int
-DmlStoreModel(int64 id, const char *name, const char *kind, const char *device,
+DmlStoreModel(int64 id, const char *name, Oid owner, const char *kind, const char *device,
 			  const char *spec_json, bytea *weights, const char *metrics_json)
 {
-	DmlCatalogUser save;
-	Oid			owner = GetUserId();
 	Oid			argtypes[8] = {INT8OID, TEXTOID, OIDOID, TEXTOID, TEXTOID, TEXTOID,
 	BYTEAOID, TEXTOID};
 	Datum		values[8];
 	Oid			lockargs[1] = {TEXTOID};
 	Datum		lockvals[1];
+	Oid			now_owner;
 	int			version;
-	bool		isnull;
 
 	lockvals[0] = CStringGetTextDatum(name);
 	values[0] = Int64GetDatum(id);
@@ -254,21 +376,25 @@ DmlStoreModel(int64 id, const char *name, const char *kind, const char *device,
 	values[6] = PointerGetDatum(weights);
 	values[7] = CStringGetTextDatum(metrics_json);
 
-	DmlBecomeOwner(&save);
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT pg_advisory_xact_lock(hashtext('dml.models'), hashtext($1))",
-							  1, lockargs, lockvals, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "dml: locking model name failed");
-	if (SPI_execute_with_args("INSERT INTO dml.models "
-							  "(id, name, version, owner, kind, device, spec, weights, metrics) "
-							  "SELECT $1, $2, coalesce(max(version), 0) + 1, $3, $4, $5, "
-							  "$6::jsonb, $7, $8::jsonb FROM dml.models WHERE name = $2 "
-							  "RETURNING version",
-							  8, argtypes, values, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
-		elog(ERROR, "dml: inserting into dml.models failed");
-	version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	DmlOwnerQuery("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('dml.models'), "
+				  "pg_catalog.hashtext($1))", 1, lockargs, lockvals, false, 1);
+	now_owner = DmlNameOwner(name);
+	if (OidIsValid(now_owner) && now_owner != owner)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("model name \"%s\" is not available", name),
+				 errdetail("Another role trained a model of this name while this one trained."),
+				 errhint("Choose another name.")));
+	DmlOwnerQuery("INSERT INTO dml.models "
+				  "(id, name, version, owner, kind, device, spec, weights, metrics) "
+				  "SELECT $1, $2, COALESCE(pg_catalog.max(version), 0) "
+				  "OPERATOR(pg_catalog.+) 1, $3, $4, $5, "
+				  "$6::pg_catalog.jsonb, $7, $8::pg_catalog.jsonb FROM dml.models "
+				  "WHERE name OPERATOR(pg_catalog.=) $2 RETURNING version",
+				  8, argtypes, values, false, 1);
+	version = DatumGetInt32(DmlSpiValue(0, 1));
 	SPI_finish();
-	DmlRestoreUser(&save);
 	DmlCatalogChanged();
 	return version;
 }
@@ -295,7 +421,6 @@ DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 			  double val_loss, double val_metric, double rows_per_second,
 			  double seconds, double bytes_sent, double staleness)
 {
-	DmlCatalogUser save;
 	Oid			argtypes[10] = {INT8OID, INT4OID, INT4OID, FLOAT8OID, FLOAT8OID,
 	FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, INT4OID};
 	Datum		values[10];
@@ -314,15 +439,19 @@ DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 	if (isnan(staleness))
 		nulls[9] = 'n';
 
-	DmlBecomeOwner(&save);
 	SPI_connect();
-	if (SPI_execute_with_args("INSERT INTO dml.epochs (model_id, restarts, epoch, loss, "
-							  "val_loss, val_metric, rows_per_second, seconds, bytes_sent, "
-							  "staleness) "
-							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
-							  "ON CONFLICT (model_id, restarts, epoch) DO NOTHING",
-							  10, argtypes, values, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "dml: inserting into dml.epochs failed");
+	{
+		DmlCatalogUser save;
+
+		DmlBecomeOwner(&save);
+		if (SPI_execute_with_args("INSERT INTO dml.epochs (model_id, restarts, epoch, loss, "
+								  "val_loss, val_metric, rows_per_second, seconds, bytes_sent, "
+								  "staleness) "
+								  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+								  "ON CONFLICT (model_id, restarts, epoch) DO NOTHING",
+								  10, argtypes, values, nulls, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "dml: inserting into dml.epochs failed");
+		DmlRestoreUser(&save);
+	}
 	SPI_finish();
-	DmlRestoreUser(&save);
 }

@@ -13,6 +13,9 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+#include <unistd.h>
+
 #include "fmgr.h"
 #include "utils/guc.h"
 
@@ -23,6 +26,9 @@ PG_MODULE_MAGIC;
 
 int			dml_workers = DML_DEFAULT_WORKERS;
 int			dml_max_workers = DML_DEFAULT_MAX_WORKERS;
+int			dml_max_workers_total = DML_DEFAULT_MAX_WORKERS;
+int			dml_max_jobs_per_role = DML_DEFAULT_MAX_JOBS_PER_ROLE;
+int			dml_max_model_parameters = DML_DEFAULT_MAX_MODEL_PARAMETERS;
 char	   *dml_mpirun = NULL;
 char	   *dml_worker_path = NULL;
 char	   *dml_conninfo = NULL;
@@ -55,6 +61,10 @@ check_device(char **newval, void **extra, GucSource source)
 void
 _PG_init(void)
 {
+	/* four ranks a core: sync modes with servers oversubscribe on purpose */
+	int			total = Max(8, 4 * (int) sysconf(_SC_NPROCESSORS_ONLN));
+
+	total = Min(total, DML_MAX_WORKERS);
 	DefineCustomIntVariable("dml.workers",
 							"Worker ranks a training job uses when dml_train does not say.",
 							NULL,
@@ -67,6 +77,27 @@ _PG_init(void)
 							NULL,
 							&dml_max_workers,
 							DML_DEFAULT_MAX_WORKERS, DML_MIN_WORKERS, DML_MAX_WORKERS,
+							PGC_SUSET, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("dml.max_workers_total",
+							"Most worker ranks running at once in the whole cluster, every job of every database together.",
+							"The default is four a CPU core, at least 8.",
+							&dml_max_workers_total,
+							total, DML_MIN_WORKERS, DML_MAX_WORKERS,
+							PGC_SUSET, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("dml.max_jobs_per_role",
+							"Most jobs of workers one role may run at once in the cluster.",
+							NULL,
+							&dml_max_jobs_per_role,
+							DML_DEFAULT_MAX_JOBS_PER_ROLE, 1, 1000,
+							PGC_SUSET, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("dml.max_model_parameters",
+							"Most parameters (weights and biases) a model to train may have.",
+							"Checked before anything starts; each worker holds the parameters, their gradients and the optimizer's state.",
+							&dml_max_model_parameters,
+							DML_DEFAULT_MAX_MODEL_PARAMETERS, 1, INT_MAX,
 							PGC_SUSET, 0, NULL, NULL, NULL);
 
 	DefineCustomStringVariable("dml.mpirun",
@@ -130,4 +161,6 @@ _PG_init(void)
 	DmlLauncherInit();
 
 	MarkGUCPrefixReserved("dml");
+
+	DmlInstallRoleHooks();
 }

@@ -22,9 +22,14 @@
 #define DML_MIN_WORKERS			1
 #define DML_MAX_WORKERS			1024
 #define DML_DEFAULT_MAX_WORKERS	64
+#define DML_DEFAULT_MAX_JOBS_PER_ROLE	4
+#define DML_DEFAULT_MAX_MODEL_PARAMETERS	50000000	/* 200 MB of float32 */
 
 extern int	dml_workers;
 extern int	dml_max_workers;
+extern int	dml_max_workers_total;
+extern int	dml_max_jobs_per_role;
+extern int	dml_max_model_parameters;
 extern char *dml_mpirun;
 extern char *dml_worker_path;
 extern char *dml_conninfo;
@@ -44,23 +49,45 @@ typedef struct DmlCatalogUser
 {
 	Oid			saved_userid;
 	int			saved_sec_context;
+	int			guc_nest_level;	/* of the fixed search_path */
 } DmlCatalogUser;
+
+/* what a role may do with a model name, in increasing order */
+typedef enum DmlAccess
+{
+	DML_ACCESS_NONE,			/* it "does not exist" for this role */
+	DML_ACCESS_USE,				/* predict and evaluate (granted) */
+	DML_ACCESS_DETAILS,			/* also read statistics, vocabularies, metrics */
+	DML_ACCESS_OWNER			/* also train versions, deploy, drop, grant */
+} DmlAccess;
 
 extern Oid	DmlExtensionOwner(void);
 extern Oid	DmlExtensionSchema(void);
 extern void DmlBecomeOwner(DmlCatalogUser *save);
 extern void DmlRestoreUser(DmlCatalogUser *save);
+extern int	DmlOwnerQuery(const char *sql, int nargs, Oid *argtypes, Datum *values,
+						  bool read_only, long limit);
+extern Datum DmlSpiValue(uint64 r, int i);
+extern Oid	DmlNameOwner(const char *name);
 extern bool DmlRoleCanUse(Oid owner, const char *name);
+extern Oid	DmlCheckAccess(const char *name, DmlAccess need);
+extern void DmlCheckWritable(const char *what);
 extern int64 DmlNextModelId(void);
-extern int	DmlStoreModel(int64 id, const char *name, const char *kind,
+extern int	DmlStoreModel(int64 id, const char *name, Oid owner, const char *kind,
 						  const char *device, const char *spec_json,
 						  bytea *weights, const char *metrics_json);
 extern void DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 						  double val_loss, double val_metric,
 						  double rows_per_second, double seconds,
 						  double bytes_sent, double staleness);
-extern void DmlCheckNameForTraining(const char *name);
+extern Oid	DmlCheckNameForTraining(const char *name);
 extern void DmlCatalogChanged(void);
+
+/* roles.c */
+extern void DmlInstallRoleHooks(void);
+
+/* manage.c */
+extern void DmlForgetName(const char *name, Oid owner);
 
 /* modelcache.c: parsed models by name, revalidated once per snapshot */
 typedef enum DmlFeatKind

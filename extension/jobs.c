@@ -38,7 +38,7 @@
  * with the reason (dml.job_lost), and the next claim writes that down.
  *
  * Catalog SQL here runs as the extension's owner with search_path
- * pg_catalog, pg_temp and fully qualified names.
+ * pg_catalog, pg_temp (DmlBecomeOwner) and fully qualified names.
  *
  *-------------------------------------------------------------------------
  */
@@ -140,20 +140,13 @@ PGDLLEXPORT void dml_job_main(Datum main_arg);
  * Catalog access as the extension's owner
  * --------------------------------------------------------------------- */
 
-typedef struct OwnerSpi
-{
-	DmlCatalogUser user;
-	int			gucnest;
-} OwnerSpi;
+typedef DmlCatalogUser OwnerSpi;
 
-/* become the extension's owner with a fixed search_path, and connect SPI */
+/* become the extension's owner (fixed search_path) and connect SPI */
 static void
 owner_begin(OwnerSpi *o)
 {
-	DmlBecomeOwner(&o->user);
-	o->gucnest = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	DmlBecomeOwner(o);
 	SPI_connect();
 }
 
@@ -161,8 +154,7 @@ static void
 owner_end(OwnerSpi *o)
 {
 	SPI_finish();
-	AtEOXact_GUC(true, o->gucnest);
-	DmlRestoreUser(&o->user);
+	DmlRestoreUser(o);
 }
 
 /* run sql with parameters; elog on an unexpected result */

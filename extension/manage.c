@@ -4,9 +4,11 @@
  *	  Model versions and access: dml_deploy, dml_drop_model, dml_grant,
  *	  dml_revoke.
  *
- * Each checks the caller's right first (using a name needs the owner's
- * privileges or a grant; granting and revoking need the owner's
- * privileges), then writes the catalog as the extension's owner.
+ * Each is for the name's owner (a role with the owner's privileges, or a
+ * superuser) alone: a role the model is shared with may use it, not change
+ * it.  A name the caller may not use at all "does not exist".  The catalog
+ * is then written as the extension's owner (catalog.c).  Deployments and
+ * grants belong to the name and its owner, and go with its last version.
  *
  *-------------------------------------------------------------------------
  */
@@ -15,96 +17,55 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/syscache.h"
 
 #include "dml.h"
 
-/* owners of a name's versions (or one version); error when none */
-static List *
-name_owners(const char *name, int version, bool has_version)
-{
-	DmlCatalogUser save;
-	Oid			argtypes[2] = {TEXTOID, INT4OID};
-	Datum		values[2];
-	List	   *owners = NIL;
-
-	values[0] = CStringGetTextDatum(name);
-	values[1] = Int32GetDatum(version);
-	DmlBecomeOwner(&save);
-	SPI_connect();
-	if (SPI_execute_with_args(has_version ?
-							  "SELECT DISTINCT owner FROM dml.models WHERE name = $1 AND version = $2" :
-							  "SELECT DISTINCT owner FROM dml.models WHERE name = $1",
-							  has_version ? 2 : 1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "dml: reading dml.models failed");
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-
-		owners = lappend_oid(owners, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-																	SPI_tuptable->tupdesc, 1, &isnull)));
-	}
-	SPI_finish();
-	DmlRestoreUser(&save);
-	if (owners == NIL)
-	{
-		if (has_version)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("model \"%s\" has no version %d", name, version)));
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("model \"%s\" does not exist", name)));
-	}
-	return owners;
-}
-
-/* the caller may use every listed owner's versions of name */
-static void
-check_use(const char *name, List *owners)
-{
-	ListCell   *lc;
-
-	foreach(lc, owners)
-		if (!DmlRoleCanUse(lfirst_oid(lc), name))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied for model \"%s\"", name),
-					 errhint("The model's owner can share it with dml_grant.")));
-}
-
-/* the caller has the privileges of every owner of name */
-static void
-check_owner(const char *name, List *owners)
-{
-	ListCell   *lc;
-
-	foreach(lc, owners)
-		if (!has_privs_of_role(GetUserId(), lfirst_oid(lc)))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("must be owner of model \"%s\"", name)));
-}
-
-/* run one catalog statement as the extension's owner */
+/* run one catalog write as the extension's owner; rows affected */
 static uint64
-owner_exec(const char *sql, int nargs, Oid *argtypes, Datum *values)
+owner_write(const char *sql, int nargs, Oid *argtypes, Datum *values)
 {
-	DmlCatalogUser save;
 	uint64		n;
-	int			rc;
 
-	DmlBecomeOwner(&save);
 	SPI_connect();
-	rc = SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0);
-	if (rc < 0)
-		elog(ERROR, "dml: catalog statement failed: %s", SPI_result_code_string(rc));
+	DmlOwnerQuery(sql, nargs, argtypes, values, false, 0);
 	n = SPI_processed;
 	SPI_finish();
-	DmlRestoreUser(&save);
 	DmlCatalogChanged();
 	return n;
+}
+
+/* the name argument, which must not be NULL */
+static char *
+name_arg(FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("model name must not be NULL")));
+	return text_to_cstring(PG_GETARG_TEXT_PP(0));
+}
+
+/* an error unless the owner's name has this version */
+static void
+check_version(const char *name, Oid owner, int version)
+{
+	Oid			argtypes[3] = {TEXTOID, OIDOID, INT4OID};
+	Datum		values[3] = {CStringGetTextDatum(name), ObjectIdGetDatum(owner),
+	Int32GetDatum(version)};
+	bool		found;
+
+	SPI_connect();
+	DmlOwnerQuery("SELECT 1 FROM dml.models WHERE name OPERATOR(pg_catalog.=) $1 "
+				  "AND owner OPERATOR(pg_catalog.=) $2 AND version OPERATOR(pg_catalog.=) $3",
+				  3, argtypes, values, true, 1);
+	found = SPI_processed > 0;
+	SPI_finish();
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" has no version %d", name, version)));
 }
 
 PG_FUNCTION_INFO_V1(dml_deploy);
@@ -113,78 +74,113 @@ PG_FUNCTION_INFO_V1(dml_deploy);
 Datum
 dml_deploy(PG_FUNCTION_ARGS)
 {
-	char	   *name;
-	Oid			argtypes[2] = {TEXTOID, INT4OID};
-	Datum		values[2];
+	char	   *name = name_arg(fcinfo);
+	Oid			owner = DmlCheckAccess(name, DML_ACCESS_OWNER);
+	Oid			argtypes[3] = {TEXTOID, OIDOID, INT4OID};
+	Datum		values[3] = {CStringGetTextDatum(name), ObjectIdGetDatum(owner), 0};
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("model name must not be NULL")));
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	values[0] = CStringGetTextDatum(name);
 	if (PG_ARGISNULL(1))
 	{
-		check_use(name, name_owners(name, 0, false));
-		owner_exec("DELETE FROM dml.deployments WHERE name = $1", 1, argtypes, values);
+		owner_write("DELETE FROM dml.deployments WHERE name OPERATOR(pg_catalog.=) $1 "
+					"AND owner OPERATOR(pg_catalog.=) $2", 2, argtypes, values);
 		PG_RETURN_VOID();
 	}
-	values[1] = Int32GetDatum(PG_GETARG_INT32(1));
-	check_use(name, name_owners(name, PG_GETARG_INT32(1), true));
-	owner_exec("INSERT INTO dml.deployments (name, version) VALUES ($1, $2) "
-			   "ON CONFLICT (name) DO UPDATE SET version = excluded.version",
-			   2, argtypes, values);
+	check_version(name, owner, PG_GETARG_INT32(1));
+	values[2] = Int32GetDatum(PG_GETARG_INT32(1));
+	owner_write("INSERT INTO dml.deployments (name, owner, version) VALUES ($1, $2, $3) "
+				"ON CONFLICT (name, owner) DO UPDATE SET version = excluded.version",
+				3, argtypes, values);
 	PG_RETURN_VOID();
 }
 
 PG_FUNCTION_INFO_V1(dml_drop_model);
 
-/* dml_drop_model(name, version DEFAULT NULL): drop one or every version */
+/*
+ * dml_drop_model(name, version DEFAULT NULL): drop one or every version.
+ * A pin on a dropped version goes with it (predict falls back to the
+ * newest); with the last version go the name's deployment and grants.
+ */
 Datum
 dml_drop_model(PG_FUNCTION_ARGS)
 {
-	char	   *name;
-	Oid			argtypes[2] = {TEXTOID, INT4OID};
-	Datum		values[2];
+	char	   *name = name_arg(fcinfo);
+	Oid			owner = DmlCheckAccess(name, DML_ACCESS_OWNER);
+	Oid			argtypes[3] = {TEXTOID, OIDOID, INT4OID};
+	Datum		values[3] = {CStringGetTextDatum(name), ObjectIdGetDatum(owner), 0};
 	uint64		n;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("model name must not be NULL")));
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	values[0] = CStringGetTextDatum(name);
 	if (PG_ARGISNULL(1))
+		n = owner_write("DELETE FROM dml.models WHERE name OPERATOR(pg_catalog.=) $1 "
+						"AND owner OPERATOR(pg_catalog.=) $2", 2, argtypes, values);
+	else
 	{
-		check_use(name, name_owners(name, 0, false));
-		n = owner_exec("DELETE FROM dml.models WHERE name = $1", 1, argtypes, values);
-		owner_exec("DELETE FROM dml.deployments WHERE name = $1", 1, argtypes, values);
-		owner_exec("DELETE FROM dml.grants WHERE name = $1", 1, argtypes, values);
-		PG_RETURN_INT32((int32) n);
+		check_version(name, owner, PG_GETARG_INT32(1));
+		values[2] = Int32GetDatum(PG_GETARG_INT32(1));
+		n = owner_write("DELETE FROM dml.models WHERE name OPERATOR(pg_catalog.=) $1 "
+						"AND owner OPERATOR(pg_catalog.=) $2 AND version OPERATOR(pg_catalog.=) $3",
+						3, argtypes, values);
+		owner_write("DELETE FROM dml.deployments WHERE name OPERATOR(pg_catalog.=) $1 "
+					"AND owner OPERATOR(pg_catalog.=) $2 AND version OPERATOR(pg_catalog.=) $3",
+					3, argtypes, values);
 	}
-	values[1] = Int32GetDatum(PG_GETARG_INT32(1));
-	check_use(name, name_owners(name, PG_GETARG_INT32(1), true));
-	n = owner_exec("DELETE FROM dml.models WHERE name = $1 AND version = $2", 2, argtypes, values);
-	/* a pin on the dropped version goes with it: predict falls back to the newest */
-	owner_exec("DELETE FROM dml.deployments WHERE name = $1 AND version = $2", 2, argtypes, values);
+	DmlForgetName(name, owner);
 	PG_RETURN_INT32((int32) n);
+}
+
+/*
+ * DmlForgetName
+ *		Remove the deployment and grants of name under owner when no version
+ *		of it is left.
+ */
+void
+DmlForgetName(const char *name, Oid owner)
+{
+	Oid			argtypes[2] = {TEXTOID, OIDOID};
+	Datum		values[2] = {CStringGetTextDatum(name), ObjectIdGetDatum(owner)};
+
+#define NO_VERSION_LEFT "name OPERATOR(pg_catalog.=) $1 AND owner OPERATOR(pg_catalog.=) $2 " \
+	"AND NOT EXISTS (SELECT FROM dml.models m WHERE m.name OPERATOR(pg_catalog.=) $1 " \
+	"AND m.owner OPERATOR(pg_catalog.=) $2)"
+	owner_write("DELETE FROM dml.deployments WHERE " NO_VERSION_LEFT, 2, argtypes, values);
+	owner_write("DELETE FROM dml.grants WHERE " NO_VERSION_LEFT, 2, argtypes, values);
+#undef NO_VERSION_LEFT
+}
+
+/* the role argument: a role that exists */
+static Oid
+role_arg(FunctionCallInfo fcinfo)
+{
+	Oid			role = PG_GETARG_OID(1);
+
+	if (!OidIsValid(role) || !SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", role)));
+	return role;
 }
 
 PG_FUNCTION_INFO_V1(dml_grant);
 
-/* dml_grant(name, role): let role use the model */
+/*
+ * dml_grant(name, role, details DEFAULT true): let role use the model;
+ * with details false it may predict with it but not read its statistics,
+ * vocabularies, metrics or training history.
+ */
 Datum
 dml_grant(PG_FUNCTION_ARGS)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	Oid			argtypes[2] = {TEXTOID, OIDOID};
-	Datum		values[2];
+	char	   *name = name_arg(fcinfo);
+	Oid			owner = DmlCheckAccess(name, DML_ACCESS_OWNER);
+	Oid			argtypes[4] = {TEXTOID, OIDOID, OIDOID, BOOLOID};
+	Datum		values[4];
 
-	check_owner(name, name_owners(name, 0, false));
 	values[0] = CStringGetTextDatum(name);
-	values[1] = ObjectIdGetDatum(PG_GETARG_OID(1));
-	owner_exec("INSERT INTO dml.grants (name, grantee) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-			   2, argtypes, values);
+	values[1] = ObjectIdGetDatum(owner);
+	values[2] = ObjectIdGetDatum(role_arg(fcinfo));
+	values[3] = BoolGetDatum(PG_GETARG_BOOL(2));
+	owner_write("INSERT INTO dml.grants (name, owner, grantee, details) VALUES ($1, $2, $3, $4) "
+				"ON CONFLICT (name, owner, grantee) DO UPDATE SET details = excluded.details",
+				4, argtypes, values);
 	PG_RETURN_VOID();
 }
 
@@ -194,13 +190,16 @@ PG_FUNCTION_INFO_V1(dml_revoke);
 Datum
 dml_revoke(PG_FUNCTION_ARGS)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	Oid			argtypes[2] = {TEXTOID, OIDOID};
-	Datum		values[2];
+	char	   *name = name_arg(fcinfo);
+	Oid			owner = DmlCheckAccess(name, DML_ACCESS_OWNER);
+	Oid			argtypes[3] = {TEXTOID, OIDOID, OIDOID};
+	Datum		values[3];
 
-	check_owner(name, name_owners(name, 0, false));
 	values[0] = CStringGetTextDatum(name);
-	values[1] = ObjectIdGetDatum(PG_GETARG_OID(1));
-	owner_exec("DELETE FROM dml.grants WHERE name = $1 AND grantee = $2", 2, argtypes, values);
+	values[1] = ObjectIdGetDatum(owner);
+	values[2] = ObjectIdGetDatum(role_arg(fcinfo));
+	owner_write("DELETE FROM dml.grants WHERE name OPERATOR(pg_catalog.=) $1 "
+				"AND owner OPERATOR(pg_catalog.=) $2 AND grantee OPERATOR(pg_catalog.=) $3",
+				3, argtypes, values);
 	PG_RETURN_VOID();
 }

@@ -21,6 +21,8 @@
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -70,6 +72,49 @@ free_entry(DmlCachedModel *cm)
 	cm->id = 0;
 }
 
+/* the value of key in a JSON object, or NULL when absent or JSON null */
+static JsonbValue *
+spec_get(JsonbContainer *obj, const char *key, JsonbValue *res)
+{
+	JsonbValue *v = getKeyJsonValueFromContainer(obj, key, strlen(key), res);
+
+	return v == NULL || v->type == jbvNull ? NULL : v;
+}
+
+/* a JSON string as a C string in the current memory context, or NULL */
+static char *
+spec_string(JsonbValue *v)
+{
+	if (v == NULL || v->type != jbvString)
+		return NULL;
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+/* a JSON number as an int64; def when absent or not a number */
+static int64
+spec_int(JsonbValue *v, int64 def)
+{
+	if (v == NULL || v->type != jbvNumeric)
+		return def;
+	return DatumGetInt64(DirectFunctionCall1(numeric_int8, NumericGetDatum(v->val.numeric)));
+}
+
+/* the elements of a JSON array as C strings (NULL elements as NULL) */
+static char **
+spec_strings(JsonbValue *arr, int *n)
+{
+	char	  **out;
+
+	*n = 0;
+	if (arr == NULL || arr->type != jbvBinary || !JsonContainerIsArray(arr->val.binary.data))
+		return palloc(sizeof(char *));
+	*n = JsonContainerSize(arr->val.binary.data);
+	out = palloc(sizeof(char *) * Max(*n, 1));
+	for (int i = 0; i < *n; i++)
+		out[i] = spec_string(getIthJsonbValueFromContainer(arr->val.binary.data, i));
+	return out;
+}
+
 static int
 cmp_levels(const void *a, const void *b)
 {
@@ -78,86 +123,67 @@ cmp_levels(const void *a, const void *b)
 
 /*
  * DmlParseSpec
- *		Features (with one-hot levels) and classes from a model's spec,
- *		allocated in cxt.  Uses SPI; the caller is connected.
+ *		Features (with one-hot levels), classes, the label type and the
+ *		target from a model's spec, allocated in cxt.  Read with the jsonb
+ *		C API: no SQL runs.
  */
 void
 DmlParseSpec(DmlCachedModel *cm, Jsonb *spec, MemoryContext cxt)
 {
-	Oid			argtypes[1] = {JSONBOID};
-	Datum		values[1] = {JsonbPGetDatum(spec)};
-	MemoryContext old;
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	JsonbContainer *root = &spec->root;
+	JsonbValue	buf;
+	JsonbValue *feats = spec_get(root, "features", &buf);
+	JsonbContainer *fc;
 
-	if (SPI_execute_with_args("SELECT f->>'name', f->>'kind', (f->>'width')::int, "
-							  "ARRAY(SELECT jsonb_array_elements_text(f->'levels')) "
-							  "FROM jsonb_array_elements($1->'features') WITH ORDINALITY AS a(f, i) "
-							  "ORDER BY i",
-							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "dml: reading a model spec failed");
-	old = MemoryContextSwitchTo(cxt);
-	cm->nfeatures = (int) SPI_processed;
+	if (feats == NULL || feats->type != jbvBinary || !JsonContainerIsArray(feats->val.binary.data))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("spec of model \"%s\" has no feature list", cm->name)));
+	fc = feats->val.binary.data;
+	cm->nfeatures = JsonContainerSize(fc);
 	cm->features = palloc0(sizeof(DmlFeature) * Max(cm->nfeatures, 1));
 	for (int i = 0; i < cm->nfeatures; i++)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	td = SPI_tuptable->tupdesc;
+		JsonbValue *fv = getIthJsonbValueFromContainer(fc, i);
 		DmlFeature *f = &cm->features[i];
-		char	   *kind = SPI_getvalue(tup, td, 2);
-		bool		isnull;
+		JsonbValue	b1;
+		char	   *kind;
 
-		f->name = SPI_getvalue(tup, td, 1);
+		if (fv == NULL || fv->type != jbvBinary || !JsonContainerIsObject(fv->val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("spec of model \"%s\" has a malformed feature", cm->name)));
+		f->name = spec_string(spec_get(fv->val.binary.data, "name", &b1));
+		kind = spec_string(spec_get(fv->val.binary.data, "kind", &b1));
+		if (f->name == NULL || kind == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("spec of model \"%s\" has a malformed feature", cm->name)));
 		f->kind = strcmp(kind, "vec") == 0 ? DML_FEAT_VEC :
 			strcmp(kind, "cat") == 0 ? DML_FEAT_CAT : DML_FEAT_NUM;
-		f->width = DatumGetInt32(SPI_getbinval(tup, td, 3, &isnull));
+		f->width = (int) spec_int(spec_get(fv->val.binary.data, "width", &b1), 1);
 		if (f->kind == DML_FEAT_CAT)
 		{
-			ArrayType  *arr = DatumGetArrayTypeP(SPI_getbinval(tup, td, 4, &isnull));
-			Datum	   *elems;
-			bool	   *enulls;
-			char	  **sorted;
+			char	  **sorted = spec_strings(spec_get(fv->val.binary.data, "levels", &b1),
+											  &f->nlevels);
 
-			deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &enulls, &f->nlevels);
 			f->levels = palloc(sizeof(char *) * Max(f->nlevels, 1));
 			f->level_index = palloc(sizeof(int) * Max(f->nlevels, 1));
-			sorted = palloc(sizeof(char *) * Max(f->nlevels, 1));
-			for (int j = 0; j < f->nlevels; j++)
-				sorted[j] = TextDatumGetCString(elems[j]);
 			/* levels sorted bytewise for bsearch, remembering each one's slot */
 			for (int j = 0; j < f->nlevels; j++)
-				f->levels[j] = sorted[j];
+				f->levels[j] = sorted[j] ? sorted[j] : "";
 			qsort(f->levels, f->nlevels, sizeof(char *), cmp_levels);
 			for (int j = 0; j < f->nlevels; j++)
 				for (int k = 0; k < f->nlevels; k++)
-					if (strcmp(f->levels[j], sorted[k]) == 0)
+					if (strcmp(f->levels[j], sorted[k] ? sorted[k] : "") == 0)
 						f->level_index[j] = k;
 		}
 	}
+	cm->classes = spec_strings(spec_get(root, "classes", &buf), &cm->nclasses);
+	cm->label_type = (Oid) spec_int(spec_get(root, "label_type", &buf), InvalidOid);
+	cm->target = spec_string(spec_get(root, "target", &buf));
 	MemoryContextSwitchTo(old);
-
-	if (SPI_execute_with_args("SELECT jsonb_array_elements_text(CASE jsonb_typeof($1->'classes') "
-							  "WHEN 'array' THEN $1->'classes' ELSE '[]' END), "
-							  "($1->>'label_type')::oid",
-							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "dml: reading a model spec failed");
-	old = MemoryContextSwitchTo(cxt);
-	cm->nclasses = (int) SPI_processed;
-	cm->classes = palloc(sizeof(char *) * Max(cm->nclasses, 1));
-	for (int i = 0; i < cm->nclasses; i++)
-		cm->classes[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-	MemoryContextSwitchTo(old);
-
-	if (SPI_execute_with_args("SELECT ($1->>'label_type')::oid, $1->>'target'", 1, argtypes, values,
-							  NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "dml: reading a model spec failed");
-	{
-		bool		isnull;
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-		cm->label_type = isnull ? InvalidOid : DatumGetObjectId(d);
-		old = MemoryContextSwitchTo(cxt);
-		cm->target = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-		MemoryContextSwitchTo(old);
-	}
 }
 
 /* load the weights and spec of model id into cm */
@@ -173,9 +199,9 @@ load_model(DmlCachedModel *cm, int64 id)
 	DmlStatus	st;
 	MemoryContext entry_cxt;
 
-	if (SPI_execute_with_args("SELECT weights, spec, kind FROM dml.models WHERE id = $1",
-							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
+	DmlOwnerQuery("SELECT weights, spec, kind FROM dml.models WHERE id OPERATOR(pg_catalog.=) $1",
+				  1, argtypes, values, true, 1);
+	if (SPI_processed != 1)
 		elog(ERROR, "dml: model %lld vanished", (long long) id);
 	w = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	st = dml_model_parse(&m, (unsigned char *) VARDATA_ANY(w), VARSIZE_ANY_EXHDR(w),
@@ -249,13 +275,12 @@ DmlGetModel(const char *name)
 	uint64		stamp = DmlValidationStamp();
 	DmlCachedModel *cm;
 	bool		found;
-	DmlCatalogUser save;
+	bool		exists;
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1];
-	int64		id;
-	int			version;
-	Oid			owner;
-	bool		isnull;
+	int64		id = 0;
+	int			version = 0;
+	Oid			owner = InvalidOid;
 
 	if (strlen(name) >= NAMEDATALEN * 4)
 		ereport(ERROR,
@@ -285,26 +310,27 @@ DmlGetModel(const char *name)
 		return cm;
 
 	values[0] = CStringGetTextDatum(name);
-	DmlBecomeOwner(&save);
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT m.id, m.version, m.owner FROM dml.models m "
-							  "WHERE m.name = $1 AND m.version = coalesce("
-							  "(SELECT d.version FROM dml.deployments d WHERE d.name = $1), "
-							  "(SELECT max(m2.version) FROM dml.models m2 WHERE m2.name = $1))",
-							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "dml: resolving model failed");
-	if (SPI_processed == 0)
+	DmlOwnerQuery("SELECT m.id, m.version, m.owner FROM dml.models m "
+				  "WHERE m.name OPERATOR(pg_catalog.=) $1 AND m.version OPERATOR(pg_catalog.=) COALESCE("
+				  "(SELECT d.version FROM dml.deployments d WHERE d.name OPERATOR(pg_catalog.=) $1 "
+				  "AND d.owner OPERATOR(pg_catalog.=) m.owner), "
+				  "(SELECT pg_catalog.max(m2.version) FROM dml.models m2 "
+				  "WHERE m2.name OPERATOR(pg_catalog.=) $1))",
+				  1, argtypes, values, true, 1);
+	exists = SPI_processed > 0;
+	if (exists)
 	{
-		SPI_finish();
-		DmlRestoreUser(&save);
+		id = DatumGetInt64(DmlSpiValue(0, 1));
+		version = DatumGetInt32(DmlSpiValue(0, 2));
+		owner = DatumGetObjectId(DmlSpiValue(0, 3));
+	}
+	/* the right to use it is checked as the caller, every time, first */
+	if (!exists || !DmlRoleCanUse(owner, name))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" does not exist", name),
 				 errhint("dml_models lists the models you can use.")));
-	}
-	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
 	if (cm->id != id)
 	{
 		cm->id = 0;
@@ -312,14 +338,7 @@ DmlGetModel(const char *name)
 		load_model(cm, id);
 	}
 	SPI_finish();
-	DmlRestoreUser(&save);
 
-	/* the right to use it is checked as the caller, every time */
-	if (!DmlRoleCanUse(owner, name))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for model \"%s\"", name),
-				 errhint("The model's owner can share it with dml_grant.")));
 	cm->version = version;
 	cm->owner = owner;
 	cm->checked = stamp;

@@ -597,46 +597,6 @@ choose_packing(DmlJob *job)
  * Connection and programs
  * --------------------------------------------------------------------- */
 
-/* a conninfo value, single-quoted */
-static void
-append_conn_value(StringInfo buf, const char *key, const char *value)
-{
-	appendStringInfo(buf, "%s='", key);
-	for (const char *p = value; *p; p++)
-	{
-		if (*p == '\'' || *p == '\\')
-			appendStringInfoChar(buf, '\\');
-		appendStringInfoChar(buf, *p);
-	}
-	appendStringInfoString(buf, "' ");
-}
-
-/* dml.conninfo, or this server's first Unix socket as the bootstrap superuser */
-static char *
-worker_conninfo(void)
-{
-	StringInfoData buf;
-	char	   *dirs;
-	char	   *first;
-
-	initStringInfo(&buf);
-	if (dml_conninfo && dml_conninfo[0])
-		appendStringInfo(&buf, "%s ", dml_conninfo);
-	else
-	{
-		dirs = pstrdup(Unix_socket_directories ? Unix_socket_directories : "");
-		first = strtok(dirs, ",");
-		while (first && *first == ' ')
-			first++;
-		append_conn_value(&buf, "host", first && *first ? first : "127.0.0.1");
-		appendStringInfo(&buf, "port=%d ", PostPortNumber);
-		append_conn_value(&buf, "user", GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false));
-	}
-	append_conn_value(&buf, "dbname", get_database_name(MyDatabaseId));
-	appendStringInfoString(&buf, "application_name='dml-worker'");
-	return buf.data;
-}
-
 /*
  * dml.worker_path, or the worker next to the postgres binary: the CUDA
  * build (dml-worker-gpu) when the job may run on a GPU, else the CPU build,
@@ -667,8 +627,8 @@ worker_path(const char *device)
 /*
  * DmlJobSetLaunch
  *		How a job's workers start and connect back: the snapshot they read
- *		under, the role they SET ROLE to, the connection string, hosts and
- *		programs.  With export_snapshot false they read with no snapshot of
+ *		under, the role they log in as (the caller: coordinator/login.c),
+ *		the connection string, hosts and programs.  With export_snapshot false they read with no snapshot of
  *		ours (the in-server path launches nothing).  A snapshot cannot be
  *		exported from a subtransaction (a PL/pgSQL EXCEPTION block, a
  *		SAVEPOINT): rank 0 then exports one of its own and the other ranks
@@ -693,7 +653,7 @@ DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice)
 		job->snapshot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	}
 	job->role = GetUserNameFromId(GetUserId(), false);
-	job->conninfo = worker_conninfo();
+	job->conninfo = DmlWorkerConninfo(GetUserId());
 	job->hosts = dml_hosts;
 	job->mpirun = dml_mpirun;
 	job->worker_path = worker_path(job->device);
@@ -938,6 +898,32 @@ choose_sync(DmlJob *job, FunctionCallInfo fcinfo)
 				 errhint("Use device => 'cpu' or 'auto' with sync => '%s' or compression.", job->sync)));
 }
 
+/*
+ * A model's parameters within dml.max_model_parameters, before anything
+ * starts: every rank holds them, their gradients and the optimizer's state.
+ */
+static void
+check_model_size(DmlJob *job)
+{
+	double		params = 0;
+	int			in = job->ninputs;
+
+	for (int i = 0; i < job->nhidden; i++)
+	{
+		params += ((double) in + 1) * job->hidden[i];
+		in = job->hidden[i];
+	}
+	params += ((double) in + 1) * job->noutputs;
+	if (params > dml_max_model_parameters)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("model would have %.0f parameters, more than dml.max_model_parameters (%d)",
+						params, dml_max_model_parameters),
+				 errdetail("Each worker holds the parameters, their gradients and the optimizer's state: about %.0f MB.",
+						   params * 16 / 1e6),
+				 errhint("Use fewer or smaller hidden layers; a superuser can raise dml.max_model_parameters.")));
+}
+
 /* the defaults that depend on the kind of model */
 static void
 choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
@@ -1010,9 +996,11 @@ dml_train(PG_FUNCTION_ARGS)
 	char		relkind;
 	char	   *spec;
 	bool		in_server;
+	Oid			owner;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "dml_train must return a composite type");
+	DmlCheckWritable("train a model");
 
 	/* name, relation, target */
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
@@ -1204,6 +1192,7 @@ dml_train(PG_FUNCTION_ARGS)
 		}
 		job->kind = "mlp";
 	}
+	check_model_size(job);
 	choose_optimizer(job, optimizer, fcinfo);
 	apply_options(job, PG_ARGISNULL(18) ? NULL : PG_GETARG_JSONB_P(18));
 	choose_sync(job, fcinfo);
@@ -1215,7 +1204,7 @@ dml_train(PG_FUNCTION_ARGS)
 	}
 	choose_packing(job);
 
-	DmlCheckNameForTraining(job->name);
+	owner = DmlCheckNameForTraining(job->name);
 	if (DmlTrainCheckOnly)
 	{
 		/* dml_train_async: the checks passed; the job does the rest */
@@ -1278,7 +1267,7 @@ dml_train(PG_FUNCTION_ARGS)
 		}
 	}
 	spec = spec_json(job, &parsed);
-	version = DmlStoreModel(model_id, job->name, job->kind, result.device, spec,
+	version = DmlStoreModel(model_id, job->name, owner, job->kind, result.device, spec,
 							result.weights, result.metrics_json);
 	dml_model_free(&parsed);
 	SPI_finish();

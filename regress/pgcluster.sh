@@ -6,6 +6,10 @@
 #                        on a private Unix socket and 127.0.0.1:port;
 #                        sets PGC_DIR PGC_PORT PGC_SOCK PGHOST PGPORT PGUSER
 #   pgc_psql ...         psql as the cluster's superuser (-X -v ON_ERROR_STOP=1)
+#   pgc_allow_role R...  let the server's OS user log in as roles R (the
+#                        pg_ident.conf line dml's workers need on PostgreSQL
+#                        15, where a map cannot say "every role"), reload,
+#                        and wait until the server has the new lines
 #   pgc_as_pg CMD...     run a command as the 'postgres' OS user
 #   pgc_stop             fast shutdown and remove the directory
 #   pgc_restart MODE     pg_ctl restart -m MODE, same environment
@@ -19,6 +23,13 @@
 #
 # The server refuses to run as root, so when we are root everything that
 # touches the data directory runs through runuser as 'postgres'.
+#
+# Authentication is the README's setup, not trust: on the socket, peer
+# authentication with map "dml" (an OS user logs in as its own name, and
+# the server's OS user as the roles listed with pgc_allow_role: dml's
+# workers log in as the calling role); over TCP, scram-sha-256.  The user
+# running the scripts may also log in as the superuser.  dml is in
+# shared_preload_libraries, as the README recommends.
 
 PG_BINDIR=${PG_BINDIR:-$(pg_config --bindir)}
 PGC_OSUSER=${PGC_OSUSER:-postgres}
@@ -55,6 +66,16 @@ synchronous_commit = off
 full_page_writes = off
 max_parallel_workers_per_gather = 2
 log_min_messages = warning
+shared_preload_libraries = 'dml'
+EOF
+	cat >"$PGC_DIR/data/pg_hba.conf" <<EOF
+local   all   all                  peer map=dml
+host    all   all   127.0.0.1/32   scram-sha-256
+host    all   all   ::1/128        scram-sha-256
+EOF
+	cat >"$PGC_DIR/data/pg_ident.conf" <<EOF
+dml   /^(.*)\$   \\1
+dml   $(id -un)   postgres
 EOF
 	mkdir -p "$PGC_DIR/tmp"
 	[ "$(id -u)" = 0 ] && chown "$PGC_OSUSER" "$PGC_DIR/tmp"
@@ -67,6 +88,20 @@ EOF
 
 pgc_psql() {
 	pgc_as_pg psql -X -q -v ON_ERROR_STOP=1 "$@"
+}
+
+pgc_allow_role() {
+	local r i
+	for r in "$@" dml_ident_probe; do
+		echo "dml   $PGC_OSUSER   $r" | pgc_as_pg tee -a "$PGC_DIR/data/pg_ident.conf" >/dev/null
+	done
+	pgc_psql -d postgres -c "SET client_min_messages = warning" -c "DROP ROLE IF EXISTS dml_ident_probe" -c "CREATE ROLE dml_ident_probe LOGIN" \
+		-c "SELECT pg_reload_conf()" >/dev/null || return 1
+	for i in $(seq 1 200); do
+		pgc_as_pg psql -X -q -U dml_ident_probe -d postgres -c "SELECT 1" >/dev/null 2>&1 && break
+		sleep 0.05
+	done
+	pgc_psql -d postgres -c "DROP ROLE dml_ident_probe" >/dev/null
 }
 
 pgc_stop() {

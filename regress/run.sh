@@ -73,6 +73,8 @@ export PGDATABASE=dml_regress
 pgc_psql -d postgres -c "CREATE DATABASE dml_regress" >/dev/null
 pgc_psql -c "CREATE EXTENSION dml" >/dev/null
 pgc_psql -c "ALTER DATABASE dml_regress SET dml.test_hooks = on" >/dev/null
+# the roles the SQL suites create, so dml's workers may log in as them
+pgc_allow_role $(grep -ohE 'CREATE ROLE [a-z_0-9]+' regress/sql/*.sql regress/tap/*.sql | awk '{print $3}' | sort -u)
 
 echo "== pg_regress"
 PG_REGRESS=$(pg_config --pkglibdir)/pgxs/src/test/regress/pg_regress

@@ -2,6 +2,63 @@
 
 \echo Use "ALTER EXTENSION dml UPDATE TO '1.1'" to load this file. \quit
 
+/*
+ * Security (ownership): a model name belongs to one role.  Versions that a
+ * grantee added under its own name go to the name's first owner; grants
+ * and deployments are keyed by the name and its owner, and those of names
+ * without versions go.  dml_grant takes details => false to share a model
+ * for prediction only.
+ */
+UPDATE dml.models m SET owner = f.owner
+FROM (SELECT DISTINCT ON (name) name, owner FROM dml.models ORDER BY name, version) f
+WHERE m.name = f.name AND m.owner <> f.owner;
+
+ALTER TABLE dml.deployments ADD COLUMN owner oid;
+UPDATE dml.deployments d SET owner = m.owner FROM dml.models m WHERE m.name = d.name;
+DELETE FROM dml.deployments WHERE owner IS NULL;
+ALTER TABLE dml.deployments ALTER COLUMN owner SET NOT NULL,
+	DROP CONSTRAINT deployments_pkey, ADD PRIMARY KEY (name, owner);
+
+ALTER TABLE dml.grants ADD COLUMN owner oid,
+	ADD COLUMN details boolean NOT NULL DEFAULT true;
+UPDATE dml.grants g SET owner = m.owner FROM dml.models m WHERE m.name = g.name;
+DELETE FROM dml.grants WHERE owner IS NULL;
+ALTER TABLE dml.grants ALTER COLUMN owner SET NOT NULL,
+	DROP CONSTRAINT grants_pkey, ADD PRIMARY KEY (name, owner, grantee);
+
+DROP FUNCTION @extschema@.dml_grant(text, regrole);
+CREATE FUNCTION @extschema@.dml_grant(name text, role regrole, details boolean DEFAULT true)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dml_grant'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION dml.can_see_details(owner oid, name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dml_can_see_details'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+GRANT EXECUTE ON FUNCTION dml.can_see_details(oid, text) TO PUBLIC;
+
+CREATE OR REPLACE VIEW @extschema@.dml_models AS
+SELECT m.id, m.name, m.version, m.owner::regrole AS owner, m.kind, m.device,
+	   CASE WHEN dml.can_see_details(m.owner, m.name) THEN m.spec -> 'features'
+			ELSE (SELECT jsonb_agg(jsonb_build_object('name', f -> 'name', 'kind', f -> 'kind'))
+				  FROM jsonb_array_elements(m.spec -> 'features') f) END AS features,
+	   m.spec -> 'classes' AS classes,
+	   m.created,
+	   (d.version IS NOT DISTINCT FROM m.version OR
+		(d.version IS NULL AND m.version = (SELECT max(version) FROM dml.models m2
+											WHERE m2.name = m.name))) AS deployed,
+	   CASE WHEN dml.can_see_details(m.owner, m.name) THEN m.metrics END AS metrics
+FROM dml.models m
+LEFT JOIN dml.deployments d ON d.name = m.name AND d.owner = m.owner
+WHERE dml.can_use(m.owner, m.name);
+
+CREATE OR REPLACE VIEW @extschema@.dml_epochs AS
+SELECT m.name, m.version, e.restarts, e.epoch, e.loss, e.val_loss, e.val_metric,
+	   e.rows_per_second, e.seconds, e.bytes_sent, e.staleness, e.recorded
+FROM dml.epochs e JOIN dml.models m ON m.id = e.model_id
+WHERE dml.can_see_details(m.owner, m.name);
+
 /* ---------------------------------------------------------------------
  * Background training jobs and live progress (issue 16)
  * --------------------------------------------------------------------- */

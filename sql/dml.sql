@@ -47,17 +47,30 @@ CREATE TABLE dml.epochs (
 	PRIMARY KEY (model_id, restarts, epoch)
 );
 
+/*
+ * A model name belongs to one role, the owner of its versions (every
+ * version of a name has the same owner).  Deployments and grants belong to
+ * the name and that owner: they go away with the name's last version, and
+ * a grant made under one owner never applies to a later model of the same
+ * name by another.
+ */
+
 /* the version dml_predict uses for a name, when pinned by dml_deploy */
 CREATE TABLE dml.deployments (
-	name		text PRIMARY KEY,
-	version		integer NOT NULL
+	name		text NOT NULL,
+	version		integer NOT NULL,
+	owner		oid NOT NULL,
+	PRIMARY KEY (name, owner)
 );
 
-/* roles a model name is shared with, by dml_grant */
+/* roles a model name is shared with, by dml_grant; details: the grantee
+ * also sees the spec's statistics, vocabularies and the metrics */
 CREATE TABLE dml.grants (
 	name		text NOT NULL,
 	grantee		oid NOT NULL,
-	PRIMARY KEY (name, grantee)
+	owner		oid NOT NULL,
+	details		boolean NOT NULL DEFAULT true,
+	PRIMARY KEY (name, owner, grantee)
 );
 
 REVOKE ALL ON dml.models, dml.epochs, dml.deployments, dml.grants FROM PUBLIC;
@@ -184,7 +197,7 @@ RETURNS integer
 AS 'MODULE_PATHNAME', 'dml_drop_model'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT;
 
-CREATE FUNCTION @extschema@.dml_grant(name text, role regrole)
+CREATE FUNCTION @extschema@.dml_grant(name text, role regrole, details boolean DEFAULT true)
 RETURNS void
 AS 'MODULE_PATHNAME', 'dml_grant'
 LANGUAGE C VOLATILE STRICT;
@@ -294,28 +307,40 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'dml_can_use'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;
 
+/*
+ * true when the calling role may also read a model's details: statistics
+ * and vocabularies of its features, its metrics and training history
+ * (owners, and grantees unless dml_grant(..., details => false))
+ */
+CREATE FUNCTION dml.can_see_details(owner oid, name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dml_can_see_details'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
 /* The models the calling role may use */
 CREATE VIEW @extschema@.dml_models AS
 SELECT m.id, m.name, m.version, m.owner::regrole AS owner, m.kind, m.device,
-	   m.spec -> 'features' AS features,
+	   CASE WHEN dml.can_see_details(m.owner, m.name) THEN m.spec -> 'features'
+			ELSE (SELECT jsonb_agg(jsonb_build_object('name', f -> 'name', 'kind', f -> 'kind'))
+				  FROM jsonb_array_elements(m.spec -> 'features') f) END AS features,
 	   m.spec -> 'classes' AS classes,
 	   m.created,
 	   (d.version IS NOT DISTINCT FROM m.version OR
 		(d.version IS NULL AND m.version = (SELECT max(version) FROM dml.models m2
 											WHERE m2.name = m.name))) AS deployed,
-	   m.metrics
+	   CASE WHEN dml.can_see_details(m.owner, m.name) THEN m.metrics END AS metrics
 FROM dml.models m
-LEFT JOIN dml.deployments d ON d.name = m.name
+LEFT JOIN dml.deployments d ON d.name = m.name AND d.owner = m.owner
 WHERE dml.can_use(m.owner, m.name);
 
 CREATE VIEW @extschema@.dml_epochs AS
 SELECT m.name, m.version, e.restarts, e.epoch, e.loss, e.val_loss, e.val_metric,
 	   e.rows_per_second, e.seconds, e.bytes_sent, e.staleness, e.recorded
 FROM dml.epochs e JOIN dml.models m ON m.id = e.model_id
-WHERE dml.can_use(m.owner, m.name);
+WHERE dml.can_see_details(m.owner, m.name);
 
 GRANT USAGE ON SCHEMA dml TO PUBLIC;
-GRANT EXECUTE ON FUNCTION dml.can_use(oid, text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION dml.can_use(oid, text), dml.can_see_details(oid, text) TO PUBLIC;
 GRANT SELECT ON @extschema@.dml_models, @extschema@.dml_epochs TO PUBLIC;
 
 /* ---------------------------------------------------------------------

@@ -3,7 +3,7 @@
  * load.c
  *	  Read this rank's slices over libpq, straight into float32 matrices.
  *
- * Each rank connects, sets its role to the calling user before running
+ * Each rank connects as the calling user (worker_login) before running
  * anything else (so privileges and row-level security apply), imports the
  * coordinator's snapshot, and reads each of its slices one of two ways.
  *
@@ -722,6 +722,32 @@ exec_ok(PGconn *conn, const char *sql)
 	PQclear(res);
 }
 
+/*
+ * worker_login
+ *		Connect as the job's caller.  The session user must be the calling
+ *		role itself (coordinator/login.c): user code runs in this session
+ *		(view and policy functions), and a superuser that set its role could
+ *		be reset by it.  Anything else is refused before a query runs.
+ */
+PGconn *
+worker_login(const WorkerSpec *spec)
+{
+	PGconn	   *conn = PQconnectdb(spec->conninfo);
+	PGresult   *res;
+
+	if (PQstatus(conn) != CONNECTION_OK)
+		worker_fail("could not connect to the database as role \"%s\": %s",
+					spec->role, PQerrorMessage(conn));
+	res = PQexec(conn, "SELECT session_user");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+		worker_fail("could not read the session user: %s", PQerrorMessage(conn));
+	if (strcmp(PQgetvalue(res, 0, 0), spec->role) != 0)
+		worker_fail("the worker's session user is \"%s\", not the caller \"%s\"",
+					PQgetvalue(res, 0, 0), spec->role);
+	PQclear(res);
+	return conn;
+}
+
 /* hand out rank 0's rows evenly (a view was read whole) */
 static void
 scatter_rows(Dataset *ds)
@@ -775,7 +801,6 @@ void
 load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 {
 	PGconn	   *conn;
-	char	   *role;
 	char		sql[512];
 	double		t0 = wall_seconds();
 	int			whole = 0;
@@ -801,14 +826,7 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	{
 		char		snapshot[256];
 
-		conn = PQconnectdb(spec->conninfo);
-		if (PQstatus(conn) != CONNECTION_OK)
-			worker_fail("could not connect to the database: %s", PQerrorMessage(conn));
-		/* the caller's role first, before anything else runs */
-		role = PQescapeIdentifier(conn, spec->role, strlen(spec->role));
-		snprintf(sql, sizeof(sql), "SET ROLE %s", role);
-		PQfreemem(role);
-		exec_ok(conn, sql);
+		conn = worker_login(spec);
 		exec_ok(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
 		if (strlen(spec->snapshot) > 200)
 			worker_fail("malformed snapshot id");

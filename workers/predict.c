@@ -383,23 +383,13 @@ exec_ok(PGconn *conn, const char *sql)
 	PQclear(res);
 }
 
-/* connect, become the caller, and see what the caller's snapshot sees */
+/* connect as the caller, and see what the caller's snapshot sees */
 static PGconn *
 connect_as_caller(const WorkerSpec *spec)
 {
-	PGconn	   *conn = PQconnectdb(spec->conninfo);
+	PGconn	   *conn = worker_login(spec);
 	char		sql[512];
-	char	   *role;
 
-	if (PQstatus(conn) != CONNECTION_OK)
-		worker_fail("could not connect to the database: %s", PQerrorMessage(conn));
-	/* the caller's role first, before anything else runs */
-	role = PQescapeIdentifier(conn, spec->role, strlen(spec->role));
-	if (role == NULL)
-		worker_fail("could not quote the role: %s", PQerrorMessage(conn));
-	snprintf(sql, sizeof(sql), "SET ROLE %s", role);
-	PQfreemem(role);
-	exec_ok(conn, sql);
 	/* text (categories, ids) as the server holds it, as the backend reads it */
 	if (PQsetClientEncoding(conn, PQparameterStatus(conn, "server_encoding")) != 0)
 		worker_fail("could not set the client encoding: %s", PQerrorMessage(conn));

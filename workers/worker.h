@@ -146,6 +146,8 @@ typedef struct Dataset
 } Dataset;
 
 extern void load_slices(Dataset *ds, WorkerSpec *spec, int rank);
+struct pg_conn;
+extern struct pg_conn *worker_login(const WorkerSpec *spec);
 
 /* The binary COPY wire format, for load.c (training rows) and predict.c */
 static inline uint32_t

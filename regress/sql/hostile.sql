@@ -104,11 +104,11 @@ SELECT * FROM sentinel;
 --
 -- 3. Privileges: checked in the backend, before anything is launched
 --
-CREATE ROLE dml_hostile_nobody;
-CREATE ROLE dml_hostile_cols;
-CREATE ROLE dml_hostile_a;
-CREATE ROLE dml_hostile_b;
-CREATE ROLE dml_hostile_none;
+CREATE ROLE dml_hostile_nobody LOGIN;
+CREATE ROLE dml_hostile_cols LOGIN;
+CREATE ROLE dml_hostile_a LOGIN;
+CREATE ROLE dml_hostile_b LOGIN;
+CREATE ROLE dml_hostile_none LOGIN;
 GRANT USAGE ON SCHEMA hostile TO dml_hostile_nobody, dml_hostile_cols,
 	dml_hostile_a, dml_hostile_b, dml_hostile_none;
 CREATE TABLE priv AS

@@ -103,7 +103,7 @@ ALTER TABLE pts2 DROP COLUMN gone;
 UPDATE pts2 SET i = NULL WHERE i % 7 = 0;
 CALL dml_predict_table('clf', 'pts2', 'clf_out2', 'i');
 CALL dml_predict_table('reg', 'pts2', 'reg_out2');
-CREATE ROLE dml_inf_cols;
+CREATE ROLE dml_inf_cols LOGIN;
 GRANT SELECT (i, x1, x2) ON pts2 TO dml_inf_cols;
 GRANT CREATE ON SCHEMA public TO dml_inf_cols;
 SELECT dml_grant('clf', 'dml_inf_cols');
@@ -219,7 +219,7 @@ SELECT planned_as_columns($$SELECT dml_predict('mixodd', m) FROM mix3 m$$) AS co
 FROM mix3 m JOIN (SELECT * FROM mix3 OFFSET 0) s USING (i);
 -- privileges are those of the whole row: a role that may read only some
 -- columns gets the same error as ever, and the array form of those columns
-CREATE ROLE dml_inf_part;
+CREATE ROLE dml_inf_part LOGIN;
 GRANT SELECT (i, x1, flag, color) ON mix TO dml_inf_part;
 SELECT dml_grant('mixr', 'dml_inf_part');
 SET ROLE dml_inf_part;
@@ -311,7 +311,7 @@ SELECT dml_drop_model('reg') AS dropped_all;
 SELECT sqlerr($$SELECT dml_predict('reg', ARRAY[0.0, 0.0])$$);
 
 -- access: a second role uses a model only when granted
-CREATE ROLE dml_other;
+CREATE ROLE dml_other LOGIN;
 GRANT SELECT ON pts TO dml_other;
 SET ROLE dml_other;
 SELECT sqlerr($$SELECT dml_predict('clf', ARRAY[0.0, 0.0])$$);
@@ -333,7 +333,7 @@ SET ROLE dml_other;
 SELECT sqlerr($$SELECT dml_predict('clf', ARRAY[0.0, 0.0])$$);
 RESET ROLE;
 -- a member of the owner's role uses its models
-CREATE ROLE dml_member;
+CREATE ROLE dml_member LOGIN;
 GRANT postgres TO dml_member;
 SET ROLE dml_member;
 SELECT dml_predict('clf', ARRAY[2.0, -2.0]) AS member_prediction;

@@ -88,7 +88,7 @@ SELECT count(*) AS rows, count(*) FILTER (WHERE i IS NULL) AS null_ids,
 FROM wp2_wrk;
 
 -- row-level security applies to the worker as to the backend: it reads as the caller
-CREATE ROLE dml_wp_reader;
+CREATE ROLE dml_wp_reader LOGIN;
 GRANT SELECT ON wp TO dml_wp_reader;
 GRANT CREATE ON SCHEMA public TO dml_wp_reader;
 SELECT dml_grant('wreg', 'dml_wp_reader');

@@ -15,20 +15,20 @@ pgc_psql -c "DROP TABLE IF EXISTS cancel_data; CREATE TABLE cancel_data AS
 for how in cancel terminate timeout; do
 	before=$(pgc_psql -t -A -c "SELECT count(*) FROM dml.models WHERE name = 'cancel_$how'")
 	if [ "$how" = timeout ]; then
-		pgc_psql -c "SET statement_timeout = '6s'; SELECT * FROM dml_train('cancel_$how', 'cancel_data', 'y',
+		pgc_psql -c "SET statement_timeout = '15s'; SELECT * FROM dml_train('cancel_$how', 'cancel_data', 'y',
 			optimizer => 'sgd', batch_size => 1, epochs => 100000, workers => 2)" >$T/dml-cancel-$how.log 2>&1 &
 		client=$!
-		wait_until 5 '[ "$(job_procs)" -ge 3 ]'
+		wait_until 14 'grep -q "epoch 1:" $T/dml-cancel-$how.log'
 		check "$how: workers are running" '[ "$(job_procs)" -ge 3 ]'
 	else
 		pgc_psql -c "SELECT * FROM dml_train('cancel_$how', 'cancel_data', 'y',
 			optimizer => 'sgd', batch_size => 1, epochs => 100000, workers => 2)" >$T/dml-cancel-$how.log 2>&1 &
 		client=$!
-		wait_until 60 '[ "$(job_procs)" -ge 3 ]'
+		wait_until 60 'grep -q "epoch 1:" $T/dml-cancel-$how.log'
 		check "$how: workers are running" '[ "$(job_procs)" -ge 3 ]'
 	fi
-	# the timeout fires 6 s after the statement began, after the workers started
-	stop_job "$how" "$how" "cancel_$how" $T/dml-cancel-$how.log $client 200
+	# the timeout fires 15 s after the statement began, after the workers started
+	stop_job "$how" "$how" "cancel_$how" $T/dml-cancel-$how.log $client 400
 	after=$(pgc_psql -t -A -c "SELECT count(*) FROM dml.models WHERE name = 'cancel_$how'")
 	check "$how: no model row stored" '[ "$before" = "$after" ]'
 	check "$how: no job directory left" '[ "$(job_dirs)" -eq 0 ]'

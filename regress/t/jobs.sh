@@ -27,6 +27,8 @@ q -c "DROP ROLE IF EXISTS j_alice_member; DROP ROLE IF EXISTS j_alice; DROP ROLE
 	CREATE ROLE j_alice LOGIN; CREATE ROLE j_bob LOGIN; CREATE ROLE j_dropped LOGIN;
 	CREATE ROLE j_alice_member LOGIN IN ROLE j_alice;
 	GRANT SELECT ON jobs_data, jobs_small TO j_alice, j_bob, j_dropped" >/dev/null
+# their jobs' workers log in as them
+pgc_allow_role j_alice j_bob j_dropped j_alice_member
 q -c "LOAD 'dml'" -c "ALTER SYSTEM SET dml.max_concurrent_jobs = 2" -c "SELECT pg_reload_conf()" >/dev/null
 
 # -- 1. submit and disconnect; follow from a second session; cancel from a third
@@ -149,7 +151,7 @@ check "dml.progress shows a synchronous dml_train from another session" \
 	'[ "$(q -c "SELECT count(*) FROM dml.progress WHERE name = '"'jobs_sync'"' AND job IS NULL AND epoch >= 1")" = 1 ]'
 check "pg_stat_activity names it" \
 	'q -c "SELECT query FROM pg_stat_activity" | grep -q "training \"jobs_sync\", epoch"'
-q -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%training \"jobs_sync\"%'" >/dev/null
+q -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%training \"jobs_sync\"%' AND pid <> pg_backend_pid()" >/dev/null
 wait "$client"
 wait_until 5 '[ "$(q -c "SELECT count(*) FROM dml.progress WHERE name = '"'jobs_sync'"'")" = 0 ]'
 check "its row goes when it is cancelled" '[ "$(q -c "SELECT count(*) FROM dml.progress WHERE name = '"'jobs_sync'"'")" = 0 ]'
@@ -218,8 +220,9 @@ q -c "LOAD 'dml'" -c "ALTER SYSTEM RESET dml.checkpoint_retention" -c "SELECT pg
 
 # -- 10. preloaded: dml.progress in shared memory reserved at startup, and a
 #        job cut short by a crash goes on by itself (dml.resume_after_restart)
-q -c "LOAD 'dml'" -c "ALTER SYSTEM SET shared_preload_libraries = 'dml'" \
-	-c "ALTER SYSTEM SET dml.resume_after_restart = on" >/dev/null
+preloaded() { q -c "SHOW shared_preload_libraries" | grep -qw dml; }
+preloaded || q -c "ALTER SYSTEM SET shared_preload_libraries = 'dml'" >/dev/null
+q -c "LOAD 'dml'" -c "ALTER SYSTEM SET dml.resume_after_restart = on" >/dev/null
 pgc_restart fast
 check "preloaded: the launcher runs" \
 	'[ "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = '"'dml launcher'"'")" = 1 ]'
@@ -233,7 +236,20 @@ wait_until 30 requeued
 check "after a crash the job is queued again from its checkpoint by itself ($(job $aid "state || resumes"))" requeued
 check "and ends with the uninterrupted run's model" \
 	'[ "$(q -c "SELECT state FROM dml_wait($aid, interval '"'120 s'"')")" = succeeded ] && same_model jobs_auto'
-q -c "ALTER SYSTEM RESET shared_preload_libraries" -c "ALTER SYSTEM RESET dml.resume_after_restart" >/dev/null
+q -c "ALTER SYSTEM RESET dml.resume_after_restart" >/dev/null
+
+# -- 11. not preloaded: dml.progress takes its shared memory on first use
+#        (plpgsql stands in: an empty list would be one library named "")
+q -c "ALTER SYSTEM SET shared_preload_libraries = 'plpgsql'" >/dev/null
+pgc_restart fast
+pgc_psql -c "SELECT * FROM dml_train('jobs_lazy', 'jobs_data', 'y', $LONG)" >$T/jobs-lazy.log 2>&1 &
+client=$!
+wait_until 60 '[ "$(q -c "SELECT coalesce(max(epoch), 0) FROM dml.progress WHERE name = '"'jobs_lazy'"'")" -ge 1 ]'
+check "not preloaded: dml.progress still shows a training from another session" \
+	'[ "$(q -c "SELECT coalesce(max(epoch), 0) FROM dml.progress WHERE name = '"'jobs_lazy'"'")" -ge 1 ]'
+q -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%training \"jobs_lazy\"%' AND pid <> pg_backend_pid()" >/dev/null
+wait "$client"
+q -c "ALTER SYSTEM RESET shared_preload_libraries" >/dev/null
 pgc_restart fast
 
 q -c "LOAD 'dml'" -c "ALTER SYSTEM RESET dml.max_concurrent_jobs" -c "SELECT pg_reload_conf()" >/dev/null

@@ -60,7 +60,7 @@ pgc_psql -c "SELECT * FROM dml_train('sync_cancel', 'sync_data', 'y', features =
 	model => 'logistic', optimizer => 'sgd', batch_size => 1, epochs => 100000, workers => 2,
 	sync => 'ssp', staleness => 1, servers => 2)" >$T/dml-sync-cancel.log 2>&1 &
 client=$!
-wait_until 60 '[ "$(pgc_job_procs)" -ge 5 ]'
+wait_until 60 'grep -q "epoch 1:" $T/dml-sync-cancel.log'
 running=$(pgc_job_procs)
 check "ssp job runs 4 ranks and mpirun ($running processes)" '[ "$running" -ge 5 ]'
 stop_job "ssp job, cancel" cancel sync_cancel $T/dml-sync-cancel.log $client 100

@@ -51,7 +51,7 @@ SELECT has_function('dml_predict_proba', ARRAY['text', 'double precision[]']);
 SELECT has_function('dml_evaluate', ARRAY['text', 'regclass']);
 SELECT has_function('dml_deploy', ARRAY['text', 'integer']);
 SELECT has_function('dml_drop_model', ARRAY['text', 'integer']);
-SELECT has_function('dml_grant', ARRAY['text', 'regrole']);
+SELECT has_function('dml_grant', ARRAY['text', 'regrole', 'boolean']);
 SELECT has_function('dml_revoke', ARRAY['text', 'regrole']);
 SELECT is((SELECT prokind FROM pg_proc WHERE proname = 'dml_predict_table'), 'p',
 		  'dml_predict_table is a procedure');
@@ -102,7 +102,7 @@ SELECT ok(current_setting('dml.device') = 'auto', 'dml.device defaults to auto')
 SELECT ok(current_setting('dml.max_restarts')::int = 2, 'dml.max_restarts defaults to 2');
 
 -- privileges: PUBLIC cannot touch the catalog tables
-CREATE ROLE tap_user;
+CREATE ROLE tap_user LOGIN;
 SELECT ok(NOT has_table_privilege('tap_user', 'dml.models', 'SELECT'), 'PUBLIC cannot read dml.models');
 SELECT ok(NOT has_table_privilege('tap_user', 'dml.models', 'INSERT'), 'PUBLIC cannot write dml.models');
 SELECT ok(NOT has_table_privilege('tap_user', 'dml.epochs', 'SELECT'), 'PUBLIC cannot read dml.epochs');
