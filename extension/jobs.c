@@ -355,6 +355,25 @@ apply_settings(Jsonb *settings)
  * Workers and the queue
  * --------------------------------------------------------------------- */
 
+/*
+ * DmlBgworkerSetup
+ *		A background worker of dml's library with a database connection:
+ *		its entry point, type (also its name until the caller says more)
+ *		and restart policy.
+ */
+void
+DmlBgworkerSetup(BackgroundWorker *w, const char *function, const char *type, int restart)
+{
+	memset(w, 0, sizeof(*w));
+	w->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	w->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	w->bgw_restart_time = restart;
+	strlcpy(w->bgw_library_name, "dml", BGW_MAXLEN);
+	strlcpy(w->bgw_function_name, function, BGW_MAXLEN);
+	strlcpy(w->bgw_type, type, BGW_MAXLEN);
+	strlcpy(w->bgw_name, type, BGW_MAXLEN);
+}
+
 /* register a worker for a job; false when no slot is free */
 static bool
 launch_worker(int64 job, Oid owner, TransactionId wait_xid)
@@ -362,14 +381,8 @@ launch_worker(int64 job, Oid owner, TransactionId wait_xid)
 	BackgroundWorker w;
 	DmlJobLaunch l;
 
-	memset(&w, 0, sizeof(w));
-	w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	w.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	w.bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(w.bgw_library_name, "dml", BGW_MAXLEN);
-	strlcpy(w.bgw_function_name, "dml_job_main", BGW_MAXLEN);
+	DmlBgworkerSetup(&w, "dml_job_main", "dml job", BGW_NEVER_RESTART);
 	snprintf(w.bgw_name, BGW_MAXLEN, "dml job " INT64_FORMAT, job);
-	strlcpy(w.bgw_type, "dml job", BGW_MAXLEN);
 	l.job = job;
 	l.database = MyDatabaseId;
 	l.owner = owner;
@@ -790,18 +803,25 @@ read_job(int64 job, Oid *owner, char **state, int *pid)
 				 errhint("dml.jobs lists the jobs of the roles whose privileges you have.")));
 }
 
-/* can role log in (a job's worker logs in as it)? */
-static bool
-role_can_login(Oid role)
+/* a job's worker logs in as its owner: the role must be able to */
+static void
+check_can_login(Oid role)
 {
 	HeapTuple	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(role));
-	bool		ok;
+	bool		ok = false;
 
-	if (!HeapTupleIsValid(tup))
-		return false;
-	ok = ((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin;
-	ReleaseSysCache(tup);
-	return ok;
+	if (HeapTupleIsValid(tup))
+	{
+		ok = ((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin;
+		ReleaseSysCache(tup);
+	}
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" cannot log in, so it cannot run background jobs",
+						GetUserNameFromId(role, true) ? GetUserNameFromId(role, true) : "?"),
+				 errdetail("A job's background worker logs in as the role that submitted the job."),
+				 errhint("Use dml_train, or give the role LOGIN.")));
 }
 
 /*
@@ -828,13 +848,7 @@ dml_train_async(PG_FUNCTION_ARGS)
 		elog(ERROR, "dml: dml_train_async has an unexpected signature. Please report a bug.");
 	(void) call_train(fn, fcinfo->args, true, &isnull);
 
-	if (!role_can_login(owner))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("role \"%s\" cannot log in, so it cannot run background jobs",
-						GetUserNameFromId(owner, false)),
-				 errdetail("A job's background worker logs in as the role that submits it."),
-				 errhint("Use dml_train, or give the role LOGIN.")));
+	check_can_login(owner);
 	args = encode_args(names, fcinfo->args);
 	settings = encode_settings();
 
@@ -886,11 +900,7 @@ dml_resume(PG_FUNCTION_ARGS)
 	bool		done;
 
 	read_job(job, &owner, &state, &pid);
-	if (!role_can_login(owner))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("the role that submitted job " INT64_FORMAT " cannot log in", job),
-				 errdetail("A job's background worker logs in as the role that submitted it.")));
+	check_can_login(owner);
 	owner_begin(&o);
 	jobs_settle();
 	spi_run(DML_REQUEUE "WHERE id = $1 AND state IN ('failed', 'cancelled') RETURNING state",

@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "coordinator.h"
+#include "postmaster/bgworker.h"
 
 /* Settings (jobs.c) */
 #define DML_DEFAULT_MAX_CONCURRENT_JOBS	2
@@ -34,6 +35,8 @@ extern bool DmlTrainCheckOnly;	/* dml_train returns after its checks */
 extern int64 DmlCurrentJobId;	/* the job this process runs, or 0 */
 extern void DmlJobsInit(void);
 extern void DmlJobsRecover(bool resume);
+extern void DmlBgworkerSetup(BackgroundWorker *w, const char *function,
+							 const char *type, int restart);
 
 /* launcher.c */
 extern bool dml_resume_after_restart;

@@ -55,14 +55,8 @@ launch_recovery(Oid database, const char *name)
 {
 	BackgroundWorker w;
 
-	memset(&w, 0, sizeof(w));
-	w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	w.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	w.bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(w.bgw_library_name, "dml", BGW_MAXLEN);
-	strlcpy(w.bgw_function_name, "dml_recover_main", BGW_MAXLEN);
+	DmlBgworkerSetup(&w, "dml_recover_main", "dml recovery", BGW_NEVER_RESTART);
 	snprintf(w.bgw_name, BGW_MAXLEN, "dml recovery of database %s", name);
-	strlcpy(w.bgw_type, "dml recovery", BGW_MAXLEN);
 	w.bgw_main_arg = ObjectIdGetDatum(database);
 	if (!RegisterDynamicBackgroundWorker(&w, NULL))
 		ereport(WARNING,
@@ -146,13 +140,6 @@ DmlLauncherInit(void)
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 	if (!process_shared_preload_libraries_in_progress)
 		return;
-	memset(&w, 0, sizeof(w));
-	w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	w.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	w.bgw_restart_time = DML_LAUNCHER_RESTART_S;
-	strlcpy(w.bgw_library_name, "dml", BGW_MAXLEN);
-	strlcpy(w.bgw_function_name, "dml_launcher_main", BGW_MAXLEN);
-	strlcpy(w.bgw_name, "dml launcher", BGW_MAXLEN);
-	strlcpy(w.bgw_type, "dml launcher", BGW_MAXLEN);
+	DmlBgworkerSetup(&w, "dml_launcher_main", "dml launcher", DML_LAUNCHER_RESTART_S);
 	RegisterBackgroundWorker(&w);
 }
