@@ -82,7 +82,7 @@
 #include "jobs.h"
 
 #define DML_TRAIN_NARGS		25
-#define DML_JOB_POLL_MS		100
+#define DML_JOB_POLL_MS		250
 #define DML_CANCEL_WAIT_S	10
 #define DML_KICK_EVERY_MS	1000
 /* advisory lock keys: claims, and one role's submissions */
@@ -702,6 +702,7 @@ run_job(DmlClaimedJob *cj)
 		record_success(cj, DatumGetHeapTupleHeader(result));
 		PopActiveSnapshot();
 		CommitTransactionCommand();
+		DmlJobWakeWaiters(cj->id);
 		/* a finished job needs its checkpoint no more */
 		DmlCheckpointDrop(cj->id);
 	}
@@ -716,6 +717,7 @@ run_job(DmlClaimedJob *cj)
 		AbortCurrentTransaction();
 		DmlCheckpointEnd();
 		record_failure(cj, edata);
+		DmlJobWakeWaiters(cj->id);
 		RESUME_INTERRUPTS();
 		ereport(LOG,
 				(errmsg("dml job " INT64_FORMAT " %s: %s", cj->id,
@@ -987,6 +989,8 @@ dml_wait(PG_FUNCTION_ARGS)
 	int64		job;
 	TimestampTz deadline = 0;
 	TimestampTz last_kick = GetCurrentTimestamp();
+	int			waiter;
+	Datum		result = (Datum) 0;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
@@ -1005,45 +1009,55 @@ dml_wait(PG_FUNCTION_ARGS)
 
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), (int64) (secs * 1000));
 	}
-	for (;;)
+	waiter = DmlJobWaitBegin(job);
+	PG_TRY();
 	{
-		HeapTuple	row;
-		bool		isnull;
-		char	   *state;
-		bool		end;
-		Datum		result;
+		for (;;)
+		{
+			HeapTuple	row;
+			bool		isnull;
+			char	   *state;
+			bool		end;
 
-		SPI_connect();
-		spi_run("SELECT * FROM dml.jobs WHERE id = $1",
-				1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(job)}, NULL, SPI_OK_SELECT);
-		if (SPI_processed != 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("job " INT64_FORMAT " does not exist", job),
-					 errhint("dml.jobs lists the jobs of the roles whose privileges you have.")));
-		row = SPI_tuptable->vals[0];
-		state = TextDatumGetCString(SPI_getbinval(row, SPI_tuptable->tupdesc,
-												  SPI_fnumber(SPI_tuptable->tupdesc, "state"),
-												  &isnull));
-		end = strcmp(state, "queued") != 0 && strcmp(state, "running") != 0;
-		if (end || (deadline != 0 && GetCurrentTimestamp() >= deadline))
-		{
-			result = PointerGetDatum(SPI_returntuple(row, SPI_tuptable->tupdesc));
+			SPI_connect();
+			spi_run("SELECT * FROM dml.jobs WHERE id = $1",
+					1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(job)}, NULL, SPI_OK_SELECT);
+			if (SPI_processed != 1)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_OBJECT),
+						 errmsg("job " INT64_FORMAT " does not exist", job),
+						 errhint("dml.jobs lists the jobs of the roles whose privileges you have.")));
+			row = SPI_tuptable->vals[0];
+			state = TextDatumGetCString(SPI_getbinval(row, SPI_tuptable->tupdesc,
+													  SPI_fnumber(SPI_tuptable->tupdesc, "state"),
+													  &isnull));
+			end = strcmp(state, "queued") != 0 && strcmp(state, "running") != 0;
+			if (end || (deadline != 0 && GetCurrentTimestamp() >= deadline))
+			{
+				result = PointerGetDatum(SPI_returntuple(row, SPI_tuptable->tupdesc));
+				SPI_finish();
+				break;
+			}
 			SPI_finish();
-			PG_RETURN_DATUM(result);
+			if (strcmp(state, "queued") == 0 &&
+				TimestampDifferenceExceeds(last_kick, GetCurrentTimestamp(), DML_KICK_EVERY_MS))
+			{
+				jobs_kick();
+				last_kick = GetCurrentTimestamp();
+			}
+			/* the job's worker sets the latch at the end; the timeout is a fallback */
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 DML_JOB_POLL_MS, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
 		}
-		SPI_finish();
-		if (strcmp(state, "queued") == 0 &&
-			TimestampDifferenceExceeds(last_kick, GetCurrentTimestamp(), DML_KICK_EVERY_MS))
-		{
-			jobs_kick();
-			last_kick = GetCurrentTimestamp();
-		}
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 DML_JOB_POLL_MS, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
 	}
+	PG_FINALLY();
+	{
+		DmlJobWaitEnd(waiter);
+	}
+	PG_END_TRY();
+	PG_RETURN_DATUM(result);
 }
 
 /* dml.job_visible(owner): may the caller see a job of owner? */

@@ -53,6 +53,9 @@ extern void DmlProgressInit(void);
 extern void DmlProgressBegin(const DmlJob *job, bool in_server);
 extern void DmlProgressEpoch(const DmlProgress *p, double rows_per_second);
 extern void DmlProgressEnd(void);
+extern int	DmlJobWaitBegin(int64 job);
+extern void DmlJobWaitEnd(int handle);
+extern void DmlJobWakeWaiters(int64 job);
 extern void DmlProgressLast(int *epoch, int *epochs, double *loss, double *metric,
 							double *rows_per_second);
 

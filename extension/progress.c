@@ -28,6 +28,9 @@
  *	 is empty and a WARNING says once per backend why.  dml.jobs still
  *	 shows the state of background jobs from its table either way.
  *
+ * The table also lists the backends waiting in dml_wait, whose latches a
+ * job's worker sets once it has committed the job's end.
+ *
  * Also reported the standard way: pg_stat_activity's query of the
  * training process names the training and its epoch while it runs.
  *
@@ -44,6 +47,7 @@
 #include "pgstat.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
@@ -80,10 +84,19 @@ typedef struct DmlProgressSlot
 	TimestampTz updated;
 } DmlProgressSlot;
 
+/* a backend in dml_wait, woken when the job's worker has recorded its end */
+typedef struct DmlJobWaiter
+{
+	int64		job;			/* 0: free */
+	int			procno;
+} DmlJobWaiter;
+
 typedef struct DmlProgressTable
 {
 	int			nslots;
 	DmlProgressSlot slots[DML_PROGRESS_SLOTS];
+	slock_t		waiters_mutex;
+	DmlJobWaiter waiters[DML_PROGRESS_SLOTS];
 } DmlProgressTable;
 
 static DmlProgressTable *progress_table = NULL;
@@ -117,7 +130,9 @@ progress_attach_locked(void)
 		{
 			SpinLockInit(&progress_table->slots[i].mutex);
 			progress_table->slots[i].pid = 0;
+			progress_table->waiters[i].job = 0;
 		}
+		SpinLockInit(&progress_table->waiters_mutex);
 	}
 }
 
@@ -335,6 +350,61 @@ DmlProgressLast(int *epoch, int *epochs, double *loss, double *metric,
 	*loss = last_loss;
 	*metric = last_metric;
 	*rows_per_second = last_rows_per_second;
+}
+
+/*
+ * DmlJobWaitBegin
+ *		This backend waits for job's end: its latch is set when the job's
+ *		worker has committed it.  Returns a handle for DmlJobWaitEnd, -1
+ *		when there is no room (the caller still polls).
+ */
+int
+DmlJobWaitBegin(int64 job)
+{
+	DmlProgressTable *t = progress_get();
+	int			found = -1;
+
+	if (t == NULL)
+		return -1;
+	SpinLockAcquire(&t->waiters_mutex);
+	for (int i = 0; i < DML_PROGRESS_SLOTS && found < 0; i++)
+		if (t->waiters[i].job == 0)
+		{
+			t->waiters[i].job = job;
+			t->waiters[i].procno = MyProc->pgprocno;
+			found = i;
+		}
+	SpinLockRelease(&t->waiters_mutex);
+	return found;
+}
+
+void
+DmlJobWaitEnd(int handle)
+{
+	if (handle < 0 || progress_table == NULL)
+		return;
+	SpinLockAcquire(&progress_table->waiters_mutex);
+	progress_table->waiters[handle].job = 0;
+	SpinLockRelease(&progress_table->waiters_mutex);
+}
+
+/* DmlJobWakeWaiters: job's end is committed */
+void
+DmlJobWakeWaiters(int64 job)
+{
+	DmlProgressTable *t = progress_get();
+	int			procnos[DML_PROGRESS_SLOTS];
+	int			n = 0;
+
+	if (t == NULL)
+		return;
+	SpinLockAcquire(&t->waiters_mutex);
+	for (int i = 0; i < DML_PROGRESS_SLOTS; i++)
+		if (t->waiters[i].job == job)
+			procnos[n++] = t->waiters[i].procno;
+	SpinLockRelease(&t->waiters_mutex);
+	for (int i = 0; i < n; i++)
+		SetLatch(&ProcGlobal->allProcs[procnos[i]].procLatch);
 }
 
 /* ---------------------------------------------------------------------
