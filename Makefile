@@ -11,14 +11,15 @@ EXTENSION = dml
 EXTVERSION = 1.1
 
 MODULE_big = dml
-KERNEL_OBJS = kernels/cpu.o kernels/net.o kernels/format.o kernels/solve.o \
+KERNEL_OBJS = kernels/common.o kernels/layers.o kernels/losses.o kernels/optim.o kernels/net.o kernels/format.o kernels/solve.o \
 	kernels/metrics.o
 OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_plan.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o extension/roles.o \
-	extension/batch.o extension/batch_worker.o extension/aggregate.o extension/exact.o \
+	extension/evaluate.o extension/predict_table.o extension/predict_table_worker.o \
+	extension/aggregate.o extension/exact.o \
 	extension/jobs.o extension/progress.o extension/checkpoint.o extension/launcher.o \
-	coordinator/plan.o coordinator/launch.o coordinator/supervise.o \
-	coordinator/limits.o coordinator/login.o \
+	coordinator/plan.o coordinator/launch.o coordinator/supervise.o coordinator/settings.o \
+	coordinator/result.o coordinator/jobspec.o coordinator/limits.o coordinator/login.o \
 	$(KERNEL_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
@@ -44,8 +45,10 @@ ifeq ($(HAVE_CUDA),yes)
 PG_CPPFLAGS += -DDML_WORKER_HAS_CUDA
 endif
 PG_CFLAGS = -Werror -Wall -Wno-declaration-after-statement -O3 -fno-math-errno
+# dml.so exports PostgreSQL's entry points and dml_ names only (exports.map);
 # libpq: the coordinator logs in once as a job's workers will (coordinator/login.c)
-SHLIB_LINK = $(BLAS_LIBS) -lm -L$(shell $(PG_CONFIG) --libdir) -lpq
+SHLIB_LINK = $(BLAS_LIBS) -lm -L$(shell $(PG_CONFIG) --libdir) -lpq \
+	-Wl,--version-script=$(srcdir)/extension/exports.map
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
@@ -64,7 +67,7 @@ WCFLAGS = -O3 -fno-math-errno -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter 
 	-Ikernels -Icoordinator -Iworkers -I$(PQ_INCLUDE)
 WLDLIBS = -L$(PQ_LIBDIR) -lpq $(BLAS_LIBS) -lm -lpthread
 
-WORKER_SRCS = workers/worker.c workers/spec.c workers/load.c workers/comm.c \
+WORKER_SRCS = workers/worker.c workers/runtime.c workers/spec.c coordinator/jobspec.c workers/load.c workers/comm.c \
 	workers/control.c workers/prepare.c workers/train.c workers/train_gpu.c \
 	workers/exact.c workers/sync.c workers/server.c workers/predict.c workers/half.c
 KERNEL_SRCS = $(KERNEL_OBJS:.o=.c)
@@ -110,14 +113,15 @@ build/dml-worker: $(WORKER_OBJS)
 build/dml-worker-gpu: $(GPU_WORKER_OBJS)
 	$(MPICC) -o $@ $^ $(GPU_WLDLIBS)
 
-build/dml-load-idx: build/workers/load_idx.o
+build/dml-load-idx: build/tools/load_idx.o
 	$(CC) -o $@ $^ -L$(PQ_LIBDIR) -lpq -lz
 
-build/workers/load_idx.o: workers/load_idx.c
+build/tools/load_idx.o: tools/load_idx.c kernels/clock.h
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -Wall -Werror -I$(PQ_INCLUDE) -c -o $@ $<
+	$(CC) -O2 -Wall -Werror -Ikernels -I$(PQ_INCLUDE) -c -o $@ $<
 
-$(WORKER_OBJS) $(GPU_WORKER_OBJS) $(OBJS): kernels/kernels.h coordinator/protocol.h
+$(WORKER_OBJS) $(GPU_WORKER_OBJS) $(OBJS): kernels/kernels.h coordinator/protocol.h coordinator/jobspec.h
+$(OBJS): coordinator/coordinator.h extension/dml.h
 $(patsubst %.c,build/%.o,$(WORKER_SRCS)) $(patsubst %.c,build/gpu/%.o,$(WORKER_SRCS)): \
 	workers/worker.h workers/comm.h workers/sync.h workers/half.h coordinator/protocol.h
 
@@ -166,5 +170,5 @@ fuzz:
 
 $(CUDA_OBJS): kernels/cuda_kernels.h kernels/cuda/common.cuh kernels/kernels.h
 build/gpu/workers/worker.o build/gpu/workers/train_gpu.o build/gpu/workers/predict.o: kernels/cuda_kernels.h
-extension/batch.o extension/batch_worker.o: extension/batch.h extension/dml.h
+extension/evaluate.o extension/predict_table.o extension/predict_table_worker.o: extension/predict_table.h
 extension/jobs.o extension/progress.o extension/checkpoint.o extension/launcher.o extension/train.o extension/dml.o: extension/jobs.h

@@ -2,8 +2,9 @@
  *
  * coordinator.h
  *	  The part of the backend that runs one job of dml-workers: plan the
- *	  slices, write the job spec, launch mpirun, supervise it, receive the
- *	  model (a training job) or the predictions (a predict job).
+ *	  slices, serialize the job, launch mpirun, send rank 0 the job,
+ *	  supervise it, receive the model (a training job, as a typed result)
+ *	  or the predictions (a predict job).
  *
  * The extension (extension/train.c) checks the arguments and resolves
  * every name through the catalog; it hands the coordinator a DmlJob whose
@@ -17,8 +18,11 @@
 
 #include "postgres.h"
 
+#include "access/attnum.h"
 #include "nodes/pg_list.h"
 #include "storage/block.h"
+#include "jobspec.h"
+#include "kernels.h"
 #include "protocol.h"
 
 /* What a feature column is to the worker */
@@ -87,23 +91,24 @@ typedef struct DmlJob
 	int			hidden[16];
 	char	   *activation;
 	char	   *loss;
-	char	   *optimizer;
+	DmlJobOptimizer optimizer;
 	double		learning_rate;
 	int			batch_size;
 	int			epochs;
+	double		max_seconds;	/* time budget of training; 0: none */
 	double		weight_decay;
 	double		validation;
 	int			patience;
-	char	   *nulls;
+	DmlNulls	nulls;
 	int			workers;
-	char	   *device;
+	DmlDevice	device;
 	int64		seed;
 	/* optimizer details from options */
 	double		momentum;
 	double		beta1;
 	double		beta2;
 	double		eps;
-	char	   *schedule;
+	DmlSchedule schedule;
 	int			step_size;
 	double		gamma;
 	double		tolerance;
@@ -125,11 +130,11 @@ typedef struct DmlJob
 	bool		no_shared_memory;	/* option shared_memory => false: MPI_Allreduce */
 
 	/* synchronization (workers/sync.h) */
-	char	   *sync;			/* allreduce, ps, ssp, async, gossip, average */
+	DmlSyncMode sync;
 	int			servers;		/* parameter-server ranks after the workers */
 	int			staleness;
 	int			average_every;
-	char	   *compression;	/* none, fp16, topk */
+	DmlCompression compression;
 	double		topk_ratio;
 	char	   *straggler;		/* test hook: "rank:ms" or "*:ms:p" */
 
@@ -178,8 +183,18 @@ extern char *DmlSliceQuery(DmlJob *job, DmlSlice *slice);
 extern void DmlExactSolve(DmlJob *job, DmlJobResult *result,
 						  DmlProgressCallback cb, void *cb_arg);
 
-/* extension/train.c: how a job's workers are started and connect back */
+/* settings.c: how a job's workers are started and connect back */
+extern char *dml_mpirun;
+extern char *dml_worker_path;
+extern char *dml_conninfo;
+extern char *dml_hosts;
 extern void DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice);
+extern bool DmlBuildHasCuda(void);
+extern bool DmlGpuVisible(void);
+
+/* result.c: the metrics JSON of a training job's typed result */
+extern char *DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_staleness,
+						   const DmlMetrics *met);
 
 /* login.c: workers log in as the calling role */
 extern char *DmlWorkerConninfo(Oid role);

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * launch.c
- *	  Write a job's spec into a private directory and start mpirun.
+ *	  Serialize a job (what the JOB message carries) and start mpirun.
  *
  * Process safety: a backend is one process among many, so the forked child
  * does nothing but put itself in a process group of its own, ask to be
@@ -10,9 +10,12 @@
  * Everything it needs (argv, envp, the log descriptor) is built before the
  * fork; after it, no palloc, no elog.
  *
- * The spec is a text file of "key value" lines, values escaped so that
- * newlines, tabs and backslashes survive (names may hold any of them).  No
- * secret goes on mpirun's command line: it names only the spec's path.
+ * The job is text of "key value" lines, values escaped so that newlines,
+ * tabs and backslashes survive (names may hold any of them); the settings
+ * come from jobspec.h's table.  It reaches rank 0 over the job's control
+ * socket (supervise.c sends it when rank 0 connects) and the other ranks
+ * from rank 0 over MPI: no rank reads a file of ours, and no secret goes
+ * on mpirun's command line, which names only the control socket.
  *
  *-------------------------------------------------------------------------
  */
@@ -122,10 +125,10 @@ spec_features(StringInfo buf, DmlJob *job)
 
 /*
  * The spec of a predict job: one rank reads the query (its one slice) and
- * runs the model in the job directory's model file on it.
+ * runs the model that comes with the job on it.
  */
 static char *
-spec_text_predict(DmlJob *job, const char *socket_path, const char *model_path)
+spec_text_predict(DmlJob *job)
 {
 	StringInfoData buf;
 
@@ -135,12 +138,10 @@ spec_text_predict(DmlJob *job, const char *socket_path, const char *model_path)
 	spec_put(&buf, "conninfo", job->conninfo);
 	spec_put(&buf, "snapshot", job->snapshot);
 	spec_put(&buf, "role", job->role);
-	spec_put(&buf, "socket", socket_path);
 	spec_putf(&buf, "world", "%d", job->workers);
 	spec_put(&buf, "kind", job->kind);
 	spec_putf(&buf, "outputs", "%d", job->noutputs);
-	spec_put(&buf, "device", job->device);
-	spec_put(&buf, "model", model_path);
+	spec_put(&buf, "device", dml_job_name(DML_NAMES_DEVICE, job->device));
 	spec_putf(&buf, "id", "%d", job->predict_id ? 1 : 0);
 	spec_putf(&buf, "attempt", "%d", job->attempt);
 	spec_features(&buf, job);
@@ -149,9 +150,30 @@ spec_text_predict(DmlJob *job, const char *socket_path, const char *model_path)
 	return buf.data;
 }
 
+/* the job's settings: every row of jobspec.h's table */
+static void
+spec_settings(StringInfo buf, const DmlJob *job)
+{
+#define PUT_INT(name, names) spec_putf(buf, #name, DML_JOB_FMT_INT, job->name)
+#define PUT_DBL(name, names) spec_putf(buf, #name, DML_JOB_FMT_DBL, job->name)
+#define PUT_I64(name, names) spec_putf(buf, #name, DML_JOB_FMT_I64, (long long) job->name)
+#define PUT_STR(name, names) spec_put(buf, #name, job->name)
+#define PUT_OPT(name, names) do { if (job->name) spec_put(buf, #name, job->name); } while (0)
+#define PUT_ENUM(name, names) spec_put(buf, #name, dml_job_name(names, job->name))
+#define PUT(type, name, stored, names) PUT_##type(name, names);
+	DML_JOB_SETTINGS(PUT)
+#undef PUT
+#undef PUT_INT
+#undef PUT_DBL
+#undef PUT_I64
+#undef PUT_STR
+#undef PUT_OPT
+#undef PUT_ENUM
+}
+
 /* The spec text for one launch of a job */
 static char *
-spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
+spec_text(DmlJob *job, bool resume)
 {
 	StringInfoData buf;
 	ListCell   *lc;
@@ -161,7 +183,6 @@ spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
 	spec_put(&buf, "conninfo", job->conninfo);
 	spec_put(&buf, "snapshot", job->snapshot);
 	spec_put(&buf, "role", job->role);
-	spec_put(&buf, "socket", socket_path);
 	spec_putf(&buf, "world", "%d", job->workers + job->servers);
 	spec_put(&buf, "kind", job->kind);
 	spec_put(&buf, "loss", job->loss);
@@ -169,40 +190,11 @@ spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
 	spec_putf(&buf, "outputs", "%d", job->noutputs);
 	for (int i = 0; i < job->nhidden; i++)
 		spec_putf(&buf, "hidden", "%d", job->hidden[i]);
-	spec_put(&buf, "optimizer", job->optimizer);
-	spec_putf(&buf, "learning_rate", "%.17g", job->learning_rate);
-	spec_putf(&buf, "momentum", "%.17g", job->momentum);
-	spec_putf(&buf, "beta1", "%.17g", job->beta1);
-	spec_putf(&buf, "beta2", "%.17g", job->beta2);
-	spec_putf(&buf, "eps", "%.17g", job->eps);
-	spec_put(&buf, "schedule", job->schedule);
-	spec_putf(&buf, "step_size", "%d", job->step_size);
-	spec_putf(&buf, "gamma", "%.17g", job->gamma);
-	spec_putf(&buf, "tolerance", "%.17g", job->tolerance);
-	spec_putf(&buf, "batch_size", "%d", job->batch_size);
-	spec_putf(&buf, "epochs", "%d", job->epochs);
-	spec_putf(&buf, "weight_decay", "%.17g", job->weight_decay);
-	spec_putf(&buf, "validation", "%.17g", job->validation);
-	spec_putf(&buf, "patience", "%d", job->patience);
-	spec_put(&buf, "nulls", job->nulls);
-	spec_put(&buf, "device", job->device);
-	spec_putf(&buf, "seed", INT64_FORMAT, job->seed);
-	spec_putf(&buf, "checkpoint_every", "%d", job->checkpoint_every);
-	if (job->fault)
-		spec_put(&buf, "fault", job->fault);
-	spec_put(&buf, "sync", job->sync);
-	spec_putf(&buf, "servers", "%d", job->servers);
-	spec_putf(&buf, "staleness", "%d", job->staleness);
-	spec_putf(&buf, "average_every", "%d", job->average_every);
-	spec_put(&buf, "compression", job->compression);
-	spec_putf(&buf, "topk_ratio", "%.17g", job->topk_ratio);
-	if (job->straggler)
-		spec_put(&buf, "straggler", job->straggler);
+	spec_settings(&buf, job);
 	if (job->no_shared_memory)
 		spec_put(&buf, "shared_memory", "0");
-	if (resume_path)
-		spec_put(&buf, "resume", resume_path);
-	spec_putf(&buf, "attempt", "%d", job->attempt);
+	if (resume)
+		spec_put(&buf, "resume", "1");
 
 	spec_put(&buf, "target", job->classification ? "label" : "num");
 	spec_put(&buf, "target_name", job->target.name);
@@ -226,36 +218,15 @@ spec_text(DmlJob *job, const char *socket_path, const char *resume_path)
 	return buf.data;
 }
 
-/* write a file in the job directory, mode 0600 */
-static void
-write_private_file(const char *path, const char *data, size_t len)
+/*
+ * DmlJobText
+ *		The serialized job for one launch (what JOB carries, protocol.h);
+ *		resume: a checkpoint comes with it.
+ */
+char *
+DmlJobText(DmlJob *job, bool resume)
 {
-	int			fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
-
-	if (fd < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", path)));
-	while (len > 0)
-	{
-		ssize_t		n = write(fd, data, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-		{
-			int			save = errno;
-
-			close(fd);
-			errno = save;
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not write file \"%s\": %m", path)));
-		}
-		data += n;
-		len -= n;
-	}
-	close(fd);
+	return job->type == DML_JOB_PREDICT ? spec_text_predict(job) : spec_text(job, resume);
 }
 
 /*
@@ -387,17 +358,15 @@ env_entry(const char *name, const char *value)
 
 /*
  * DmlLaunch
- *		Write the spec and start mpirun in its own process group.  Returns
+ *		Start mpirun in its own process group, its ranks told only where
+ *		the control socket is (the job itself follows over it).  Returns
  *		the child's pid; the log (mpirun's stdout and stderr) goes to
  *		dir/worker.log.
  */
 pid_t
-DmlLaunch(DmlJob *job, const char *dir, const char *socket_path,
-		  const char *resume_path)
+DmlLaunch(DmlJob *job, const char *dir, const char *socket_path)
 {
-	char	   *spec_path = psprintf("%s/job-%d.spec", dir, (int) random());
 	char	   *log_path = psprintf("%s/worker.log", dir);
-	char	   *spec;
 	char	   *np = psprintf("%d", job->workers + job->servers);
 	const char *argv[32];
 	char	  **envp;
@@ -410,19 +379,6 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path,
 
 	if (maxfd < 1024)
 		maxfd = 1024;
-	if (job->type == DML_JOB_PREDICT)
-	{
-		/* the model goes to the worker as its blob, in the private directory */
-		char	   *model_path = psprintf("%s/model-%d.bin", dir, (int) random());
-
-		write_private_file(model_path, VARDATA_ANY(job->model_blob),
-						   VARSIZE_ANY_EXHDR(job->model_blob));
-		spec = spec_text_predict(job, socket_path, model_path);
-	}
-	else
-		spec = spec_text(job, socket_path, resume_path);
-	write_private_file(spec_path, spec, strlen(spec));
-
 	argv[argc++] = job->mpirun;
 	argv[argc++] = "-np";
 	argv[argc++] = np;
@@ -439,7 +395,7 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path,
 		argv[argc++] = job->hosts;
 	}
 	argv[argc++] = job->worker_path;
-	argv[argc++] = spec_path;
+	argv[argc++] = socket_path;	/* the job itself comes over it */
 	argv[argc] = NULL;
 
 	for (char **e = environ; *e; e++)

@@ -14,7 +14,7 @@
 extern char *DmlMakeJobDir(void);
 extern void DmlRemoveJobDir(const char *dir);
 extern int	DmlListen(const char *dir, char **path_out);
-extern pid_t DmlLaunch(DmlJob *job, const char *dir, const char *socket_path,
-					   const char *resume_path);
+extern pid_t DmlLaunch(DmlJob *job, const char *dir, const char *socket_path);
+extern char *DmlJobText(DmlJob *job, bool resume);
 
 #endif							/* DML_LAUNCH_H */

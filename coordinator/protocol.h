@@ -4,7 +4,9 @@
  *	  Framed messages between the coordinator (in the backend) and rank 0
  *	  of a dml-worker job, over the job's Unix-domain control socket.
  *
- * Every message is a 12-byte header followed by its payload:
+ * The first message goes from the coordinator to rank 0, the others from
+ * rank 0 to the coordinator.  Every message is a 12-byte header followed
+ * by its payload:
  *
  *	 uint32 magic   DML_MSG_MAGIC
  *	 uint32 type    DmlMsgType
@@ -13,10 +15,20 @@
  * in the host's byte order (both ends run on the same machine: rank 0 is
  * started by mpirun on the first host, the backend's).  Payloads:
  *
+ *	 JOB       coordinator to rank 0, once, first: uint32 text length, the
+ *	           serialized job (coordinator/jobspec.h: "key value" lines),
+ *	           then what comes with it: for a training job the checkpoint
+ *	           to resume from (as CHECKPOINT carried it) or nothing, for a
+ *	           predict job the model blob.  Rank 0 hands the text on to the
+ *	           other ranks over MPI, so no rank reads a file of the backend.
  *	 HELLO     text: "pids <pid> <pid> ..." (every rank's pid, host-local)
  *	 PROGRESS  DmlProgress
  *	 CHECKPOINT binary: epoch (int32) then a model blob (kernels/format.c)
- *	 MODEL     binary: uint32 blob length, the blob, then JSON metrics text
+ *	 MODEL     a training job's result: DmlResult, then int64
+ *	           server_staleness[servers], then double metrics[nmetrics] (the
+ *	           sums of kernels' DmlMetrics over the rows evaluated on), then
+ *	           the model blob (kernels/format.c) of blob_len bytes; the
+ *	           backend writes the metrics JSON from them (DmlResultJson)
  *	 ERROR     text: what failed, for the user's errmsg/errdetail
  *	 LOG       text: a line for a NOTICE
  *	 PREDICTIONS  a predict job's block of rows, in the order they were read:
@@ -25,6 +37,8 @@
  *	           when the job has an id column, per row an int32 length (-1
  *	           for NULL) and the id in its type's binary format
  *	 DONE      a predict job's end: int64 rows sent in all
+ *	 CLASSES   the labels the workers listed (the job asked them to:
+ *	           discover_classes), one per line, in output order
  *
  * The socket is the job's lifeline: when the coordinator closes it, rank 0
  * ends the whole job.
@@ -40,6 +54,12 @@
 #define DML_MSG_MAX		(1u << 30)		/* 1 GiB: the largest model we accept */
 #define DML_MSG_HEADER	12
 
+/*
+ * PostgreSQL's FUNC_MAX_ARGS: a call with more arguments fails to parse, so
+ * the workers' packers (dml.num_bytes, dml.pack_rows) are used only below it.
+ */
+#define DML_FUNC_MAX_ARGS	100
+
 typedef enum DmlMsgType
 {
 	DML_MSG_HELLO = 1,
@@ -50,7 +70,8 @@ typedef enum DmlMsgType
 	DML_MSG_LOG = 6,
 	DML_MSG_PREDICTIONS = 7,
 	DML_MSG_DONE = 8,
-	DML_MSG_CLASSES = 9
+	DML_MSG_CLASSES = 9,
+	DML_MSG_JOB = 10
 } DmlMsgType;
 
 /* One epoch's figures, reduced over every rank by rank 0 */
@@ -67,5 +88,33 @@ typedef struct DmlProgress
 	double		bytes_sent;		/* bytes this job's sync put on the wire */
 	double		staleness;		/* ssp/async/ps: most staleness seen; NaN: n/a */
 } DmlProgress;
+
+/* What a training job did: MODEL's fixed part, all ranks' figures */
+typedef struct DmlResult
+{
+	int32_t		epochs;			/* epochs (or solver iterations) run */
+	int32_t		workers;		/* data ranks */
+	int32_t		servers;		/* parameter-server ranks: server_staleness entries */
+	int32_t		gpu;			/* 1: trained on GPUs */
+	int32_t		on_validation;	/* metrics over the validation rows, else the training rows */
+	int32_t		load_block;		/* slices came as dml.pack_rows blocks, else by COPY */
+	int32_t		has_sync;		/* an iterative loop ran: its sync facts below apply */
+	int32_t		allreduce;		/* 0: none, 1: MPI, 2: shared memory */
+	int32_t		out_of_time;	/* stopped because max_seconds was spent */
+	int32_t		metrics_loss;	/* the DmlLoss the metrics are for */
+	int32_t		metrics_k;		/* and their classes or outputs */
+	uint32_t	nmetrics;		/* doubles of metric sums that follow */
+	uint32_t	blob_len;		/* bytes of the model blob at the end */
+	uint32_t	pad;
+	double		train_rows;
+	double		validation_rows;
+	double		final_loss;
+	double		rows_per_second;
+	double		train_seconds;
+	double		load_seconds;
+	double		total_seconds;	/* rank 0's, from its start to the result */
+	double		bytes_sent;
+	double		consensus;		/* gossip: the replicas' distance from their mean */
+} DmlResult;
 
 #endif							/* DML_PROTOCOL_H */

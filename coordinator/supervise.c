@@ -199,6 +199,9 @@ typedef struct JobRun
 	char	   *last_error;		/* from an ERROR message */
 	bool		have_checkpoint;
 	int			checkpoint_epoch;
+	char	   *checkpoint;		/* the last CHECKPOINT's payload, sent with a restart */
+	uint32		checkpoint_len;
+	MemoryContext cxt;			/* where the checkpoint is kept */
 	int			restarts;
 	TimestampTz launched;
 	TimestampTz received;
@@ -234,45 +237,63 @@ handle_hello(const char *payload, uint32 len)
 static void
 handle_checkpoint(JobRun *run, const char *payload, uint32 len)
 {
-	char		tmp[MAXPGPATH];
-	char		path[MAXPGPATH];
-	int			fd;
 	int32		epoch;
 
 	if (len < 4)
 		elog(ERROR, "dml: malformed CHECKPOINT from rank 0. Please report a bug.");
 	memcpy(&epoch, payload, 4);
-	snprintf(tmp, sizeof(tmp), "%s/checkpoint.tmp", active_job.dir);
-	snprintf(path, sizeof(path), "%s/checkpoint", active_job.dir);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (fd < 0 || write(fd, payload, len) != (ssize_t) len || close(fd) != 0 ||
-		rename(tmp, path) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not write checkpoint \"%s\": %m", path)));
+	if (run->checkpoint)
+		pfree(run->checkpoint);
+	run->checkpoint = MemoryContextAlloc(run->cxt, len);
+	memcpy(run->checkpoint, payload, len);
+	run->checkpoint_len = len;
 	run->have_checkpoint = true;
 	run->checkpoint_epoch = epoch;
 	if (DmlCheckpointHook)
 		DmlCheckpointHook(payload, len, epoch);
 }
 
-/* uint32 blob length, blob, metrics JSON */
+/* DmlResult, server staleness, metric sums, model blob (protocol.h) */
 static void
 handle_model(JobRun *run, const char *payload, uint32 len)
 {
-	uint32		blen;
+	DmlResult	r;
+	int64	   *stale = NULL;
+	DmlMetrics	met;
+	size_t		slen,
+				mlen;
 	bytea	   *w;
 
-	if (len < 4 || run->job->type != DML_JOB_TRAIN)
+	if (len < sizeof(r) || run->job->type != DML_JOB_TRAIN)
 		elog(ERROR, "dml: malformed MODEL from rank 0. Please report a bug.");
-	memcpy(&blen, payload, 4);
-	if (blen > len - 4)
+	memcpy(&r, payload, sizeof(r));
+	slen = sizeof(int64) * (size_t) Max(r.servers, 0);
+	mlen = sizeof(double) * (size_t) r.nmetrics;
+	if (r.servers < 0 || len != sizeof(r) + slen + mlen + r.blob_len ||
+		dml_metrics_init(&met, (DmlLoss) r.metrics_loss, r.metrics_k) != DML_OK ||
+		met.nvalues != r.nmetrics)
 		elog(ERROR, "dml: malformed MODEL from rank 0. Please report a bug.");
-	w = palloc(VARHDRSZ + blen);
-	SET_VARSIZE(w, VARHDRSZ + blen);
-	memcpy(VARDATA(w), payload + 4, blen);
+	if (slen)
+	{
+		stale = palloc(slen);
+		memcpy(stale, payload + sizeof(r), slen);
+	}
+	memcpy(met.v, payload + sizeof(r) + slen, mlen);
+	w = palloc(VARHDRSZ + r.blob_len);
+	SET_VARSIZE(w, VARHDRSZ + r.blob_len);
+	memcpy(VARDATA(w), payload + sizeof(r) + slen + mlen, r.blob_len);
 	run->result->weights = w;
-	run->result->metrics_json = pnstrdup(payload + 4 + blen, len - 4 - blen);
+	run->result->device = r.gpu ? "gpu" : "cpu";
+	run->result->rows_per_second = r.rows_per_second;
+	PG_TRY();
+	{
+		run->result->metrics_json = DmlResultJson(run->job, &r, stale, &met);
+	}
+	PG_FINALLY();
+	{
+		dml_metrics_free(&met);
+	}
+	PG_END_TRY();
 	run->state = JOB_RECEIVED;
 	run->received = GetCurrentTimestamp();
 }
@@ -507,20 +528,90 @@ static void
 start_job(JobRun *run)
 {
 	char	   *socket_path;
-	char		ckpt[MAXPGPATH];
 
 	if (active_job.listen_fd < 0)
 		active_job.listen_fd = DmlListen(active_job.dir, &socket_path);
 	else
 		socket_path = psprintf("%s/ctl.sock", active_job.dir);
-	snprintf(ckpt, sizeof(ckpt), "%s/checkpoint", active_job.dir);
 	run->job->attempt = run->restarts;
-	active_job.pid = DmlLaunch(run->job, active_job.dir, socket_path,
-							   run->have_checkpoint ? ckpt : NULL);
+	active_job.pid = DmlLaunch(run->job, active_job.dir, socket_path);
 	run->state = JOB_LAUNCHED;
 	run->launched = GetCurrentTimestamp();
 	run->in.len = 0;
 	run->last_error = NULL;
+}
+
+/*
+ * Write len bytes to rank 0 without blocking the backend: wait on the
+ * latch and the socket together.  False when rank 0 is gone (the child's
+ * exit says what happened).
+ */
+static bool
+send_to_rank0(const char *p, size_t len)
+{
+	while (len > 0)
+	{
+		ssize_t		n = send(active_job.conn_fd, p, len, MSG_NOSIGNAL);
+
+		if (n > 0)
+		{
+			p += n;
+			len -= (size_t) n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		{
+			int			rc = WaitLatchOrSocket(MyLatch,
+											   WL_LATCH_SET | WL_SOCKET_WRITEABLE | WL_TIMEOUT |
+											   WL_EXIT_ON_PM_DEATH,
+											   active_job.conn_fd, 1000, PG_WAIT_EXTENSION);
+
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			continue;
+		}
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The JOB message (protocol.h): the serialized job, then the checkpoint to
+ * resume from (a restart) or a predict job's model.
+ */
+static void
+send_job(JobRun *run)
+{
+	char	   *text = DmlJobText(run->job, run->have_checkpoint);
+	uint32		tlen = (uint32) strlen(text);
+	const char *att = NULL;
+	uint32		alen = 0;
+	uint32		hdr[4];
+
+	if (run->job->type == DML_JOB_PREDICT)
+	{
+		att = VARDATA_ANY(run->job->model_blob);
+		alen = VARSIZE_ANY_EXHDR(run->job->model_blob);
+	}
+	else if (run->have_checkpoint)
+	{
+		att = run->checkpoint;
+		alen = run->checkpoint_len;
+	}
+	if ((uint64) tlen + alen + 4 > DML_MSG_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the job is too large to send to its workers (%u bytes)", tlen + alen)));
+	hdr[0] = DML_MSG_MAGIC;
+	hdr[1] = DML_MSG_JOB;
+	hdr[2] = 4 + tlen + alen;
+	hdr[3] = tlen;
+	if (send_to_rank0((const char *) hdr, sizeof(hdr)) && send_to_rank0(text, tlen) && alen > 0)
+		send_to_rank0(att, alen);
+	pfree(text);
 }
 
 /* accept rank 0's connection, if it is there */
@@ -541,6 +632,7 @@ try_accept(JobRun *run)
 	active_job.conn_fd = fd;
 	run->state = JOB_RUNNING;
 	run->last_progress = GetCurrentTimestamp();
+	send_job(run);
 }
 
 /*
@@ -584,6 +676,43 @@ error_text(const char *payload)
 	return msg;
 }
 
+/*
+ * An error a rank marked as one that would happen again on every try (a
+ * line "dml-worker final SQLSTATE message" in the job's log, from
+ * workers' worker_fail_final): raised as it is, without a restart.
+ */
+static void
+raise_final_error(void)
+{
+	char		path[MAXPGPATH];
+	char		buf[16384];
+	int			fd;
+	ssize_t		n;
+	char	   *line;
+
+	snprintf(path, sizeof(path), "%s/worker.log", active_job.dir);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	line = strstr(buf, "dml-worker final ");
+	if (line == NULL)
+		return;
+	line += strlen("dml-worker final ");
+	if (strlen(line) < 7 || line[5] != ' ')
+		return;
+	if (strchr(line, '\n'))
+		*strchr(line, '\n') = '\0';
+	ereport(ERROR,
+			(errcode(MAKE_SQLSTATE(line[0], line[1], line[2], line[3], line[4])),
+			 errmsg("%s", line + 6),
+			 errhint("A worker's query or data failed; the job was not restarted, as it would fail again.")));
+}
+
 /* "training" or "predict", for messages */
 static const char *
 job_noun(DmlJob *job)
@@ -599,6 +728,7 @@ job_failed(JobRun *run, const char *what)
 
 	if (run->last_error)
 		raise_user_error(run->last_error);
+	raise_final_error();
 	why = run->last_error ? error_text(run->last_error) : log_summary();
 
 	if (run->restarts < run->job->max_restarts)
@@ -781,6 +911,7 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 	run.result = result;
 	run.cb = cb;
 	run.cb_arg = cb_arg;
+	run.cxt = CurrentMemoryContext;
 	memset(result, 0, sizeof(*result));
 
 	active_job.active = true;

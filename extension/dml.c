@@ -19,6 +19,7 @@
 #include "fmgr.h"
 #include "utils/guc.h"
 
+#include "coordinator.h"
 #include "dml.h"
 #include "jobs.h"
 
@@ -29,10 +30,6 @@ int			dml_max_workers = DML_DEFAULT_MAX_WORKERS;
 int			dml_max_workers_total = DML_DEFAULT_MAX_WORKERS;
 int			dml_max_jobs_per_role = DML_DEFAULT_MAX_JOBS_PER_ROLE;
 int			dml_max_model_parameters = DML_DEFAULT_MAX_MODEL_PARAMETERS;
-char	   *dml_mpirun = NULL;
-char	   *dml_worker_path = NULL;
-char	   *dml_conninfo = NULL;
-char	   *dml_hosts = NULL;
 char	   *dml_device = NULL;
 int			dml_max_restarts = 2;
 int			dml_checkpoint_every = 1;

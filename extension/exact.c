@@ -40,7 +40,7 @@ DmlExactInServer(DmlJob *job)
 {
 	ListCell   *lc;
 
-	if (strcmp(job->optimizer, "exact") != 0 || strcmp(job->nulls, "impute") == 0 ||
+	if (job->optimizer != DML_JOB_OPT_EXACT || job->nulls == DML_NULLS_IMPUTE ||
 		job->validation > 0 || job->fault != NULL || job->no_in_server)
 		return false;
 	foreach(lc, job->features)
@@ -153,7 +153,7 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 			data_error(ERRCODE_DATA_EXCEPTION,
 					   psprintf("Leave such rows out with a view, e.g. WHERE %s NOT IN ('NaN', 'Infinity', '-Infinity'), or scale the column: it must fit a float32.", col),
 					   psprintf("column \"%s\" has %.0f NaN, infinite or out-of-range values", col, bad[i]));
-		if (nulls[i] > 0 && strcmp(job->nulls, "skip") != 0)
+		if (nulls[i] > 0 && job->nulls != DML_NULLS_SKIP)
 			data_error(ERRCODE_NULL_VALUE_NOT_ALLOWED,
 					   "Pass nulls => 'skip' to leave those rows out, or nulls => 'impute' to use the column's mean.",
 					   psprintf("column \"%s\" has %.0f NULL values", col, nulls[i]));
@@ -161,7 +161,7 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	if (bad[0] > 0)
 		data_error(ERRCODE_DATA_EXCEPTION, "Leave such rows out with a view, or scale the target: it must fit a float32.",
 				   psprintf("the target has %.0f NaN, infinite or out-of-range values", bad[0]));
-	if (nulls[0] > 0 && strcmp(job->nulls, "skip") != 0)
+	if (nulls[0] > 0 && job->nulls != DML_NULLS_SKIP)
 		data_error(ERRCODE_NULL_VALUE_NOT_ALLOWED,
 				   "Pass nulls => 'skip' to leave rows without a target out.",
 				   psprintf("the target column has %.0f NULL values", nulls[0]));

@@ -2,7 +2,7 @@
  *
  * predict.h
  *	  Feature encoding and output decoding shared by row-level predict
- *	  (predict.c) and the batch paths (batch.c).
+ *	  (predict.c) and the relation paths (evaluate.c, predict_table.c).
  *
  *-------------------------------------------------------------------------
  */

@@ -40,7 +40,6 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
-#include "batch.h"
 #include "coordinator.h"
 #include "dml.h"
 #include "jobs.h"
@@ -106,6 +105,23 @@ range_error(const char *arg, const char *detail)
 			 errdetail("%s", detail)));
 }
 
+/*
+ * The enum value (jobspec.h) of an option given as text: where strings
+ * from SQL become enums, the only place.  Unknown: "unknown <noun>".
+ */
+static int
+job_choice(DmlJobNames which, const char *value, const char *noun, const char *hint)
+{
+	int			v = dml_job_parse(which, value);
+
+	if (v < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown %s \"%s\"", noun, value),
+				 errhint("%s", hint)));
+	return v;
+}
+
 /* one option of the options jsonb */
 static void
 apply_option(DmlJob *job, const char *key, JsonbValue *v)
@@ -148,12 +164,13 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	INTEGER_OPT("epoch_timeout", job->epoch_timeout, 0, 86400 * 7);
 	if (strcmp(key, "schedule") == 0)
 	{
-		if (str == NULL || (strcmp(str, "constant") != 0 && strcmp(str, "step") != 0 &&
-							strcmp(str, "cosine") != 0))
+		int			sched = dml_job_parse(DML_NAMES_SCHEDULE, str);
+
+		if (sched < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("option \"schedule\" must be \"constant\", \"step\" or \"cosine\"")));
-		job->schedule = str;
+		job->schedule = (DmlSchedule) sched;
 		return;
 	}
 	if (strcmp(key, "nesterov") == 0)
@@ -162,8 +179,8 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("option \"nesterov\" must be a boolean")));
-		if (v->val.boolean && strcmp(job->optimizer, "momentum") == 0)
-			job->optimizer = "nesterov";
+		if (v->val.boolean && job->optimizer == DML_JOB_OPT_MOMENTUM)
+			job->optimizer = DML_JOB_OPT_NESTEROV;
 		return;
 	}
 	/* on by default: the job keeps the negation */
@@ -580,6 +597,9 @@ choose_packing(DmlJob *job)
 	job->pack_target = NULL;
 	if (job->load_copy)
 		return;
+	/* dml.pack_rows takes its state, the target and the features as arguments */
+	if (list_length(job->features) + 2 > FUNC_MAX_ARGS)
+		return;
 	foreach(lc, job->features)
 		if (((DmlColumn *) lfirst(lc))->kind != DML_COL_NUM)
 			return;
@@ -591,72 +611,6 @@ choose_packing(DmlJob *job)
 		job->pack_target = psprintf("%s::int4::int8", qcol);
 	else
 		job->pack_target = psprintf("%s::int8", qcol);
-}
-
-/* ---------------------------------------------------------------------
- * Connection and programs
- * --------------------------------------------------------------------- */
-
-/*
- * dml.worker_path, or the worker next to the postgres binary: the CUDA
- * build (dml-worker-gpu) when the job may run on a GPU, else the CPU build,
- * which starts and exits about 0.15 s sooner because it loads no CUDA
- * libraries.  'gpu' always gets the CUDA build (its worker reports a
- * missing GPU); 'auto' gets it when this host shows a GPU or when ranks
- * run on other hosts (dml.hosts), which may have one.
- */
-static char *
-worker_path(const char *device)
-{
-	char	   *dir;
-	char	   *gpu;
-
-	if (dml_worker_path && dml_worker_path[0])
-		return pstrdup(dml_worker_path);
-	dir = pstrdup(my_exec_path);
-	get_parent_directory(dir);
-	gpu = psprintf("%s/dml-worker-gpu", dir);
-	if (device != NULL &&
-		(strcmp(device, "gpu") == 0 ||
-		 (strcmp(device, "auto") == 0 && ((dml_hosts && dml_hosts[0]) || DmlGpuVisible()))) &&
-		access(gpu, X_OK) == 0)
-		return gpu;
-	return psprintf("%s/dml-worker", dir);
-}
-
-/*
- * DmlJobSetLaunch
- *		How a job's workers start and connect back: the snapshot they read
- *		under, the role they log in as (the caller: coordinator/login.c),
- *		the connection string, hosts and programs.  With export_snapshot false they read with no snapshot of
- *		ours (the in-server path launches nothing).  A snapshot cannot be
- *		exported from a subtransaction (a PL/pgSQL EXCEPTION block, a
- *		SAVEPOINT): rank 0 then exports one of its own and the other ranks
- *		import it, so the ranks still agree on the data, as of the job's
- *		start rather than the caller's snapshot; subxact_notice says so.
- *		Needs an SPI connection.
- */
-void
-DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice)
-{
-	if (!export_snapshot)
-		job->snapshot = "";
-	else if (IsSubTransaction())
-	{
-		ereport(NOTICE, (errmsg("%s", subxact_notice)));
-		job->snapshot = "";
-	}
-	else
-	{
-		if (SPI_execute("SELECT pg_export_snapshot()", false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "dml: pg_export_snapshot failed");
-		job->snapshot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	}
-	job->role = GetUserNameFromId(GetUserId(), false);
-	job->conninfo = DmlWorkerConninfo(GetUserId());
-	job->hosts = dml_hosts;
-	job->mpirun = dml_mpirun;
-	job->worker_path = worker_path(job->device);
 }
 
 /* ---------------------------------------------------------------------
@@ -792,18 +746,25 @@ spec_json(DmlJob *job, const DmlModel *m)
 		}
 		appendStringInfo(&buf, "], \"intercept\": %.9g", b * ys + m->out_mean[0]);
 	}
-	appendStringInfoString(&buf, ", \"hyperparameters\": {\"optimizer\": ");
-	json_str(&buf, job->optimizer);
-	appendStringInfo(&buf, ", \"learning_rate\": %.9g, \"batch_size\": %d, \"epochs\": %d, "
-					 "\"weight_decay\": %.9g, \"validation\": %.9g, \"patience\": %d, "
-					 "\"seed\": " INT64_FORMAT ", \"workers\": %d, \"nulls\": \"%s\", "
-					 "\"schedule\": \"%s\", \"momentum\": %.9g, \"sync\": \"%s\", "
-					 "\"servers\": %d, \"staleness\": %d, \"average_every\": %d, "
-					 "\"compression\": \"%s\", \"topk_ratio\": %.9g}",
-					 job->learning_rate, job->batch_size, job->epochs, job->weight_decay,
-					 job->validation, job->patience, job->seed, job->workers, job->nulls,
-					 job->schedule, job->momentum, job->sync, job->servers, job->staleness,
-					 job->average_every, job->compression, job->topk_ratio);
+	/* the settings jobspec.h's table marks as stored */
+	appendStringInfo(&buf, ", \"hyperparameters\": {\"workers\": %d", job->workers);
+#define JSON_INT(name, names) appendStringInfo(&buf, ", \"" #name "\": %d", job->name)
+#define JSON_DBL(name, names) appendStringInfo(&buf, ", \"" #name "\": %.9g", job->name)
+#define JSON_I64(name, names) appendStringInfo(&buf, ", \"" #name "\": " INT64_FORMAT, job->name)
+#define JSON_STR(name, names) (appendStringInfoString(&buf, ", \"" #name "\": "), json_str(&buf, job->name))
+#define JSON_OPT(name, names) do { if (job->name) JSON_STR(name, names); } while (0)
+#define JSON_ENUM(name, names) \
+	(appendStringInfoString(&buf, ", \"" #name "\": "), json_str(&buf, dml_job_name(names, job->name)))
+#define JSON(type, name, stored, names) if (stored) JSON_##type(name, names);
+	DML_JOB_SETTINGS(JSON)
+#undef JSON
+#undef JSON_INT
+#undef JSON_DBL
+#undef JSON_I64
+#undef JSON_STR
+#undef JSON_OPT
+#undef JSON_ENUM
+	appendStringInfoChar(&buf, '}');
 	appendStringInfoString(&buf, ", \"snapshot\": ");
 	json_str(&buf, job->snapshot);
 	appendStringInfoChar(&buf, '}');
@@ -822,19 +783,13 @@ static void
 choose_sync(DmlJob *job, FunctionCallInfo fcinfo)
 {
 	bool		ps;
-	bool		iterative = strcmp(job->optimizer, "exact") != 0 &&
-		strcmp(job->optimizer, "newton") != 0;
+	bool		iterative = job->optimizer != DML_JOB_OPT_EXACT &&
+		job->optimizer != DML_JOB_OPT_NEWTON;
+	const char *sync = PG_ARGISNULL(19) ? "allreduce" : arg_text(fcinfo, 19);
 
-	job->sync = PG_ARGISNULL(19) ? "allreduce" : arg_text(fcinfo, 19);
-	if (strcmp(job->sync, "allreduce") != 0 && strcmp(job->sync, "ps") != 0 &&
-		strcmp(job->sync, "ssp") != 0 && strcmp(job->sync, "async") != 0 &&
-		strcmp(job->sync, "gossip") != 0 && strcmp(job->sync, "average") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown sync mode \"%s\"", job->sync),
-				 errhint("Valid modes are allreduce, ps, ssp, async, gossip and average.")));
-	ps = strcmp(job->sync, "ps") == 0 || strcmp(job->sync, "ssp") == 0 ||
-		strcmp(job->sync, "async") == 0;
+	job->sync = job_choice(DML_NAMES_SYNC, sync, "sync mode",
+						   "Valid modes are allreduce, ps, ssp, async, gossip and average.");
+	ps = job->sync == DML_SYNC_PS || job->sync == DML_SYNC_SSP || job->sync == DML_SYNC_ASYNC;
 
 	if (PG_ARGISNULL(20))
 		job->servers = ps ? 1 : 0;
@@ -854,7 +809,7 @@ choose_sync(DmlJob *job, FunctionCallInfo fcinfo)
 	job->staleness = PG_ARGISNULL(21) ? 0 : PG_GETARG_INT32(21);
 	if (job->staleness < 0 || job->staleness > 100)
 		range_error("staleness", "It is the clocks a worker may run ahead, 0 to 100.");
-	if (job->staleness != 0 && strcmp(job->sync, "ssp") != 0)
+	if (job->staleness != 0 && job->sync != DML_SYNC_SSP)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("staleness applies to sync => 'ssp' only")));
@@ -862,20 +817,16 @@ choose_sync(DmlJob *job, FunctionCallInfo fcinfo)
 	job->average_every = PG_ARGISNULL(22) ? 1 : PG_GETARG_INT32(22);
 	if (job->average_every < 1 || job->average_every > 1000000)
 		range_error("average_every", "It is the steps between model averagings, at least 1.");
-	if (job->average_every != 1 && strcmp(job->sync, "average") != 0)
+	if (job->average_every != 1 && job->sync != DML_SYNC_AVERAGE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("average_every applies to sync => 'average' only")));
 
-	job->compression = PG_ARGISNULL(23) ? "none" : arg_text(fcinfo, 23);
-	if (strcmp(job->compression, "none") != 0 && strcmp(job->compression, "fp16") != 0 &&
-		strcmp(job->compression, "topk") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown compression \"%s\"", job->compression),
-				 errhint("Valid compressions are none, fp16 and topk.")));
-	if (strcmp(job->compression, "none") != 0 &&
-		(strcmp(job->sync, "gossip") == 0 || strcmp(job->sync, "average") == 0))
+	job->compression = job_choice(DML_NAMES_COMPRESSION,
+								  PG_ARGISNULL(23) ? "none" : arg_text(fcinfo, 23), "compression",
+								  "Valid compressions are none, fp16 and topk.");
+	if (job->compression != DML_COMPRESS_NONE &&
+		(job->sync == DML_SYNC_GOSSIP || job->sync == DML_SYNC_AVERAGE))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("compression applies to gradients: sync modes allreduce, ps, ssp and async"),
@@ -884,18 +835,18 @@ choose_sync(DmlJob *job, FunctionCallInfo fcinfo)
 	if (!(job->topk_ratio > 0 && job->topk_ratio <= 1))
 		range_error("topk_ratio", "It is the fraction of gradient values sent, greater than 0 and at most 1.");
 
-	if (!iterative && (strcmp(job->sync, "allreduce") != 0 || strcmp(job->compression, "none") != 0))
+	if (!iterative && (job->sync != DML_SYNC_ALLREDUCE || job->compression != DML_COMPRESS_NONE))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("optimizer \"%s\" takes one all-reduce per pass: sync modes and compression apply to iterative optimizers",
-						job->optimizer),
-				 errhint("Use optimizer => 'sgd', 'momentum' or 'adam' with sync => '%s'.", job->sync)));
-	if (strcmp(job->device, "gpu") == 0 &&
-		(strcmp(job->sync, "allreduce") != 0 || strcmp(job->compression, "none") != 0))
+						dml_job_name(DML_NAMES_OPTIMIZER, job->optimizer)),
+				 errhint("Use optimizer => 'sgd', 'momentum' or 'adam' with sync => '%s'.", sync)));
+	if (job->device == DML_DEVICE_GPU &&
+		(job->sync != DML_SYNC_ALLREDUCE || job->compression != DML_COMPRESS_NONE))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("GPU training synchronizes by NCCL all-reduce, uncompressed"),
-				 errhint("Use device => 'cpu' or 'auto' with sync => '%s' or compression.", job->sync)));
+				 errhint("Use device => 'cpu' or 'auto' with sync => '%s' or compression.", sync)));
 }
 
 /*
@@ -941,37 +892,30 @@ choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
 		else
 			optimizer = "adam";
 	}
-	if (strcmp(optimizer, "sgd") != 0 && strcmp(optimizer, "momentum") != 0 &&
-		strcmp(optimizer, "nesterov") != 0 && strcmp(optimizer, "adam") != 0 &&
-		strcmp(optimizer, "exact") != 0 && strcmp(optimizer, "newton") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown optimizer \"%s\"", optimizer),
-				 errhint("Valid optimizers are sgd, momentum, nesterov, adam, exact and newton.")));
-	if (strcmp(optimizer, "exact") == 0 && !linear)
+	job->optimizer = job_choice(DML_NAMES_OPTIMIZER, optimizer, "optimizer",
+								"Valid optimizers are sgd, momentum, nesterov, adam, exact and newton.");
+	if (job->optimizer == DML_JOB_OPT_EXACT && !linear)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("optimizer \"exact\" solves linear regression only"),
 				 errhint("Use optimizer => 'newton' for logistic and softmax regression.")));
-	if (strcmp(optimizer, "newton") == 0 && !glm)
+	if (job->optimizer == DML_JOB_OPT_NEWTON && !glm)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("optimizer \"newton\" fits logistic and softmax regression only"),
 				 errhint("Use optimizer => 'exact' for linear regression.")));
-	if (strcmp(optimizer, "newton") == 0 && nparams > 4096)
+	if (job->optimizer == DML_JOB_OPT_NEWTON && nparams > 4096)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("Newton's method needs a %d x %d Hessian, more than this build allows (4096)",
 						nparams, nparams),
 				 errhint("Use optimizer => 'adam' or 'sgd'.")));
-	job->optimizer = pstrdup(optimizer);
-
 	if (PG_ARGISNULL(8))
-		job->learning_rate = strcmp(optimizer, "adam") == 0 ? 0.001 :
-			strcmp(optimizer, "sgd") == 0 ? 0.1 : 0.05;
+		job->learning_rate = job->optimizer == DML_JOB_OPT_ADAM ? 0.001 :
+			job->optimizer == DML_JOB_OPT_SGD ? 0.1 : 0.05;
 	if (PG_ARGISNULL(10))
-		job->epochs = strcmp(optimizer, "exact") == 0 ? 1 :
-			strcmp(optimizer, "newton") == 0 ? 25 : DML_DEFAULT_EPOCHS;
+		job->epochs = job->optimizer == DML_JOB_OPT_EXACT ? 1 :
+			job->optimizer == DML_JOB_OPT_NEWTON ? 25 : DML_DEFAULT_EPOCHS;
 }
 
 PG_FUNCTION_INFO_V1(dml_train);
@@ -1061,13 +1005,8 @@ dml_train(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("early stopping needs a validation set"),
 				 errhint("Set validation => 0.1, for example, together with patience.")));
-	job->nulls = PG_ARGISNULL(14) ? "error" : arg_text(fcinfo, 14);
-	if (strcmp(job->nulls, "error") != 0 && strcmp(job->nulls, "skip") != 0 &&
-		strcmp(job->nulls, "impute") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown NULL policy \"%s\"", job->nulls),
-				 errhint("Valid policies are error, skip and impute.")));
+	job->nulls = job_choice(DML_NAMES_NULLS, PG_ARGISNULL(14) ? "error" : arg_text(fcinfo, 14),
+							"NULL policy", "Valid policies are error, skip and impute.");
 	job->workers = PG_ARGISNULL(15) ? dml_workers : PG_GETARG_INT32(15);
 	if (job->workers < 1)
 		range_error("workers", "A job needs at least 1 worker.");
@@ -1078,19 +1017,19 @@ dml_train(PG_FUNCTION_ARGS)
 				 errdetail("%d workers were asked for; dml.max_workers is %d.",
 						   job->workers, dml_max_workers),
 				 errhint("A superuser can raise dml.max_workers.")));
-	job->device = PG_ARGISNULL(16) ? pstrdup(dml_device) : arg_text(fcinfo, 16);
-	if (strcmp(job->device, "auto") != 0 && strcmp(job->device, "cpu") != 0 &&
-		strcmp(job->device, "gpu") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown device \"%s\"", job->device),
-				 errhint("Valid devices are auto, cpu and gpu.")));
+	job->device = job_choice(DML_NAMES_DEVICE, PG_ARGISNULL(16) ? dml_device : arg_text(fcinfo, 16),
+							 "device", "Valid devices are auto, cpu and gpu.");
 	job->seed = PG_ARGISNULL(17) ? 42 : PG_GETARG_INT64(17);
+	/* 24 topk_ratio (choose_sync), 25 max_seconds: a time budget, NULL for none */
+	job->max_seconds = PG_NARGS() > 25 && !PG_ARGISNULL(25) ? PG_GETARG_FLOAT8(25) : 0;
+	if (PG_NARGS() > 25 && !PG_ARGISNULL(25) &&
+		!(job->max_seconds > 0 && job->max_seconds <= DML_MAX_SECONDS_MAX))
+		range_error("max_seconds", "It is the seconds training may take, greater than 0 and at most a year.");
 	job->momentum = 0.9;
 	job->beta1 = 0.9;
 	job->beta2 = 0.999;
 	job->eps = 1e-8;
-	job->schedule = "constant";
+	job->schedule = DML_SCHED_CONSTANT;
 	job->step_size = 10;
 	job->gamma = 0.1;
 	job->tolerance = 1e-8;
@@ -1255,40 +1194,25 @@ dml_train(PG_FUNCTION_ARGS)
 		elog(ERROR, "dml: worker model has %d inputs, expected %d. Please report a bug.",
 			 parsed.net.sizes[0], job->ninputs);
 
-	/* the device the worker reports is in the metrics: {"device": ...} */
-	{
-		char	   *d = strstr(result.metrics_json, "\"device\": \"");
-
-		result.device = "cpu";
-		if (d)
-		{
-			d += strlen("\"device\": \"");
-			result.device = pnstrdup(d, strcspn(d, "\""));
-		}
-	}
 	spec = spec_json(job, &parsed);
 	version = DmlStoreModel(model_id, job->name, owner, job->kind, result.device, spec,
 							result.weights, result.metrics_json);
 	dml_model_free(&parsed);
-	SPI_finish();
 	DmlProgressEnd();
 
 	{
-		double		rps = 0;
-		char	   *r = strstr(result.metrics_json, "\"rows_per_second\": ");
-
-		if (r)
-			rps = strtod(r + strlen("\"rows_per_second\": "), NULL);
+		/* the result row lives in the caller's context, not SPI's */
 		values[0] = Int64GetDatum(model_id);
-		values[1] = CStringGetTextDatum(job->name);
+		values[1] = SPI_datumTransfer(CStringGetTextDatum(job->name), false, -1);
 		values[2] = Int32GetDatum(version);
 		values[3] = Int32GetDatum(result.epochs_run);
 		values[4] = Float8GetDatum(result.final_loss);
 		values[5] = Float8GetDatum(result.seconds);
-		values[6] = Float8GetDatum(rps);
+		values[6] = Float8GetDatum(result.rows_per_second);
 		values[7] = Int32GetDatum(in_server ? 0 : job->workers);
-		values[8] = CStringGetTextDatum(result.device);
-		values[9] = CStringGetTextDatum(job->kind);
+		values[8] = SPI_datumTransfer(CStringGetTextDatum(result.device), false, -1);
+		values[9] = SPI_datumTransfer(CStringGetTextDatum(job->kind), false, -1);
 	}
+	SPI_finish();
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }

@@ -47,7 +47,7 @@ extern "C"
 {
 #endif
 
-/* kernels.h has no C++ guard of its own: its functions are C (cpu.c, net.c) */
+/* kernels.h has no C++ guard of its own: its functions are C (layers.c, optim.c, net.c, ...) */
 #include "kernels.h"
 
 /* status codes beyond DmlStatus */
@@ -151,7 +151,7 @@ extern int	softmax_forward_backward_cuda(double *loss, float *dlogits,
 										  cudaStream_t stream);
 
 /* ---------------------------------------------------------------------
- * Optimizers (optim.cu), as cpu.c; Adam's bias corrections are computed
+ * Optimizers (optim.cu), as optim.c; Adam's bias corrections are computed
  * on the host exactly as the CPU computes them.
  * --------------------------------------------------------------------- */
 
@@ -168,6 +168,10 @@ extern int	adam_update_cuda(float *params, float *m, float *v,
 							 float beta1, float beta2, float eps,
 							 float weight_decay, int t, cudaStream_t stream);
 
+/* step t (from 1) of o: velocity or Adam's moments in m, v (optim_step's twin) */
+extern int	optim_step_cuda(float *params, float *m, float *v, const float *grads,
+							size_t n, const DmlOptim *o, int t, cudaStream_t stream);
+
 /* ---------------------------------------------------------------------
  * The network on the device (net.cu), mirroring DmlNet + DmlWork.
  *
@@ -176,17 +180,6 @@ extern int	adam_update_cuda(float *params, float *m, float *v,
  * dataset); all-reduce g->grads on g->stream; dml_gpu_net_step.  Once an
  * epoch, dml_gpu_net_take_loss.  Everything runs on g->stream.
  * --------------------------------------------------------------------- */
-
-typedef struct DmlGpuOptim
-{
-	DmlOptimizer kind;
-	float		lr;
-	float		momentum;		/* momentum and nesterov */
-	float		beta1;			/* adam */
-	float		beta2;
-	float		eps;
-	float		weight_decay;
-} DmlGpuOptim;
 
 typedef struct DmlGpuNet
 {
@@ -252,7 +245,7 @@ extern int	dml_gpu_net_take_loss(DmlGpuNet *g, double *loss,
 								  char *errbuf, size_t errlen);
 
 /* grads *= grad_scale (skipped at 1), then one optimizer step */
-extern int	dml_gpu_net_step(DmlGpuNet *g, const DmlGpuOptim *o, float grad_scale,
+extern int	dml_gpu_net_step(DmlGpuNet *g, const DmlOptim *o, float grad_scale,
 							 char *errbuf, size_t errlen);
 
 /* ---------------------------------------------------------------------

@@ -14,7 +14,7 @@
  * row-major.  B = rows in the minibatch, C = input channels, OC = output
  * channels, K = outputs of the network.
  *
- * The CPU implementation (cpu.c, net.c) is the reference.  The CUDA
+ * The CPU implementation (layers.c, losses.c, optim.c, net.c) is the reference.  The CUDA
  * implementation (kernels/cuda/, cuda_kernels.h) mirrors it name for name, with
  * a stream as the last argument.
  *
@@ -95,7 +95,7 @@ extern const char *dml_act_name(DmlAct act);
 extern int	dml_act_parse(const char *name);	/* -1 when unknown */
 
 /* ---------------------------------------------------------------------
- * Layers (cpu.c)
+ * Layers (layers.c)
  * --------------------------------------------------------------------- */
 
 /* out (B,OC) = inp (B,C) @ weight (OC,C)^T + bias (OC) */
@@ -123,7 +123,7 @@ extern void activation_backward(float *dinp, const float *dout,
 								const float *out, size_t n, DmlAct act);
 
 /* ---------------------------------------------------------------------
- * Losses (cpu.c).  Each returns the SUM of per-row losses over the B rows
+ * Losses (losses.c).  Each returns the SUM of per-row losses over the B rows
  * and writes dlogits = d(sum of losses) / d(logits); the caller scales by
  * 1/(global rows).  logits (B,K); targets y (B,K) for MSE, y (B) holding
  * 0/1 for BCE and the class index for softmax.
@@ -143,7 +143,7 @@ extern double softmax_forward_backward(float *dlogits, float *probs,
 									   int B, int K);
 
 /* ---------------------------------------------------------------------
- * Optimizers (cpu.c).  Weight decay is L2 added to the gradient (as
+ * Optimizers (optim.c).  Weight decay is L2 added to the gradient (as
  * torch.optim does); params, state and grads all have n elements.
  * --------------------------------------------------------------------- */
 
@@ -164,8 +164,36 @@ extern void adam_update(float *params, float *m, float *v, const float *grads,
 extern float lr_at_epoch(DmlSchedule sched, float lr, int epoch, int epochs,
 						 int step_size, float gamma);
 
+/* An optimizer's settings for one step (the CUDA step takes the same) */
+typedef struct DmlOptim
+{
+	DmlOptimizer kind;
+	float		lr;
+	float		momentum;		/* momentum and nesterov */
+	float		beta1;			/* adam */
+	float		beta2;
+	float		eps;
+	float		weight_decay;
+} DmlOptim;
+
+/* Its state over n parameters: velocity (s1) or Adam's moments (s1, s2) */
+typedef struct DmlOptimState
+{
+	DmlOptimizer kind;
+	size_t		n;
+	float	   *s1;
+	float	   *s2;
+	int			t;				/* steps taken */
+} DmlOptimState;
+
+/* one step of o over st->n parameters: params -= update(grads) */
+extern void optim_step(DmlOptimState *st, const DmlOptim *o, float *params, const float *grads);
+
+/* the optimizer named (sgd, momentum, nesterov, adam); sgd when unknown */
+extern DmlOptimizer dml_optimizer_parse(const char *name);
+
 /* ---------------------------------------------------------------------
- * Random numbers (cpu.c): splitmix64/xorshift, identical on every platform
+ * Random numbers (common.c): splitmix64/xorshift, identical on every platform
  * --------------------------------------------------------------------- */
 
 typedef struct DmlRng

@@ -114,6 +114,11 @@ pgc_stop() {
 pgc_job_procs() {
 	local n=0 p
 	for p in $(pgrep -f 'dml-worker|mpirun'); do
+		# a child mpirun forked that has not yet become its rank is not one
+		# more process: counting it made the count fall back when it execs
+		[ "$(cat "/proc/$p/comm" 2>/dev/null)" = mpirun ] &&
+			[ "$(cat "/proc/$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)/comm" 2>/dev/null)" = mpirun ] &&
+			continue
 		if { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "DML_TEST_CLUSTER=$PGC_DIR"; then
 			# a zombie has already exited
 			[ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" = Z ] || n=$((n + 1))

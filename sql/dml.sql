@@ -118,7 +118,8 @@ CREATE FUNCTION @extschema@.dml_train(
 	staleness		integer DEFAULT 0,
 	average_every	integer DEFAULT 1,
 	compression		text DEFAULT 'none',
-	topk_ratio		float8 DEFAULT 0.01)
+	topk_ratio		float8 DEFAULT 0.01,
+	max_seconds		float8 DEFAULT NULL)
 RETURNS dml.train_result
 AS 'MODULE_PATHNAME', 'dml_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -470,7 +471,8 @@ CREATE FUNCTION @extschema@.dml_train_async(
 	staleness		integer DEFAULT 0,
 	average_every	integer DEFAULT 1,
 	compression		text DEFAULT 'none',
-	topk_ratio		float8 DEFAULT 0.01)
+	topk_ratio		float8 DEFAULT 0.01,
+	max_seconds		float8 DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'dml_train_async'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;

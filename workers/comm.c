@@ -7,6 +7,7 @@
  *-------------------------------------------------------------------------
  */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <mpi.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "comm.h"
 #include "half.h"
 #include "worker.h"
@@ -91,16 +93,6 @@ nap(long ns)
 	nanosleep(&ts, NULL);
 }
 
-/* nanoseconds on the monotonic clock */
-static int64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /*
  * Message waits poll flat out while messages are flowing: for spin_limit
  * after the wait began, and for as long as the previous wait ended less
@@ -119,7 +111,7 @@ static int64_t last_active = 0;
 static void
 wait_a_little(int64_t start)
 {
-	int64_t		now = now_ns();
+	int64_t		now = dml_clock_ns();
 
 	if (now - start > spin_limit && now - last_active > ACTIVE_NS)
 		nap(NAP_NS);
@@ -129,7 +121,7 @@ wait_a_little(int64_t start)
 void
 comm_wait_all(int n, MPI_Request *req)
 {
-	int64_t		start = now_ns();
+	int64_t		start = dml_clock_ns();
 	int			done = 0;
 
 	for (;;)
@@ -139,14 +131,14 @@ comm_wait_all(int n, MPI_Request *req)
 			break;
 		wait_a_little(start);
 	}
-	last_active = now_ns();
+	last_active = dml_clock_ns();
 }
 
 /* as MPI_Probe, waiting as above */
 void
 comm_probe(int source, int tag, MPI_Comm comm, MPI_Status *st)
 {
-	int64_t		start = now_ns();
+	int64_t		start = dml_clock_ns();
 	int			found = 0;
 
 	for (;;)
@@ -156,7 +148,7 @@ comm_probe(int source, int tag, MPI_Comm comm, MPI_Status *st)
 			break;
 		wait_a_little(start);
 	}
-	last_active = now_ns();
+	last_active = dml_clock_ns();
 }
 
 /*
@@ -340,6 +332,22 @@ comm_bcast(void *buf, size_t bytes, int root)
 	}
 }
 
+/* rank 0's job text (*text, *len) to every rank of the world, which allocates it */
+void
+comm_share_job(char **text, size_t *len)
+{
+	uint64_t	n = *len;
+
+	mpiCheck(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+	if (world_rank != 0 && (*text = malloc(n + 1)) == NULL)
+		worker_fail("out of memory for a job of %llu bytes", (unsigned long long) n);
+	if (n > INT_MAX)
+		worker_fail("a job of %llu bytes is too large", (unsigned long long) n);
+	mpiCheck(MPI_Bcast(*text, (int) n, MPI_BYTE, 0, MPI_COMM_WORLD));
+	(*text)[n] = '\0';
+	*len = n;
+}
+
 /* count bytes another transport (NCCL) moved for the whole job */
 void
 comm_count_bytes(double ring_bytes)
@@ -400,15 +408,6 @@ void *
 comm_data_handle(void)
 {
 	return &data_comm;
-}
-
-void
-comm_abort(int code)
-{
-	fflush(stdout);
-	fflush(stderr);
-	MPI_Abort(MPI_COMM_WORLD, code);
-	_exit(code);
 }
 
 /* ---------------------------------------------------------------------
@@ -515,10 +514,10 @@ comm_shared_fence(CommShared *sh)
 		atomic_fetch_add(&b->generation, 1);
 		return;
 	}
-	start = now_ns();
+	start = dml_clock_ns();
 	while (atomic_load(&b->generation) == gen)
 	{
-		if (now_ns() - start > spin_limit)
+		if (dml_clock_ns() - start > spin_limit)
 			nap(NAP_NS);
 		else
 			cpu_relax();

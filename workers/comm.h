@@ -53,13 +53,15 @@ extern void comm_shared_free(CommShared *sh);
 extern int	world_rank;
 extern int	world_size;
 extern int	server_count;
-extern void comm_abort(int code) __attribute__((noreturn));
 
 /* control.c: rank 0 only */
 extern void control_connect(const char *path);
-extern int	control_connected(void);
 extern void control_send(uint32_t type, const void *a, size_t alen,
 						 const void *b, size_t blen);
 extern void control_start_watchdog(void);
+extern void control_receive_job(char **text, size_t *len, unsigned char **attached,
+								size_t *attached_len);
+/* comm.c: rank 0's job text to every rank of the world */
+extern void comm_share_job(char **text, size_t *len);
 
 #endif							/* DML_COMM_H */

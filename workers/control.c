@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -21,6 +22,8 @@
 
 static int	control_fd = -1;
 static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void control_report(uint32_t type, const void *payload, size_t len);
 
 /* connect to the coordinator's socket */
 void
@@ -44,12 +47,7 @@ control_connect(const char *path)
 		control_fd = -1;
 		worker_fail("could not connect to the coordinator at %s: %s", path, strerror(e));
 	}
-}
-
-int
-control_connected(void)
-{
-	return control_fd >= 0;
+	worker_report = control_report;
 }
 
 /* write all of buf, or end the job */
@@ -69,7 +67,7 @@ write_all(const void *buf, size_t len)
 			/* the coordinator is gone: nothing left to report to */
 			fprintf(stderr, "dml-worker error: rank 0 on %s: control socket closed: %s\n",
 					worker_host, strerror(errno));
-			comm_abort(3);
+			worker_abort(3);
 		}
 		p += n;
 		len -= n;
@@ -96,6 +94,65 @@ control_send(uint32_t type, const void *a, size_t alen, const void *b, size_t bl
 	if (blen)
 		write_all(b, blen);
 	pthread_mutex_unlock(&send_lock);
+}
+
+/* read exactly len bytes from the coordinator, or end the job */
+static void
+read_all(void *buf, size_t len)
+{
+	char	   *p = buf;
+
+	while (len > 0)
+	{
+		ssize_t		n = recv(control_fd, p, len, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			worker_fail("the coordinator closed the control socket before sending the job");
+		p += n;
+		len -= (size_t) n;
+	}
+}
+
+/*
+ * control_receive_job
+ *		Rank 0 reads the JOB message (protocol.h): the job's text into *text
+ *		(NUL-terminated) and what came after it into *attached.
+ */
+void
+control_receive_job(char **text, size_t *len, unsigned char **attached, size_t *attached_len)
+{
+	uint32_t	hdr[3];
+	uint32_t	tlen;
+	unsigned char *payload;
+
+	read_all(hdr, sizeof(hdr));
+	if (hdr[0] != DML_MSG_MAGIC || hdr[1] != DML_MSG_JOB || hdr[2] < 4 || hdr[2] > DML_MSG_MAX)
+		worker_fail("malformed JOB message from the coordinator");
+	payload = malloc((size_t) hdr[2] + 1);
+	if (payload == NULL)
+		worker_fail("out of memory for a job of %u bytes", hdr[2]);
+	read_all(payload, hdr[2]);
+	memcpy(&tlen, payload, 4);
+	if (tlen > hdr[2] - 4)
+		worker_fail("malformed JOB message from the coordinator");
+	*text = malloc((size_t) tlen + 1);
+	if (*text == NULL)
+		worker_fail("out of memory");
+	memcpy(*text, payload + 4, tlen);
+	(*text)[tlen] = '\0';
+	*len = tlen;
+	*attached_len = hdr[2] - 4 - tlen;
+	memmove(payload, payload + 4 + tlen, *attached_len);
+	*attached = payload;
+}
+
+/* the runtime's report hook: one message of one part */
+static void
+control_report(uint32_t type, const void *payload, size_t len)
+{
+	control_send(type, payload, len, NULL, 0);
 }
 
 /* block on the socket; when the coordinator's end closes, end the job */

@@ -113,7 +113,7 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	double	   *Z = malloc(sizeof(double) * CHUNK * p);
 	double	   *y = malloc(sizeof(double) * CHUNK);
 	double	   *w;
-	double		t0 = wall_seconds();
+	double		t0 = dml_clock_seconds();
 	double		bytes0 = comm_job_bytes();
 	double		n,
 				sse;
@@ -166,7 +166,7 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 
 	res->epochs_run = 1;
 	res->final_loss = fmax(sse, 0) / n * (double) m->out_scale[0] * m->out_scale[0];
-	res->train_seconds = wall_seconds() - t0;
+	res->train_seconds = dml_clock_seconds() - t0;
 	res->rows_per_second = res->train_seconds > 0 ? n / res->train_seconds : 0;
 	report(1, res->final_loss, n, res->train_seconds, comm_job_bytes() - bytes0);
 	free(S);
@@ -611,7 +611,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			   *H,
 			   *delta;
 	double		loss = 0,
-				t_start = wall_seconds();
+				t_start = dml_clock_seconds();
 	int			iter,
 				have_loss = 0;
 
@@ -645,7 +645,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 
 	for (iter = 1; iter <= spec->epochs; iter++)
 	{
-		double		t0 = wall_seconds();
+		double		t0 = dml_clock_seconds();
 		double		bytes0 = comm_job_bytes();
 		double		decrement = 0,
 					step,
@@ -702,7 +702,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		}
 		res->final_loss = new_loss / nw.n;
 		res->epochs_run = iter;
-		report(iter, res->final_loss, nw.n, wall_seconds() - t0, comm_job_bytes() - bytes0);
+		report(iter, res->final_loss, nw.n, dml_clock_seconds() - t0, comm_job_bytes() - bytes0);
 		loss = new_loss;
 		if (done)
 			break;
@@ -715,7 +715,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			m->net.params[(size_t) k * ds->d + c] = (float) theta[(size_t) k * nw.p + c];
 		m->net.params[(size_t) K * ds->d + k] = (float) theta[(size_t) k * nw.p + ds->d];
 	}
-	res->train_seconds = wall_seconds() - t_start;
+	res->train_seconds = dml_clock_seconds() - t_start;
 	res->rows_per_second = res->train_seconds > 0 ? nw.n * res->epochs_run / res->train_seconds : 0;
 	free(nw.rows);
 	free(nw.label);

@@ -233,7 +233,7 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 		int64_t		key;
 
 		if (label_text_key(spec->label_keys, label, &key) != 0)
-			worker_fail("label \"%s\" is not an %s", label, spec->label_keys);
+			worker_fail_final("22P02", "label \"%s\" is not an %s", label, spec->label_keys);
 		put_label_key(ds, spec, key);
 		p += len;
 	}
@@ -437,7 +437,7 @@ copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
 		snprintf(sql, qlen, "COPY (%s) TO STDOUT (FORMAT binary)", query);
 	res = PQexec(conn, sql);
 	if (PQresultStatus(res) != PGRES_COPY_OUT)
-		worker_fail("COPY failed: %s", PQerrorMessage(conn));
+		worker_fail_query(conn, res, "COPY");
 	PQclear(res);
 	free(sql);
 
@@ -445,7 +445,7 @@ copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
 		worker_fail("COPY failed: %s", PQerrorMessage(conn));
 	res = PQgetResult(conn);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		worker_fail("COPY failed: %s", PQerrorMessage(conn));
+		worker_fail_query(conn, res, "COPY");
 	PQclear(res);
 }
 
@@ -599,7 +599,7 @@ block_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query
 	PGresult   *res = PQexecParams(conn, query, 0, NULL, NULL, NULL, NULL, 1);
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		worker_fail("reading a slice failed: %s", PQerrorMessage(conn));
+		worker_fail_query(conn, res, "reading a slice");
 	if (PQntuples(res) != 1 || PQnfields(res) != 1)
 		worker_fail("dml.pack_rows returned %d rows of %d columns", PQntuples(res), PQnfields(res));
 	if (!PQgetisnull(res, 0, 0))
@@ -718,34 +718,8 @@ exec_ok(PGconn *conn, const char *sql)
 	PGresult   *res = PQexec(conn, sql);
 
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		worker_fail("%s failed: %s", sql, PQerrorMessage(conn));
+		worker_fail_query(conn, res, sql);
 	PQclear(res);
-}
-
-/*
- * worker_login
- *		Connect as the job's caller.  The session user must be the calling
- *		role itself (coordinator/login.c): user code runs in this session
- *		(view and policy functions), and a superuser that set its role could
- *		be reset by it.  Anything else is refused before a query runs.
- */
-PGconn *
-worker_login(const WorkerSpec *spec)
-{
-	PGconn	   *conn = PQconnectdb(spec->conninfo);
-	PGresult   *res;
-
-	if (PQstatus(conn) != CONNECTION_OK)
-		worker_fail("could not connect to the database as role \"%s\": %s",
-					spec->role, PQerrorMessage(conn));
-	res = PQexec(conn, "SELECT session_user");
-	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
-		worker_fail("could not read the session user: %s", PQerrorMessage(conn));
-	if (strcmp(PQgetvalue(res, 0, 0), spec->role) != 0)
-		worker_fail("the worker's session user is \"%s\", not the caller \"%s\"",
-					PQgetvalue(res, 0, 0), spec->role);
-	PQclear(res);
-	return conn;
 }
 
 /* hand out rank 0's rows evenly (a view was read whole) */
@@ -802,7 +776,7 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 {
 	PGconn	   *conn;
 	char		sql[512];
-	double		t0 = wall_seconds();
+	double		t0 = dml_clock_seconds();
 	int			whole = 0;
 
 	memset(ds, 0, sizeof(*ds));
@@ -821,6 +795,9 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 				packing.contiguous = 0;
 			packing.nnum++;
 		}
+	/* dml.num_bytes is a function: beyond its argument limit, one field each */
+	if (packing.nnum > DML_FUNC_MAX_ARGS)
+		packing.nnum = 0;
 
 	if (!whole || rank == 0)
 	{
@@ -875,6 +852,6 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 			ds->val[i] = held_out(ds, i, spec->seed, spec->validation);
 	if (whole && worker_world > 1)
 		scatter_rows(ds);
-	ds->load_seconds = wall_seconds() - t0;
+	ds->load_seconds = dml_clock_seconds() - t0;
 	ds->load_path = spec->load_block && !whole ? "block" : "copy";
 }

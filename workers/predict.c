@@ -9,7 +9,7 @@
  *	  not see: it is not committed).
  *
  * The backend chose each column's SQL expression so that values arrive as
- * dml_predict reads them (extension/batch_worker.c): numbers as float8,
+ * dml_predict reads them (extension/predict_table_worker.c): numbers as float8,
  * arrays as float8[], categories as their type's output text, the row id
  * in its own binary format, passed through untouched.  Encoding and its
  * checks mirror DmlFeatureInputs (extension/predict.c) down to the
@@ -317,26 +317,15 @@ flush_block(Predictor *pr)
  * Setup: model, device, connection
  * --------------------------------------------------------------------- */
 
-/* the model blob the coordinator wrote into the job directory */
+/* the model blob that came with the job */
 static void
 read_model(Predictor *pr)
 {
-	FILE	   *f = fopen(pr->spec->model_path, "rb");
-	unsigned char *buf;
-	long		len;
 	char		err[256];
 
-	if (f == NULL)
-		worker_fail("could not open the model %s: %s", pr->spec->model_path, strerror(errno));
-	if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) <= 0 || fseek(f, 0, SEEK_SET) != 0)
-		worker_fail("could not read the model %s", pr->spec->model_path);
-	buf = malloc(len);
-	if (buf == NULL || fread(buf, 1, len, f) != (size_t) len)
-		worker_fail("could not read the model %s", pr->spec->model_path);
-	fclose(f);
-	if (dml_model_parse(&pr->m, buf, len, err, sizeof(err)) != DML_OK)
+	if (dml_model_parse(&pr->m, pr->spec->attached, pr->spec->attached_len, err,
+						sizeof(err)) != DML_OK)
 		worker_fail("the model does not parse: %s", err);
-	free(buf);
 	pr->C = pr->m.net.sizes[0];
 	pr->K = pr->m.net.sizes[pr->m.net.nlayers];
 	if (pr->C != pr->spec->ninputs || pr->K != pr->spec->outputs)
@@ -353,14 +342,14 @@ choose_device(const WorkerSpec *spec)
 {
 	int			ngpu = 0;
 
-	if (strcmp(spec->device, "cpu") == 0)
+	if (spec->device == DML_DEVICE_CPU)
 		return -1;
 #ifdef DML_HAVE_CUDA
 	ngpu = dml_gpu_device_count();
 #endif
 	if (ngpu > 0)
 		return 0;
-	if (strcmp(spec->device, "gpu") == 0)
+	if (spec->device == DML_DEVICE_GPU)
 #ifdef DML_HAVE_CUDA
 		worker_user_error("55000|Use device => 'cpu' (or 'auto') on a machine without a GPU.|"
 						  "device 'gpu' was asked for, but no CUDA device is visible to the worker (%s)",

@@ -63,8 +63,8 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 	unsigned char *keep;
 	int			sizes[DML_MAX_LAYERS + 1];
 	int			nlayers;
-	int			skip = strcmp(spec->nulls, "skip") == 0;
-	int			impute = strcmp(spec->nulls, "impute") == 0;
+	int			skip = spec->nulls == DML_NULLS_SKIP;
+	int			impute = spec->nulls == DML_NULLS_IMPUTE;
 	double		total,
 				total_train;
 

@@ -31,13 +31,13 @@
 typedef struct Server
 {
 	const WorkerSpec *spec;
-	SyncMode	mode;
+	DmlSyncMode	mode;
 	int			W;
 	int			j;				/* this server's index */
 	size_t		lo;
 	size_t		n;				/* keys held */
 	float	   *params;
-	OptState	opt;
+	DmlOptimState	opt;
 	int64_t		epoch_rows;		/* async: rows per epoch, all workers */
 	int64_t		rows_seen;		/* async: rows pushed this epoch */
 
@@ -128,7 +128,7 @@ apply_clocks(Server *sv)
 			return;
 		if (sv->rows[slot] > 0)
 		{
-			train_opt_step(&sv->opt, sv->spec, sv->params, acc, sv->lr[slot]);
+			train_optim_step(&sv->opt, sv->spec, sv->params, acc, sv->lr[slot]);
 			sv->version++;
 		}
 		memset(acc, 0, sizeof(float) * sv->n);
@@ -143,7 +143,7 @@ on_push(Server *sv, const PsHeader *h, const unsigned char *payload)
 {
 	int			w = h->worker;
 
-	if (sv->mode == SYNC_ASYNC)
+	if (sv->mode == DML_SYNC_ASYNC)
 	{
 		int			stale = (int) (sv->version - h->version);
 		int			flags;
@@ -152,7 +152,7 @@ on_push(Server *sv, const PsHeader *h, const unsigned char *payload)
 		ps_decode_add(h->encoding, payload, sv->n, h->nvals, h->scale, sv->tmp);
 		if (h->count > 0)
 		{
-			train_opt_step(&sv->opt, sv->spec, sv->params, sv->tmp, h->lr / (float) sv->W);
+			train_optim_step(&sv->opt, sv->spec, sv->params, sv->tmp, h->lr / (float) sv->W);
 			sv->version++;
 		}
 		if (stale > sv->max_stale)
@@ -232,7 +232,7 @@ server_main(const WorkerSpec *spec)
 
 	memset(&sv, 0, sizeof(sv));
 	sv.spec = spec;
-	sv.mode = sync_mode_parse(spec->sync);
+	sv.mode = spec->sync;
 	sv.W = world_size - server_count;
 	sv.j = world_rank - sv.W;
 
@@ -247,7 +247,7 @@ server_main(const WorkerSpec *spec)
 	sv.n = np * (size_t) (sv.j + 1) / (size_t) server_count - sv.lo;
 	sv.epoch_rows = h->target;
 	sv.params = zalloc(sizeof(float) * sv.n);
-	sv.opt.kind = train_optimizer_kind(spec->optimizer);
+	sv.opt.kind = (DmlOptimizer) spec->optimizer;
 	sv.opt.n = sv.n;
 	sv.opt.s1 = zalloc(sizeof(float) * sv.n);
 	sv.opt.s2 = zalloc(sizeof(float) * sv.n);
@@ -259,7 +259,7 @@ server_main(const WorkerSpec *spec)
 		memcpy(sv.opt.s1, v + sv.n, sizeof(float) * sv.n);
 		memcpy(sv.opt.s2, v + 2 * sv.n, sizeof(float) * sv.n);
 	}
-	sv.R = (sv.mode == SYNC_SSP ? spec->staleness : 0) + 1;
+	sv.R = (sv.mode == DML_SYNC_SSP ? spec->staleness : 0) + 1;
 	sv.acc = zalloc(sizeof(float) * sv.n * sv.R);
 	sv.pushes = zalloc(sizeof(int) * sv.R);
 	sv.rows = zalloc(sizeof(int64_t) * sv.R);

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * spec.c
- *	  Read the job spec the coordinator wrote: "key value" lines, values
- *	  escaped (\\, \n, \r, \t).
+ *	  Parse the job as it came over the control socket (rank 0) and MPI
+ *	  (the others): "key value" lines, values escaped (\\, \n, \r, \t);
+ *	  the settings through jobspec.h's table.
  *
  *-------------------------------------------------------------------------
  */
@@ -117,11 +118,44 @@ classes_as_keys(WorkerSpec *spec)
 	do { arr = realloc(arr, sizeof(type) * ((n) + 1)); \
 		 if (!(arr)) { snprintf(err, errlen, "out of memory"); fclose(f); return -1; } } while (0)
 
-/* parse the spec at path; 0 on success, else -1 with err filled */
-int
-spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
+/* a row of jobspec.h's table: store val in its member; 0 when key is none, -1 for a bad value */
+static int
+read_setting(WorkerSpec *spec, const char *key, char *val)
 {
-	FILE	   *f = fopen(path, "r");
+#define GET_INT(name, names) spec->name = atoi(val)
+#define GET_DBL(name, names) spec->name = strtod(val, NULL)
+#define GET_I64(name, names) spec->name = strtoull(val, NULL, 10)
+#define GET_STR(name, names) spec->name = val
+#define GET_OPT(name, names) spec->name = val
+#define GET_ENUM(name, names) \
+	do { \
+		int			v_ = dml_job_parse(names, val); \
+		if (v_ < 0) \
+			return -1; \
+		spec->name = v_; \
+	} while (0)
+#define GET(type, name, stored, names) \
+	if (strcmp(key, #name) == 0) \
+	{ \
+		GET_##type(name, names); \
+		return 1; \
+	}
+	DML_JOB_SETTINGS(GET)
+#undef GET
+#undef GET_INT
+#undef GET_DBL
+#undef GET_I64
+#undef GET_STR
+#undef GET_OPT
+#undef GET_ENUM
+	return 0;
+}
+
+/* parse the serialized job text[len]; 0 on success, else -1 with err filled */
+int
+spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_t errlen)
+{
+	FILE	   *f = len_text > 0 ? fmemopen((void *) text, len_text, "r") : NULL;
 	char	   *line = NULL;
 	size_t		cap = 0;
 	ssize_t		len;
@@ -129,15 +163,13 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 	SpecFeature *cur = NULL;
 
 	memset(spec, 0, sizeof(*spec));
-	spec->sync = "allreduce";
-	spec->compression = "none";
 	spec->average_every = 1;
 	spec->shared_memory = 1;
 	spec->topk_ratio = 0.01;
 	spec->target_name = "target";
 	if (f == NULL)
 	{
-		snprintf(err, errlen, "could not open job spec %s", path);
+		snprintf(err, errlen, "the job is empty");
 		return -1;
 	}
 	while ((len = getline(&line, &cap, f)) > 0)
@@ -154,10 +186,17 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 		unescape(val);
 		val = strdup(val);
 
+		switch (read_setting(spec, key, val))
+		{
+			case 1:
+				continue;
+			case -1:
+				snprintf(err, errlen, "the job's %s \"%s\" is unknown", key, val);
+				fclose(f);
+				return -1;
+		}
 		if (strcmp(key, "job") == 0)
 			spec->predict = strcmp(val, "predict") == 0;
-		else if (strcmp(key, "model") == 0)
-			spec->model_path = val;
 		else if (strcmp(key, "id") == 0)
 			spec->has_id = atoi(val);
 		else if (strcmp(key, "conninfo") == 0)
@@ -166,8 +205,6 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 			spec->snapshot = val;
 		else if (strcmp(key, "role") == 0)
 			spec->role = val;
-		else if (strcmp(key, "socket") == 0)
-			spec->socket = val;
 		else if (strcmp(key, "world") == 0)
 			spec->world = atoi(val);
 		else if (strcmp(key, "kind") == 0)
@@ -181,67 +218,10 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 			spec->outputs = atoi(val);
 		else if (strcmp(key, "hidden") == 0 && spec->nhidden < DML_MAX_LAYERS - 1)
 			spec->hidden[spec->nhidden++] = atoi(val);
-		else if (strcmp(key, "optimizer") == 0)
-			spec->optimizer = val;
-		else if (strcmp(key, "learning_rate") == 0)
-			spec->learning_rate = atof(val);
-		else if (strcmp(key, "momentum") == 0)
-			spec->momentum = atof(val);
-		else if (strcmp(key, "beta1") == 0)
-			spec->beta1 = atof(val);
-		else if (strcmp(key, "beta2") == 0)
-			spec->beta2 = atof(val);
-		else if (strcmp(key, "eps") == 0)
-			spec->eps = atof(val);
-		else if (strcmp(key, "schedule") == 0)
-			spec->schedule = strcmp(val, "step") == 0 ? DML_SCHED_STEP :
-				strcmp(val, "cosine") == 0 ? DML_SCHED_COSINE : DML_SCHED_CONSTANT;
-		else if (strcmp(key, "step_size") == 0)
-			spec->step_size = atoi(val);
-		else if (strcmp(key, "gamma") == 0)
-			spec->gamma = atof(val);
-		else if (strcmp(key, "tolerance") == 0)
-			spec->tolerance = atof(val);
-		else if (strcmp(key, "batch_size") == 0)
-			spec->batch_size = atoi(val);
-		else if (strcmp(key, "epochs") == 0)
-			spec->epochs = atoi(val);
-		else if (strcmp(key, "weight_decay") == 0)
-			spec->weight_decay = atof(val);
-		else if (strcmp(key, "validation") == 0)
-			spec->validation = atof(val);
-		else if (strcmp(key, "patience") == 0)
-			spec->patience = atoi(val);
-		else if (strcmp(key, "nulls") == 0)
-			spec->nulls = val;
-		else if (strcmp(key, "device") == 0)
-			spec->device = val;
-		else if (strcmp(key, "seed") == 0)
-			spec->seed = strtoull(val, NULL, 10);
-		else if (strcmp(key, "checkpoint_every") == 0)
-			spec->checkpoint_every = atoi(val);
-		else if (strcmp(key, "fault") == 0)
-			spec->fault = val;
-		else if (strcmp(key, "sync") == 0)
-			spec->sync = val;
-		else if (strcmp(key, "servers") == 0)
-			spec->servers = atoi(val);
-		else if (strcmp(key, "staleness") == 0)
-			spec->staleness = atoi(val);
-		else if (strcmp(key, "average_every") == 0)
-			spec->average_every = atoi(val);
-		else if (strcmp(key, "compression") == 0)
-			spec->compression = val;
-		else if (strcmp(key, "topk_ratio") == 0)
-			spec->topk_ratio = strtod(val, NULL);
-		else if (strcmp(key, "straggler") == 0)
-			spec->straggler = val;
 		else if (strcmp(key, "shared_memory") == 0)
 			spec->shared_memory = atoi(val);
 		else if (strcmp(key, "resume") == 0)
-			spec->resume = val;
-		else if (strcmp(key, "attempt") == 0)
-			spec->attempt = atoi(val);
+			spec->resume = atoi(val);
 		else if (strcmp(key, "target") == 0)
 			spec->classification = strcmp(val, "label") == 0;
 		else if (strcmp(key, "target_name") == 0)
@@ -305,7 +285,7 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 	fclose(f);
 	if (!ended)
 	{
-		snprintf(err, errlen, "job spec %s is incomplete", path);
+		snprintf(err, errlen, "the job is incomplete");
 		return -1;
 	}
 
@@ -314,7 +294,7 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 	sort_with_slots(spec->classes, spec->nclasses, spec->class_index);
 	if (spec->label_keys && spec->nclasses > 0 && classes_as_keys(spec) != 0)
 	{
-		snprintf(err, errlen, "job spec %s has a label that is not an %s", path, spec->label_keys);
+		snprintf(err, errlen, "the job has a label that is not an %s", spec->label_keys);
 		return -1;
 	}
 	spec->ninputs = 0;
@@ -334,10 +314,9 @@ spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen)
 	if (spec->world < 1 || spec->ninputs < 1 || (spec->outputs < 1 && !spec->discover) ||
 		spec->nslices < 1 || (spec->discover && (!spec->label_keys || !spec->classification)) ||
 		spec->servers < 0 || spec->servers >= spec->world || spec->staleness < 0 ||
-		spec->average_every < 1 || !(spec->topk_ratio > 0 && spec->topk_ratio <= 1) ||
-		(spec->predict && spec->model_path == NULL))
+		spec->average_every < 1 || !(spec->topk_ratio > 0 && spec->topk_ratio <= 1))
 	{
-		snprintf(err, errlen, "job spec %s is inconsistent", path);
+		snprintf(err, errlen, "the job is inconsistent");
 		return -1;
 	}
 	return 0;

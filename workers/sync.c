@@ -45,28 +45,10 @@
 #include "half.h"
 #include "sync.h"
 
-SyncMode
-sync_mode_parse(const char *name)
-{
-	if (name == NULL || strcmp(name, "allreduce") == 0)
-		return SYNC_ALLREDUCE;
-	if (strcmp(name, "ps") == 0)
-		return SYNC_PS;
-	if (strcmp(name, "ssp") == 0)
-		return SYNC_SSP;
-	if (strcmp(name, "async") == 0)
-		return SYNC_ASYNC;
-	if (strcmp(name, "gossip") == 0)
-		return SYNC_GOSSIP;
-	if (strcmp(name, "average") == 0)
-		return SYNC_AVERAGE;
-	worker_fail("unknown sync mode \"%s\"", name);
-}
-
 static bool
 uses_servers(const Sync *s)
 {
-	return s->mode == SYNC_PS || s->mode == SYNC_SSP || s->mode == SYNC_ASYNC;
+	return s->mode == DML_SYNC_PS || s->mode == DML_SYNC_SSP || s->mode == DML_SYNC_ASYNC;
 }
 
 static void *
@@ -85,18 +67,17 @@ sync_init(Sync *s, const WorkerSpec *spec, size_t np)
 	size_t		shard_max = 0;
 
 	memset(s, 0, sizeof(*s));
-	s->mode = sync_mode_parse(spec->sync);
-	s->comp = strcmp(spec->compression, "fp16") == 0 ? COMPRESS_FP16 :
-		strcmp(spec->compression, "topk") == 0 ? COMPRESS_TOPK : COMPRESS_NONE;
+	s->mode = spec->sync;
+	s->comp = spec->compression;
 	s->topk_ratio = spec->topk_ratio;
 	s->W = worker_world;
 	s->S = spec->servers;
 	s->np = np;
 	s->consensus = NAN;
 	if (uses_servers(s) && s->S < 1)
-		worker_fail("sync mode %s needs at least one server rank", spec->sync);
+		worker_fail("sync mode %s needs at least one server rank", dml_job_name(DML_NAMES_SYNC, spec->sync));
 	s->scratch = xmalloc(sizeof(float) * np);
-	if (s->comp != COMPRESS_NONE)
+	if (s->comp != DML_COMPRESS_NONE)
 	{
 		s->residual = calloc(np, sizeof(float));
 		s->order = xmalloc(sizeof(int) * np);
@@ -155,7 +136,7 @@ send_blocking(const Sync *s, int j, void *buf, size_t len)
  *		counts an epoch by them).
  */
 void
-sync_start(Sync *s, const float *params, const OptState *o, int64_t epoch_rows)
+sync_start(Sync *s, const float *params, const DmlOptimState *o, int64_t epoch_rows)
 {
 	if (!uses_servers(s))
 		return;
@@ -192,10 +173,10 @@ sync_grad_scale(const Sync *s, int B, int64_t total)
 {
 	switch (s->mode)
 	{
-		case SYNC_ASYNC:
+		case DML_SYNC_ASYNC:
 			return B > 0 ? 1.0f / (float) B : 0.0f;
-		case SYNC_GOSSIP:
-		case SYNC_AVERAGE:
+		case DML_SYNC_GOSSIP:
+		case DML_SYNC_AVERAGE:
 			return total > 0 ? (float) s->W / (float) total : 0.0f;
 		default:
 			return total > 0 ? 1.0f / (float) total : 0.0f;
@@ -428,7 +409,7 @@ ps_decode_add(PsEncoding enc, const unsigned char *in, size_t n, int32_t nvals, 
 static PsEncoding
 wire_encoding(const Sync *s)
 {
-	return s->comp == COMPRESS_FP16 ? ENC_FP16 : s->comp == COMPRESS_TOPK ? ENC_TOPK : ENC_DENSE;
+	return s->comp == DML_COMPRESS_FP16 ? ENC_FP16 : s->comp == DML_COMPRESS_TOPK ? ENC_TOPK : ENC_DENSE;
 }
 
 /* sum of grads over the data ranks, compressed as asked */
@@ -437,12 +418,12 @@ allreduce_grads(Sync *s, float *grads)
 {
 	size_t		n = s->np;
 
-	if (s->comp == COMPRESS_NONE || s->W == 1)
+	if (s->comp == DML_COMPRESS_NONE || s->W == 1)
 	{
 		comm_allreduce_float(grads, n);
 		return;
 	}
-	if (s->comp == COMPRESS_FP16)
+	if (s->comp == DML_COMPRESS_FP16)
 	{
 		uint16_t   *h = (uint16_t *) s->order;	/* n ints hold n halves */
 		float		m = 0,
@@ -514,12 +495,12 @@ shard_start(size_t np, int W, int r)
  *		Otherwise nothing changes.
  */
 void
-sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, OptState *o)
+sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, DmlOptimState *o)
 {
 	size_t		npad = (s->np + 15) & ~(size_t) 15;
 	void	  **base;
 
-	if (s->mode != SYNC_ALLREDUCE || s->comp != COMPRESS_NONE || s->W < 2 ||
+	if (s->mode != DML_SYNC_ALLREDUCE || s->comp != DML_COMPRESS_NONE || s->W < 2 ||
 		!spec->shared_memory)
 		return;
 	base = xmalloc(sizeof(void *) * s->W);
@@ -562,7 +543,7 @@ sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, OptSta
  *		is freed.
  */
 void
-sync_unbind(Sync *s, float **params, float **grads, OptState *o)
+sync_unbind(Sync *s, float **params, float **grads, DmlOptimState *o)
 {
 	if (s->shm == NULL)
 		return;
@@ -600,19 +581,19 @@ sum_slots(float *sum, float *const *slot, int W, size_t lo, size_t hi)
 
 /* one step through the segment: sum this rank's range, step it */
 static void
-shared_step(Sync *s, const WorkerSpec *spec, OptState *o, float lr, int64_t total)
+shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t total)
 {
 	comm_shared_fence(s->shm);	/* every rank's gradient is in its slot */
 	if (total > 0)
 	{
-		OptState	range = *o;
+		DmlOptimState	range = *o;
 
 		sum_slots(s->scratch, s->slot, s->W, s->lo, s->hi);
 		range.n = s->hi - s->lo;
 		range.s1 = o->s1 + s->lo;
 		range.s2 = o->s2 + s->lo;
 		if (range.n > 0)
-			train_opt_step(&range, spec, s->shm_params + s->lo, s->scratch + s->lo, lr);
+			train_optim_step(&range, spec, s->shm_params + s->lo, s->scratch + s->lo, lr);
 		o->t++;
 	}
 	comm_shared_fence(s->shm);	/* every range is stepped */
@@ -688,7 +669,7 @@ ps_push_pull(Sync *s, const WorkerSpec *spec, float *params, const float *grads,
 		h->worker = worker_rank;
 		h->clock = s->clock;
 		/* ps: all of this clock; ssp: up to s clocks missing, none at an epoch's end */
-		h->want = s->clock + 1 - (s->mode == SYNC_SSP && !epoch_end ? spec->staleness : 0);
+		h->want = s->clock + 1 - (s->mode == DML_SYNC_SSP && !epoch_end ? spec->staleness : 0);
 		h->version = s->version[j];
 		h->count = B;
 		h->lr = lr;
@@ -711,12 +692,12 @@ ps_push_pull(Sync *s, const WorkerSpec *spec, float *params, const float *grads,
  *		epoch_end marks the epoch's last step.
  */
 void
-sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads, OptState *o,
+sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads, DmlOptimState *o,
 		  float lr, int B, int64_t total, bool epoch_end)
 {
 	switch (s->mode)
 	{
-		case SYNC_ALLREDUCE:
+		case DML_SYNC_ALLREDUCE:
 			if (s->shm != NULL)
 			{
 				shared_step(s, spec, o, lr, total);
@@ -724,25 +705,25 @@ sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads, OptState
 			}
 			allreduce_grads(s, grads);
 			if (total > 0)
-				train_opt_step(o, spec, params, grads, lr);
+				train_optim_step(o, spec, params, grads, lr);
 			break;
-		case SYNC_PS:
-		case SYNC_SSP:
-		case SYNC_ASYNC:
+		case DML_SYNC_PS:
+		case DML_SYNC_SSP:
+		case DML_SYNC_ASYNC:
 			ps_push_pull(s, spec, params, grads, lr, B, epoch_end);
 			break;
-		case SYNC_AVERAGE:
+		case DML_SYNC_AVERAGE:
 			if (total > 0)
-				train_opt_step(o, spec, params, grads, lr);
+				train_optim_step(o, spec, params, grads, lr);
 			if (++s->round >= spec->average_every || epoch_end)
 			{
 				average_params(s, params);
 				s->round = 0;
 			}
 			break;
-		case SYNC_GOSSIP:
+		case DML_SYNC_GOSSIP:
 			if (total > 0)
-				train_opt_step(o, spec, params, grads, lr);
+				train_optim_step(o, spec, params, grads, lr);
 			if (s->W > 1)
 			{
 				/* round r: send to rank + d, receive from rank - d, d = 1 + r mod (W - 1) */
@@ -796,7 +777,7 @@ sync_epoch_end(Sync *s, float *params, double *staleness)
 	double		extra = 0;
 
 	*staleness = NAN;
-	if (s->mode == SYNC_ASYNC)
+	if (s->mode == DML_SYNC_ASYNC)
 	{
 		size_t	   *len = xmalloc(sizeof(size_t) * s->S);
 
@@ -813,12 +794,12 @@ sync_epoch_end(Sync *s, float *params, double *staleness)
 		free(len);
 		s->epoch_done = 0;
 	}
-	else if (s->mode == SYNC_GOSSIP)
+	else if (s->mode == DML_SYNC_GOSSIP)
 	{
 		gossip_average(s, params);
 		eval = s->scratch;
 	}
-	if (s->mode == SYNC_SSP || s->mode == SYNC_ASYNC || s->mode == SYNC_PS)
+	if (s->mode == DML_SYNC_SSP || s->mode == DML_SYNC_ASYNC || s->mode == DML_SYNC_PS)
 	{
 		int64_t		st = s->stale_epoch;
 
@@ -835,7 +816,7 @@ sync_epoch_end(Sync *s, float *params, double *staleness)
 
 /* rank 0, before a checkpoint: the servers' optimizer state into o */
 void
-sync_gather_state(Sync *s, OptState *o)
+sync_gather_state(Sync *s, DmlOptimState *o)
 {
 	if (!uses_servers(s) || worker_rank != 0)
 		return;
@@ -884,7 +865,7 @@ sync_stop_servers(void)
 void
 sync_finish(Sync *s, float *params)
 {
-	if (s->mode == SYNC_GOSSIP)
+	if (s->mode == DML_SYNC_GOSSIP)
 	{
 		gossip_average(s, params);
 		memcpy(params, s->scratch, sizeof(float) * s->np);

@@ -27,23 +27,6 @@
 
 #include "worker.h"
 
-typedef enum SyncMode
-{
-	SYNC_ALLREDUCE,
-	SYNC_PS,
-	SYNC_SSP,
-	SYNC_ASYNC,
-	SYNC_GOSSIP,
-	SYNC_AVERAGE
-} SyncMode;
-
-typedef enum Compression
-{
-	COMPRESS_NONE,
-	COMPRESS_FP16,
-	COMPRESS_TOPK
-} Compression;
-
 /* parameter-server messages: one MPI_BYTE message, this header then values */
 typedef enum PsType
 {
@@ -86,8 +69,8 @@ typedef struct PsHeader
 
 typedef struct Sync
 {
-	SyncMode	mode;
-	Compression comp;
+	DmlSyncMode	mode;
+	DmlCompression comp;
 	double		topk_ratio;
 	int			W;				/* data ranks */
 	int			S;				/* server ranks */
@@ -123,24 +106,21 @@ typedef struct Sync
 	bool		shared;			/* the job's all-reduce went through shared memory */
 } Sync;
 
-extern SyncMode sync_mode_parse(const char *name);
 extern void sync_init(Sync *s, const WorkerSpec *spec, size_t np);
-extern void sync_start(Sync *s, const float *params, const OptState *o, int64_t epoch_rows);
+extern void sync_start(Sync *s, const float *params, const DmlOptimState *o, int64_t epoch_rows);
 extern void sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads,
-					  OptState *o);
-extern void sync_unbind(Sync *s, float **params, float **grads, OptState *o);
+					  DmlOptimState *o);
+extern void sync_unbind(Sync *s, float **params, float **grads, DmlOptimState *o);
 extern float sync_grad_scale(const Sync *s, int B, int64_t total);
 extern void sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads,
-					  OptState *o, float lr, int B, int64_t total, bool epoch_end);
+					  DmlOptimState *o, float lr, int B, int64_t total, bool epoch_end);
 extern const float *sync_epoch_end(Sync *s, float *params, double *staleness);
-extern void sync_gather_state(Sync *s, OptState *o);
+extern void sync_gather_state(Sync *s, DmlOptimState *o);
 extern void sync_finish(Sync *s, float *params);
 extern void sync_free(Sync *s);
 extern void sync_stop_servers(void);
 
 /* shared by workers and servers */
-extern void train_opt_step(OptState *o, const WorkerSpec *spec, float *params,
-						   const float *grads, float lr);
 extern size_t ps_encode(PsEncoding enc, const float *v, size_t n, float *residual,
 						double topk_ratio, unsigned char *out, float *scale, int32_t *nvals,
 						float *work, int *order);

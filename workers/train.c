@@ -95,45 +95,12 @@ train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds, const int *i
 	free(out);
 }
 
-DmlOptimizer
-train_optimizer_kind(const char *name)
-{
-	if (strcmp(name, "adam") == 0)
-		return DML_OPT_ADAM;
-	if (strcmp(name, "momentum") == 0)
-		return DML_OPT_MOMENTUM;
-	if (strcmp(name, "nesterov") == 0)
-		return DML_OPT_NESTEROV;
-	return DML_OPT_SGD;
-}
-
-void
-train_opt_step(OptState *o, const WorkerSpec *spec, float *params, const float *grads, float lr)
-{
-	o->t++;
-	switch (o->kind)
-	{
-		case DML_OPT_SGD:
-			sgd_update(params, grads, o->n, lr, (float) spec->weight_decay);
-			break;
-		case DML_OPT_MOMENTUM:
-		case DML_OPT_NESTEROV:
-			momentum_update(params, o->s1, grads, o->n, lr, (float) spec->momentum,
-							(float) spec->weight_decay, o->kind == DML_OPT_NESTEROV);
-			break;
-		case DML_OPT_ADAM:
-			adam_update(params, o->s1, o->s2, grads, o->n, lr, (float) spec->beta1,
-						(float) spec->beta2, (float) spec->eps, (float) spec->weight_decay, o->t);
-			break;
-	}
-}
-
 /*
  * Checkpoint payload: int32 epoch, uint32 blob length, model blob, int32
  * step count, then both optimizer state vectors (nparams floats each).
  */
 void
-train_send_checkpoint(const DmlModel *m, const OptState *o, int epoch)
+train_send_checkpoint(const DmlModel *m, const DmlOptimState *o, int epoch)
 {
 	size_t		blen = dml_model_serialized_size(m);
 	size_t		len = 4 + 4 + blen + 4 + 2 * o->n * sizeof(float);
@@ -155,52 +122,40 @@ train_send_checkpoint(const DmlModel *m, const OptState *o, int epoch)
 	free(buf);
 }
 
-/* rank 0 reads the checkpoint, every rank gets its params and state; returns its epoch */
+/* rank 0 has the checkpoint (it came with the job), every rank gets its params and state; returns its epoch */
 int
-train_resume(const char *path, DmlModel *m, OptState *o)
+train_resume(const WorkerSpec *spec, DmlModel *m, DmlOptimState *o)
 {
 	int32_t		hdr[2] = {0, 0};	/* epoch, ok */
 	float	   *buf = malloc(sizeof(float) * (m->net.nparams + 2 * o->n) + 4);
 
-	if (worker_rank == 0)
+	if (worker_rank == 0 && spec->attached_len > 8)
 	{
-		FILE	   *f = fopen(path, "rb");
-		unsigned char *data = NULL;
-		long		len = 0;
+		const unsigned char *data = spec->attached;
+		size_t		len = spec->attached_len;
+		uint32_t	blen;
+		DmlModel	saved;
+		char		err[256];
 
-		if (f && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 8 && fseek(f, 0, SEEK_SET) == 0)
+		memcpy(&hdr[0], data, 4);
+		memcpy(&blen, data + 4, 4);
+		if (8 + (size_t) blen + 4 + 2 * o->n * sizeof(float) == len &&
+			dml_model_parse(&saved, data + 8, blen, err, sizeof(err)) == DML_OK &&
+			saved.net.nparams == m->net.nparams)
 		{
-			data = malloc(len);
-			if (fread(data, 1, len, f) == (size_t) len)
-			{
-				uint32_t	blen;
-				DmlModel	saved;
-				char		err[256];
+			int32_t		t;
 
-				memcpy(&hdr[0], data, 4);
-				memcpy(&blen, data + 4, 4);
-				if (8 + (size_t) blen + 4 + 2 * o->n * sizeof(float) == (size_t) len &&
-					dml_model_parse(&saved, data + 8, blen, err, sizeof(err)) == DML_OK &&
-					saved.net.nparams == m->net.nparams)
-				{
-					int32_t		t;
-
-					memcpy(buf, saved.net.params, sizeof(float) * m->net.nparams);
-					memcpy(&t, data + 8 + blen, 4);
-					memcpy(buf + m->net.nparams, data + 12 + blen, 2 * o->n * sizeof(float));
-					memcpy(buf + m->net.nparams + 2 * o->n, &t, 4);
-					dml_model_free(&saved);
-					hdr[1] = 1;
-				}
-			}
+			memcpy(buf, saved.net.params, sizeof(float) * m->net.nparams);
+			memcpy(&t, data + 8 + blen, 4);
+			memcpy(buf + m->net.nparams, data + 12 + blen, 2 * o->n * sizeof(float));
+			memcpy(buf + m->net.nparams + 2 * o->n, &t, 4);
+			dml_model_free(&saved);
+			hdr[1] = 1;
 		}
-		if (f)
-			fclose(f);
-		free(data);
 	}
 	comm_bcast(hdr, sizeof(hdr), 0);
 	if (!hdr[1])
-		worker_fail("could not read checkpoint %s", path);
+		worker_fail("the checkpoint that came with the job does not match it");
 	comm_bcast(buf, sizeof(float) * (m->net.nparams + 2 * o->n) + 4, 0);
 	memcpy(m->net.params, buf, sizeof(float) * m->net.nparams);
 	memcpy(o->s1, buf + m->net.nparams, o->n * sizeof(float));
@@ -304,7 +259,7 @@ train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec, const D
 	p.val_loss = NAN;
 	p.val_metric = NAN;
 	p.staleness = log->staleness;
-	p.train_seconds = wall_seconds() - t0;
+	p.train_seconds = dml_clock_seconds() - t0;
 	log->train_time += p.train_seconds;
 	log->rows_done += sums[1];
 	if (log->nval_total > 0)
@@ -313,7 +268,7 @@ train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec, const D
 		p.val_loss = dml_metrics_loss(&log->met);
 		p.val_metric = dml_metrics_score(&log->met);
 	}
-	p.seconds = wall_seconds() - t0;
+	p.seconds = dml_clock_seconds() - t0;
 	p.bytes_sent = comm_job_bytes() - bytes0;
 	res->epochs_run = epoch;
 	res->final_loss = p.loss;
@@ -342,6 +297,40 @@ train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec, const D
 			return true;
 	}
 	return false;
+}
+
+/*
+ * train_out_of_time
+ *		Whether the time budget (max_seconds, from start on rank 0's clock)
+ *		is spent.  Rank 0 decides and every data rank learns its answer, so
+ *		all stop at the same step: a collective, called only when the job
+ *		has a budget.
+ */
+bool
+train_out_of_time(const WorkerSpec *spec, double start)
+{
+	int			over;
+
+	if (spec->max_seconds <= 0)
+		return false;
+	over = worker_rank == 0 && dml_clock_seconds() - start >= spec->max_seconds;
+	comm_bcast(&over, sizeof(over), 0);
+	return over != 0;
+}
+
+/* the budget is spent after step (1-based) of epoch: say so once */
+void
+train_note_out_of_time(const WorkerSpec *spec, TrainResult *res, int epoch, int step)
+{
+	char		msg[160];
+	int			n;
+
+	res->out_of_time = true;
+	if (worker_rank != 0)
+		return;
+	n = snprintf(msg, sizeof(msg), "training stopped at epoch %d, step %d: max_seconds (%g s) spent",
+				 epoch, step, spec->max_seconds);
+	control_send(DML_MSG_LOG, msg, (size_t) n, NULL, 0);
 }
 
 /* after the last epoch: the best replica back, the rates, memory freed */
@@ -398,34 +387,21 @@ straggler_step(Straggler *st)
 		usleep((useconds_t) st->ms * 1000);
 }
 
-/* JSON members that describe the synchronization, for the model's metrics */
-static char *
-sync_json(const Sync *sy, const WorkerSpec *spec)
+/* what the synchronization did, for the result */
+static void
+sync_facts(TrainResult *res, const Sync *sy)
 {
-	size_t		cap = 256 + 24 * (size_t) sy->S;
-	char	   *out = malloc(cap);
-	size_t		len;
-
-	len = snprintf(out, cap, "\"sync\": \"%s\", \"compression\": \"%s\"",
-				   spec->sync, spec->compression);
+	res->has_sync = true;
+	res->allreduce = sy->mode == DML_SYNC_ALLREDUCE && sy->W > 1 ? (sy->shared ? 2 : 1) : 0;
+	res->consensus = sy->mode == DML_SYNC_GOSSIP ? sy->consensus : NAN;
+	res->servers = sy->S;
 	if (sy->S > 0)
 	{
-		len += snprintf(out + len, cap - len, ", \"servers\": %d, \"server_staleness\": [", sy->S);
-		for (int j = 0; j < sy->S; j++)
-			len += snprintf(out + len, cap - len, "%s%lld", j ? ", " : "",
-							(long long) sy->server_stale[j]);
-		len += snprintf(out + len, cap - len, "]");
+		res->server_stale = malloc(sizeof(int64_t) * sy->S);
+		if (res->server_stale == NULL)
+			worker_fail("out of memory");
+		memcpy(res->server_stale, sy->server_stale, sizeof(int64_t) * sy->S);
 	}
-	if (sy->mode == SYNC_ALLREDUCE && sy->W > 1)
-		len += snprintf(out + len, cap - len, ", \"allreduce\": \"%s\"",
-						sy->shared ? "shared memory" : "mpi");
-	if (sy->mode == SYNC_SSP)
-		len += snprintf(out + len, cap - len, ", \"staleness_bound\": %d", spec->staleness);
-	if (sy->mode == SYNC_AVERAGE)
-		len += snprintf(out + len, cap - len, ", \"average_every\": %d", spec->average_every);
-	if (sy->mode == SYNC_GOSSIP)
-		snprintf(out + len, cap - len, ", \"consensus_distance\": %.6g", sy->consensus);
-	return out;
 }
 
 /*
@@ -455,13 +431,18 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	float	   *grads = malloc(sizeof(float) * np);
 	float	   *Xb,
 			   *yb;
-	OptState	opt;
+	DmlOptimState	opt;
 	EpochLog	log;
 	DmlRng		rng;
 	Sync		sy;
 	int			first_epoch = 1;
 	Straggler	straggler;
 	int64_t		all_rows = 0;
+	double		start;
+	/* lockstep modes check the budget every step; the others between epochs */
+	bool		step_budget = spec->max_seconds > 0 &&
+		(spec->sync == DML_SYNC_ALLREDUCE || spec->sync == DML_SYNC_AVERAGE ||
+		 spec->sync == DML_SYNC_GOSSIP);
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 	train_plan_steps(&plan, ntrain, spec->batch_size);
@@ -477,30 +458,31 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	straggler_init(&straggler, spec);
 
 	dml_net_init(net, spec->seed);
-	opt.kind = train_optimizer_kind(spec->optimizer);
+	opt.kind = (DmlOptimizer) spec->optimizer;
 	opt.n = np;
 	opt.s1 = calloc(np, sizeof(float));
 	opt.s2 = calloc(np, sizeof(float));
 	opt.t = 0;
 	if (spec->resume)
-		first_epoch = train_resume(spec->resume, m, &opt) + 1;
+		first_epoch = train_resume(spec, m, &opt) + 1;
 	for (int e = 1; e < first_epoch; e++)
 		train_shuffle(&rng, train_idx, ntrain, spec->seed, e);
 	sync_init(&sy, spec, np);
 	sync_start(&sy, net->params, &opt, all_rows);
 	sync_bind(&sy, spec, &net->params, &grads, &opt);
 	train_log_init(&log, net, spec, nval);
+	start = dml_clock_seconds();
 
-	for (int epoch = first_epoch; epoch <= spec->epochs; epoch++)
+	for (int epoch = first_epoch; epoch <= spec->epochs && !res->out_of_time; epoch++)
 	{
-		double		t0 = wall_seconds();
+		double		t0 = dml_clock_seconds();
 		double		bytes0 = comm_job_bytes();
 		float		lr = lr_at_epoch(spec->schedule, (float) spec->learning_rate, epoch - 1,
 									 spec->epochs, spec->step_size, (float) spec->gamma);
 		double		sums[2] = {0, 0};
 		bool		checkpoint,
 					stop;
-		bool		async = sy.mode == SYNC_ASYNC;
+		bool		async = sy.mode == DML_SYNC_ASYNC;
 		int			pos = 0;
 		float	   *own = net->params;
 
@@ -527,8 +509,12 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			if (async && pos >= ntrain)
 				pos = 0;
 			straggler_step(&straggler);
+			if (step_budget && s < plan.steps - 1 && train_out_of_time(spec, start))
+				train_note_out_of_time(spec, res, epoch, s + 1);
 			sync_step(&sy, spec, net->params, grads, &opt, lr, B, total,
-					  !async && s == plan.steps - 1);
+					  !async && (s == plan.steps - 1 || res->out_of_time));
+			if (res->out_of_time)
+				break;
 		}
 		{
 			/* gossip evaluates the replicas' average */
@@ -540,7 +526,10 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 								   bytes0, &checkpoint);
 			net->params = own;
 		}
-		if (checkpoint)
+		if (!res->out_of_time && epoch < spec->epochs && !stop &&
+			train_out_of_time(spec, start))
+			train_note_out_of_time(spec, res, epoch, async ? 0 : plan.steps);
+		if (checkpoint && !res->out_of_time)
 		{
 			sync_gather_state(&sy, &opt);
 			train_send_checkpoint(m, &opt, epoch);
@@ -551,7 +540,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	sync_finish(&sy, net->params);
 	sync_unbind(&sy, &net->params, &grads, &opt);
 	train_log_finish(&log, res);
-	res->sync_json = sync_json(&sy, spec);
+	sync_facts(res, &sy);
 	sync_free(&sy);
 	dml_work_free(&work);
 	free(grads);
@@ -565,52 +554,52 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 }
 
 /*
- * final_metrics
- *		The model's metrics on the validation rows (else the training rows),
- *		over every rank, as the body of a JSON object.
+ * final_result
+ *		What the training did, over every rank: the figures in out, and in
+ *		met (initialized here; the caller frees it) the metrics of the model
+ *		on the validation rows, else the training rows.
  */
-char *
-final_metrics(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const TrainResult *res)
+void
+final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const TrainResult *res,
+			 DmlResult *out, DmlMetrics *met)
 {
 	int		   *train_idx,
 			   *val_idx;
 	int			ntrain,
 				nval;
 	double		counts[2];
-	DmlMetrics	met;
 	DmlWork		work;
-	size_t		need;
-	char	   *mj,
-			   *out;
-	int			on_val;
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 	counts[0] = ntrain;
 	counts[1] = nval;
 	comm_allreduce_double(counts, 2);
-	on_val = counts[1] > 0;
-	if (dml_metrics_init(&met, m->net.loss, spec->classification ? spec->nclasses : 1) != DML_OK ||
+	memset(out, 0, sizeof(*out));
+	out->on_validation = counts[1] > 0;
+	if (dml_metrics_init(met, m->net.loss, spec->classification ? spec->nclasses : 1) != DML_OK ||
 		dml_work_alloc(&work, &m->net, EVAL_ROWS) != DML_OK)
 		worker_fail("out of memory");
-	train_evaluate(m, &work, ds, on_val ? val_idx : train_idx, on_val ? nval : ntrain, &met);
-	need = dml_metrics_json(&met, NULL, 0);
-	mj = malloc(need);
-	dml_metrics_json(&met, mj, need);
-	need += 512 + (res->sync_json ? strlen(res->sync_json) : 0);
-	out = malloc(need);
-	snprintf(out, need,
-			 "{\"evaluated_on\": \"%s\", \"train_rows\": %.0f, \"validation_rows\": %.0f, "
-			 "\"epochs\": %d, \"final_loss\": %.10g, \"rows_per_second\": %.1f, "
-			 "\"train_seconds\": %.4f, \"load_seconds\": %.4f, \"load\": \"%s\", \"bytes_sent\": %.0f, "
-			 "\"workers\": %d, %s%s%s",
-			 on_val ? "validation" : "training", counts[0], counts[1], res->epochs_run,
-			 isfinite(res->final_loss) ? res->final_loss : 0.0, res->rows_per_second,
-			 res->train_seconds, ds->load_seconds, ds->load_path, comm_job_bytes(), worker_world, res->sync_json ? res->sync_json : "",
-			 res->sync_json ? ", " : "", mj + 1);
-	dml_metrics_free(&met);
+	train_evaluate(m, &work, ds, out->on_validation ? val_idx : train_idx,
+				   out->on_validation ? nval : ntrain, met);
+	out->epochs = res->epochs_run;
+	out->workers = worker_world;
+	out->servers = res->servers;
+	out->load_block = strcmp(ds->load_path, "block") == 0;
+	out->has_sync = res->has_sync;
+	out->allreduce = res->allreduce;
+	out->out_of_time = res->out_of_time;
+	out->metrics_loss = met->loss;
+	out->metrics_k = met->K;
+	out->nmetrics = (uint32_t) met->nvalues;
+	out->train_rows = counts[0];
+	out->validation_rows = counts[1];
+	out->final_loss = isfinite(res->final_loss) ? res->final_loss : 0.0;
+	out->rows_per_second = res->rows_per_second;
+	out->train_seconds = res->train_seconds;
+	out->load_seconds = ds->load_seconds;
+	out->bytes_sent = comm_job_bytes();
+	out->consensus = res->has_sync ? res->consensus : NAN;
 	dml_work_free(&work);
-	free(mj);
 	free(train_idx);
 	free(val_idx);
-	return out;
 }

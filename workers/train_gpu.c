@@ -59,7 +59,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	StepPlan	plan;
 	int			b;
 	DmlGpuNet	g;
-	DmlGpuOptim gopt;
+	DmlOptim gopt;
 	DmlNccl    *nccl = NULL;
 	unsigned char id[DML_NCCL_ID_BYTES];
 	float	   *X_dev = NULL,
@@ -67,11 +67,12 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 			   *Xb,
 			   *yb;
 	int		   *idx_dev;
-	OptState	opt;
+	DmlOptimState	opt;
 	EpochLog	log;
 	DmlWork		work;
 	DmlRng		rng;
 	int			first_epoch = 1;
+	double		start;
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 
@@ -80,7 +81,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 
 	cudaRtCheck(cudaSetDevice(device));
 	dml_net_init(net, spec->seed);
-	gpuCheck(dml_gpu_net_alloc(&g, net, b > 0 ? b : 1, train_optimizer_kind(spec->optimizer),
+	gpuCheck(dml_gpu_net_alloc(&g, net, b > 0 ? b : 1, (DmlOptimizer) spec->optimizer,
 							   device, 0, errbuf, sizeof(errbuf)));
 
 	/* the slice, once; row order per epoch */
@@ -99,14 +100,14 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	gpuCheck(dml_nccl_init(&nccl, id, worker_world, worker_rank, device, NCCL_TIMEOUT_S,
 						   errbuf, sizeof(errbuf)));
 
-	opt.kind = train_optimizer_kind(spec->optimizer);
+	opt.kind = (DmlOptimizer) spec->optimizer;
 	opt.n = np;
 	opt.s1 = calloc(np, sizeof(float));
 	opt.s2 = calloc(np, sizeof(float));
 	opt.t = 0;
 	if (spec->resume)
 	{
-		first_epoch = train_resume(spec->resume, m, &opt) + 1;
+		first_epoch = train_resume(spec, m, &opt) + 1;
 		if (g.opt_m)
 			cudaRtCheck(cudaMemcpy(g.opt_m, opt.s1, sizeof(float) * np, cudaMemcpyHostToDevice));
 		if (g.opt_v)
@@ -127,10 +128,12 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	if (dml_work_alloc(&work, net, EVAL_ROWS) != DML_OK)
 		worker_fail("out of memory");
 	train_log_init(&log, net, spec, nval);
+	start = dml_clock_seconds();
 
-	for (int epoch = first_epoch; epoch <= spec->epochs; epoch++)
+	/* the device runs ahead of the host: the time budget is checked between epochs */
+	for (int epoch = first_epoch; epoch <= spec->epochs && !res->out_of_time; epoch++)
 	{
-		double		t0 = wall_seconds();
+		double		t0 = dml_clock_seconds();
 		double		bytes0 = comm_job_bytes();
 		double		sums[2] = {0, (double) ntrain};
 		bool		checkpoint,
@@ -178,7 +181,9 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 			gpuCheck(dml_gpu_net_download(&g, net->params, errbuf, sizeof(errbuf)));
 		stop = train_log_epoch(&log, res, spec, ds, &work, val_idx, nval, epoch, sums, t0,
 							   bytes0, &checkpoint);
-		if (checkpoint)
+		if (!stop && epoch < spec->epochs && train_out_of_time(spec, start))
+			train_note_out_of_time(spec, res, epoch, plan.steps);
+		if (checkpoint && !res->out_of_time)
 		{
 			if (g.opt_m)
 				cudaRtCheck(cudaMemcpy(opt.s1, g.opt_m, sizeof(float) * np, cudaMemcpyDeviceToHost));

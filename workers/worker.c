@@ -1,12 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * worker.c
- *	  dml-worker: main program of one MPI rank.
+ *	  dml-worker: main program of one MPI rank (its runtime: runtime.c).
  *
- *	  dml-worker <spec>
+ *	  dml-worker <control socket>
  *
- * Started by mpirun, which the coordinator started in the backend.  Every
- * rank reads the spec and its slices; rank 0 also talks to the coordinator
+ * Started by mpirun, which the coordinator started in the backend, with
+ * the path of the job's control socket.  Rank 0 connects, receives the
+ * job (JOB) and hands it on to the other ranks over MPI; every rank reads
+ * its slices; rank 0 also talks to the coordinator
  * over the control socket: HELLO with every rank's pid, PROGRESS per
  * epoch, CHECKPOINTs, and at the end the MODEL (or an ERROR).  A predict
  * job (predict.c) sends blocks of PREDICTIONS and DONE instead.
@@ -37,118 +39,6 @@
 #include "protocol.h"
 #include "sync.h"
 #include "worker.h"
-
-int			worker_rank = 0;
-int			worker_world = 1;
-char		worker_host[256] = "?";
-
-double
-wall_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* report to the coordinator (rank 0) and the log, then end the whole job */
-void
-worker_fail_at(const char *file, int line, const char *fmt,...)
-{
-	char		msg[2048];
-	char		payload[2300];
-	va_list		ap;
-	int			n;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "dml-worker error: rank %d on %s: %s (%s:%d)\n",
-			worker_rank, worker_host, msg, file, line);
-	fflush(stderr);
-	if (worker_rank == 0 && control_connected())
-	{
-		n = snprintf(payload, sizeof(payload), "\nrank %d on %s: %s\n", worker_rank, worker_host, msg);
-		control_send(DML_MSG_ERROR, payload, (size_t) n < sizeof(payload) ? (size_t) n : sizeof(payload) - 1, NULL, 0);
-	}
-	comm_abort(2);
-}
-
-/*
- * A mistake in the user's data, found by every rank after a reduction:
- * rank 0 sends "SQLSTATE\nmessage\nhint" so the backend raises it as is.
- * fmt is "SQLSTATE|hint|message format".
- */
-void
-worker_user_error(const char *fmt,...)
-{
-	char		msg[2048];
-	va_list		ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (worker_rank == 0)
-	{
-		/* msg is "SQLSTATE|hint|message": turn the separators into newlines */
-		char	   *a = strchr(msg, '|');
-		char	   *b = a ? strchr(a + 1, '|') : NULL;
-		char		payload[2100];
-		int			n;
-
-		if (a && b)
-		{
-			*a = '\0';
-			*b = '\0';
-			n = snprintf(payload, sizeof(payload), "%s\n%s\n%s", msg, b + 1, a + 1);
-		}
-		else
-			n = snprintf(payload, sizeof(payload), "\n%s\n", msg);
-		control_send(DML_MSG_ERROR, payload, (size_t) n < sizeof(payload) ? (size_t) n : sizeof(payload) - 1, NULL, 0);
-	}
-	/* every rank found the same; end together, the servers too */
-	sync_stop_servers();
-	comm_barrier();
-	comm_finalize();
-	exit(2);
-}
-
-/*
- * Fault injection (tests only; the backend passes it on only when
- * dml.test_hooks is on).  "rank:epoch:how", how = kill | exit | drop | hang,
- * with a trailing "!" to fault again after a restart.
- */
-void
-maybe_inject_fault(const WorkerSpec *spec, int epoch, void *pgconn)
-{
-	int			rank,
-				at;
-	char		how[32] = "";
-
-	if (spec->fault == NULL ||
-		sscanf(spec->fault, "%d:%d:%31s", &rank, &at, how) != 3 || rank != worker_rank)
-		return;
-	if (spec->attempt > 0 && strchr(how, '!') == NULL)
-		return;
-	if (strncmp(how, "drop", 4) == 0)
-	{
-		/* the database connection goes away under libpq, during the load */
-		if (pgconn != NULL)
-			shutdown(PQsocket((PGconn *) pgconn), SHUT_RDWR);
-		return;
-	}
-	if (at != epoch || pgconn != NULL)
-		return;
-	fprintf(stderr, "dml-worker: rank %d injecting fault \"%s\" at epoch %d\n", worker_rank, how, epoch);
-	fflush(stderr);
-	if (strncmp(how, "kill", 4) == 0)
-		kill(getpid(), SIGKILL);
-	else if (strncmp(how, "exit", 4) == 0)
-		_exit(17);
-	else if (strncmp(how, "hang", 4) == 0)
-		for (;;)
-			pause();
-}
 
 /* rank 0 tells the coordinator every rank's pid */
 static void
@@ -189,7 +79,7 @@ choose_device(const WorkerSpec *spec, int iterative)
 	MPI_Comm	node;
 
 #ifdef DML_HAVE_CUDA
-	if (strcmp(spec->device, "cpu") != 0)
+	if (spec->device != DML_DEVICE_CPU)
 		ngpu = dml_gpu_device_count();
 #endif
 	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
@@ -201,7 +91,7 @@ choose_device(const WorkerSpec *spec, int iterative)
 	MPI_Allreduce(MPI_IN_PLACE, &enough, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
 	MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
 
-	if (strcmp(spec->device, "gpu") == 0)
+	if (spec->device == DML_DEVICE_GPU)
 	{
 		if (!any)
 			worker_user_error("55000|Use device => 'cpu' or 'auto' on a machine without a GPU.|"
@@ -220,9 +110,33 @@ choose_device(const WorkerSpec *spec, int iterative)
 			worker_user_error("0A000|Use device => 'cpu' or 'auto', or an iterative optimizer such as adam.|"
 							  "the exact and Newton solvers run on the CPU only");
 	}
-	if (strcmp(spec->device, "cpu") == 0 || !enough || !iterative)
+	if (spec->device == DML_DEVICE_CPU || !enough || !iterative)
 		return -1;
 	return local_rank;
+}
+
+/* rank 0: MODEL, the typed result and the model (protocol.h) */
+static void
+send_model(DmlResult *r, const TrainResult *res, const DmlMetrics *met, int gpu, double seconds)
+{
+	size_t		blen = dml_model_serialized_size(&res->model);
+	size_t		slen = sizeof(int64_t) * r->servers;
+	size_t		mlen = sizeof(double) * met->nvalues;
+	size_t		len = sizeof(*r) + slen + mlen + blen;
+	unsigned char *msg = malloc(len);
+
+	if (msg == NULL)
+		worker_fail("out of memory for a model of %zu bytes", blen);
+	r->gpu = gpu;
+	r->total_seconds = seconds;
+	r->blob_len = (uint32_t) blen;
+	memcpy(msg, r, sizeof(*r));
+	if (slen)
+		memcpy(msg + sizeof(*r), res->server_stale, slen);
+	memcpy(msg + sizeof(*r) + slen, met->v, mlen);
+	dml_model_serialize(&res->model, msg + sizeof(*r) + slen + mlen);
+	control_send(DML_MSG_MODEL, msg, len, NULL, 0);
+	free(msg);
 }
 
 int
@@ -232,28 +146,37 @@ main(int argc, char **argv)
 	Dataset		ds;
 	TrainResult res;
 	char		err[512];
-	const char *device;
 	int			gpu;
 	int			iterative;
-	double		t0 = wall_seconds();
+	double		t0 = dml_clock_seconds();
+	char	   *text = NULL;
+	size_t		text_len = 0;
+	unsigned char *attached = NULL;
+	size_t		attached_len = 0;
 
 	/* die with mpirun, whatever kills it */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	comm_init(&argc, &argv);
 	gethostname(worker_host, sizeof(worker_host) - 1);
 	if (argc != 2)
-		worker_fail("usage: dml-worker <job spec>");
-	if (spec_read(&spec, argv[1], err, sizeof(err)) != 0)
-		worker_fail("%s", err);
-	if (spec.world != world_size)
-		worker_fail("job spec is for %d ranks but mpirun started %d", spec.world, world_size);
-	comm_split_roles(spec.servers);
+		worker_fail("usage: dml-worker <control socket>");
 
-	if (worker_rank == 0)
+	/* the job comes to rank 0 over the control socket, and from it to all */
+	if (world_rank == 0)
 	{
-		control_connect(spec.socket);
+		control_connect(argv[1]);
+		control_receive_job(&text, &text_len, &attached, &attached_len);
 		control_start_watchdog();
 	}
+	comm_share_job(&text, &text_len);
+	if (spec_parse(&spec, text, text_len, err, sizeof(err)) != 0)
+		worker_fail("%s", err);
+	spec.attached = attached;
+	spec.attached_len = attached_len;
+	if (spec.world != world_size)
+		worker_fail("the job is for %d ranks but mpirun started %d", spec.world, world_size);
+	comm_split_roles(spec.servers);
+	worker_before_exit = sync_stop_servers;
 	send_hello();
 	if (spec.predict)
 	{
@@ -262,17 +185,16 @@ main(int argc, char **argv)
 		return 0;
 	}
 
-	iterative = strcmp(spec.optimizer, "exact") != 0 && strcmp(spec.optimizer, "newton") != 0;
+	iterative = spec.optimizer != DML_JOB_OPT_EXACT && spec.optimizer != DML_JOB_OPT_NEWTON;
 	/* the GPU loop synchronizes by NCCL all-reduce, uncompressed; other modes run on the CPU */
-	gpu = choose_device(&spec, iterative && strcmp(spec.sync, "allreduce") == 0 &&
-						strcmp(spec.compression, "none") == 0);
+	gpu = choose_device(&spec, iterative && spec.sync == DML_SYNC_ALLREDUCE &&
+						spec.compression == DML_COMPRESS_NONE);
 	if (comm_is_server())
 	{
 		server_main(&spec);
 		comm_finalize();
 		return 0;
 	}
-	device = gpu >= 0 ? "gpu" : "cpu";
 	if (worker_rank == 0)
 	{
 		char		line[256];
@@ -280,10 +202,12 @@ main(int argc, char **argv)
 								 spec.kind, gpu >= 0 ? "gpu" : "cpu", worker_world,
 								 worker_world == 1 ? "" : "s");
 
-		if (strcmp(spec.sync, "allreduce") != 0 || strcmp(spec.compression, "none") != 0)
-			n += snprintf(line + n, sizeof(line) - n, ", sync %s%s%s", spec.sync,
-						  strcmp(spec.compression, "none") != 0 ? ", compression " : "",
-						  strcmp(spec.compression, "none") != 0 ? spec.compression : "");
+		if (spec.sync != DML_SYNC_ALLREDUCE || spec.compression != DML_COMPRESS_NONE)
+			n += snprintf(line + n, sizeof(line) - n, ", sync %s%s%s",
+						  dml_job_name(DML_NAMES_SYNC, spec.sync),
+						  spec.compression != DML_COMPRESS_NONE ? ", compression " : "",
+						  spec.compression != DML_COMPRESS_NONE ?
+						  dml_job_name(DML_NAMES_COMPRESSION, spec.compression) : "");
 		if (spec.servers > 0)
 			n += snprintf(line + n, sizeof(line) - n, " and %d parameter server%s", spec.servers,
 						  spec.servers == 1 ? "" : "s");
@@ -295,9 +219,9 @@ main(int argc, char **argv)
 
 	memset(&res, 0, sizeof(res));
 	prepare_data(&ds, &spec, &res.model);
-	if (strcmp(spec.optimizer, "exact") == 0)
+	if (spec.optimizer == DML_JOB_OPT_EXACT)
 		train_exact(&ds, &spec, &res);
-	else if (strcmp(spec.optimizer, "newton") == 0)
+	else if (spec.optimizer == DML_JOB_OPT_NEWTON)
 		train_newton(&ds, &spec, &res);
 #ifdef DML_HAVE_CUDA
 	else if (gpu >= 0)
@@ -307,26 +231,13 @@ main(int argc, char **argv)
 		train_iterative(&ds, &spec, &res);
 
 	{
-		char	   *metrics = final_metrics(&ds, &spec, &res.model, &res);
+		DmlResult	r;
+		DmlMetrics	met;
 
+		final_result(&ds, &spec, &res.model, &res, &r, &met);
 		if (worker_rank == 0)
-		{
-			size_t		blen = dml_model_serialized_size(&res.model);
-			size_t		mlen = strlen(metrics) + 128;
-			unsigned char *msg = malloc(4 + blen);
-			char	   *full = malloc(mlen);
-			uint32_t	b32 = (uint32_t) blen;
-			int			n;
-
-			memcpy(msg, &b32, 4);
-			dml_model_serialize(&res.model, msg + 4);
-			/* the device and timing facts join the metrics object */
-			n = snprintf(full, mlen, "{\"device\": \"%s\", \"total_seconds\": %.4f, %s",
-						 device, wall_seconds() - t0, metrics + 1);
-			control_send(DML_MSG_MODEL, msg, 4 + blen, full, n);
-			free(msg);
-			free(full);
-		}
+			send_model(&r, &res, &met, gpu >= 0, dml_clock_seconds() - t0);
+		dml_metrics_free(&met);
 	}
 	comm_finalize();
 	return 0;

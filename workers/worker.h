@@ -15,7 +15,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
+#include "jobspec.h"
 #include "kernels.h"
+#include "protocol.h"
 
 /* ---------------------------------------------------------------------
  * Job spec (spec.c), as the coordinator wrote it
@@ -49,12 +52,10 @@ typedef struct SpecSlice
 typedef struct WorkerSpec
 {
 	int			predict;		/* "job predict": run a model over the slice, no training */
-	char	   *model_path;		/* predict: the model blob */
 	int			has_id;			/* predict: the slice's first column is the row id */
 	char	   *conninfo;
 	char	   *snapshot;
 	char	   *role;
-	char	   *socket;
 	int			world;
 	char	   *kind;
 	DmlLoss		loss;
@@ -62,7 +63,7 @@ typedef struct WorkerSpec
 	int			outputs;
 	int			nhidden;
 	int			hidden[DML_MAX_LAYERS];
-	char	   *optimizer;
+	DmlJobOptimizer optimizer;
 	double		learning_rate;
 	double		momentum;
 	double		beta1;
@@ -74,23 +75,24 @@ typedef struct WorkerSpec
 	double		tolerance;
 	int			batch_size;
 	int			epochs;
+	double		max_seconds;	/* time budget of training, rank 0's clock; 0: none */
 	double		weight_decay;
 	double		validation;
 	int			patience;
-	char	   *nulls;
-	char	   *device;
+	DmlNulls	nulls;
+	DmlDevice	device;
 	uint64_t	seed;
 	int			checkpoint_every;
 	char	   *fault;			/* "rank:epoch:how" */
-	char	   *sync;			/* allreduce, ps, async, ssp, gossip, average */
+	DmlSyncMode sync;
 	int			servers;		/* parameter-server ranks, the last of the world */
 	int			staleness;		/* ssp bound, in clocks */
 	int			average_every;	/* average: steps between averagings */
-	char	   *compression;	/* none, fp16, topk */
+	DmlCompression compression;
 	double		topk_ratio;
 	char	   *straggler;		/* test hook: "rank:ms" delay per step */
 	int			shared_memory;	/* allreduce may go through shared memory */
-	char	   *resume;			/* checkpoint to start from */
+	int			resume;			/* start from the checkpoint (rank 0 holds it) */
 	int			attempt;		/* 0 first launch, n after n restarts */
 
 	int			classification;
@@ -110,9 +112,16 @@ typedef struct WorkerSpec
 
 	int			nslices;
 	SpecSlice  *slices;
+
+	/*
+	 * Rank 0 only: what came with the job after its text: the checkpoint to
+	 * resume from, or a predict job's model blob
+	 */
+	const unsigned char *attached;
+	size_t		attached_len;
 } WorkerSpec;
 
-extern int	spec_read(WorkerSpec *spec, const char *path, char *err, size_t errlen);
+extern int	spec_parse(WorkerSpec *spec, const char *text, size_t len, char *err, size_t errlen);
 extern int	cmp_int64(const void *a, const void *b);
 extern int	label_text_key(const char *label_keys, const char *text, int64_t *key);
 
@@ -146,6 +155,7 @@ typedef struct Dataset
 } Dataset;
 
 extern void load_slices(Dataset *ds, WorkerSpec *spec, int rank);
+/* runtime.c: a connection as the job's caller, checked, or the job ends */
 struct pg_conn;
 extern struct pg_conn *worker_login(const WorkerSpec *spec);
 
@@ -187,18 +197,28 @@ typedef struct TrainResult
 	double		rows_per_second;
 	double		train_seconds;
 	char	   *metrics_json;
-	char	   *sync_json;		/* JSON members describing the sync, or NULL */
+	bool		out_of_time;	/* stopped because max_seconds was spent */
+	/* what the synchronization did (an iterative loop ran: has_sync) */
+	bool		has_sync;
+	int			allreduce;		/* 0: none, 1: MPI, 2: shared memory */
+	double		consensus;		/* gossip; NaN otherwise */
+	int			servers;
+	int64_t    *server_stale;	/* (servers) the most staleness each saw */
 } TrainResult;
 
-/* optimizer state: velocity, or Adam's two moments */
-typedef struct OptState
+/* the optimizer settings of spec for a step at learning rate lr */
+static inline DmlOptim
+train_optim(const WorkerSpec *spec, DmlOptimizer kind, float lr)
 {
-	DmlOptimizer kind;
-	size_t		n;
-	float	   *s1;
-	float	   *s2;
-	int			t;
-} OptState;
+	DmlOptim	o = {kind, lr, (float) spec->momentum, (float) spec->beta1, (float) spec->beta2,
+	(float) spec->eps, (float) spec->weight_decay};
+
+	return o;
+}
+
+/* one optimizer step (kernels/optim.c) with spec's settings at lr */
+#define train_optim_step(st, spec, params, grads, lr) \
+	optim_step((st), (const DmlOptim[]) {train_optim((spec), (st)->kind, (lr))}, (params), (grads))
 
 #define EVAL_ROWS 1024			/* rows per forward pass when evaluating */
 
@@ -226,9 +246,8 @@ extern void prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model);
 extern void train_split_rows(const Dataset *ds, int **train, int *ntrain, int **val, int *nval);
 extern void train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds,
 						   const int *idx, int n, DmlMetrics *met);
-extern DmlOptimizer train_optimizer_kind(const char *name);
-extern void train_send_checkpoint(const DmlModel *m, const OptState *o, int epoch);
-extern int	train_resume(const char *path, DmlModel *m, OptState *o);
+extern void train_send_checkpoint(const DmlModel *m, const DmlOptimState *o, int epoch);
+extern int	train_resume(const WorkerSpec *spec, DmlModel *m, DmlOptimState *o);
 extern void train_shuffle(DmlRng *rng, int *idx, int n, uint64_t seed, int epoch);
 extern void train_plan_steps(StepPlan *plan, int ntrain, int batch_size);
 extern int	train_step_rows(const StepPlan *plan, int rank);
@@ -239,12 +258,14 @@ extern bool train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *s
 							int epoch, double sums[2], double t0, double bytes0,
 							bool *checkpoint);
 extern void train_log_finish(EpochLog *log, TrainResult *res);
+extern bool train_out_of_time(const WorkerSpec *spec, double start);
+extern void train_note_out_of_time(const WorkerSpec *spec, TrainResult *res, int epoch, int step);
 extern void train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device);
 extern void train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
-extern char *final_metrics(Dataset *ds, const WorkerSpec *spec, const DmlModel *m,
-						   const TrainResult *res);
+extern void final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m,
+						 const TrainResult *res, DmlResult *out, DmlMetrics *met);
 
 /* ---------------------------------------------------------------------
  * A predict job (predict.c): read the slice, run the model in blocks on a
@@ -254,22 +275,40 @@ extern char *final_metrics(Dataset *ds, const WorkerSpec *spec, const DmlModel *
 extern void predict_run(const WorkerSpec *spec);
 
 /* ---------------------------------------------------------------------
- * Failing fast (worker.c): name rank, host, file and line, end the job
+ * The runtime (runtime.c): who this rank is; failing fast, naming rank,
+ * host, file and line, and ending the job
  * --------------------------------------------------------------------- */
 
 extern int	worker_rank;
 extern int	worker_world;
 extern char worker_host[256];
 
+/* rank 0's report to the coordinator (control.c sets it once connected) */
+extern void (*worker_report) (uint32_t type, const void *payload, size_t len);
+/* what a collective user error does before the ranks end (main sets it) */
+extern void (*worker_before_exit) (void);
+/* end the whole job now (MPI_Abort) */
+extern void worker_abort(int code) __attribute__((noreturn));
+
 extern void worker_fail_at(const char *file, int line, const char *fmt,...)
 			__attribute__((format(printf, 3, 4), noreturn));
 #define worker_fail(...) worker_fail_at(__FILE__, __LINE__, __VA_ARGS__)
+
+/* an error that would happen again (SQLSTATE state): fail without a restart */
+extern void worker_fail_final_at(const char *file, int line, const char *state, const char *hint,
+								 const char *fmt,...)
+			__attribute__((format(printf, 5, 6), noreturn));
+#define worker_fail_final(state, ...) worker_fail_final_at(__FILE__, __LINE__, state, NULL, __VA_ARGS__)
+
+/* a failed query (conn a PGconn, res its PGresult or NULL): final unless transient */
+extern void worker_fail_query_at(const char *file, int line, void *pgconn, void *pgres,
+								 const char *what) __attribute__((noreturn));
+#define worker_fail_query(conn, res, what) worker_fail_query_at(__FILE__, __LINE__, conn, res, what)
 
 /* a user-facing error found collectively: rank 0 reports it, all end */
 extern void worker_user_error(const char *fmt,...)
 			__attribute__((format(printf, 1, 2), noreturn));
 
-extern double wall_seconds(void);
 
 /* the fault-injection hook: act if spec->fault names this rank and epoch */
 extern void maybe_inject_fault(const WorkerSpec *spec, int epoch, void *pgconn);

@@ -29,6 +29,6 @@ $MPICC -O2 $WARN -o "$out/allreduce" "$src/allreduce.c"
 # dml's own all-reduce step (workers/sync.c) against raw MPI_Allreduce
 $MPICC -O3 -fno-math-errno $WARN -I"$src/../../workers" -I"$src/../../kernels" -I"$src/../../coordinator" \
     -o "$out/sync_step" "$src/sync_step.c" "$src/../../workers/comm.c" \
-    "$src/../../workers/sync.c" "$src/../../workers/half.c" -lm
+    "$src/../../workers/sync.c" "$src/../../workers/half.c" "$src/../../coordinator/jobspec.c" -lm
 $CC -O2 $WARN -I"$PG_INCLUDE" -o "$out/copy_reader" "$src/copy_reader.c" \
     -L"$PG_LIBDIR" -lpq

@@ -54,13 +54,20 @@ worker_fail_at(const char *file, int line, const char *fmt,...)
 }
 
 void
-train_opt_step(OptState *o, const WorkerSpec *spec, float *params, const float *grads, float lr)
+worker_abort(int code)
 {
+	MPI_Abort(MPI_COMM_WORLD, code);
+	exit(code);
+}
+
+/* the optimizer step is not what this measures (kernels/optim.c) */
+void
+optim_step(DmlOptimState *st, const DmlOptim *o, float *params, const float *grads)
+{
+	(void) st;
 	(void) o;
-	(void) spec;
 	(void) params;
 	(void) grads;
-	(void) lr;
 }
 
 #define NMETHODS 5
@@ -125,19 +132,19 @@ main(int argc, char **argv)
 		double	   *t[NMETHODS];
 		Sync		sy[NMETHODS];
 		WorkerSpec	spec;
-		OptState	opt,
+		DmlOptimState	opt,
 					shm_opt;
 		float	   *shm_params = calloc(n, sizeof(float)),
 				   *shm_grads = calloc(n, sizeof(float));
 
 		memset(&spec, 0, sizeof(spec));
 		memset(&opt, 0, sizeof(opt));
-		spec.sync = "allreduce";
+		spec.sync = DML_SYNC_ALLREDUCE;
 		spec.topk_ratio = 0.01;
 		spec.average_every = 1;
 		for (int m = 1; m < NMETHODS; m++)
 		{
-			spec.compression = (char *) comp[m];
+			spec.compression = (DmlCompression) dml_job_parse(DML_NAMES_COMPRESSION, comp[m]);
 			sync_init(&sy[m], &spec, n);
 		}
 		spec.shared_memory = 1;

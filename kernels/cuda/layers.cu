@@ -19,7 +19,7 @@
  */
 #include "common.cuh"
 
-/* act(x), as cpu.c computes it */
+/* act(x), as the CPU's computes it */
 template <int ACT>
 __device__ __forceinline__ float
 act_fwd(float x)

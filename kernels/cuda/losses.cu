@@ -4,7 +4,7 @@
  *	  MSE, binary cross-entropy and softmax cross-entropy: forward and
  *	  backward in one kernel each, the loss summed on the device.
  *
- * Each per-row (or per-element) loss is formed in float exactly as cpu.c
+ * Each per-row (or per-element) loss is formed in float exactly as the CPU's
  * forms it, then summed in double: within a block by warp shuffles, across
  * blocks by one atomicAdd per block into *loss.  The order of those adds
  * varies from run to run, which moves the sum only in its last bits.

@@ -13,6 +13,7 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "clock.h"
 #include "common.cuh"
 
 #include <nccl.h>
@@ -39,16 +40,6 @@ struct DmlNccl
 			return dml_cuda_fail(DML_ERR_NCCL, __FILE__, __LINE__, "%s: %s", \
 								 #call, ncclGetErrorString(r_)); \
 	} while (0)
-
-/* seconds on a monotonic clock */
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* a short pause between polls */
 static void
@@ -85,7 +76,7 @@ comm_state(ncclComm_t comm, int *in_progress, const char *file, int line)
 static int
 wait_ready(ncclComm_t comm, double timeout_s, const char *what)
 {
-	double		start = now_s();
+	double		start = dml_clock_seconds();
 
 	for (;;)
 	{
@@ -94,7 +85,7 @@ wait_ready(ncclComm_t comm, double timeout_s, const char *what)
 		STATUS_CHECK(comm_state(comm, &busy, __FILE__, __LINE__));
 		if (!busy)
 			return DML_OK;
-		if (now_s() - start > timeout_s)
+		if (dml_clock_seconds() - start > timeout_s)
 			return dml_cuda_fail(DML_ERR_TIMEOUT, __FILE__, __LINE__,
 								 "%s did not finish within %.0f s", what, timeout_s);
 		nap();
@@ -210,7 +201,7 @@ dml_nccl_poll(DmlNccl *comm, char *errbuf, size_t errlen)
 static int
 nccl_wait(DmlNccl *c, cudaStream_t stream, double timeout_s)
 {
-	double		start = now_s();
+	double		start = dml_clock_seconds();
 
 	if (c->comm == NULL)
 		return dml_cuda_fail(DML_ERR_NCCL, __FILE__, __LINE__, "communicator was aborted");
@@ -227,7 +218,7 @@ nccl_wait(DmlNccl *c, cudaStream_t stream, double timeout_s)
 								 cudaGetErrorString(q));
 		if ((st = comm_state(c->comm, &busy, __FILE__, __LINE__)) != DML_OK)
 			return st;
-		if (now_s() - start > timeout_s)
+		if (dml_clock_seconds() - start > timeout_s)
 			return dml_cuda_fail(DML_ERR_TIMEOUT, __FILE__, __LINE__,
 								 "collective on rank %d of %d did not finish within %.1f s",
 								 c->rank, c->nranks, timeout_s);

@@ -368,41 +368,21 @@ dml_gpu_net_take_loss(DmlGpuNet *g, double *loss, char *errbuf, size_t errlen)
 
 /* scale the gradients and apply one optimizer step */
 static int
-gpu_net_step(DmlGpuNet *g, const DmlGpuOptim *o, float grad_scale)
+gpu_net_step(DmlGpuNet *g, const DmlOptim *o, float grad_scale)
 {
 	size_t		n = g->nparams;
 
 	if (grad_scale != 1.0f)
 		STATUS_CHECK(scale_cuda(g->grads, n, grad_scale, g->stream));
-	switch (o->kind)
-	{
-		case DML_OPT_SGD:
-			STATUS_CHECK(sgd_update_cuda(g->params, g->grads, n, o->lr, o->weight_decay,
-										 g->stream));
-			break;
-		case DML_OPT_MOMENTUM:
-		case DML_OPT_NESTEROV:
-			ARG_CHECK(g->opt_m != NULL);	/* allocated for a stateless optimizer */
-			STATUS_CHECK(momentum_update_cuda(g->params, g->opt_m, g->grads, n, o->lr,
-											  o->momentum, o->weight_decay,
-											  o->kind == DML_OPT_NESTEROV, g->stream));
-			break;
-		case DML_OPT_ADAM:
-			ARG_CHECK(g->opt_m != NULL && g->opt_v != NULL);
-			STATUS_CHECK(adam_update_cuda(g->params, g->opt_m, g->opt_v, g->grads, n, o->lr,
-										  o->beta1, o->beta2, o->eps, o->weight_decay,
-										  g->step + 1, g->stream));
-			break;
-		default:
-			ARG_CHECK(o->kind >= DML_OPT_SGD && o->kind <= DML_OPT_ADAM);
-	}
+	STATUS_CHECK(optim_step_cuda(g->params, g->opt_m, g->opt_v, g->grads, n, o, g->step + 1,
+								 g->stream));
 	g->step++;
 	return DML_OK;
 }
 
 /* grads *= grad_scale, then one step of o */
 int
-dml_gpu_net_step(DmlGpuNet *g, const DmlGpuOptim *o, float grad_scale,
+dml_gpu_net_step(DmlGpuNet *g, const DmlOptim *o, float grad_scale,
 				 char *errbuf, size_t errlen)
 {
 	WITH_ERRBUF(gpu_net_step(g, o, grad_scale));

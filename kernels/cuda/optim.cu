@@ -2,7 +2,7 @@
  *
  * optim.cu
  *	  SGD, momentum (heavy ball and Nesterov) and Adam updates, element by
- *	  element, with the same arithmetic as cpu.c.
+ *	  element, with the same arithmetic as the CPU's.
  *
  *-------------------------------------------------------------------------
  */
@@ -85,7 +85,7 @@ adam_update_cuda(float *params, float *m, float *v, const float *grads,
 				 size_t n, float lr, float beta1, float beta2, float eps,
 				 float weight_decay, int t, cudaStream_t stream)
 {
-	/* the same float expressions as adam_update in cpu.c */
+	/* the same float expressions as adam_update in optim.c */
 	float		bc1 = 1.0f - powf(beta1, (float) t);
 	float		bc2 = 1.0f - powf(beta2, (float) t);
 	float		step = lr / bc1;
@@ -97,5 +97,28 @@ adam_update_cuda(float *params, float *m, float *v, const float *grads,
 	adam_kernel<<<grid_for(n), DML_BLOCK, 0, stream>>>(params, m, v, grads, n, step, rbc2,
 													   beta1, beta2, eps, weight_decay);
 	LAUNCH_CHECK();
+	return DML_OK;
+}
+
+/* step t (from 1) of o over n elements: optim_step of optim.c on the device */
+int
+optim_step_cuda(float *params, float *m, float *v, const float *grads, size_t n,
+				const DmlOptim *o, int t, cudaStream_t stream)
+{
+	switch (o->kind)
+	{
+		case DML_OPT_SGD:
+			return sgd_update_cuda(params, grads, n, o->lr, o->weight_decay, stream);
+		case DML_OPT_MOMENTUM:
+		case DML_OPT_NESTEROV:
+			ARG_CHECK(m != NULL);	/* allocated for a stateless optimizer */
+			return momentum_update_cuda(params, m, grads, n, o->lr, o->momentum,
+										o->weight_decay, o->kind == DML_OPT_NESTEROV, stream);
+		case DML_OPT_ADAM:
+			ARG_CHECK(m != NULL && v != NULL);
+			return adam_update_cuda(params, m, v, grads, n, o->lr, o->beta1, o->beta2, o->eps,
+									o->weight_decay, t, stream);
+	}
+	ARG_CHECK(o->kind >= DML_OPT_SGD && o->kind <= DML_OPT_ADAM);
 	return DML_OK;
 }

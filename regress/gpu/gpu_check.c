@@ -872,7 +872,7 @@ test_training(int tf32)
 	int			sizes[4] = {784, 256, 128, 10};
 	const char *mode = tf32 ? "tf32" : "fp32";
 	double		tol = tf32 ? TOL_CURVE_TF32 : TOL_CURVE_FP32;
-	DmlGpuOptim opt = {DML_OPT_MOMENTUM, 0.02f, 0.9f, 0, 0, 0, 1e-4f};
+	DmlOptim opt = {DML_OPT_MOMENTUM, 0.02f, 0.9f, 0, 0, 0, 1e-4f};
 	float	   *X = hmalloc((size_t) N * 784),
 			   *y = hmalloc(N),
 			   *grads,
@@ -990,7 +990,7 @@ static double
 gpu_steps_per_s(DmlNet *net, const float *d_X, const float *d_y, int B, int tf32, int steps)
 {
 	DmlGpuNet	g;
-	DmlGpuOptim opt = {DML_OPT_SGD, 0.01f, 0, 0, 0, 0, 0};
+	DmlOptim opt = {DML_OPT_SGD, 0.01f, 0, 0, 0, 0, 0};
 	char		err[512];
 	double		t0 = 0.0,
 				loss;

@@ -6,7 +6,7 @@ SET client_min_messages = warning;
 LOAD 'dml';
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(56);
+SELECT plan(57);
 
 -- schema and catalog
 SELECT has_schema('dml');
@@ -28,12 +28,13 @@ SELECT has_view('dml_models', 'dml_models view exists');
 SELECT has_function('dml_train', ARRAY['text', 'regclass', 'text', 'text[]', 'text', 'integer[]',
 	'text', 'text', 'double precision', 'integer', 'integer', 'double precision',
 	'double precision', 'integer', 'text', 'integer', 'text', 'bigint', 'jsonb',
-	'text', 'integer', 'integer', 'integer', 'text', 'double precision'],
-	'dml_train(name, relation, target, features, model, hidden, activation, optimizer, learning_rate, batch_size, epochs, weight_decay, validation, patience, nulls, workers, device, seed, options, sync, servers, staleness, average_every, compression, topk_ratio)');
+	'text', 'integer', 'integer', 'integer', 'text', 'double precision', 'double precision'],
+	'dml_train(name, relation, target, features, model, hidden, activation, optimizer, learning_rate, batch_size, epochs, weight_decay, validation, patience, nulls, workers, device, seed, options, sync, servers, staleness, average_every, compression, topk_ratio, max_seconds)');
 SELECT function_returns('dml_train', ARRAY['text', 'regclass', 'text', 'text[]', 'text', 'integer[]',
 	'text', 'text', 'double precision', 'integer', 'integer', 'double precision',
 	'double precision', 'integer', 'text', 'integer', 'text', 'bigint', 'jsonb',
-	'text', 'integer', 'integer', 'integer', 'text', 'double precision'], 'dml.train_result');
+	'text', 'integer', 'integer', 'integer', 'text', 'double precision', 'double precision'],
+	'dml.train_result');
 SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
 		   WHERE attrelid = 'dml.train_result'::regclass AND attnum > 0),
 		  ARRAY['model_id', 'name', 'version', 'epochs', 'final_loss', 'seconds',
@@ -43,6 +44,8 @@ SELECT is((SELECT proargnames[1:4] FROM pg_proc WHERE proname = 'dml_train'),
 SELECT is((SELECT proargnames[20:25] FROM pg_proc WHERE proname = 'dml_train'),
 		  ARRAY['sync', 'servers', 'staleness', 'average_every', 'compression', 'topk_ratio'],
 		  'dml_train sync argument names');
+SELECT is((SELECT proargnames[26] FROM pg_proc WHERE proname = 'dml_train'),
+		  'max_seconds', 'dml_train time budget argument name');
 SELECT has_function('dml_predict', ARRAY['text', 'double precision[]']);
 SELECT function_returns('dml_predict', ARRAY['text', 'double precision[]'], 'double precision');
 SELECT has_function('dml_predict', ARRAY['text', 'record']);

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * test_kernels.c
- *	  Unit tests of the CPU reference kernels (kernels/cpu.c, net.c, ...).
+ *	  Unit tests of the CPU reference kernels (kernels/layers.c, losses.c, optim.c, net.c, ...).
  *
  * Every backward pass is checked against central finite differences: the
  * kernels run in float, the objective is summed in double, and the step

@@ -35,6 +35,8 @@
 #include <libpq-fe.h>
 #include <zlib.h>
 
+#include "clock.h"
+
 #define IDX_IMAGES_MAGIC	2051	/* 0x00000803: ubyte, 3 dimensions */
 #define IDX_LABELS_MAGIC	2049	/* 0x00000801: ubyte, 1 dimension */
 #define IDX_MAX_PIXELS		(1 << 24)	/* per image; far below PG's array limit */
@@ -98,16 +100,6 @@ usage(FILE *out)
 			"  (id int PRIMARY KEY, label int NOT NULL, pixels real[] NOT NULL)\n"
 			"with id counted from 0 in file order and pixels scaled to [0,1].\n",
 			progname, progname);
-}
-
-/* seconds on a monotonic clock */
-static double
-now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* read exactly len bytes or fail, naming the file and what was being read */
@@ -529,7 +521,7 @@ main(int argc, char **argv)
 	}
 
 	/* read and check everything before touching the database */
-	t0 = now_seconds();
+	t0 = dml_clock_seconds();
 	idx_read(&images, argv[optind], IDX_IMAGES_MAGIC);
 	idx_read(&labels, argv[optind + 1], IDX_LABELS_MAGIC);
 	if (images.count != labels.count)
@@ -573,7 +565,7 @@ main(int argc, char **argv)
 			 table);
 	exec_command(conn, sql, "setting column statistics");
 
-	t_copy = now_seconds();
+	t_copy = dml_clock_seconds();
 	snprintf(sql, sqlsize, "COPY %s (id, label, pixels) FROM STDIN (FORMAT binary)",
 			 table);
 	res = PQexec(conn, sql);
@@ -592,11 +584,11 @@ main(int argc, char **argv)
 	while ((res = PQgetResult(conn)) != NULL)
 		PQclear(res);
 
-	t_analyze = now_seconds();
+	t_analyze = dml_clock_seconds();
 	snprintf(sql, sqlsize, "ANALYZE %s", table);
 	exec_command(conn, sql, "ANALYZE");
 	exec_command(conn, "COMMIT", "COMMIT");
-	t_done = now_seconds();
+	t_done = dml_clock_seconds();
 
 	if (!quiet)
 		printf("loaded %u rows (%ux%u pixels) into %s in %.2f s: %.0f rows/s "

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * batch_worker.c
+ * predict_table_worker.c
  *	  dml_predict_table(..., device => 'gpu'): the model runs in one
  *	  dml-worker, never inside the backend.
  *
@@ -45,53 +45,10 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#include "batch.h"
+#include "predict_table.h"
 #include "coordinator.h"
 #include "dml.h"
 #include "predict.h"
-
-/*
- * DmlBuildHasCuda
- *		Whether this build's dml-worker has CUDA kernels.
- */
-bool
-DmlBuildHasCuda(void)
-{
-#ifdef DML_WORKER_HAS_CUDA
-	return true;
-#else
-	return false;
-#endif
-}
-
-/*
- * DmlGpuVisible
- *		Whether the server's processes can see an NVIDIA GPU, asked of the
- *		kernel driver's files (no CUDA in a backend): a loaded driver that
- *		lists a GPU, or a device node, not hidden by CUDA_VISIBLE_DEVICES.
- *		The worker asks CUDA itself and decides for good.
- */
-bool
-DmlGpuVisible(void)
-{
-	const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-	DIR		   *d;
-	bool		found = false;
-
-	if (vis != NULL && (vis[0] == '\0' || vis[0] == '-'))
-		return false;
-	d = opendir("/proc/driver/nvidia/gpus");
-	if (d != NULL)
-	{
-		struct dirent *de;
-
-		while (!found && (de = readdir(d)) != NULL)
-			found = de->d_name[0] != '.';
-		closedir(d);
-		return found;
-	}
-	return access("/dev/nvidia0", F_OK) == 0;
-}
 
 /* ---------------------------------------------------------------------
  * What the worker reads
@@ -395,7 +352,9 @@ DmlPredictTableInWorker(DmlPredictTarget *t, const char *device)
 	job->ninputs = cm->model.net.sizes[0];
 	job->noutputs = cm->model.net.sizes[cm->model.net.nlayers];
 	job->workers = 1;
-	job->device = pstrdup(device);
+	if (dml_job_parse(DML_NAMES_DEVICE, device) < 0)
+		elog(ERROR, "dml: unknown worker device \"%s\". Please report a bug.", device);
+	job->device = (DmlDevice) dml_job_parse(DML_NAMES_DEVICE, device);
 	job->model_blob = model_blob(&cm->model);
 	job->predict_query = q.data;
 	job->predict_id = t->id_column != NULL;

@@ -1,11 +1,11 @@
 /*-------------------------------------------------------------------------
  *
- * batch.h
+ * predict_table.h
  *	  dml_predict_table's two paths and what they share: the target
  *	  table (checked, created) and the writer that fills it.
  *
- * In the backend (batch.c) the source is read through SPI as the caller
- * and the model runs with the CPU kernels.  In a worker (batch_worker.c)
+ * In the backend (predict_table.c) the source is read through SPI as the caller
+ * and the model runs with the CPU kernels.  In a worker (predict_table_worker.c)
  * one dml-worker reads the source under the caller's exported snapshot
  * and role, runs the model on a GPU (or, for tests, the CPU), and streams
  * (id, outputs) blocks back; the backend writes them.  Either way the
@@ -13,8 +13,8 @@
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DML_BATCH_H
-#define DML_BATCH_H
+#ifndef DML_PREDICT_TABLE_H
+#define DML_PREDICT_TABLE_H
 
 #include "access/heapam.h"
 #include "executor/tuptable.h"
@@ -74,9 +74,7 @@ extern void DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids,
 								const bool *idnulls, const float *out, int B);
 extern void DmlPredictWriterEnd(DmlPredictWriter *w);
 
-/* batch_worker.c */
-extern bool DmlBuildHasCuda(void);
-extern bool DmlGpuVisible(void);
+/* predict_table_worker.c */
 extern void DmlPredictTableInWorker(DmlPredictTarget *t, const char *device);
 
-#endif							/* DML_BATCH_H */
+#endif							/* DML_PREDICT_TABLE_H */

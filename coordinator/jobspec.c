@@ -1,0 +1,52 @@
+/*-------------------------------------------------------------------------
+ *
+ * jobspec.c
+ *	  The names of the job contract's enums (jobspec.h), for the SQL
+ *	  boundary, the serialized job and the stored spec.  Plain C: built into
+ *	  the extension and into dml-worker.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <string.h>
+
+#include "jobspec.h"
+
+static const char *const optimizer_names[] = {"sgd", "momentum", "nesterov", "adam", "exact", "newton", NULL};
+static const char *const schedule_names[] = {"constant", "step", "cosine", NULL};
+static const char *const sync_names[] = {"allreduce", "ps", "ssp", "async", "gossip", "average", NULL};
+static const char *const compression_names[] = {"none", "fp16", "topk", NULL};
+static const char *const nulls_names[] = {"error", "skip", "impute", NULL};
+static const char *const device_names[] = {"auto", "cpu", "gpu", NULL};
+
+static const char *const *const lists[] = {
+	[DML_NAMES_OPTIMIZER] = optimizer_names,
+	[DML_NAMES_SCHEDULE] = schedule_names,
+	[DML_NAMES_SYNC] = sync_names,
+	[DML_NAMES_COMPRESSION] = compression_names,
+	[DML_NAMES_NULLS] = nulls_names,
+	[DML_NAMES_DEVICE] = device_names,
+};
+
+/* the name of value in list which; "?" out of range */
+const char *
+dml_job_name(DmlJobNames which, int value)
+{
+	const char *const *names = lists[which];
+
+	for (int i = 0; names[i]; i++)
+		if (i == value)
+			return names[i];
+	return "?";
+}
+
+/* the value named name in list which, or -1 */
+int
+dml_job_parse(DmlJobNames which, const char *name)
+{
+	const char *const *names = lists[which];
+
+	for (int i = 0; name && names[i]; i++)
+		if (strcmp(names[i], name) == 0)
+			return i;
+	return -1;
+}

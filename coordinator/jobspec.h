@@ -1,0 +1,144 @@
+/*-------------------------------------------------------------------------
+ *
+ * jobspec.h
+ *	  The job contract: the settings of a training job, each listed once in
+ *	  one table that the extension, the coordinator and the workers all use.
+ *	  Plain C: no PostgreSQL, MPI or libpq header.
+ *
+ * DML_JOB_SETTINGS(X) calls X(TYPE, name, STORED, NAMES) once per setting:
+ *
+ *	 TYPE    INT (int), DBL (double), I64 (a 64-bit integer), STR (a string
+ *	         every job has), OPT (a string that may be NULL: left out), ENUM
+ *	         (one of the enums below, written and stored by its name)
+ *	 name    the member of the backend's DmlJob (coordinator.h) and of the
+ *	         workers' WorkerSpec (workers/worker.h), and the key of the
+ *	         serialized job and of the stored spec's hyperparameters
+ *	 STORED  1: kept in dml.models.spec -> hyperparameters
+ *	 NAMES   ENUM: the enum's names, indexed by value (dml_job_names); else 0
+ *
+ * The coordinator writes the serialized job from the table
+ * (coordinator/launch.c, job_settings), the workers read it back with the
+ * same table (workers/spec.c), and the stored spec's hyperparameters are
+ * written from it (extension/train.c, spec_json).  So a new setting is one
+ * row here, one member in each of the two structs, its SQL argument, and
+ * the code that uses it.
+ *
+ * Strings from SQL become these enums once, at the SQL boundary
+ * (extension/train.c, with the user's error messages); nothing downstream
+ * compares option strings.
+ *
+ * The serialized job is one line per setting, "key value", with "\\", "\n",
+ * "\r" and "\t" escaped in the value; doubles are written with 17
+ * significant digits, so they read back bit for bit.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DML_JOBSPEC_H
+#define DML_JOBSPEC_H
+
+#define DML_JOB_SETTINGS(X) \
+	X(ENUM, optimizer, 1, DML_NAMES_OPTIMIZER) \
+	X(DBL, learning_rate, 1, 0) \
+	X(DBL, momentum, 1, 0) \
+	X(DBL, beta1, 0, 0) \
+	X(DBL, beta2, 0, 0) \
+	X(DBL, eps, 0, 0) \
+	X(ENUM, schedule, 1, DML_NAMES_SCHEDULE) \
+	X(INT, step_size, 0, 0) \
+	X(DBL, gamma, 0, 0) \
+	X(DBL, tolerance, 0, 0) \
+	X(INT, batch_size, 1, 0) \
+	X(INT, epochs, 1, 0) \
+	X(DBL, max_seconds, 1, 0) \
+	X(DBL, weight_decay, 1, 0) \
+	X(DBL, validation, 1, 0) \
+	X(INT, patience, 1, 0) \
+	X(ENUM, nulls, 1, DML_NAMES_NULLS) \
+	X(ENUM, device, 0, DML_NAMES_DEVICE) \
+	X(I64, seed, 1, 0) \
+	X(INT, checkpoint_every, 0, 0) \
+	X(OPT, fault, 0, 0) \
+	X(ENUM, sync, 1, DML_NAMES_SYNC) \
+	X(INT, servers, 1, 0) \
+	X(INT, staleness, 1, 0) \
+	X(INT, average_every, 1, 0) \
+	X(ENUM, compression, 1, DML_NAMES_COMPRESSION) \
+	X(DBL, topk_ratio, 1, 0) \
+	X(OPT, straggler, 0, 0) \
+	X(INT, attempt, 0, 0)
+
+/*
+ * The job's enums.  The first values of DmlJobOptimizer are kernels.h's
+ * DmlOptimizer (the iterative ones); DmlSchedule is kernels.h's.
+ */
+typedef enum DmlJobOptimizer
+{
+	DML_JOB_OPT_SGD,
+	DML_JOB_OPT_MOMENTUM,
+	DML_JOB_OPT_NESTEROV,
+	DML_JOB_OPT_ADAM,
+	DML_JOB_OPT_EXACT,			/* normal equations, one pass */
+	DML_JOB_OPT_NEWTON			/* Newton/IRLS */
+} DmlJobOptimizer;
+
+typedef enum DmlSyncMode
+{
+	DML_SYNC_ALLREDUCE,
+	DML_SYNC_PS,
+	DML_SYNC_SSP,
+	DML_SYNC_ASYNC,
+	DML_SYNC_GOSSIP,
+	DML_SYNC_AVERAGE
+} DmlSyncMode;
+
+typedef enum DmlCompression
+{
+	DML_COMPRESS_NONE,
+	DML_COMPRESS_FP16,
+	DML_COMPRESS_TOPK
+} DmlCompression;
+
+typedef enum DmlNulls
+{
+	DML_NULLS_ERROR,
+	DML_NULLS_SKIP,
+	DML_NULLS_IMPUTE
+} DmlNulls;
+
+typedef enum DmlDevice
+{
+	DML_DEVICE_AUTO,
+	DML_DEVICE_CPU,
+	DML_DEVICE_GPU
+} DmlDevice;
+
+/* which name list (jobspec.c) */
+typedef enum DmlJobNames
+{
+	DML_NAMES_OPTIMIZER,
+	DML_NAMES_SCHEDULE,
+	DML_NAMES_SYNC,
+	DML_NAMES_COMPRESSION,
+	DML_NAMES_NULLS,
+	DML_NAMES_DEVICE
+} DmlJobNames;
+
+/* the name of value in list which; "?" out of range */
+extern const char *dml_job_name(DmlJobNames which, int value);
+
+/* the value named name in list which, or -1 */
+extern int	dml_job_parse(DmlJobNames which, const char *name);
+
+/* printf formats of the serialized job, by TYPE (I64 as long long) */
+#define DML_JOB_FMT_INT		"%d"
+#define DML_JOB_FMT_DBL		"%.17g"
+#define DML_JOB_FMT_I64		"%lld"
+
+/*
+ * max_seconds: the time budget of training, checked by rank 0 from the start
+ * of the training loop (0: none).  When it is spent every rank stops at the
+ * same step, and the metrics say "stopped": "max_seconds".
+ */
+#define DML_MAX_SECONDS_MAX	(86400.0 * 365)
+
+#endif							/* DML_JOBSPEC_H */

@@ -1,0 +1,73 @@
+/*-------------------------------------------------------------------------
+ *
+ * result.c
+ *	  The metrics of a trained model, as stored in dml.models.metrics, from
+ *	  the typed result rank 0 sends (protocol.h: DmlResult, the servers'
+ *	  staleness, the metric sums) and the job it ran.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "lib/stringinfo.h"
+
+#include "coordinator.h"
+
+/*
+ * DmlResultJson
+ *		The metrics object: where the model ran and how long it took, what
+ *		it was evaluated on, the synchronization's facts, and every metric
+ *		of kernels' dml_metrics_json.
+ */
+char *
+DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_staleness,
+			  const DmlMetrics *met)
+{
+	StringInfoData buf;
+	size_t		mlen = dml_metrics_json(met, NULL, 0);
+	char	   *mj = palloc(mlen);
+
+	dml_metrics_json(met, mj, mlen);
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"device\": \"%s\", \"total_seconds\": %.4f, ",
+					 r->gpu ? "gpu" : "cpu", r->total_seconds);
+	appendStringInfo(&buf,
+					 "\"evaluated_on\": \"%s\", \"train_rows\": %.0f, \"validation_rows\": %.0f, "
+					 "\"epochs\": %d, \"final_loss\": %.10g, \"rows_per_second\": %.1f, "
+					 "\"train_seconds\": %.4f, \"load_seconds\": %.4f, \"load\": \"%s\", "
+					 "\"bytes_sent\": %.0f, \"workers\": %d, ",
+					 r->on_validation ? "validation" : "training", r->train_rows,
+					 r->validation_rows, r->epochs, r->final_loss, r->rows_per_second,
+					 r->train_seconds, r->load_seconds, r->load_block ? "block" : "copy",
+					 r->bytes_sent, r->workers);
+	if (r->out_of_time)
+		appendStringInfoString(&buf, "\"stopped\": \"max_seconds\", ");
+	if (r->has_sync)
+	{
+		appendStringInfo(&buf, "\"sync\": \"%s\", \"compression\": \"%s\"",
+						 dml_job_name(DML_NAMES_SYNC, job->sync),
+						 dml_job_name(DML_NAMES_COMPRESSION, job->compression));
+		if (r->servers > 0)
+		{
+			appendStringInfo(&buf, ", \"servers\": %d, \"server_staleness\": [", r->servers);
+			for (int j = 0; j < r->servers; j++)
+				appendStringInfo(&buf, "%s" INT64_FORMAT, j ? ", " : "", server_staleness[j]);
+			appendStringInfoChar(&buf, ']');
+		}
+		if (r->allreduce)
+			appendStringInfo(&buf, ", \"allreduce\": \"%s\"",
+							 r->allreduce == 2 ? "shared memory" : "mpi");
+		if (job->sync == DML_SYNC_SSP)
+			appendStringInfo(&buf, ", \"staleness_bound\": %d", job->staleness);
+		if (job->sync == DML_SYNC_AVERAGE)
+			appendStringInfo(&buf, ", \"average_every\": %d", job->average_every);
+		if (job->sync == DML_SYNC_GOSSIP)
+			appendStringInfo(&buf, ", \"consensus_distance\": %.6g", r->consensus);
+		appendStringInfoString(&buf, ", ");
+	}
+	appendStringInfoString(&buf, mj + 1);
+	pfree(mj);
+	return buf.data;
+}

@@ -1,0 +1,89 @@
+/*-------------------------------------------------------------------------
+ *
+ * common.c
+ *	  What every kernel file shares: status names and random numbers.
+ *
+ * The CPU side of what cuda/common.cu holds for the CUDA kernels.
+ * Single-threaded by design: each MPI rank pins OpenBLAS to one thread,
+ * and the backend never starts a thread pool.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Name of a status, for error messages */
+const char *
+dml_status_string(DmlStatus st)
+{
+	switch (st)
+	{
+		case DML_OK:
+			return "ok";
+		case DML_ERR_NOMEM:
+			return "out of memory";
+		case DML_ERR_FORMAT:
+			return "malformed model";
+		case DML_ERR_CHECKSUM:
+			return "checksum mismatch";
+		case DML_ERR_SINGULAR:
+			return "matrix is singular or not positive definite";
+		case DML_ERR_ARG:
+			return "invalid argument";
+	}
+	return "unknown status";
+}
+
+/* ---------------------------------------------------------------------
+ * Random numbers: splitmix64, so a seed means the same stream everywhere
+ * --------------------------------------------------------------------- */
+
+void
+dml_rng_seed(DmlRng *rng, uint64_t seed)
+{
+	rng->s = seed ^ 0x9E3779B97F4A7C15ull;
+}
+
+uint64_t
+dml_rng_next(DmlRng *rng)
+{
+	uint64_t	z = (rng->s += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+double
+dml_rng_uniform(DmlRng *rng)
+{
+	return (dml_rng_next(rng) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Box-Muller; one value per call keeps the stream simple */
+double
+dml_rng_normal(DmlRng *rng)
+{
+	double		u1 = dml_rng_uniform(rng);
+	double		u2 = dml_rng_uniform(rng);
+
+	if (u1 < 1e-300)
+		u1 = 1e-300;
+	return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+/* Fisher-Yates */
+void
+dml_shuffle(int *idx, int n, DmlRng *rng)
+{
+	for (int i = n - 1; i > 0; i--)
+	{
+		int			j = (int) (dml_rng_next(rng) % (uint64_t) (i + 1));
+		int			t = idx[i];
+
+		idx[i] = idx[j];
+		idx[j] = t;
+	}
+}
