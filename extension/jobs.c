@@ -977,6 +977,30 @@ dml_cancel(PG_FUNCTION_ARGS)
 }
 
 /*
+ * A job submitted or resumed in this transaction starts when it commits:
+ * waiting for it here would wait forever.
+ */
+static void
+check_not_ours(int64 job)
+{
+	OwnerSpi	o;
+	bool		isnull;
+	bool		ours = false;
+
+	owner_begin(&o);
+	spi_run("SELECT xmin FROM dml.job_runs WHERE id = $1",
+			1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(job)}, NULL, SPI_OK_SELECT);
+	if (SPI_processed == 1)
+		ours = TransactionIdIsCurrentTransactionId(DatumGetTransactionId(spi_col(0, 1, &isnull)));
+	owner_end(&o);
+	if (ours)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("job " INT64_FORMAT " starts when this transaction commits", job),
+				 errhint("Call dml_wait after COMMIT.")));
+}
+
+/*
  * dml_wait
  *		Wait until a job ends, or until timeout, and return its dml.jobs row.
  *		Each look is a new snapshot, so this needs READ COMMITTED.
@@ -1009,6 +1033,7 @@ dml_wait(PG_FUNCTION_ARGS)
 
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), (int64) (secs * 1000));
 	}
+	check_not_ours(job);
 	waiter = DmlJobWaitBegin(job);
 	PG_TRY();
 	{

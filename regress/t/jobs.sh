@@ -156,6 +156,10 @@ wait "$client"
 wait_until 5 '[ "$(q -c "SELECT count(*) FROM dml.progress WHERE name = '"'jobs_sync'"'")" = 0 ]'
 check "its row goes when it is cancelled" '[ "$(q -c "SELECT count(*) FROM dml.progress WHERE name = '"'jobs_sync'"'")" = 0 ]'
 
+check "dml_wait in the submitting transaction is an error, not a wait for ever" \
+	'err -c "SELECT dml_wait(dml_train_async('"'jobs_self'"', '"'jobs_small'"', '"'y'"', epochs => 1))" |
+		grep -q "starts when this transaction commits"'
+
 # -- 7. dml_wait is cancellable and honours its timeout
 wid=$(q -c "SELECT dml_train_async('jobs_wait', 'jobs_data', 'y', $LONG)")
 check "dml_wait with a timeout returns the running job's row" \
