@@ -12,11 +12,11 @@ EXTVERSION = 1.1
 
 MODULE_big = dml
 KERNEL_OBJS = kernels/common.o kernels/layers.o kernels/losses.o kernels/optim.o kernels/net.o kernels/format.o kernels/solve.o \
-	kernels/metrics.o
+	kernels/metrics.o kernels/lbfgs.o
 OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_plan.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o extension/roles.o \
 	extension/evaluate.o extension/predict_table.o extension/predict_table_worker.o \
-	extension/aggregate.o extension/exact.o \
+	extension/aggregate.o extension/exact.o extension/fit.o \
 	extension/jobs.o extension/progress.o extension/checkpoint.o extension/launcher.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o coordinator/settings.o \
 	coordinator/result.o coordinator/jobspec.o coordinator/limits.o coordinator/login.o \
@@ -69,7 +69,7 @@ WLDLIBS = -L$(PQ_LIBDIR) -lpq $(BLAS_LIBS) -lm -lpthread
 
 WORKER_SRCS = workers/worker.c workers/runtime.c workers/spec.c coordinator/jobspec.c workers/load.c workers/comm.c \
 	workers/control.c workers/prepare.c workers/train.c workers/train_gpu.c \
-	workers/exact.c workers/sync.c workers/server.c workers/predict.c workers/half.c
+	workers/exact.c workers/lbfgs.c workers/sync.c workers/server.c workers/predict.c workers/half.c
 KERNEL_SRCS = $(KERNEL_OBJS:.o=.c)
 WORKER_OBJS = $(patsubst %.c,build/%.o,$(WORKER_SRCS) $(KERNEL_SRCS))
 

@@ -16,9 +16,10 @@ PKGS=(
 	libopenblas-dev libopenblas0-serial zlib1g-dev
 	dataset-fashion-mnist
 	procps util-linux psmisc bc
+	python3-numpy python3-psycopg2 python3-sklearn
 )
 if [ "${1:-}" = "--bench" ]; then
-	PKGS+=(python3-numpy python3-psycopg2 python3-torch python3-sklearn)
+	PKGS+=(python3-torch)
 fi
 
 missing=()

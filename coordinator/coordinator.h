@@ -95,6 +95,8 @@ typedef struct DmlJob
 	double		learning_rate;
 	int			batch_size;
 	int			epochs;
+	int64		rows;			/* rows counted, up to a limit (-1: not counted) */
+	int			max_steps;		/* epochs not given: the step budget (0: none) */
 	double		max_seconds;	/* time budget of training; 0: none */
 	double		weight_decay;
 	double		validation;
@@ -156,6 +158,7 @@ typedef struct DmlJobResult
 	double		seconds;
 	double		rows_per_second;
 	char	   *device;
+	DmlStopReason stopped;		/* why training stopped */
 	int			restarts;
 	int64		rows_predicted; /* a predict job: the count its DONE gave */
 	List	   *classes;		/* discover_classes: the labels rank 0 listed */
@@ -183,6 +186,13 @@ extern char *DmlSliceQuery(DmlJob *job, DmlSlice *slice);
 extern void DmlExactSolve(DmlJob *job, DmlJobResult *result,
 						  DmlProgressCallback cb, void *cb_arg);
 
+/* extension/fit.c: small tables fitted by L-BFGS in the server */
+#define DML_FIT_MAX_VALUES	4000000	/* rows x inputs, about 16 MB of float32 */
+extern bool DmlFitInServer(DmlJob *job);
+extern void DmlFitSolve(DmlJob *job, DmlJobResult *result,
+						DmlProgressCallback cb, void *cb_arg);
+
+/* extension/train.c: how a job's workers are started and connect back */
 /* settings.c: how a job's workers are started and connect back */
 extern char *dml_mpirun;
 extern char *dml_worker_path;

@@ -11,7 +11,7 @@
 
 #include "jobspec.h"
 
-static const char *const optimizer_names[] = {"sgd", "momentum", "nesterov", "adam", "exact", "newton", NULL};
+static const char *const optimizer_names[] = {"sgd", "momentum", "nesterov", "adam", "exact", "newton", "lbfgs", NULL};
 static const char *const schedule_names[] = {"constant", "step", "cosine", NULL};
 static const char *const sync_names[] = {"allreduce", "ps", "ssp", "async", "gossip", "average", NULL};
 static const char *const compression_names[] = {"none", "fp16", "topk", NULL};

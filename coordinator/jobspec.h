@@ -46,9 +46,10 @@
 	X(ENUM, schedule, 1, DML_NAMES_SCHEDULE) \
 	X(INT, step_size, 0, 0) \
 	X(DBL, gamma, 0, 0) \
-	X(DBL, tolerance, 0, 0) \
+	X(DBL, tolerance, 1, 0) \
 	X(INT, batch_size, 1, 0) \
 	X(INT, epochs, 1, 0) \
+	X(INT, max_steps, 1, 0) \
 	X(DBL, max_seconds, 1, 0) \
 	X(DBL, weight_decay, 1, 0) \
 	X(DBL, validation, 1, 0) \
@@ -78,7 +79,8 @@ typedef enum DmlJobOptimizer
 	DML_JOB_OPT_NESTEROV,
 	DML_JOB_OPT_ADAM,
 	DML_JOB_OPT_EXACT,			/* normal equations, one pass */
-	DML_JOB_OPT_NEWTON			/* Newton/IRLS */
+	DML_JOB_OPT_NEWTON,			/* Newton/IRLS */
+	DML_JOB_OPT_LBFGS			/* full-batch L-BFGS */
 } DmlJobOptimizer;
 
 typedef enum DmlSyncMode

@@ -105,6 +105,8 @@ typedef struct DmlResult
 	int32_t		metrics_k;		/* and their classes or outputs */
 	uint32_t	nmetrics;		/* doubles of metric sums that follow */
 	uint32_t	blob_len;		/* bytes of the model blob at the end */
+	int32_t		stopped;		/* DmlStopReason */
+	int32_t		best_epoch;		/* the epoch whose weights the model holds */
 	uint32_t	pad;
 	double		train_rows;
 	double		validation_rows;

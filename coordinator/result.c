@@ -42,8 +42,10 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 					 r->validation_rows, r->epochs, r->final_loss, r->rows_per_second,
 					 r->train_seconds, r->load_seconds, r->load_block ? "block" : "copy",
 					 r->bytes_sent, r->workers);
-	if (r->out_of_time)
-		appendStringInfoString(&buf, "\"stopped\": \"max_seconds\", ");
+	appendStringInfo(&buf, "\"optimizer\": \"%s\", \"stopped\": \"%s\", \"best_epoch\": %d, ",
+					 dml_job_name(DML_NAMES_OPTIMIZER, job->optimizer),
+					 dml_stop_name(r->out_of_time ? DML_STOP_MAX_TIME : (DmlStopReason) r->stopped),
+					 r->best_epoch);
 	if (r->has_sync)
 	{
 		appendStringInfo(&buf, "\"sync\": \"%s\", \"compression\": \"%s\"",

@@ -285,6 +285,7 @@ handle_model(JobRun *run, const char *payload, uint32 len)
 	run->result->weights = w;
 	run->result->device = r.gpu ? "gpu" : "cpu";
 	run->result->rows_per_second = r.rows_per_second;
+	run->result->stopped = r.out_of_time ? DML_STOP_MAX_TIME : (DmlStopReason) r.stopped;
 	PG_TRY();
 	{
 		run->result->metrics_json = DmlResultJson(run->job, &r, stale, &met);

@@ -347,6 +347,30 @@ DmlCheckNameForTraining(const char *name)
 }
 
 /*
+ * DmlMarkLastEpoch
+ *		Record on the training's last dml.epochs row why it stopped.
+ */
+void
+DmlMarkLastEpoch(int64 model_id, const char *stopped)
+{
+	Oid			argtypes[2] = {INT8OID, TEXTOID};
+	Datum		values[2];
+
+	values[0] = Int64GetDatum(model_id);
+	values[1] = CStringGetTextDatum(stopped);
+	SPI_connect();
+	DmlOwnerQuery("UPDATE dml.epochs e SET stopped = $2 "
+				  "WHERE e.model_id OPERATOR(pg_catalog.=) $1 "
+				  "AND e.restarts OPERATOR(pg_catalog.=) (SELECT pg_catalog.max(restarts) "
+				  "FROM dml.epochs WHERE model_id OPERATOR(pg_catalog.=) $1) "
+				  "AND e.epoch OPERATOR(pg_catalog.=) (SELECT pg_catalog.max(epoch) FROM dml.epochs "
+				  "WHERE model_id OPERATOR(pg_catalog.=) $1 "
+				  "AND restarts OPERATOR(pg_catalog.=) e.restarts)",
+				  2, argtypes, values, false, 0);
+	SPI_finish();
+}
+
+/*
  * DmlStoreModel
  *		Insert a model version owned by owner; returns the version number.
  *		The name is locked for the rest of the transaction so that

@@ -39,6 +39,7 @@ extern bool dml_test_hooks;
 struct DmlJob;
 struct DmlJobResult;
 extern bool DmlExactInServer(struct DmlJob *job);
+extern bool DmlInServerData(struct DmlJob *job);
 
 /* catalog.c: every access runs as the extension's owner */
 typedef struct DmlCatalogUser
@@ -77,6 +78,8 @@ extern void DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 						  double rows_per_second, double seconds,
 						  double bytes_sent, double staleness);
 extern Oid	DmlCheckNameForTraining(const char *name);
+extern void DmlCheckWritable(const char *what);
+extern void DmlMarkLastEpoch(int64 model_id, const char *stopped);
 extern void DmlCatalogChanged(void);
 
 /* roles.c */

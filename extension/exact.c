@@ -34,19 +34,31 @@
 #include "coordinator.h"
 #include "dml.h"
 
-/* whether job can take the in-server path */
+/*
+ * DmlInServerData
+ *		Whether job's data suit a fit inside the server: numeric features,
+ *		no validation split, no imputation, no test fault, in_server not
+ *		turned off.  (exact.c, fit.c)
+ */
 bool
-DmlExactInServer(DmlJob *job)
+DmlInServerData(DmlJob *job)
 {
 	ListCell   *lc;
 
-	if (job->optimizer != DML_JOB_OPT_EXACT || job->nulls == DML_NULLS_IMPUTE ||
-		job->validation > 0 || job->fault != NULL || job->no_in_server)
+	if (job->nulls == DML_NULLS_IMPUTE || job->validation > 0 || job->fault != NULL ||
+		job->no_in_server)
 		return false;
 	foreach(lc, job->features)
 		if (((DmlColumn *) lfirst(lc))->kind != DML_COL_NUM)
 			return false;
 	return true;
+}
+
+/* whether job can take the in-server path */
+bool
+DmlExactInServer(DmlJob *job)
+{
+	return job->optimizer == DML_JOB_OPT_EXACT && DmlInServerData(job);
 }
 
 /* the user's mistake, reported as the workers would */
@@ -179,10 +191,9 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 		mu[c] = A[(size_t) c * p + d] / n;
 		var = A[(size_t) c * p + c] / n - mu[c] * mu[c];
 		sd[c] = var > 0 ? sqrt(var) : 0;
+		/* a constant column is standardized to zero: weight 0, as in the workers */
 		if (sd[c] <= 1e-12 * fmax(1.0, fabs(mu[c])))
-			data_error(ERRCODE_DATA_EXCEPTION, "Leave it out of features: it carries no information.",
-					   psprintf("feature \"%s\" is constant (%g in every training row)",
-								((DmlColumn *) list_nth(job->features, c))->name, mu[c]));
+			sd[c] = 0;
 	}
 	ymu = bvec[d] / n;
 	ysd = yy / n - ymu * ymu > 0 ? sqrt(yy / n - ymu * ymu) : 0;
@@ -193,9 +204,10 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	for (int i = 0; i < d; i++)
 	{
 		for (int j = 0; j < d; j++)
-			C[(size_t) i * d + j] = (A[(size_t) i * p + j] / n - mu[i] * mu[j]) / (sd[i] * sd[j]);
+			C[(size_t) i * d + j] = sd[i] == 0 || sd[j] == 0 ? (i == j ? 1 : 0) :
+				(A[(size_t) i * p + j] / n - mu[i] * mu[j]) / (sd[i] * sd[j]);
 		C[(size_t) i * d + i] += job->weight_decay / 2;
-		w[i] = (bvec[i] / n - mu[i] * ymu) / (sd[i] * ysd);
+		w[i] = sd[i] == 0 ? 0 : (bvec[i] / n - mu[i] * ymu) / (sd[i] * ysd);
 	}
 	{
 		double	   *L = palloc(sizeof(double) * d * d);
@@ -222,7 +234,7 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	for (int c = 0; c < d; c++)
 	{
 		m.in_mean[c] = (float) mu[c];
-		m.in_scale[c] = (float) (1.0 / sd[c]);
+		m.in_scale[c] = sd[c] > 0 ? (float) (1.0 / sd[c]) : 0.0f;
 		m.net.params[c] = (float) w[c];
 	}
 	m.net.params[d] = 0.0f;		/* centered data: the intercept is the means */
@@ -242,7 +254,9 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	result->final_loss = fmax(sse, 0) * ysd * ysd;
 	result->rows_per_second = result->seconds > 0 ? n / result->seconds : 0;
 	result->device = "cpu";
+	result->stopped = DML_STOP_CONVERGED;
 	result->metrics_json = psprintf("{\"device\": \"cpu\", \"solver\": \"in-server aggregate\", "
+									"\"optimizer\": \"exact\", \"stopped\": \"converged\", "
 									"\"evaluated_on\": \"training\", \"train_rows\": %.0f, "
 									"\"validation_rows\": 0, \"epochs\": 1, \"final_loss\": %.10g, "
 									"\"rows_per_second\": %.1f, \"train_seconds\": %.4f, "

@@ -15,6 +15,25 @@
 #include <string.h>
 
 /* Name of a status, for error messages */
+/* the name a stop reason has in metrics, results and dml.epochs */
+const char *
+dml_stop_name(DmlStopReason r)
+{
+	switch (r)
+	{
+		case DML_STOP_CONVERGED:
+			return "converged";
+		case DML_STOP_PATIENCE:
+			return "patience";
+		case DML_STOP_MAX_TIME:
+			return "max time";
+		case DML_STOP_NONE:
+		case DML_STOP_MAX_EPOCHS:
+			break;
+	}
+	return "max epochs";
+}
+
 const char *
 dml_status_string(DmlStatus st)
 {

@@ -272,6 +272,79 @@ extern void dml_net_output(const DmlNet *net, float *logits, int B);
 extern DmlStatus dml_cholesky_solve(double *A, double *b, int n);
 
 /* ---------------------------------------------------------------------
+ * L-BFGS (lbfgs.c): curvature pairs and the two-loop recursion; the
+ * caller evaluates the objective and runs the line search
+ * --------------------------------------------------------------------- */
+
+#define DML_LBFGS_DEFAULT_M		10	/* curvature pairs kept */
+
+typedef struct DmlLbfgs
+{
+	size_t		n;				/* parameters */
+	int			m;				/* pairs kept at most */
+	int			count;			/* pairs held */
+	int			head;			/* slot of the oldest pair */
+	double	   *S;				/* (m, n) steps */
+	double	   *Y;				/* (m, n) gradient changes */
+	double	   *rho;			/* (m) 1 / s'y */
+	double	   *alpha;			/* (m) scratch of the recursion */
+	double		gamma;			/* initial inverse Hessian scale */
+} DmlLbfgs;
+
+extern DmlStatus dml_lbfgs_alloc(DmlLbfgs *lb, size_t n, int m);
+extern void dml_lbfgs_free(DmlLbfgs *lb);
+extern bool dml_lbfgs_push(DmlLbfgs *lb, const double *s, const double *y);
+/* dir = -H g */
+extern void dml_lbfgs_direction(DmlLbfgs *lb, double *dir, const double *g);
+extern void dml_lbfgs_reset(DmlLbfgs *lb);
+
+#define DML_LBFGS_C1			1e-4	/* Armijo: sufficient decrease */
+#define DML_LBFGS_MAX_TRIALS	40		/* halvings of the step per iteration */
+#define DML_LBFGS_FTOL			1e-9	/* relative decrease that counts as none */
+
+/* Why a training stopped (dml_stop_name: common.c) */
+typedef enum DmlStopReason
+{
+	DML_STOP_NONE = 0,			/* it has not: go on */
+	DML_STOP_MAX_EPOCHS,		/* the epochs (iterations, step budget) ran out */
+	DML_STOP_CONVERGED,			/* the loss stopped improving, or the gradient vanished */
+	DML_STOP_PATIENCE,			/* the validation loss stopped improving */
+	DML_STOP_MAX_TIME			/* max_seconds was spent */
+} DmlStopReason;
+
+extern const char *dml_stop_name(DmlStopReason r);
+
+/* What dml_lbfgs_minimize minimizes, and how the replicas agree */
+typedef struct DmlLbfgsProblem
+{
+	size_t		n;
+	/* f(x), and its gradient g (n); the same on every replica */
+	double		(*objective) (void *arg, const double *x, double *g);
+	/* make the owner's buf (n) every replica's; NULL: one process */
+	void		(*share) (void *arg, double *buf, size_t n);
+	/* after each iteration (x the new point): a reason to stop, or DML_STOP_NONE */
+	DmlStopReason (*iterate) (void *arg, int iter, const double *x);
+	void	   *arg;
+	bool		owner;			/* this replica keeps the history */
+	int			max_iter;
+	double		gtol;			/* stop when every |g_i| <= gtol */
+} DmlLbfgsProblem;
+
+typedef struct DmlLbfgsResult
+{
+	int			iterations;
+	double		objective;
+	DmlStopReason reason;		/* converged, max epochs, or iterate's */
+} DmlLbfgsResult;
+
+extern DmlStatus dml_lbfgs_minimize(const DmlLbfgsProblem *pb, DmlLbfgs *lb, double *x,
+									DmlLbfgsResult *out);
+/* full-batch objectives: the loss sum and its gradient; the L2 penalty on weights */
+extern double dml_net_full_gradient(const DmlNet *net, DmlWork *work, float *grads,
+									const float *X, const float *y, int64_t n, int maxB);
+extern double dml_net_penalty(const DmlNet *net, double lambda, const double *x, double *g);
+
+/* ---------------------------------------------------------------------
  * The model blob (format.c): what dml.models.weights holds
  *
  *	 offset  field

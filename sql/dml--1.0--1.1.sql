@@ -59,10 +59,23 @@ SELECT m.name, m.version, e.restarts, e.epoch, e.loss, e.val_loss, e.val_metric,
 FROM dml.epochs e JOIN dml.models m ON m.id = e.model_id
 WHERE dml.can_see_details(m.owner, m.name);
 
--- issue 14: dml_train takes max_seconds, a time budget for training
+/*
+ * Issue 14: dml_train takes max_seconds, a time budget for training.
+ * Issue 15: training runs to convergence by default and says why it
+ * stopped (dml_train's result and the last dml.epochs row: stopped);
+ * weight_decay, validation and patience default to NULL, chosen by the
+ * model kind and whether epochs is given.
+ */
 DROP FUNCTION @extschema@.dml_train(text, regclass, text, text[], text, integer[], text, text,
 	float8, integer, integer, float8, float8, integer, text, integer, text, bigint, jsonb,
 	text, integer, integer, integer, text, float8);
+ALTER TYPE dml.train_result ADD ATTRIBUTE stopped text;
+ALTER TABLE dml.epochs ADD COLUMN stopped text;
+CREATE OR REPLACE VIEW @extschema@.dml_epochs AS
+SELECT m.name, m.version, e.restarts, e.epoch, e.loss, e.val_loss, e.val_metric,
+	   e.rows_per_second, e.seconds, e.bytes_sent, e.staleness, e.recorded, e.stopped
+FROM dml.epochs e JOIN dml.models m ON m.id = e.model_id
+WHERE dml.can_see_details(m.owner, m.name);
 
 CREATE FUNCTION @extschema@.dml_train(
 	name			text,
@@ -76,9 +89,9 @@ CREATE FUNCTION @extschema@.dml_train(
 	learning_rate	float8 DEFAULT NULL,
 	batch_size		integer DEFAULT NULL,
 	epochs			integer DEFAULT NULL,
-	weight_decay	float8 DEFAULT 0,
-	validation		float8 DEFAULT 0,
-	patience		integer DEFAULT 0,
+	weight_decay	float8 DEFAULT NULL,
+	validation		float8 DEFAULT NULL,
+	patience		integer DEFAULT NULL,
 	nulls			text DEFAULT 'error',
 	workers			integer DEFAULT NULL,
 	device			text DEFAULT NULL,
@@ -209,9 +222,9 @@ CREATE FUNCTION @extschema@.dml_train_async(
 	learning_rate	float8 DEFAULT NULL,
 	batch_size		integer DEFAULT NULL,
 	epochs			integer DEFAULT NULL,
-	weight_decay	float8 DEFAULT 0,
-	validation		float8 DEFAULT 0,
-	patience		integer DEFAULT 0,
+	weight_decay	float8 DEFAULT NULL,
+	validation		float8 DEFAULT NULL,
+	patience		integer DEFAULT NULL,
 	nulls			text DEFAULT 'error',
 	workers			integer DEFAULT NULL,
 	device			text DEFAULT NULL,

@@ -44,6 +44,7 @@ CREATE TABLE dml.epochs (
 	bytes_sent	bigint,
 	staleness	integer,		/* ps, ssp, async: most clocks/updates behind */
 	recorded	timestamptz NOT NULL DEFAULT clock_timestamp(),
+	stopped		text,			/* the last epoch: why training stopped */
 	PRIMARY KEY (model_id, restarts, epoch)
 );
 
@@ -86,7 +87,8 @@ CREATE TYPE dml.train_result AS (
 	rows_per_second float8,
 	workers		integer,
 	device		text,
-	kind		text
+	kind		text,
+	stopped		text		/* converged, patience, max epochs */
 );
 
 /*
@@ -105,9 +107,9 @@ CREATE FUNCTION @extschema@.dml_train(
 	learning_rate	float8 DEFAULT NULL,
 	batch_size		integer DEFAULT NULL,
 	epochs			integer DEFAULT NULL,
-	weight_decay	float8 DEFAULT 0,
-	validation		float8 DEFAULT 0,
-	patience		integer DEFAULT 0,
+	weight_decay	float8 DEFAULT NULL,
+	validation		float8 DEFAULT NULL,
+	patience		integer DEFAULT NULL,
 	nulls			text DEFAULT 'error',
 	workers			integer DEFAULT NULL,
 	device			text DEFAULT NULL,
@@ -336,7 +338,7 @@ WHERE dml.can_use(m.owner, m.name);
 
 CREATE VIEW @extschema@.dml_epochs AS
 SELECT m.name, m.version, e.restarts, e.epoch, e.loss, e.val_loss, e.val_metric,
-	   e.rows_per_second, e.seconds, e.bytes_sent, e.staleness, e.recorded
+	   e.rows_per_second, e.seconds, e.bytes_sent, e.staleness, e.recorded, e.stopped
 FROM dml.epochs e JOIN dml.models m ON m.id = e.model_id
 WHERE dml.can_see_details(m.owner, m.name);
 
@@ -458,9 +460,9 @@ CREATE FUNCTION @extschema@.dml_train_async(
 	learning_rate	float8 DEFAULT NULL,
 	batch_size		integer DEFAULT NULL,
 	epochs			integer DEFAULT NULL,
-	weight_decay	float8 DEFAULT 0,
-	validation		float8 DEFAULT 0,
-	patience		integer DEFAULT 0,
+	weight_decay	float8 DEFAULT NULL,
+	validation		float8 DEFAULT NULL,
+	patience		integer DEFAULT NULL,
 	nulls			text DEFAULT 'error',
 	workers			integer DEFAULT NULL,
 	device			text DEFAULT NULL,

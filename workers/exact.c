@@ -141,7 +141,8 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		memcpy(L, A, sizeof(double) * p * p);
 		memcpy(w, bvec, sizeof(double) * p);
 		for (int c = 0; c < d; c++)
-			L[(size_t) c * p + c] += n * spec->weight_decay / 2;
+			L[(size_t) c * p + c] += n * spec->weight_decay / 2 +
+				(m->in_scale[c] == 0 ? 1 : 0);	/* a constant column: zero, weight 0 */
 		add_onehot_ridge(L, p, 1, spec, n);
 		if (dml_cholesky_solve(L, w, p) != DML_OK)
 			worker_user_error("22000|Remove features that are linear combinations of others, or add weight_decay.|"
@@ -165,6 +166,7 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	m->net.params[d] = (float) w[d];
 
 	res->epochs_run = 1;
+	res->stopped = DML_STOP_CONVERGED;
 	res->final_loss = fmax(sse, 0) / n * (double) m->out_scale[0] * m->out_scale[0];
 	res->train_seconds = dml_clock_seconds() - t0;
 	res->rows_per_second = res->train_seconds > 0 ? n / res->train_seconds : 0;
@@ -705,7 +707,10 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		report(iter, res->final_loss, nw.n, dml_clock_seconds() - t0, comm_job_bytes() - bytes0);
 		loss = new_loss;
 		if (done)
+		{
+			res->stopped = DML_STOP_CONVERGED;
 			break;
+		}
 	}
 	/* into the network: free logits from theta, the reference class zero */
 	memset(m->net.params, 0, sizeof(float) * m->net.nparams);

@@ -172,13 +172,13 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 			double		var = n > 0 ? stats[d + c] / n - mean * mean : 0;
 			double		sd = var > 0 ? sqrt(var) : 0;
 
-			if (ft->kind == FEAT_NUM && sd <= 1e-12 * fmax(1.0, fabs(mean)))
-				worker_user_error("22000|Leave it out of features: it carries no information.|"
-								  "feature \"%s\" is constant (%g in every training row)",
-								  ft->name, mean);
-			/* one-hot and pixel inputs may be constant: leave them unscaled */
+			/*
+			 * A constant input carries no information: it is standardized
+			 * to zero (scale 0), so it contributes nothing, in training
+			 * and at predict time alike; the backend names it (NOTICE, metrics).
+			 */
 			model->in_mean[c] = (float) mean;
-			model->in_scale[c] = sd > 1e-12 ? (float) (1.0 / sd) : 1.0f;
+			model->in_scale[c] = sd <= 1e-12 * fmax(1.0, fabs(mean)) ? 0.0f : (float) (1.0 / sd);
 		}
 	}
 	if (spec->loss == DML_LOSS_MSE)

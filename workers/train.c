@@ -280,21 +280,37 @@ train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec, const D
 	*checkpoint = worker_rank == 0 && spec->checkpoint_every > 0 &&
 		epoch % spec->checkpoint_every == 0 && epoch < spec->epochs;
 
-	/* early stopping keeps the best replica seen */
-	if (spec->patience > 0 && log->nval_total > 0)
+	/*
+	 * Stopping when the loss no longer improves: the validation loss when
+	 * rows are held out (patience), else the training loss (converged).
+	 * An epoch counts as an improvement when it beats the best loss by
+	 * tolerance of it; the best replica seen is kept and restored.
+	 */
+	if (spec->patience > 0)
 	{
 		size_t		np = m->net.nparams;
+		double		watched = log->nval_total > 0 ? p.val_loss : p.loss;
 
-		if (p.val_loss < log->best_loss)
+		if (watched < log->best_loss)
 		{
-			log->best_loss = p.val_loss;
-			log->bad_epochs = 0;
+			if (watched < log->best_loss - spec->tolerance * fabs(log->best_loss) ||
+				!isfinite(log->best_loss))
+				log->bad_epochs = 0;
+			else
+				log->bad_epochs++;
+			log->best_loss = watched;
+			log->best_epoch = epoch;
 			if (log->best == NULL && (log->best = malloc(sizeof(float) * np)) == NULL)
 				worker_fail("out of memory");
 			memcpy(log->best, m->net.params, sizeof(float) * np);
 		}
-		else if (++log->bad_epochs >= spec->patience)
+		else
+			log->bad_epochs++;
+		if (log->bad_epochs >= spec->patience)
+		{
+			res->stopped = log->nval_total > 0 ? DML_STOP_PATIENCE : DML_STOP_CONVERGED;
 			return true;
+		}
 	}
 	return false;
 }
@@ -338,7 +354,12 @@ void
 train_log_finish(EpochLog *log, TrainResult *res)
 {
 	if (log->best != NULL)
+	{
 		memcpy(res->model.net.params, log->best, sizeof(float) * res->model.net.nparams);
+		res->best_epoch = log->best_epoch;
+	}
+	if (res->stopped == DML_STOP_NONE)
+		res->stopped = DML_STOP_MAX_EPOCHS;
 	res->train_seconds = log->train_time;
 	res->rows_per_second = log->train_time > 0 ? log->rows_done / log->train_time : 0;
 	free(log->best);
@@ -438,6 +459,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	int			first_epoch = 1;
 	Straggler	straggler;
 	int64_t		all_rows = 0;
+	int			epochs = spec->epochs;
 	double		start;
 	/* lockstep modes check the budget every step; the others between epochs */
 	bool		step_budget = spec->max_seconds > 0 &&
@@ -455,6 +477,9 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		worker_fail("out of memory");
 	for (int r = 0; r < worker_world; r++)
 		all_rows += plan.rows[r];
+	/* a budget of optimizer steps, not a data-size-blind count of epochs */
+	if (spec->max_steps > 0 && (int64_t) epochs * plan.steps > spec->max_steps)
+		epochs = (int) ((spec->max_steps + plan.steps - 1) / plan.steps);
 	straggler_init(&straggler, spec);
 
 	dml_net_init(net, spec->seed);
@@ -473,12 +498,12 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	train_log_init(&log, net, spec, nval);
 	start = dml_clock_seconds();
 
-	for (int epoch = first_epoch; epoch <= spec->epochs && !res->out_of_time; epoch++)
+	for (int epoch = first_epoch; epoch <= epochs && !res->out_of_time; epoch++)
 	{
 		double		t0 = dml_clock_seconds();
 		double		bytes0 = comm_job_bytes();
 		float		lr = lr_at_epoch(spec->schedule, (float) spec->learning_rate, epoch - 1,
-									 spec->epochs, spec->step_size, (float) spec->gamma);
+									 epochs, spec->step_size, (float) spec->gamma);
 		double		sums[2] = {0, 0};
 		bool		checkpoint,
 					stop;
@@ -588,6 +613,8 @@ final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Train
 	out->has_sync = res->has_sync;
 	out->allreduce = res->allreduce;
 	out->out_of_time = res->out_of_time;
+	out->stopped = res->out_of_time ? DML_STOP_MAX_TIME : res->stopped;
+	out->best_epoch = res->best_epoch > 0 ? res->best_epoch : res->epochs_run;
 	out->metrics_loss = met->loss;
 	out->metrics_k = met->K;
 	out->nmetrics = (uint32_t) met->nvalues;

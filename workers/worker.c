@@ -108,7 +108,7 @@ choose_device(const WorkerSpec *spec, int iterative)
 							  local_size, ngpu);
 		if (!iterative)
 			worker_user_error("0A000|Use device => 'cpu' or 'auto', or an iterative optimizer such as adam.|"
-							  "the exact and Newton solvers run on the CPU only");
+							  "the exact, Newton and L-BFGS solvers run on the CPU only");
 	}
 	if (spec->device == DML_DEVICE_CPU || !enough || !iterative)
 		return -1;
@@ -185,7 +185,8 @@ main(int argc, char **argv)
 		return 0;
 	}
 
-	iterative = spec.optimizer != DML_JOB_OPT_EXACT && spec.optimizer != DML_JOB_OPT_NEWTON;
+	iterative = spec.optimizer != DML_JOB_OPT_EXACT && spec.optimizer != DML_JOB_OPT_NEWTON &&
+		spec.optimizer != DML_JOB_OPT_LBFGS;
 	/* the GPU loop synchronizes by NCCL all-reduce, uncompressed; other modes run on the CPU */
 	gpu = choose_device(&spec, iterative && spec.sync == DML_SYNC_ALLREDUCE &&
 						spec.compression == DML_COMPRESS_NONE);
@@ -223,6 +224,8 @@ main(int argc, char **argv)
 		train_exact(&ds, &spec, &res);
 	else if (spec.optimizer == DML_JOB_OPT_NEWTON)
 		train_newton(&ds, &spec, &res);
+	else if (spec.optimizer == DML_JOB_OPT_LBFGS)
+		train_lbfgs(&ds, &spec, &res);
 #ifdef DML_HAVE_CUDA
 	else if (gpu >= 0)
 		train_gpu(&ds, &spec, &res, gpu);

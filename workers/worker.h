@@ -75,6 +75,7 @@ typedef struct WorkerSpec
 	double		tolerance;
 	int			batch_size;
 	int			epochs;
+	int			max_steps;		/* > 0: at most this many steps, whatever epochs says */
 	double		max_seconds;	/* time budget of training, rank 0's clock; 0: none */
 	double		weight_decay;
 	double		validation;
@@ -197,6 +198,9 @@ typedef struct TrainResult
 	double		rows_per_second;
 	double		train_seconds;
 	char	   *metrics_json;
+	char	   *sync_json;		/* JSON members describing the sync, or NULL */
+	DmlStopReason stopped;		/* why it stopped (DML_STOP_NONE: max epochs) */
+	int			best_epoch;		/* the epoch whose weights were kept; 0: the last */
 	bool		out_of_time;	/* stopped because max_seconds was spent */
 	/* what the synchronization did (an iterative loop ran: has_sync) */
 	bool		has_sync;
@@ -238,6 +242,7 @@ typedef struct EpochLog
 	double		best_loss;		/* early stopping */
 	double		staleness;		/* most staleness seen this epoch; NaN: n/a */
 	int			bad_epochs;
+	int			best_epoch;
 	float	   *best;			/* best replica's parameters, or NULL */
 	DmlMetrics	met;
 } EpochLog;
@@ -262,6 +267,7 @@ extern bool train_out_of_time(const WorkerSpec *spec, double start);
 extern void train_note_out_of_time(const WorkerSpec *spec, TrainResult *res, int epoch, int step);
 extern void train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device);
 extern void train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
+extern void train_lbfgs(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m,

@@ -194,8 +194,6 @@ SELECT name FROM dml_train('hostile_hp', 'hp', 'y', validation => 1);
 :st
 SELECT name FROM dml_train('hostile_hp', 'hp', 'y', patience => -1);
 :st
-SELECT name FROM dml_train('hostile_hp', 'hp', 'y', patience => 3);
-:st
 SELECT name FROM dml_train('hostile_hp', 'hp', 'y', workers => 0);
 :st
 SELECT name FROM dml_train('hostile_hp', 'hp', 'y', workers => 100000);
@@ -299,7 +297,7 @@ SELECT name FROM dml_train('hostile_d', 'd_class', 'y');
 :st
 CREATE TABLE d_const AS
 SELECT i::float8 AS x, 5.0::float8 AS c, (2 * i)::float8 AS y FROM generate_series(1, 100) i;
-SELECT name FROM dml_train('hostile_d', 'd_const', 'y');
+SELECT name FROM dml_train('hostile_const', 'd_const', 'y');
 :st
 CREATE TABLE d_null AS
 SELECT i::float8 AS x, NULL::float8 AS n, (2 * i)::float8 AS y FROM generate_series(1, 100) i;

@@ -26,6 +26,10 @@ source regress/pgcluster.sh
 source regress/tap.sh
 
 su() { pgc_psql -At -c "SET client_min_messages = warning" -c "$1"; }
+# check, and on failure show the last output the condition looked at ($out)
+checko() {
+	if eval "$2"; then ok "$1"; else notok "$1"; echo "${out:-}" | head -20 | sed 's/^/# /'; fi
+}
 # as ROLE SQL: run SQL as a role that logged in as itself (peer + map)
 as() {
 	local r=$1
@@ -44,7 +48,7 @@ su "CREATE ROLE sec_alice LOGIN; CREATE ROLE sec_bob LOGIN; CREATE ROLE sec_mall
 	CREATE SCHEMA mallory_s AUTHORIZATION sec_mallory;
 	GRANT CREATE ON SCHEMA public TO sec_alice, sec_bob" >/dev/null
 pgc_allow_role sec_alice sec_bob sec_mallory sec_gone sec_heir
-check "roles log in as themselves" '[ "$(as sec_mallory "SELECT session_user")" = sec_mallory ]'
+checko "roles log in as themselves" '[ "$(as sec_mallory "SELECT session_user")" = sec_mallory ]'
 
 # data of each role
 as sec_alice "CREATE TABLE public.alice_data AS SELECT i, (i % 7)::float8 AS x1, (i % 5)::float8 AS x2,
@@ -117,12 +121,12 @@ CREATE FUNCTION mallory_s.count_sf(s bigint) RETURNS bigint LANGUAGE plpgsql AS
 CREATE AGGREGATE mallory_s.count(*) (SFUNC = mallory_s.count_sf, STYPE = bigint, INITCOND = 0);
 " >/dev/null
 n_shadows=$(su "SELECT count(*) FROM pg_proc WHERE pronamespace = 'mallory_s'::regnamespace")
-check "mallory has her shadows ($n_shadows functions)" '[ "$n_shadows" -ge 20 ]'
+checko "mallory has her shadows ($n_shadows functions)" '[ "$n_shadows" -ge 20 ]'
 
 # the trap fires when SQL runs under the shadowing path: run as a superuser
 su "SET search_path = mallory_s, pg_catalog; SELECT 'a'::text = 'a'::text, 1 < 2, max(x) FROM (VALUES (1)) v(x)" >/dev/null
 fired=$(su "SELECT count(*) FROM mallory_s.log WHERE who = 'postgres'")
-check "the trap fires for a superuser under mallory's path ($fired shadows ran as postgres)" '[ "$fired" -ge 3 ]'
+checko "the trap fires for a superuser under mallory's path ($fired shadows ran as postgres)" '[ "$fired" -ge 3 ]'
 su "ALTER ROLE sec_mallory NOSUPERUSER; TRUNCATE mallory_s.log" >/dev/null
 
 # alice shares a model with mallory; mallory uses dml under her path
@@ -142,12 +146,12 @@ out=$(as sec_mallory "$SP
 	SELECT dml_deploy('sec_m1', 1); SELECT dml_deploy('sec_m1', NULL);
 	SELECT dml_grant('sec_m1', 'sec_bob'); SELECT dml_revoke('sec_m1', 'sec_bob');
 	SELECT dml_drop_model('sec_m1', 1); SELECT dml_drop_model('sec_m1'); SELECT dml_drop_model('sec_m2')")
-check "mallory trains, predicts, shares and drops under her path" \
+checko "mallory trains, predicts, shares and drops under her path" \
 	'echo "$out" | grep -qx "1.000" && ! echo "$out" | grep -q ERROR'
 [ -n "$(echo "$out" | grep ERROR)" ] && echo "$out" | sed 's/^/# /'
 owner_runs=$(su "SELECT count(*) FROM mallory_s.log WHERE who <> 'sec_mallory'")
-check "no shadow ever ran as anyone but mallory ($owner_runs did)" '[ "$owner_runs" = 0 ]'
-check "mallory is no superuser" '[ "$(su "SELECT rolsuper FROM pg_roles WHERE rolname = '"'"'sec_mallory'"'"'")" = f ]'
+checko "no shadow ever ran as anyone but mallory ($owner_runs did)" '[ "$owner_runs" = 0 ]'
+checko "mallory is no superuser" '[ "$(su "SELECT rolsuper FROM pg_roles WHERE rolname = '"'"'sec_mallory'"'"'")" = f ]'
 su "TRUNCATE mallory_s.log" >/dev/null
 
 # ---------------------------------------------------------------------
@@ -184,21 +188,21 @@ probe_ok() {
 for w in 1 2; do
 	out=$(as sec_mallory "SELECT * FROM dml_train('sec_probe', 'mallory_s.m_view', 'y', features => '{x1,x2}',
 		optimizer => 'adam', epochs => 1, workers => $w)")
-	check "view code in a $w-worker training runs as mallory and is refused everything" 'probe_ok "$out"'
+	checko "view code in a $w-worker training runs as mallory and is refused everything" 'probe_ok "$out"'
 	probe_ok "$out" || echo "$out" | sed 's/^/# /'
 	out=$(as sec_mallory "SELECT * FROM dml_train('sec_probe', 'mallory_s.m_rls', 'y', features => '{x1,x2}',
 		optimizer => 'adam', epochs => 1, workers => $w)")
-	check "policy code in a $w-worker training runs as mallory and is refused everything" 'probe_ok "$out"'
+	checko "policy code in a $w-worker training runs as mallory and is refused everything" 'probe_ok "$out"'
 	probe_ok "$out" || echo "$out" | sed 's/^/# /'
 done
 as sec_mallory "SELECT version FROM dml_train('sec_m3', 'mallory_s.m_data', 'y', features => '{x1,x2}')" >/dev/null
 out=$(as sec_mallory "SET search_path = mallory_s, public;
 	CALL dml_predict_table('sec_m3', 'mallory_s.m_view', 'm_out', 'i', device => 'worker-cpu')")
-check "view code in dml_predict_table's worker runs as mallory and is refused everything" 'probe_ok "$out"'
+checko "view code in dml_predict_table's worker runs as mallory and is refused everything" 'probe_ok "$out"'
 probe_ok "$out" || echo "$out" | sed 's/^/# /'
 out=$(as sec_mallory "SELECT dml_evaluate('sec_m3', 'mallory_s.m_rls')")
-check "policy code in dml_evaluate runs as mallory and is refused everything" 'probe_ok "$out"'
-check "no job process left" '[ "$(pgc_job_procs)" -eq 0 ]'
+checko "policy code in dml_evaluate runs as mallory and is refused everything" 'probe_ok "$out"'
+checko "no job process left" '[ "$(pgc_job_procs)" -eq 0 ]'
 
 # ---------------------------------------------------------------------
 # 3. a grantee manages nothing
@@ -206,17 +210,17 @@ check "no job process left" '[ "$(pgc_job_procs)" -eq 0 ]'
 as sec_alice "SELECT version FROM dml_train('sec_pay', 'public.alice_data', 'y', features => '{x1,x2}')" >/dev/null
 as sec_alice "SELECT dml_grant('sec_pay', 'sec_bob')" >/dev/null
 as sec_bob "CREATE TABLE public.bob_data AS SELECT * FROM generate_series(1, 50) i, LATERAL (SELECT i::float8 AS x1, 1::float8 AS x2, 0::float8 AS y) s" >/dev/null
-check "bob may use alice's model" '[ -n "$(as sec_bob "SELECT dml_predict('"'"'sec_pay'"'"', ARRAY[1, 2]::float8[])" | grep -v ERROR)" ]'
+checko "bob may use alice's model" '[ -n "$(as sec_bob "SELECT dml_predict('"'"'sec_pay'"'"', ARRAY[1, 2]::float8[])" | grep -v ERROR)" ]'
 for call in "SELECT dml_drop_model('sec_pay')" "SELECT dml_drop_model('sec_pay', 1)" "SELECT dml_deploy('sec_pay', 1)" \
 	"SELECT dml_grant('sec_pay', 'sec_mallory')" "SELECT dml_revoke('sec_pay', 'sec_bob')" \
 	"SELECT version FROM dml_train('sec_pay', 'public.bob_data', 'y', features => '{x1,x2}')"; do
 	out=$(as sec_bob "$call")
-	check "a grantee is refused: $call" 'echo "$out" | grep -q "must be owner of model \"sec_pay\""'
+	checko "a grantee is refused: $call" 'echo "$out" | grep -q "must be owner of model \"sec_pay\""'
 done
-check "alice still has her one version" '[ "$(su "SELECT count(*) FROM dml.models WHERE name = '"'"'sec_pay'"'"'")" = 1 ]'
-check "alice manages her model" '[ "$(as sec_alice "SELECT dml_deploy('"'"'sec_pay'"'"', 1); SELECT dml_revoke('"'"'sec_pay'"'"', '"'"'sec_bob'"'"'); SELECT 1" | tail -1)" = 1 ]'
+checko "alice still has her one version" '[ "$(su "SELECT count(*) FROM dml.models WHERE name = '"'"'sec_pay'"'"'")" = 1 ]'
+checko "alice manages her model" '[ "$(as sec_alice "SELECT dml_deploy('"'"'sec_pay'"'"', 1); SELECT dml_revoke('"'"'sec_pay'"'"', '"'"'sec_bob'"'"'); SELECT 1" | tail -1)" = 1 ]'
 out=$(as sec_bob "SELECT dml_predict('sec_pay', ARRAY[1, 2]::float8[])")
-check "a revoked grantee cannot use it" 'echo "$out" | grep -q "model \"sec_pay\" does not exist"'
+checko "a revoked grantee cannot use it" 'echo "$out" | grep -q "model \"sec_pay\" does not exist"'
 
 # ---------------------------------------------------------------------
 # 4. planted grants
@@ -224,68 +228,68 @@ check "a revoked grantee cannot use it" 'echo "$out" | grep -q "model \"sec_pay\
 as sec_mallory "SELECT version FROM dml_train('sec_payroll', 'mallory_s.m_data', 'y', features => '{x1,x2}');
 	SELECT dml_grant('sec_payroll', 'sec_mallory'); SELECT dml_grant('sec_payroll', 'sec_bob');
 	SELECT dml_drop_model('sec_payroll', 1)" >/dev/null
-check "the grants went with the last version" '[ "$(su "SELECT count(*) FROM dml.grants WHERE name = '"'"'sec_payroll'"'"'")" = 0 ]'
+checko "the grants went with the last version" '[ "$(su "SELECT count(*) FROM dml.grants WHERE name = '"'"'sec_payroll'"'"'")" = 0 ]'
 as sec_alice "SELECT version FROM dml_train('sec_payroll', 'public.alice_data', 'y', features => '{x1,x2}')" >/dev/null
 out=$(as sec_mallory "SELECT dml_predict('sec_payroll', ARRAY[1, 2]::float8[])")
-check "mallory cannot use alice's later model of the name" 'echo "$out" | grep -q "does not exist"'
-check "nor see it" '[ "$(as sec_mallory "SELECT count(*) FROM dml_models WHERE name = '"'"'sec_payroll'"'"'")" = 0 ]'
+checko "mallory cannot use alice's later model of the name" 'echo "$out" | grep -q "does not exist"'
+checko "nor see it" '[ "$(as sec_mallory "SELECT count(*) FROM dml_models WHERE name = '"'"'sec_payroll'"'"'")" = 0 ]'
 out=$(as sec_mallory "SELECT version FROM dml_train('sec_payroll', 'mallory_s.m_data', 'y', features => '{x1,x2}')")
-check "nor take the name back" 'echo "$out" | grep -q "model name \"sec_payroll\" is not available"'
+checko "nor take the name back" 'echo "$out" | grep -q "model name \"sec_payroll\" is not available"'
 
 # ---------------------------------------------------------------------
 # 5. roles
 # ---------------------------------------------------------------------
 out=$(as sec_alice "SELECT dml_grant('sec_pay', 0::oid::regrole)")
-check "a grant to role OID 0 is refused" 'echo "$out" | grep -q "role with OID 0 does not exist"'
+checko "a grant to role OID 0 is refused" 'echo "$out" | grep -q "role with OID 0 does not exist"'
 gone_oid=$(su "CREATE ROLE sec_dangling; SELECT 'sec_dangling'::regrole::oid; DROP ROLE sec_dangling" | sed -n 1p)
 out=$(as sec_alice "SELECT dml_grant('sec_pay', $gone_oid::oid::regrole)")
-check "a grant to a dropped role's OID is refused" 'echo "$out" | grep -q "does not exist"'
+checko "a grant to a dropped role's OID is refused" 'echo "$out" | grep -q "does not exist"'
 su "GRANT SELECT ON public.alice_data TO sec_gone" >/dev/null
 as sec_gone "SELECT version FROM dml_train('sec_gone_m', 'public.alice_data', 'y', features => '{x1,x2}');
 	SELECT dml_grant('sec_gone_m', 'sec_bob')" >/dev/null
 out=$(su "DROP ROLE sec_gone" 2>&1)
-check "DROP ROLE of a model owner is refused" 'echo "$out" | grep -q "cannot be dropped because some dml models depend on it"'
+checko "DROP ROLE of a model owner is refused" 'echo "$out" | grep -q "cannot be dropped because some dml models depend on it"'
 su "REASSIGN OWNED BY sec_gone TO sec_heir" >/dev/null
-check "REASSIGN OWNED gives the models to the heir" \
+checko "REASSIGN OWNED gives the models to the heir" \
 	'[ "$(su "SELECT owner::regrole FROM dml.models WHERE name = '"'"'sec_gone_m'"'"'")" = sec_heir ]'
-check "the heir manages them" '[ "$(as sec_heir "SELECT dml_revoke('"'"'sec_gone_m'"'"', '"'"'sec_bob'"'"'); SELECT 1" | tail -1)" = 1 ]'
+checko "the heir manages them" '[ "$(as sec_heir "SELECT dml_revoke('"'"'sec_gone_m'"'"', '"'"'sec_bob'"'"'); SELECT 1" | tail -1)" = 1 ]'
 su "DROP OWNED BY sec_heir; DROP OWNED BY sec_gone" >/dev/null
-check "DROP OWNED drops them" '[ "$(su "SELECT count(*) FROM dml.models WHERE name = '"'"'sec_gone_m'"'"'")" = 0 ]'
-check "then DROP ROLE goes through" 'su "DROP ROLE sec_gone; DROP ROLE sec_heir" >/dev/null'
+checko "DROP OWNED drops them" '[ "$(su "SELECT count(*) FROM dml.models WHERE name = '"'"'sec_gone_m'"'"'")" = 0 ]'
+checko "then DROP ROLE goes through" 'su "DROP ROLE sec_gone; DROP ROLE sec_heir" >/dev/null'
 
 # ---------------------------------------------------------------------
 # 6. limits
 # ---------------------------------------------------------------------
 out=$(as sec_mallory "SELECT * FROM dml_train('sec_big', 'mallory_s.m_data', 'y', features => '{x1,x2}',
 	model => 'mlp', hidden => '{16384,16384,16384}')")
-check "a model over dml.max_model_parameters is refused before it starts" \
+checko "a model over dml.max_model_parameters is refused before it starts" \
 	'echo "$out" | grep -q "more than dml.max_model_parameters"'
 out=$(as sec_mallory "SET dml.max_workers_total = 1000")
-check "a role cannot raise dml.max_workers_total" 'echo "$out" | grep -q "permission denied"'
+checko "a role cannot raise dml.max_workers_total" 'echo "$out" | grep -q "permission denied"'
 su "ALTER ROLE sec_mallory SET dml.max_workers_total = 3; ALTER ROLE sec_mallory SET dml.max_jobs_per_role = 1" >/dev/null
 out=$(as sec_mallory "SELECT * FROM dml_train('sec_wide', 'mallory_s.m_data', 'y', features => '{x1,x2}',
 	optimizer => 'adam', epochs => 1, workers => 4)")
-check "a job of more ranks than dml.max_workers_total is refused" \
+checko "a job of more ranks than dml.max_workers_total is refused" \
 	'echo "$out" | grep -q "more than dml.max_workers_total allows"'
 pgc_as_pg psql -X -q -U sec_mallory -c "SELECT * FROM dml_train('sec_long', 'mallory_s.m_data', 'y',
 	features => '{x1,x2}', optimizer => 'sgd', batch_size => 1, epochs => 100000, workers => 2)" \
 	>"$T/sec-long.log" 2>&1 &
 client=$!
 wait_until 60 'grep -q "epoch 1:" "$T/sec-long.log"'
-running=$(pgc_job_procs)
-check "a long job of mallory runs ($running processes)" '[ "$running" -ge 3 ]'
+wait_until 10 'running=$(pgc_job_procs); [ "$running" -ge 3 ]'
+checko "a long job of mallory runs ($running processes)" '[ "$running" -ge 3 ]'
 out=$(as sec_mallory "SELECT * FROM dml_train('sec_second', 'mallory_s.m_data', 'y', features => '{x1,x2}',
 	optimizer => 'adam', epochs => 1, workers => 1)")
-check "a second job of the role is refused (dml.max_jobs_per_role)" 'echo "$out" | grep -q "already runs 1 jobs"'
+checko "a second job of the role is refused (dml.max_jobs_per_role)" 'echo "$out" | grep -q "already runs 1 jobs"'
 su "ALTER ROLE sec_mallory SET dml.max_jobs_per_role = 4" >/dev/null
 out=$(as sec_mallory "SELECT * FROM dml_train('sec_second', 'mallory_s.m_data', 'y', features => '{x1,x2}',
 	optimizer => 'adam', epochs => 1, workers => 2)")
-check "ranks beyond dml.max_workers_total in the cluster are refused" \
+checko "ranks beyond dml.max_workers_total in the cluster are refused" \
 	'echo "$out" | grep -q "too many worker ranks running: this job needs 2, 1 of dml.max_workers_total = 3 are free"'
 stop_job "long job" cancel sec_long "$T/sec-long.log" $client 200
 out=$(as sec_mallory "SELECT version FROM dml_train('sec_second', 'mallory_s.m_data', 'y', features => '{x1,x2}',
 	optimizer => 'adam', epochs => 1, workers => 2)")
-check "once it ended, the slots are free again ($out)" '[ "$out" = 1 ]'
+checko "once it ended, the slots are free again ($out)" '[ "$out" = 1 ]'
 su "ALTER ROLE sec_mallory RESET ALL" >/dev/null
 
 # ---------------------------------------------------------------------
@@ -293,14 +297,14 @@ su "ALTER ROLE sec_mallory RESET ALL" >/dev/null
 # ---------------------------------------------------------------------
 as sec_alice "SELECT dml_grant('sec_pay', 'sec_bob', details => false)" >/dev/null
 row=$(as sec_bob "SELECT features::text, metrics IS NULL FROM dml_models WHERE name = 'sec_pay'")
-check "details => false: names and kinds of features only ($row)" \
+checko "details => false: names and kinds of features only ($row)" \
 	'[ "$row" = "[{\"kind\": \"num\", \"name\": \"x1\"}, {\"kind\": \"num\", \"name\": \"x2\"}]|t" ]'
-check "details => false: no training history" \
+checko "details => false: no training history" \
 	'[ "$(as sec_bob "SELECT count(*) FROM dml_epochs WHERE name = '"'"'sec_pay'"'"'")" = 0 ]'
-check "details => false: predicting still works" \
+checko "details => false: predicting still works" \
 	'as sec_bob "SELECT dml_predict('"'"'sec_pay'"'"', ARRAY[1, 2]::float8[])" | grep -qE "^-?[0-9.]+$"'
 as sec_alice "SELECT dml_grant('sec_pay', 'sec_bob')" >/dev/null
-check "details => true (the default): the statistics and metrics" \
+checko "details => true (the default): the statistics and metrics" \
 	'[ "$(as sec_bob "SELECT features->0 ? '"'"'mean'"'"' AND metrics IS NOT NULL FROM dml_models WHERE name = '"'"'sec_pay'"'"'")" = t ]'
 
 # ---------------------------------------------------------------------
@@ -311,7 +315,7 @@ for call in "SELECT dml_predict('NAME', ARRAY[1, 2]::float8[])" "SELECT dml_drop
 	"SELECT dml_evaluate('NAME', 'mallory_s.m_data')" "SELECT dml_predict_class('NAME', ARRAY[1, 2]::float8[])"; do
 	a=$(as sec_mallory "${call//NAME/sec_pay}" | sed 's/sec_pay/X/g')
 	b=$(as sec_mallory "${call//NAME/sec_no_such_model}" | sed 's/sec_no_such_model/X/g')
-	check "alike for a hidden and a missing model: ${call//NAME/m}" '[ "$a" = "$b" ] && echo "$a" | grep -q "does not exist"'
+	checko "alike for a hidden and a missing model: ${call//NAME/m}" '[ "$a" = "$b" ] && echo "$a" | grep -q "does not exist"'
 done
 
 # ---------------------------------------------------------------------
@@ -320,14 +324,14 @@ done
 su "GRANT SELECT ON mallory_s.m_data TO sec_nomap, sec_nologin; GRANT USAGE ON SCHEMA mallory_s TO sec_nomap, sec_nologin" >/dev/null
 out=$(su "SET ROLE sec_nomap; SELECT * FROM dml_train('sec_nomap_m', 'mallory_s.m_data', 'y', features => '{x1,x2}',
 	optimizer => 'adam', epochs => 1, workers => 1)" 2>&1)
-check "a role the server cannot log in as: a clear error" \
+checko "a role the server cannot log in as: a clear error" \
 	'echo "$out" | grep -q "dml'"'"'s workers cannot log in as role \"sec_nomap\""'
-check "its hint names the pg_hba.conf and pg_ident.conf lines" \
+checko "its hint names the pg_hba.conf and pg_ident.conf lines" \
 	'echo "$out" | grep -q "local all all peer map=dml" && echo "$out" | grep -q "dml postgres sec_nomap"'
 out=$(su "SET ROLE sec_nologin; SELECT * FROM dml_train('sec_nologin_m', 'mallory_s.m_data', 'y', features => '{x1,x2}',
 	optimizer => 'adam', epochs => 1, workers => 1)" 2>&1)
-check "a NOLOGIN role: a clear error" 'echo "$out" | grep -q "role \"sec_nologin\" cannot log in"'
-check "no job process left" '[ "$(pgc_job_procs)" -eq 0 ]'
+checko "a NOLOGIN role: a clear error" 'echo "$out" | grep -q "role \"sec_nologin\" cannot log in"'
+checko "no job process left" '[ "$(pgc_job_procs)" -eq 0 ]'
 
 # clean up
 for r in sec_alice sec_bob sec_mallory sec_nologin sec_nomap; do

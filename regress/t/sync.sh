@@ -61,7 +61,7 @@ pgc_psql -c "SELECT * FROM dml_train('sync_cancel', 'sync_data', 'y', features =
 	sync => 'ssp', staleness => 1, servers => 2)" >$T/dml-sync-cancel.log 2>&1 &
 client=$!
 wait_until 60 'grep -q "epoch 1:" $T/dml-sync-cancel.log'
-running=$(pgc_job_procs)
+wait_until 10 'running=$(pgc_job_procs); [ "$running" -ge 5 ]'
 check "ssp job runs 4 ranks and mpirun ($running processes)" '[ "$running" -ge 5 ]'
 stop_job "ssp job, cancel" cancel sync_cancel $T/dml-sync-cancel.log $client 100
 check "cancel leaves no job directory" '[ "$(pgc_job_dirs)" -eq 0 ]'

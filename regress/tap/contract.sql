@@ -38,7 +38,7 @@ SELECT function_returns('dml_train', ARRAY['text', 'regclass', 'text', 'text[]',
 SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
 		   WHERE attrelid = 'dml.train_result'::regclass AND attnum > 0),
 		  ARRAY['model_id', 'name', 'version', 'epochs', 'final_loss', 'seconds',
-				'rows_per_second', 'workers', 'device', 'kind'], 'dml_train returns id, name, version, epochs, loss, seconds, rows/s, workers, device, kind');
+				'rows_per_second', 'workers', 'device', 'kind', 'stopped'], 'dml_train returns id, name, version, epochs, loss, seconds, rows/s, workers, device, kind, stopped');
 SELECT is((SELECT proargnames[1:4] FROM pg_proc WHERE proname = 'dml_train'),
 		  ARRAY['name', 'relation', 'target', 'features'], 'dml_train argument names');
 SELECT is((SELECT proargnames[20:25] FROM pg_proc WHERE proname = 'dml_train'),

@@ -776,6 +776,74 @@ test_cholesky(void)
 	}
 }
 
+/* Rosenbrock's function in n dimensions: minimum 0 at (1, ..., 1) */
+static double
+rosenbrock(void *arg, const double *x, double *g)
+{
+	int		   *n = arg;
+	double		f = 0;
+
+	memset(g, 0, sizeof(double) * *n);
+	for (int i = 0; i + 1 < *n; i++)
+	{
+		double		a = x[i + 1] - x[i] * x[i];
+		double		b = 1 - x[i];
+
+		f += 100 * a * a + b * b;
+		g[i] += -400 * a * x[i] - 2 * b;
+		g[i + 1] += 200 * a;
+	}
+	return f;
+}
+
+/* L-BFGS: the two-loop recursion on a quadratic, the minimizer on Rosenbrock */
+static void
+test_lbfgs(void)
+{
+	/*
+	 * On f = x'Ax/2 with A = diag(1, 10), two exact curvature pairs make
+	 * the recursion's H the exact inverse: -H g = -A^-1 g.
+	 */
+	{
+		DmlLbfgs	lb;
+		double		s1[2] = {1, 0},
+					y1[2] = {1, 0},
+					s2[2] = {0, 1},
+					y2[2] = {0, 10},
+					g[2] = {3, 20},
+					dir[2];
+
+		dml_lbfgs_alloc(&lb, 2, 5);
+		dml_lbfgs_push(&lb, s1, y1);
+		dml_lbfgs_push(&lb, s2, y2);
+		dml_lbfgs_direction(&lb, dir, g);
+		check(close_to(dir[0], -3, 1e-12, 0) && close_to(dir[1], -2, 1e-12, 0),
+			  "dml_lbfgs_direction inverts the Hessian its pairs describe",
+			  "dir = %g %g", dir[0], dir[1]);
+		check(!dml_lbfgs_push(&lb, s1, (double[]) {-1, 0}),
+			  "dml_lbfgs_push skips a pair without positive curvature", NULL);
+		dml_lbfgs_free(&lb);
+	}
+	{
+		int			n = 6;
+		double		x[6] = {-1.2, 1, -1.2, 1, -1.2, 1};
+		DmlLbfgs	lb;
+		DmlLbfgsProblem pb = {.n = 6, .objective = rosenbrock, .arg = &n, .owner = true,
+		.max_iter = 500, .gtol = 1e-8};
+		DmlLbfgsResult out;
+		double		worst = 0;
+
+		dml_lbfgs_alloc(&lb, 6, DML_LBFGS_DEFAULT_M);
+		dml_lbfgs_minimize(&pb, &lb, x, &out);
+		for (int i = 0; i < n; i++)
+			worst = fmax(worst, fabs(x[i] - 1));
+		check(worst < 1e-4 && out.reason == DML_STOP_CONVERGED && out.iterations < 500,
+			  "dml_lbfgs_minimize finds Rosenbrock's minimum",
+			  "worst |x - 1| %g after %d iterations (%s)", worst, out.iterations, dml_stop_name(out.reason));
+		dml_lbfgs_free(&lb);
+	}
+}
+
 /* ---------------------------------------------------------------------
  * The model blob
  * --------------------------------------------------------------------- */
@@ -1134,6 +1202,7 @@ main(void)
 	test_schedules();
 	test_rng();
 	test_cholesky();
+	test_lbfgs();
 	test_format();
 	test_predict();
 	test_metrics();
