@@ -12,11 +12,11 @@ EXTVERSION = 1.1
 
 MODULE_big = dml
 KERNEL_OBJS = kernels/common.o kernels/layers.o kernels/losses.o kernels/optim.o kernels/net.o kernels/format.o kernels/solve.o \
-	kernels/metrics.o kernels/lbfgs.o
+	kernels/stats.o kernels/lsq.o kernels/logit.o kernels/metrics.o kernels/lbfgs.o
 OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_plan.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o extension/roles.o \
 	extension/evaluate.o extension/predict_table.o extension/predict_table_worker.o \
-	extension/aggregate.o extension/exact.o extension/fit.o \
+	extension/aggregate.o extension/exact.o extension/fit.o extension/summary.o \
 	extension/jobs.o extension/progress.o extension/checkpoint.o extension/launcher.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o coordinator/settings.o \
 	coordinator/result.o coordinator/jobspec.o coordinator/limits.o coordinator/login.o \

@@ -16,7 +16,7 @@ PKGS=(
 	libopenblas-dev libopenblas0-serial zlib1g-dev
 	dataset-fashion-mnist
 	procps util-linux psmisc bc
-	python3-numpy python3-psycopg2 python3-sklearn
+	python3-numpy python3-psycopg2 python3-sklearn python3-scipy python3-statsmodels
 )
 if [ "${1:-}" = "--bench" ]; then
 	PKGS+=(python3-torch)

@@ -81,6 +81,7 @@ typedef struct DmlJob
 	List	   *classes;		/* of char *, class labels as text */
 	char	   *pack_target;	/* all-numeric job: the target for dml.pack_rows
 								 * (float8, or an int8 label key), else NULL */
+	bool		pack_wide;		/* dml.pack_rows64: float64 features (exact least squares) */
 	char	   *label_keys;		/* integer or boolean labels: "int" or "bool" */
 	bool		discover_classes;	/* the workers list the labels (classes NIL) */
 	bool		load_copy;		/* options: {"load": "copy"} */
@@ -130,6 +131,7 @@ typedef struct DmlJob
 	int			attempt;		/* 0, then 1 for the first restart, ... */
 	bool		no_in_server;	/* option in_server => false: always a job */
 	bool		no_shared_memory;	/* option shared_memory => false: MPI_Allreduce */
+	int			rank_min_norm;	/* option rank_deficient => 'min_norm' (exact solver) */
 
 	/* synchronization (workers/sync.h) */
 	DmlSyncMode sync;
@@ -204,7 +206,8 @@ extern bool DmlGpuVisible(void);
 
 /* result.c: the metrics JSON of a training job's typed result */
 extern char *DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_staleness,
-						   const DmlMetrics *met);
+						   const DmlMetrics *met, const unsigned char *blob,
+						   const char *statistics);
 
 /* login.c: workers log in as the calling role */
 extern char *DmlWorkerConninfo(Oid role);

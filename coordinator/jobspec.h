@@ -52,6 +52,7 @@
 	X(INT, max_steps, 1, 0) \
 	X(DBL, max_seconds, 1, 0) \
 	X(DBL, weight_decay, 1, 0) \
+	X(INT, rank_min_norm, 1, 0) \
 	X(DBL, validation, 1, 0) \
 	X(INT, patience, 1, 0) \
 	X(ENUM, nulls, 1, DML_NAMES_NULLS) \

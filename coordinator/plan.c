@@ -196,7 +196,8 @@ DmlSliceQuery(DmlJob *job, DmlSlice *slice)
 	if (job->pack_target && !slice->whole)
 	{
 		/* one dml.pack_rows block for the slice (workers/load.c) */
-		appendStringInfo(&buf, "SELECT dml.pack_rows(%s", job->pack_target);
+		appendStringInfo(&buf, "SELECT dml.%s(%s", job->pack_wide ? "pack_rows64" : "pack_rows",
+						 job->pack_target);
 		foreach(lc, job->features)
 			appendStringInfo(&buf, ", %s", ((DmlColumn *) lfirst(lc))->expr);
 		appendStringInfoChar(&buf, ')');

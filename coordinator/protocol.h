@@ -27,8 +27,12 @@
  *	 MODEL     a training job's result: DmlResult, then int64
  *	           server_staleness[servers], then double metrics[nmetrics] (the
  *	           sums of kernels' DmlMetrics over the rows evaluated on), then
- *	           the model blob (kernels/format.c) of blob_len bytes; the
- *	           backend writes the metrics JSON from them (DmlResultJson)
+ *	           the model blob (kernels/format.c) of blob_len bytes, then
+ *	           for the exact solvers the statistics of the fit, a JSON
+ *	           object of stats_len bytes (kernels/lsq.c, logit.c: numbers
+ *	           and the inputs' names, which only the workers know for
+ *	           one-hot levels); the backend writes the metrics JSON from
+ *	           them (DmlResultJson)
  *	 ERROR     text: what failed, for the user's errmsg/errdetail
  *	 LOG       text: a line for a NOTICE
  *	 PREDICTIONS  a predict job's block of rows, in the order they were read:
@@ -107,7 +111,7 @@ typedef struct DmlResult
 	uint32_t	blob_len;		/* bytes of the model blob at the end */
 	int32_t		stopped;		/* DmlStopReason */
 	int32_t		best_epoch;		/* the epoch whose weights the model holds */
-	uint32_t	pad;
+	uint32_t	stats_len;		/* bytes of the fit's statistics after the blob (exact solvers) */
 	double		train_rows;
 	double		validation_rows;
 	double		final_loss;

@@ -18,12 +18,13 @@
 /*
  * DmlResultJson
  *		The metrics object: where the model ran and how long it took, what
- *		it was evaluated on, the synchronization's facts, and every metric
- *		of kernels' dml_metrics_json.
+ *		it was evaluated on, the synchronization's facts, every metric of
+ *		kernels' dml_metrics_json, the precision of the model blob, and the
+ *		exact solvers' statistics of the fit (a JSON object, or NULL).
  */
 char *
 DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_staleness,
-			  const DmlMetrics *met)
+			  const DmlMetrics *met, const unsigned char *blob, const char *statistics)
 {
 	StringInfoData buf;
 	size_t		mlen = dml_metrics_json(met, NULL, 0);
@@ -46,6 +47,11 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 					 dml_job_name(DML_NAMES_OPTIMIZER, job->optimizer),
 					 dml_stop_name(r->out_of_time ? DML_STOP_MAX_TIME : (DmlStopReason) r->stopped),
 					 r->best_epoch);
+	/* format version 2 holds float64 values (kernels/format.c) */
+	appendStringInfo(&buf, "\"precision\": \"%s\", ",
+					 r->blob_len > 4 && blob[4] >= 2 ? "float64" : "float32");
+	if (statistics)
+		appendStringInfo(&buf, "\"statistics\": %s, ", statistics);
 	if (r->has_sync)
 	{
 		appendStringInfo(&buf, "\"sync\": \"%s\", \"compression\": \"%s\"",

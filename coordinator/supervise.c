@@ -269,7 +269,7 @@ handle_model(JobRun *run, const char *payload, uint32 len)
 	memcpy(&r, payload, sizeof(r));
 	slen = sizeof(int64) * (size_t) Max(r.servers, 0);
 	mlen = sizeof(double) * (size_t) r.nmetrics;
-	if (r.servers < 0 || len != sizeof(r) + slen + mlen + r.blob_len ||
+	if (r.servers < 0 || len != sizeof(r) + slen + mlen + r.blob_len + r.stats_len ||
 		dml_metrics_init(&met, (DmlLoss) r.metrics_loss, r.metrics_k) != DML_OK ||
 		met.nvalues != r.nmetrics)
 		elog(ERROR, "dml: malformed MODEL from rank 0. Please report a bug.");
@@ -288,7 +288,10 @@ handle_model(JobRun *run, const char *payload, uint32 len)
 	run->result->stopped = r.out_of_time ? DML_STOP_MAX_TIME : (DmlStopReason) r.stopped;
 	PG_TRY();
 	{
-		run->result->metrics_json = DmlResultJson(run->job, &r, stale, &met);
+		run->result->metrics_json =
+			DmlResultJson(run->job, &r, stale, &met, (unsigned char *) VARDATA(w),
+						  r.stats_len ? pnstrdup(payload + sizeof(r) + slen + mlen + r.blob_len,
+												 r.stats_len) : NULL);
 	}
 	PG_FINALLY();
 	{

@@ -23,6 +23,15 @@
  *	 d, n, nulls[d+1], bad[d+1], A[(d+1)^2] (full), b[d+1], yy
  * with column 0 of nulls/bad the target.
  *
+ * dml.qr_cols and dml.qr keep the same rows as an R factor instead (TSQR,
+ * kernels/solve.c): each block of buffered rows is factored under the R so
+ * far, and combining two states factors the two R's stacked, so the
+ * parallel workers' states meet as a reduction tree.  Their final value is
+ *	 d, n, nulls[d+1], bad[d+1], R[(d+2)^2]
+ * R upper triangular, row-major, over the columns [x, 1, y].  The solve
+ * (extension/exact.c) then never forms Z'Z, whose condition number is the
+ * square of the data's.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -45,22 +54,25 @@
 
 typedef struct XtxState
 {
+	bool		qr;				/* G holds the R factor of the rows (dml.qr) */
 	int			d;				/* features */
 	int			q;				/* columns of z = [x, 1, y]: d + 2 */
 	double		n;
 	double	   *nulls;			/* (d + 1): target, then features */
 	double	   *bad;			/* (d + 1) */
-	double	   *G;				/* (q, q), upper triangle */
+	double	   *G;				/* (q, q), upper triangle: Z'Z, or R with Z = QR */
 	double	   *Z;				/* (block, q) rows not yet added */
 	int			nz;				/* rows in Z */
 	int			block;			/* Z's capacity in rows */
 } XtxState;
 
 static XtxState *
-xtx_new(MemoryContext cxt, int d)
+xtx_new(MemoryContext cxt, int d, bool qr)
 {
 	XtxState   *st = MemoryContextAllocZero(cxt, sizeof(XtxState));
 	int			p = d + 1;
+
+	st->qr = qr;
 
 	if (d < 1 || d > XTX_MAX_DIM)
 		ereport(ERROR,
@@ -69,11 +81,24 @@ xtx_new(MemoryContext cxt, int d)
 	st->d = d;
 	st->q = d + 2;
 	st->block = Max(8, XTX_BLOCK_VALUES / st->q);
+	/* a QR of [R; block] costs (q + block) q^2: at least 2q rows keep R's share small */
+	if (qr)
+		st->block = Max(st->block, 2 * st->q);
 	st->nulls = MemoryContextAllocZero(cxt, sizeof(double) * p);
 	st->bad = MemoryContextAllocZero(cxt, sizeof(double) * p);
 	st->G = MemoryContextAllocZero(cxt, sizeof(double) * st->q * st->q);
 	st->Z = MemoryContextAlloc(cxt, sizeof(double) * st->block * st->q);
 	return st;
+}
+
+/* a kernel's failure (out of memory) as an error */
+static void
+xtx_check(DmlStatus st)
+{
+	if (st == DML_ERR_NOMEM)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	if (st != DML_OK)
+		elog(ERROR, "dml: QR factorization failed: %s. Please report a bug.", dml_status_string(st));
 }
 
 /* add the buffered rows to G */
@@ -82,8 +107,11 @@ xtx_flush(XtxState *st)
 {
 	if (st->nz == 0)
 		return;
-	cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, st->q, st->nz, 1.0, st->Z, st->q,
-				1.0, st->G, st->q);
+	if (st->qr)
+		xtx_check(dml_qr_stack(st->G, st->Z, st->nz, st->q));
+	else
+		cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, st->q, st->nz, 1.0, st->Z, st->q,
+					1.0, st->G, st->q);
 	st->nz = 0;
 }
 
@@ -103,11 +131,9 @@ xtx_bad(double x)
 	return !isfinite(x) || !isfinite((float) x);
 }
 
-PG_FUNCTION_INFO_V1(dml_xtx_trans);
-
 /* add one row, ARRAY[y, x1, ..., xd] */
-Datum
-dml_xtx_trans(PG_FUNCTION_ARGS)
+static Datum
+xtx_array_trans(FunctionCallInfo fcinfo, bool qr)
 {
 	MemoryContext aggcxt;
 	XtxState   *st;
@@ -129,7 +155,7 @@ dml_xtx_trans(PG_FUNCTION_ARGS)
 				 errmsg("dml.xtx takes a one-dimensional float8 array")));
 	n = ARR_DIMS(arr)[0];
 	d = n - 1;
-	st = PG_ARGISNULL(0) ? xtx_new(aggcxt, d) : (XtxState *) PG_GETARG_POINTER(0);
+	st = PG_ARGISNULL(0) ? xtx_new(aggcxt, d, qr) : (XtxState *) PG_GETARG_POINTER(0);
 	if (st->d != d)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
@@ -171,14 +197,28 @@ dml_xtx_trans(PG_FUNCTION_ARGS)
 	PG_RETURN_POINTER(st);
 }
 
-PG_FUNCTION_INFO_V1(dml_xtx_cols_trans);
+PG_FUNCTION_INFO_V1(dml_xtx_trans);
+PG_FUNCTION_INFO_V1(dml_qr_trans);
+
+Datum
+dml_xtx_trans(PG_FUNCTION_ARGS)
+{
+	return xtx_array_trans(fcinfo, false);
+}
+
+/* dml.qr(ARRAY[y, x1, ..., xd]): the same rows into an R factor */
+Datum
+dml_qr_trans(PG_FUNCTION_ARGS)
+{
+	return xtx_array_trans(fcinfo, true);
+}
 
 /*
  * add one row, (y, x1, ..., xd) as float8 arguments: no array per row.
  * The argument types are checked on the first row of each call site.
  */
-Datum
-dml_xtx_cols_trans(PG_FUNCTION_ARGS)
+static Datum
+xtx_cols_trans(FunctionCallInfo fcinfo, bool qr)
 {
 	MemoryContext aggcxt;
 	XtxState   *st;
@@ -203,7 +243,7 @@ dml_xtx_cols_trans(PG_FUNCTION_ARGS)
 								format_type_be(get_fn_expr_argtype(fcinfo->flinfo, i)))));
 		fcinfo->flinfo->fn_extra = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, 1);
 	}
-	st = PG_ARGISNULL(0) ? xtx_new(aggcxt, d) : (XtxState *) PG_GETARG_POINTER(0);
+	st = PG_ARGISNULL(0) ? xtx_new(aggcxt, d, qr) : (XtxState *) PG_GETARG_POINTER(0);
 	if (st->d != d)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
@@ -238,6 +278,22 @@ dml_xtx_cols_trans(PG_FUNCTION_ARGS)
 	PG_RETURN_POINTER(st);
 }
 
+PG_FUNCTION_INFO_V1(dml_xtx_cols_trans);
+PG_FUNCTION_INFO_V1(dml_qr_cols_trans);
+
+Datum
+dml_xtx_cols_trans(PG_FUNCTION_ARGS)
+{
+	return xtx_cols_trans(fcinfo, false);
+}
+
+/* dml.qr_cols(y, x1, ..., xd): the same rows into an R factor */
+Datum
+dml_qr_cols_trans(PG_FUNCTION_ARGS)
+{
+	return xtx_cols_trans(fcinfo, true);
+}
+
 PG_FUNCTION_INFO_V1(dml_xtx_combine);
 
 /* merge two partial states */
@@ -256,8 +312,8 @@ dml_xtx_combine(PG_FUNCTION_ARGS)
 	if (b == NULL)
 		PG_RETURN_POINTER(a);
 	if (a == NULL)
-		a = xtx_new(aggcxt, b->d);
-	if (a->d != b->d)
+		a = xtx_new(aggcxt, b->d, b->qr);
+	if (a->d != b->d || a->qr != b->qr)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("dml.xtx got arrays of %d and %d elements", a->d + 1, b->d + 1)));
@@ -269,8 +325,15 @@ dml_xtx_combine(PG_FUNCTION_ARGS)
 		a->nulls[i] += b->nulls[i];
 		a->bad[i] += b->bad[i];
 	}
-	for (int i = 0; i < a->q * a->q; i++)
-		a->G[i] += b->G[i];
+	if (a->qr)
+	{
+		/* TSQR: the R of both row sets is the R of [Ra; Rb] */
+		xtx_flush(a);
+		xtx_check(dml_qr_stack(a->G, b->G, a->q, a->q));
+	}
+	else
+		for (int i = 0; i < a->q * a->q; i++)
+			a->G[i] += b->G[i];
 	PG_RETURN_POINTER(a);
 }
 
@@ -281,10 +344,24 @@ xtx_flatten(XtxState *st)
 	int			p = st->d + 1;
 	int			q = st->q;
 	int			len = 2 + 2 * p + p * p + p + 1;
-	Datum	   *e = palloc(sizeof(Datum) * len);
+	Datum	   *e = palloc(sizeof(Datum) * (2 + 2 * p + q * q));
 	int			k = 0;
 
 	xtx_flush(st);
+	if (st->qr)
+	{
+		/* d, n, nulls, bad, then R (q, q) row-major, zeros below the diagonal */
+		len = 2 + 2 * p + q * q;
+		e[k++] = Float8GetDatum(st->d);
+		e[k++] = Float8GetDatum(st->n);
+		for (int i = 0; i < p; i++)
+			e[k++] = Float8GetDatum(st->nulls[i]);
+		for (int i = 0; i < p; i++)
+			e[k++] = Float8GetDatum(st->bad[i]);
+		for (int i = 0; i < q * q; i++)
+			e[k++] = Float8GetDatum(st->G[i]);
+		return construct_array(e, len, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	}
 	e[k++] = Float8GetDatum(st->d);
 	e[k++] = Float8GetDatum(st->n);
 	for (int i = 0; i < p; i++)
@@ -313,6 +390,7 @@ dml_xtx_serialize(PG_FUNCTION_ARGS)
 	xtx_flush(st);
 	pq_begintypsend(&buf);
 	pq_sendint32(&buf, st->d);
+	pq_sendint32(&buf, st->qr);
 	pq_sendfloat8(&buf, st->n);
 	for (int i = 0; i < p; i++)
 	{
@@ -344,7 +422,7 @@ dml_xtx_deserialize(PG_FUNCTION_ARGS)
 	buf.maxlen = buf.len;
 	buf.cursor = 0;
 	d = pq_getmsgint(&buf, 4);
-	st = xtx_new(aggcxt, d);
+	st = xtx_new(aggcxt, d, pq_getmsgint(&buf, 4) != 0);
 	p = d + 1;
 	st->n = pq_getmsgfloat8(&buf);
 	for (int i = 0; i < p; i++)
@@ -513,13 +591,16 @@ dml_num_bytes(PG_FUNCTION_ARGS)
  * target is float8 (a number) or int8 (a class label's key); the features
  * are float8.  Layout, little-endian:
  *
- *	 "DMLB", version 1, nrows, nfeatures, nnulls, flags (bit 0: int8 target)
- *	 nrows x { target (8 bytes), nfeatures float32 }
+ *	 "DMLB", version 1, nrows, nfeatures, nnulls, flags (bit 0: int8 target,
+ *	 bit 1: float64 features)
+ *	 nrows x { target (8 bytes), nfeatures float32 (or float64) }
  *	 nnulls x { row (uint32), column (int32: -1 the target, else 0-based) }
  *
  * A NULL is stored as 0 and listed, so the workers apply the NULL policy
  * as they do for COPY; values keep the float32 rounding the workers would
- * apply.  Not parallel: the slice is one TID range scan.
+ * apply.  dml.pack_rows64 keeps the features' float64 instead, for exact
+ * least squares, which fits the raw float64 rows.  Not parallel: the
+ * slice is one TID range scan.
  */
 #define PACK_MAGIC "DMLB"
 #define PACK_HEADER 24
@@ -528,6 +609,7 @@ typedef struct PackState
 {
 	int			n;				/* features */
 	bool		int_target;
+	bool		wide;			/* features as float64 (dml.pack_rows64) */
 	uint32		nrows;
 	char	   *buf;			/* header room, then the rows */
 	Size		len;
@@ -560,10 +642,9 @@ pack_null(PackState *st, int col)
 	st->nnulls++;
 }
 
-PG_FUNCTION_INFO_V1(dml_pack_rows_trans);
-
-Datum
-dml_pack_rows_trans(PG_FUNCTION_ARGS)
+/* add one row to a block of float32 or (wide) float64 features */
+static Datum
+pack_rows_trans(FunctionCallInfo fcinfo, bool wide)
 {
 	MemoryContext aggcxt;
 	PackState  *st;
@@ -598,14 +679,15 @@ dml_pack_rows_trans(PG_FUNCTION_ARGS)
 		st = MemoryContextAllocZero(aggcxt, sizeof(PackState));
 		st->n = n;
 		st->int_target = t == INT8OID;
-		st->cap = PACK_HEADER + (Size) 4096 * (8 + 4 * (Size) n);
+		st->wide = wide;
+		st->cap = PACK_HEADER + (Size) 4096 * (8 + (wide ? 8 : 4) * (Size) n);
 		st->buf = MemoryContextAllocHuge(aggcxt, st->cap);
 		st->len = PACK_HEADER;
 	}
 	else
 		st = (PackState *) PG_GETARG_POINTER(0);
 
-	rowlen = 8 + 4 * (Size) st->n;
+	rowlen = 8 + (st->wide ? 8 : 4) * (Size) st->n;
 	if (st->len + rowlen > st->cap)
 	{
 		Size		cap = 2 * st->cap;
@@ -643,7 +725,22 @@ dml_pack_rows_trans(PG_FUNCTION_ARGS)
 		memcpy(dst, &u, 8);
 	}
 	dst += 8;
-	for (int i = 0; i < st->n; i++)
+	for (int i = 0; i < st->n && st->wide; i++)
+	{
+		double		v = 0.0;
+		uint64		u;
+
+		if (PG_ARGISNULL(i + 2))
+			pack_null(st, i);
+		else
+			v = PG_GETARG_FLOAT8(i + 2);
+		memcpy(&u, &v, 8);
+#ifdef WORDS_BIGENDIAN
+		u = pg_bswap64(u);
+#endif
+		memcpy(dst + 8 * i, &u, 8);
+	}
+	for (int i = 0; i < st->n && !st->wide; i++)
 	{
 		float		f = 0.0f;
 		uint32		u;
@@ -658,6 +755,22 @@ dml_pack_rows_trans(PG_FUNCTION_ARGS)
 	st->len += rowlen;
 	st->nrows++;
 	PG_RETURN_POINTER(st);
+}
+
+PG_FUNCTION_INFO_V1(dml_pack_rows_trans);
+PG_FUNCTION_INFO_V1(dml_pack_rows64_trans);
+
+Datum
+dml_pack_rows_trans(PG_FUNCTION_ARGS)
+{
+	return pack_rows_trans(fcinfo, false);
+}
+
+/* dml.pack_rows64: the same block with the features in float64 */
+Datum
+dml_pack_rows64_trans(PG_FUNCTION_ARGS)
+{
+	return pack_rows_trans(fcinfo, true);
 }
 
 PG_FUNCTION_INFO_V1(dml_pack_rows_final);
@@ -686,7 +799,7 @@ dml_pack_rows_final(PG_FUNCTION_ARGS)
 	pack_put32(p + 8, st->nrows);
 	pack_put32(p + 12, (uint32) st->n);
 	pack_put32(p + 16, (uint32) st->nnulls);
-	pack_put32(p + 20, st->int_target ? 1 : 0);
+	pack_put32(p + 20, (st->int_target ? 1 : 0) | (st->wide ? 2 : 0));
 	memcpy(p + PACK_HEADER, st->buf + PACK_HEADER, st->len - PACK_HEADER);
 	p += st->len;
 	for (Size i = 0; i < 2 * st->nnulls; i++)

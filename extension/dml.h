@@ -123,6 +123,8 @@ typedef struct DmlCachedModel
 	float	   *scratch;		/* dml_model_scratch_floats(model, 1) */
 	float	   *input;			/* one row of raw inputs */
 	float	   *output;			/* one row of outputs */
+	double	   *input64;		/* float64 models: the row at full precision, else NULL */
+	double	   *output64;		/* float64 models: their outputs, else NULL */
 	/* one-layer models: standardization folded into the weights */
 	float	   *fold_w;			/* (K, C), or NULL for deeper networks */
 	float	   *fold_b;			/* (K) */

@@ -1,10 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * exact.c
- *	  Linear regression by the normal equations in one pass inside the
- *	  server: dml.xtx_cols over the relation (parallel-safe, run by
- *	  PostgreSQL's own parallel workers), then a Cholesky solve in the
- *	  backend.
+ *	  Linear regression in one pass inside the server: dml.qr_cols over the
+ *	  relation (parallel-safe, run by PostgreSQL's own parallel workers,
+ *	  whose R factors are combined as a TSQR reduction tree), then a
+ *	  rank-revealing least-squares solve of the final R in the backend.
  *
  * For a single pass the data path decides the time: reading the rows out
  * over libpq into MPI workers costs more than the whole computation, and
@@ -13,9 +13,15 @@
  * second pass) or sync options ask for workers; the worker implementation
  * (workers/exact.c) remains for those.
  *
- * The solution is the same as the workers': standardized inputs and
- * target, ridge weight_decay / 2 on the standardized inputs only.  MAE
- * needs a second pass and is not reported here (dml_evaluate gives it).
+ * The solution is the same as the workers': ridge weight_decay / 2 on the
+ * standardized inputs only (here as p extra rows under R).  The QR runs
+ * on the raw columns [x, 1, y]: Householder QR does not need them centred
+ * or scaled, and the raw intercept then comes out of the solve itself
+ * instead of from a difference of large numbers.  The model is float64
+ * (format version 2); the statistics of the fit (standard errors, R^2, F,
+ * log-likelihood, condition number) go into metrics->'statistics' for
+ * dml_summary (summary.c).  MAE needs a second pass and is not reported
+ * here (dml_evaluate gives it).
  *
  *-------------------------------------------------------------------------
  */
@@ -68,6 +74,41 @@ data_error(int sqlstate, const char *hint, const char *msg)
 	ereport(ERROR, (errcode(sqlstate), errmsg("%s", msg), errhint("%s", hint)));
 }
 
+/* the name of column j of [x, 1]: a feature, or the intercept */
+static const char *
+term_name(DmlJob *job, int j)
+{
+	return j < list_length(job->features) ?
+		((DmlColumn *) list_nth(job->features, j))->name : "(Intercept)";
+}
+
+/* the error for collinear features, naming the columns the solve found dependent */
+static void
+collinear_error(DmlJob *job, const DmlLsq *ls)
+{
+	StringInfoData names;
+
+	initStringInfo(&names);
+	for (int k = 0; k < ls->ndropped; k++)
+		appendStringInfo(&names, "%s\"%s\"", k == 0 ? "" : ", ", term_name(job, ls->dropped[k]));
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_EXCEPTION),
+			 errmsg("the features are collinear"),
+			 errdetail(ls->ndropped == 1 ? "Column %s is a linear combination of the others." :
+					   "Columns %s are linear combinations of the others.", names.data),
+			 errhint("Remove %s, add weight_decay, or pass options => '{\"rank_deficient\": \"min_norm\"}' for the minimum-norm solution.",
+					 ls->ndropped == 1 ? "it" : "them")));
+}
+
+/* a kernel's failure other than the user's: out of memory, or a bug */
+static void
+kernel_error(DmlStatus st)
+{
+	if (st == DML_ERR_NOMEM)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	elog(ERROR, "dml: least-squares solve failed: %s. Please report a bug.", dml_status_string(st));
+}
+
 /*
  * DmlExactSolve
  *		Fit job in the server; fills result as DmlRunJob would.  SPI is
@@ -79,7 +120,8 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	StringInfoData sql;
 	ListCell   *lc;
 	int			d = list_length(job->features);
-	int			p = d + 1;
+	int			p = d + 1;		/* coefficients: features and intercept */
+	int			q = d + 2;		/* columns of [x, 1, y] */
 	TimestampTz start = GetCurrentTimestamp();
 	ArrayType  *arr;
 	Datum	   *e;
@@ -88,18 +130,15 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	double	   *v;
 	double		n;
 	const double *nulls,
-			   *bad,
-			   *A,
-			   *bvec;
-	double		yy;
+			   *bad;
+	double	   *R;
 	double		total_rows = 0;
-	double	   *mu,
-			   *sd,
-			   *C,
-			   *w;
-	double		ymu,
-				ysd,
-				sse;
+	double	   *penalty = NULL;
+	bool		constant = false;
+	double		rss,
+				tss;
+	DmlLsqFit	fit;
+	DmlStatus	st;
 	DmlModel	m;
 	int			sizes[2] = {d, 1};
 	long		secs;
@@ -107,11 +146,12 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	DmlProgress prog;
 	bool		isnull;
 	char	   *rel;
+	char	   *stats;
 	size_t		blen;
 	bytea	   *weights;
 
 	/*
-	 * dml.xtx_cols(y, x1, ..., xd) over every row: the columns as arguments,
+	 * dml.qr_cols(y, x1, ..., xd) over every row: the columns as arguments,
 	 * no array per row; ARRAY[y, x1, ..., xd] beyond a function's argument
 	 * limit (the state takes one of them).
 	 */
@@ -119,17 +159,17 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 									 get_rel_name(job->relid));
 	initStringInfo(&sql);
 	if (d + 2 <= FUNC_MAX_ARGS)
-		appendStringInfo(&sql, "SELECT dml.xtx_cols(%s", job->target.expr);
+		appendStringInfo(&sql, "SELECT dml.qr_cols(%s", job->target.expr);
 	else
-		appendStringInfo(&sql, "SELECT dml.xtx(ARRAY[%s", job->target.expr);
+		appendStringInfo(&sql, "SELECT dml.qr(ARRAY[%s", job->target.expr);
 	foreach(lc, job->features)
 		appendStringInfo(&sql, ", %s", ((DmlColumn *) lfirst(lc))->expr);
 	appendStringInfo(&sql, "%s), count(*)::float8 FROM %s", d + 2 <= FUNC_MAX_ARGS ? "" : "]", rel);
 	/* no row limit: the executor runs a plan in parallel only without one */
 	if (SPI_execute(sql.data, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "dml: the normal-equations pass failed");
+		elog(ERROR, "dml: the least-squares pass failed");
 	if (SPI_tuptable->vals[0] == NULL)
-		elog(ERROR, "dml: the normal-equations pass returned nothing");
+		elog(ERROR, "dml: the least-squares pass returned nothing");
 	{
 		Datum		dv = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 
@@ -141,17 +181,15 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 		total_rows = DatumGetFloat8(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	}
 	deconstruct_array(arr, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &e, &enulls, &ne);
-	if (ne != 2 + 2 * p + p * p + p + 1)
-		elog(ERROR, "dml: dml.xtx returned %d values for %d features. Please report a bug.", ne, d);
+	if (ne != 2 + 2 * p + q * q)
+		elog(ERROR, "dml: dml.qr returned %d values for %d features. Please report a bug.", ne, d);
 	v = palloc(sizeof(double) * ne);
 	for (int i = 0; i < ne; i++)
 		v[i] = DatumGetFloat8(e[i]);
 	n = v[1];
 	nulls = v + 2;
 	bad = nulls + p;
-	A = bad + p;
-	bvec = A + p * p;
-	yy = bvec[p];
+	R = (double *) bad + p;
 
 	/* the same checks, in the same order, as the workers' prepare_data */
 	for (int i = 1; i < p; i++)
@@ -181,89 +219,82 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 		data_error(ERRCODE_DATA_EXCEPTION, "Training needs at least 2 rows with a target.",
 				   psprintf("only %.0f usable row%s", n, n == 1 ? "" : "s"));
 
-	/* moments, then the standardized normal equations */
-	mu = palloc(sizeof(double) * d);
-	sd = palloc(sizeof(double) * d);
+	/* moments from R'R = Z'Z: the standardization, the ridge's scale, tss */
+	if ((st = dml_lsq_moments(&fit, R, d, n)) != DML_OK)
+		kernel_error(st);
 	for (int c = 0; c < d; c++)
-	{
-		double		var;
-
-		mu[c] = A[(size_t) c * p + d] / n;
-		var = A[(size_t) c * p + c] / n - mu[c] * mu[c];
-		sd[c] = var > 0 ? sqrt(var) : 0;
-		/* a constant column is standardized to zero: weight 0, as in the workers */
-		if (sd[c] <= 1e-12 * fmax(1.0, fabs(mu[c])))
-			sd[c] = 0;
-	}
-	ymu = bvec[d] / n;
-	ysd = yy / n - ymu * ymu > 0 ? sqrt(yy / n - ymu * ymu) : 0;
-	if (ysd <= 0)
-		ysd = 1;
-	C = palloc(sizeof(double) * d * d);
-	w = palloc(sizeof(double) * d);
-	for (int i = 0; i < d; i++)
-	{
-		for (int j = 0; j < d; j++)
-			C[(size_t) i * d + j] = sd[i] == 0 || sd[j] == 0 ? (i == j ? 1 : 0) :
-				(A[(size_t) i * p + j] / n - mu[i] * mu[j]) / (sd[i] * sd[j]);
-		C[(size_t) i * d + i] += job->weight_decay / 2;
-		w[i] = sd[i] == 0 ? 0 : (bvec[i] / n - mu[i] * ymu) / (sd[i] * ysd);
-	}
-	{
-		double	   *L = palloc(sizeof(double) * d * d);
-		double	   *c0 = palloc(sizeof(double) * d);
-
-		memcpy(L, C, sizeof(double) * d * d);
-		memcpy(c0, w, sizeof(double) * d);
-		if (dml_cholesky_solve(L, w, d) != DML_OK)
-			data_error(ERRCODE_DATA_EXCEPTION,
-					   "Remove features that are linear combinations of others, or add weight_decay.",
-					   "the normal equations are singular: the features are collinear");
-		/* SSE / n in standardized units: 1 - 2 w'c + w'Cw (ridge term removed) */
-		sse = 1.0;
-		for (int i = 0; i < d; i++)
+		if (fit.sd[c] <= 1e-12 * fmax(1.0, fabs(fit.mu[c])))
 		{
-			sse -= 2 * w[i] * c0[i];
-			for (int j = 0; j < d; j++)
-				sse += w[i] * (C[(size_t) i * d + j] - (i == j ? job->weight_decay / 2 : 0)) * w[j];
+			/* a constant column is standardized to zero: weight 0, as in the workers */
+			fit.sd[c] = 0;
+			constant = true;
 		}
+	if (job->weight_decay > 0 || constant)
+	{
+		/* a ridge row on a constant column holds its coefficient at 0 */
+		penalty = palloc(sizeof(double) * d);
+		for (int c = 0; c < d; c++)
+			penalty[c] = fit.sd[c] == 0 ? 1.0 : n * job->weight_decay / 2;
+	}
+	st = dml_lsq_fit(&fit, R, penalty, job->rank_min_norm);
+	if (st == DML_ERR_SINGULAR && fit.ls.ndropped > 0)
+	{
+		DmlLsq		dropped = fit.ls;
+
+		/* the message needs the names; the kernel's arrays are freed first */
+		dropped.dropped = palloc(sizeof(int) * fit.ls.ndropped);
+		memcpy(dropped.dropped, fit.ls.dropped, sizeof(int) * fit.ls.ndropped);
+		dml_lsq_fit_free(&fit);
+		collinear_error(job, &dropped);
+	}
+	if (st != DML_OK)
+	{
+		dml_lsq_fit_free(&fit);
+		kernel_error(st);
 	}
 
-	if (dml_model_alloc(&m, 1, sizes, DML_ACT_RELU, DML_LOSS_MSE) != DML_OK)
+	/* the float64 model and the statistics of the fit */
+	if (dml_model_alloc(&m, 1, sizes, DML_ACT_RELU, DML_LOSS_MSE) != DML_OK ||
+		dml_lsq_fit_model(&fit, &m) != DML_OK)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-	for (int c = 0; c < d; c++)
-	{
-		m.in_mean[c] = (float) mu[c];
-		m.in_scale[c] = sd[c] > 0 ? (float) (1.0 / sd[c]) : 0.0f;
-		m.net.params[c] = (float) w[c];
-	}
-	m.net.params[d] = 0.0f;		/* centered data: the intercept is the means */
-	m.out_mean[0] = (float) ymu;
-	m.out_scale[0] = (float) ysd;
 	blen = dml_model_serialized_size(&m);
 	weights = palloc(VARHDRSZ + blen);
 	SET_VARSIZE(weights, VARHDRSZ + blen);
 	dml_model_serialize(&m, (unsigned char *) VARDATA(weights));
 	dml_model_free(&m);
+	{
+		const char **terms = palloc(sizeof(char *) * (d ? d : 1));
+		size_t		len;
+
+		for (int c = 0; c < d; c++)
+			terms[c] = term_name(job, c);
+		len = dml_lsq_fit_json(&fit, terms, NULL, 0);
+		stats = palloc(len);
+		dml_lsq_fit_json(&fit, terms, stats, len);
+	}
+	rss = fit.rss;
+	tss = fit.tss;
+	dml_lsq_fit_free(&fit);
 
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
 	memset(result, 0, sizeof(*result));
 	result->weights = weights;
 	result->seconds = secs + usecs / 1e6;
 	result->epochs_run = 1;
-	result->final_loss = fmax(sse, 0) * ysd * ysd;
+	result->final_loss = rss / n;
 	result->rows_per_second = result->seconds > 0 ? n / result->seconds : 0;
 	result->device = "cpu";
 	result->stopped = DML_STOP_CONVERGED;
 	result->metrics_json = psprintf("{\"device\": \"cpu\", \"solver\": \"in-server aggregate\", "
-									"\"optimizer\": \"exact\", \"stopped\": \"converged\", "
+									"\"optimizer\": \"exact\", \"stopped\": \"converged\", \"precision\": \"float64\", "
 									"\"evaluated_on\": \"training\", \"train_rows\": %.0f, "
 									"\"validation_rows\": 0, \"epochs\": 1, \"final_loss\": %.10g, "
 									"\"rows_per_second\": %.1f, \"train_seconds\": %.4f, "
 									"\"workers\": 0, \"rows\": %.0f, \"mse\": %.10g, \"mae\": null, "
-									"\"r2\": %.10g}",
+									"\"r2\": %.10g, \"statistics\": %s}",
 									n, result->final_loss, result->rows_per_second,
-									result->seconds, n, result->final_loss, 1.0 - fmax(sse, 0));
+									result->seconds, n, result->final_loss,
+									tss > 0 ? 1.0 - rss / tss : 1.0, stats);
 
 	memset(&prog, 0, sizeof(prog));
 	prog.epoch = 1;

@@ -66,6 +66,9 @@ free_entry(DmlCachedModel *cm)
 	if (cm->scratch)
 		free(cm->scratch);
 	cm->scratch = NULL;
+	if (cm->input64)
+		free(cm->input64);
+	cm->input64 = cm->output64 = NULL;
 	if (cm->cxt)
 		MemoryContextDelete(cm->cxt);
 	cm->cxt = NULL;
@@ -238,6 +241,13 @@ load_model(DmlCachedModel *cm, int64 id)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 	cm->input = cm->scratch + dml_model_scratch_floats(&m, 1);
 	cm->output = cm->input + m.net.sizes[0];
+	if (m.precision == 64)
+	{
+		cm->input64 = malloc(sizeof(double) * (m.net.sizes[0] + m.net.sizes[m.net.nlayers]));
+		if (cm->input64 == NULL)
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+		cm->output64 = cm->input64 + m.net.sizes[0];
+	}
 	cm->fold_w = NULL;
 	cm->fold_b = NULL;
 	if (m.net.nlayers == 1)
@@ -347,15 +357,24 @@ DmlGetModel(const char *name)
 
 /*
  * DmlModelPredictOne
- *		cm->output = the model on the one row in cm->input.  One-layer
- *		models take a straight loop over folded weights; deeper ones the
- *		kernels' path.
+ *		cm->output = the model on the one row in cm->input.  float64
+ *		models compute from cm->input64 into cm->output64 (and cm->output);
+ *		other one-layer models take a straight loop over folded weights;
+ *		deeper ones the kernels' path.
  */
 void
 DmlModelPredictOne(DmlCachedModel *cm)
 {
 	const DmlNet *net = &cm->model.net;
 
+	if (cm->output64 != NULL)
+	{
+		/* a float64 model computes in float64; the float32 outputs are its rounding */
+		dml_model_predict64(&cm->model, cm->output64, cm->input64, 1);
+		for (int k = 0; k < net->sizes[net->nlayers]; k++)
+			cm->output[k] = (float) cm->output64[k];
+		return;
+	}
 	if (cm->fold_w != NULL)
 	{
 		int			C = net->sizes[0];

@@ -185,12 +185,35 @@ DmlFeatureInputs(const DmlFeature *f, float *dst, Datum value, bool isnull, Oid 
 }
 
 /*
+ * DmlFeatureInputsWide
+ *		DmlFeatureInputs, and when dst64 is not NULL (a float64 model) the
+ *		same inputs in float64 there: numbers at full precision, one-hot
+ *		levels and vector elements (float32 already) widened.
+ */
+void
+DmlFeatureInputsWide(const DmlFeature *f, float *dst, double *dst64, Datum value, bool isnull,
+					 Oid typid)
+{
+	double		v;
+
+	DmlFeatureInputs(f, dst, value, isnull, typid);
+	if (dst64 == NULL)
+		return;
+	if (f->kind == DML_FEAT_NUM && DmlDatumToDouble(value, getBaseType(typid), &v))
+		dst64[0] = v;
+	else
+		for (int i = 0; i < f->width; i++)
+			dst64[i] = dst[i];
+}
+
+/*
  * feature_inputs
  *		DmlFeatureInputs, with plain float8 columns read straight: the
  *		record and column forms' per-feature step.  Returns the width.
  */
 static inline int
-feature_inputs(const DmlFeature *f, float *dst, Datum value, bool isnull, Oid typid)
+feature_inputs(const DmlFeature *f, float *dst, double *dst64, Datum value, bool isnull,
+			   Oid typid)
 {
 	if (f->kind == DML_FEAT_NUM && typid == FLOAT8OID && !isnull)
 	{
@@ -199,10 +222,12 @@ feature_inputs(const DmlFeature *f, float *dst, Datum value, bool isnull, Oid ty
 		if (isfinite(v))
 		{
 			dst[0] = (float) v;
+			if (dst64)
+				dst64[0] = v;
 			return 1;
 		}
 	}
-	DmlFeatureInputs(f, dst, value, isnull, typid);
+	DmlFeatureInputsWide(f, dst, dst64, value, isnull, typid);
 	return f->width;
 }
 
@@ -245,6 +270,8 @@ inputs_from_array(DmlCachedModel *cm, ArrayType *arr)
 			cm->input[i] = (float) v[i];
 			finite &= isfinite(v[i]);
 		}
+		if (cm->input64)
+			memcpy(cm->input64, v, sizeof(double) * C);
 		if (finite)
 			return;
 	}
@@ -265,6 +292,8 @@ inputs_from_array(DmlCachedModel *cm, ArrayType *arr)
 		v = DatumGetFloat8(elems[i]);
 		check_finite(v, NULL, i + 1);
 		cm->input[i] = (float) v;
+		if (cm->input64)
+			cm->input64[i] = v;
 	}
 }
 
@@ -317,6 +346,7 @@ inputs_from_record(FunctionCallInfo fcinfo, DmlCachedModel *cm, HeapTupleHeader 
 	RecordMap  *map = cc->map;
 	HeapTupleData tuple;
 	float	   *dst = cm->input;
+	double	   *dst64 = cm->input64;	/* float64 models only */
 
 	if (map == NULL || map->typid != typid || map->typmod != typmod ||
 		map->model_id != cm->id)
@@ -363,9 +393,11 @@ inputs_from_record(FunctionCallInfo fcinfo, DmlCachedModel *cm, HeapTupleHeader 
 	for (int i = 0; i < cm->nfeatures; i++)
 	{
 		int			a = map->attnums[i];
+		int			w = feature_inputs(&cm->features[i], dst, dst64, map->values[a],
+									   map->nulls[a], map->types[i]);
 
-		dst += feature_inputs(&cm->features[i], dst, map->values[a], map->nulls[a],
-							  map->types[i]);
+		dst += w;
+		dst64 = dst64 ? dst64 + w : NULL;
 	}
 }
 
@@ -467,6 +499,7 @@ inputs_from_columns(FunctionCallInfo fcinfo, DmlCachedModel *cm)
 	CallCache  *cc = call_cache(fcinfo);
 	ColumnMap  *map = cc->cols;
 	float	   *dst = cm->input;
+	double	   *dst64 = cm->input64;	/* float64 models only */
 
 	if (map == NULL || map->model_id != cm->id || !map->stable)
 		map = column_map(fcinfo, cm);
@@ -474,8 +507,11 @@ inputs_from_columns(FunctionCallInfo fcinfo, DmlCachedModel *cm)
 	{
 		int			a = map->argnos[i];
 
-		dst += feature_inputs(&cm->features[i], dst, fcinfo->args[a].value,
-							  fcinfo->args[a].isnull, map->types[i]);
+		int			w = feature_inputs(&cm->features[i], dst, dst64, fcinfo->args[a].value,
+									   fcinfo->args[a].isnull, map->types[i]);
+
+		dst += w;
+		dst64 = dst64 ? dst64 + w : NULL;
 	}
 }
 
@@ -561,7 +597,7 @@ predict_value(DmlCachedModel *cm)
 {
 	run_model(cm);
 	if (!is_classifier(cm))
-		return Float8GetDatum(cm->output[0]);
+		return Float8GetDatum(cm->output64 ? cm->output64[0] : cm->output[0]);
 	return Float8GetDatum(DmlLabelAsDouble(cm, DmlPredictedClass(cm, cm->output)));
 }
 
@@ -570,7 +606,8 @@ predict_class(DmlCachedModel *cm)
 {
 	run_model(cm);
 	if (!is_classifier(cm))
-		return CStringGetTextDatum(psprintf("%.9g", cm->output[0]));
+		return CStringGetTextDatum(cm->output64 ? psprintf("%.17g", cm->output64[0]) :
+								   psprintf("%.9g", cm->output[0]));
 	return CStringGetTextDatum(cm->classes[DmlPredictedClass(cm, cm->output)]);
 }
 
@@ -590,12 +627,14 @@ predict_proba(DmlCachedModel *cm)
 	d = palloc(sizeof(Datum) * K);
 	if (cm->model.net.loss == DML_LOSS_BCE)
 	{
-		d[0] = Float8GetDatum(1.0 - cm->output[0]);
-		d[1] = Float8GetDatum(cm->output[0]);
+		double		p1 = cm->output64 ? cm->output64[0] : cm->output[0];
+
+		d[0] = Float8GetDatum(1.0 - p1);
+		d[1] = Float8GetDatum(p1);
 	}
 	else
 		for (int k = 0; k < K; k++)
-			d[k] = Float8GetDatum(cm->output[k]);
+			d[k] = Float8GetDatum(cm->output64 ? cm->output64[k] : cm->output[k]);
 	return PointerGetDatum(construct_array(d, K, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 

@@ -14,6 +14,8 @@
 extern bool DmlDatumToDouble(Datum d, Oid typid, double *out);
 extern void DmlFeatureInputs(const DmlFeature *f, float *dst, Datum value,
 							 bool isnull, Oid typid);
+extern void DmlFeatureInputsWide(const DmlFeature *f, float *dst, double *dst64, Datum value,
+								 bool isnull, Oid typid);
 extern int	DmlPredictedClass(DmlCachedModel *cm, const float *out);
 extern double DmlLabelAsDouble(DmlCachedModel *cm, int cls);
 

@@ -281,7 +281,7 @@ row_from_template(DmlPredictWriter *w, int k, Datum id, double value, double pro
  */
 void
 DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
-					const float *out, int B)
+					const float *out, const double *out64, int B)
 {
 	DmlCachedModel *cm = w->t->cm;
 	int64		before = w->done;
@@ -294,6 +294,7 @@ DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 		for (int r = 0; r < n; r++)
 		{
 			const float *o = out + (size_t) r * w->K;
+			const double *o64 = out64 ? out64 + (size_t) r * w->K : NULL;
 			Datum		id = ids ? ids[r] : Int64GetDatum(w->done + r + 1);
 			bool		idnull = ids ? idnulls[r] : false;
 			int			k = 0;
@@ -302,11 +303,14 @@ DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 			TupleTableSlot *slot;
 
 			if (!w->classifier)
-				value = o[0];
+				value = o64 ? o64[0] : o[0];
 			else
 			{
 				k = DmlPredictedClass(cm, o);
-				p = cm->model.net.loss == DML_LOSS_BCE ? (k ? o[0] : 1.0 - o[0]) : o[k];
+				if (o64)
+					p = cm->model.net.loss == DML_LOSS_BCE ? (k ? o64[0] : 1.0 - o64[0]) : o64[k];
+				else
+					p = cm->model.net.loss == DML_LOSS_BCE ? (k ? o[0] : 1.0 - o[0]) : o[k];
 			}
 			if (w->templates && !idnull)
 			{
@@ -409,6 +413,8 @@ typedef struct PredictReceiver
 	int			B;				/* rows in the block */
 	float	   *X;				/* (DML_BATCH_ROWS, C) */
 	float	   *out;			/* (DML_BATCH_ROWS, K) */
+	double	   *X64;			/* float64 models: X at full precision, else NULL */
+	double	   *out64;			/* and their outputs in float64 */
 	float	   *scratch;
 	Datum	   *ids;
 	bool	   *idnulls;
@@ -422,8 +428,19 @@ receiver_flush(PredictReceiver *pr)
 {
 	if (pr->B == 0)
 		return;
-	dml_model_predict(&pr->cm->model, pr->out, pr->X, pr->B, pr->scratch);
-	DmlPredictWriterPut(pr->w, pr->has_id ? pr->ids : NULL, pr->idnulls, pr->out, pr->B);
+	if (pr->X64)
+	{
+		/* a float64 model computes in float64; the float32 outputs pick the class */
+		int			K = pr->cm->model.net.sizes[pr->cm->model.net.nlayers];
+
+		dml_model_predict64(&pr->cm->model, pr->out64, pr->X64, pr->B);
+		for (size_t i = 0; i < (size_t) pr->B * K; i++)
+			pr->out[i] = (float) pr->out64[i];
+	}
+	else
+		dml_model_predict(&pr->cm->model, pr->out, pr->X, pr->B, pr->scratch);
+	DmlPredictWriterPut(pr->w, pr->has_id ? pr->ids : NULL, pr->idnulls, pr->out, pr->out64,
+						pr->B);
 	pr->B = 0;
 	MemoryContextReset(pr->blockcxt);
 	CHECK_FOR_INTERRUPTS();
@@ -487,6 +504,7 @@ receiver_receive(TupleTableSlot *slot, DestReceiver *self)
 	PredictReceiver *pr = (PredictReceiver *) self;
 	DmlCachedModel *cm = pr->cm;
 	float	   *dst = pr->X + (size_t) pr->B * pr->C;
+	double	   *dst64 = pr->X64 ? pr->X64 + (size_t) pr->B * pr->C : NULL;
 	Datum	   *values;
 	bool	   *isnull;
 	MemoryContext old;
@@ -506,6 +524,8 @@ receiver_receive(TupleTableSlot *slot, DestReceiver *self)
 			if (likely(isfinite(v)))
 			{
 				*dst++ = (float) v;
+				if (dst64)
+					*dst64++ = v;
 				continue;
 			}
 		}
@@ -517,14 +537,17 @@ receiver_receive(TupleTableSlot *slot, DestReceiver *self)
 			if (likely(isfinite(v)))
 			{
 				*dst++ = (float) v;
+				if (dst64)
+					*dst64++ = v;
 				continue;
 			}
 		}
 		/* everything else, and every error, as dml_predict does it */
 		old = MemoryContextSwitchTo(pr->blockcxt);
-		DmlFeatureInputs(&cm->features[i], dst, values[a], isnull[a], pr->types[i]);
+		DmlFeatureInputsWide(&cm->features[i], dst, dst64, values[a], isnull[a], pr->types[i]);
 		MemoryContextSwitchTo(old);
 		dst += cm->features[i].width;
+		dst64 = dst64 ? dst64 + cm->features[i].width : NULL;
 	}
 	if (pr->has_id)
 	{
@@ -609,6 +632,12 @@ predict_in_backend(DmlPredictTarget *t)
 	pr.C = cm->model.net.sizes[0];
 	pr.X = palloc(sizeof(float) * DML_BATCH_ROWS * pr.C);
 	pr.out = palloc(sizeof(float) * DML_BATCH_ROWS * K);
+	pr.X64 = pr.out64 = NULL;
+	if (cm->model.precision == 64)
+	{
+		pr.X64 = palloc(sizeof(double) * DML_BATCH_ROWS * pr.C);
+		pr.out64 = palloc(sizeof(double) * DML_BATCH_ROWS * K);
+	}
 	pr.scratch = palloc(sizeof(float) * dml_model_scratch_floats(&cm->model, DML_BATCH_ROWS));
 	pr.ids = palloc(sizeof(Datum) * DML_BATCH_ROWS);
 	pr.idnulls = palloc(sizeof(bool) * DML_BATCH_ROWS);

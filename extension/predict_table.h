@@ -70,8 +70,10 @@ extern char *DmlFeatureList(DmlCachedModel *cm);
 extern double DmlEstimatedRows(Oid relid);
 extern void DmlPredictTargetCreate(DmlPredictTarget *t);
 extern void DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t);
+/* out (B, K) the model's outputs; out64 the same in float64 (float64 models), or NULL */
 extern void DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids,
-								const bool *idnulls, const float *out, int B);
+								const bool *idnulls, const float *out, const double *out64,
+								int B);
 extern void DmlPredictWriterEnd(DmlPredictWriter *w);
 
 /* predict_table_worker.c */

@@ -267,7 +267,7 @@ on_block(const char *payload, uint32 len, void *arg)
 		elog(ERROR, "dml: malformed PREDICTIONS from the worker. Please report a bug.");
 	MemoryContextSwitchTo(old);
 
-	DmlPredictWriterPut(s->w, s->has_id ? s->ids : NULL, s->idnulls, s->out, (int) B);
+	DmlPredictWriterPut(s->w, s->has_id ? s->ids : NULL, s->idnulls, s->out, NULL, (int) B);
 	MemoryContextReset(s->cxt);
 	CHECK_FOR_INTERRUPTS();
 }

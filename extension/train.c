@@ -227,6 +227,16 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 
 	BOOLEAN_OFF_OPT("in_server", job->no_in_server);
 	BOOLEAN_OFF_OPT("shared_memory", job->no_shared_memory);
+	if (strcmp(key, "rank_deficient") == 0)
+	{
+		if (str == NULL || (strcmp(str, "error") != 0 && strcmp(str, "min_norm") != 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"rank_deficient\" must be \"error\" or \"min_norm\""),
+					 errhint("\"min_norm\" gives collinear features the minimum-norm solution, as lstsq does.")));
+		job->rank_min_norm = strcmp(str, "min_norm") == 0;
+		return;
+	}
 	if (strcmp(key, "load") == 0)
 	{
 		if (str == NULL || (strcmp(str, "auto") != 0 && strcmp(str, "copy") != 0))
@@ -292,7 +302,7 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unrecognized option \"%s\"", key),
-			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, shared_memory, fault and straggler.")));
+			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, shared_memory, rank_deficient, fault and straggler.")));
 }
 
 static void
@@ -629,6 +639,9 @@ choose_packing(DmlJob *job)
 	const char *qcol = quote_identifier(job->target.name);
 
 	job->pack_target = NULL;
+	/* exact least squares and Newton's logistic read float64 rows: dml.pack_rows64 */
+	job->pack_wide = (job->optimizer == DML_JOB_OPT_EXACT && !job->classification) ||
+		(job->optimizer == DML_JOB_OPT_NEWTON && strcmp(job->loss, "bce") == 0);
 	if (job->load_copy)
 		return;
 	/* dml.pack_rows takes its state, the target and the features as arguments */

@@ -14,6 +14,7 @@
  */
 #include "kernels.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,7 @@ dml_model_alloc(DmlModel *m, int nlayers, const int *sizes, DmlAct act,
 				K;
 
 	memset(m, 0, sizeof(*m));
+	m->precision = 32;
 	if ((st = dml_net_alloc(&m->net, nlayers, sizes, act, loss)) != DML_OK)
 		return st;
 	C = sizes[0];
@@ -81,27 +83,97 @@ dml_model_free(DmlModel *m)
 	free(m->in_scale);
 	free(m->out_mean);
 	free(m->out_scale);
+	free(m->params64);
 	m->in_mean = m->in_scale = m->out_mean = m->out_scale = NULL;
+	m->params64 = m->in_mean64 = m->in_scale64 = m->out_mean64 = m->out_scale64 = NULL;
+	m->precision = 32;
 }
 
+/* values of a model's five vectors together: in_mean, in_scale, out_mean, out_scale, params */
 static size_t
-header_size(int nlayers)
-{
-	return 6 * 4 + (size_t) (nlayers + 1) * 4;
-}
-
-/* float count after the header: standardization vectors and parameters */
-static size_t
-body_floats(const DmlNet *net)
+body_values(const DmlNet *net)
 {
 	return 2 * (size_t) net->sizes[0] + 2 * (size_t) net->sizes[net->nlayers] +
 		net->nparams;
 }
 
+/*
+ * dml_model_make_f64
+ *		Give m float64 vectors (one block: params, then in_mean, in_scale,
+ *		out_mean, out_scale), widened from the float32 ones.
+ */
+DmlStatus
+dml_model_make_f64(DmlModel *m)
+{
+	int			C = m->net.sizes[0];
+	int			K = m->net.sizes[m->net.nlayers];
+	double	   *v;
+
+	if (m->net.nlayers != 1)
+		return DML_ERR_ARG;
+	if (m->precision == 64)
+		return DML_OK;
+	v = malloc(sizeof(double) * body_values(&m->net));
+	if (v == NULL)
+		return DML_ERR_NOMEM;
+	m->params64 = v;
+	m->in_mean64 = v + m->net.nparams;
+	m->in_scale64 = m->in_mean64 + C;
+	m->out_mean64 = m->in_scale64 + C;
+	m->out_scale64 = m->out_mean64 + K;
+	for (size_t i = 0; i < m->net.nparams; i++)
+		m->params64[i] = m->net.params[i];
+	for (int c = 0; c < C; c++)
+	{
+		m->in_mean64[c] = m->in_mean[c];
+		m->in_scale64[c] = m->in_scale[c];
+	}
+	for (int k = 0; k < K; k++)
+	{
+		m->out_mean64[k] = m->out_mean[k];
+		m->out_scale64[k] = m->out_scale[k];
+	}
+	m->precision = 64;
+	return DML_OK;
+}
+
+/* the float32 vectors of a float64 model, rounded from the float64 ones */
+void
+dml_model_sync_f32(DmlModel *m)
+{
+	int			C = m->net.sizes[0];
+	int			K = m->net.sizes[m->net.nlayers];
+
+	if (m->precision != 64)
+		return;
+	for (size_t i = 0; i < m->net.nparams; i++)
+		m->net.params[i] = (float) m->params64[i];
+	for (int c = 0; c < C; c++)
+	{
+		m->in_mean[c] = (float) m->in_mean64[c];
+		m->in_scale[c] = (float) m->in_scale64[c];
+	}
+	for (int k = 0; k < K; k++)
+	{
+		m->out_mean[k] = (float) m->out_mean64[k];
+		m->out_scale[k] = (float) m->out_scale64[k];
+	}
+}
+
+/* header bytes: version 2 adds the precision field */
+static size_t
+header_size(int nlayers, int version)
+{
+	return (version >= 2 ? 7 : 6) * 4 + (size_t) (nlayers + 1) * 4;
+}
+
 size_t
 dml_model_serialized_size(const DmlModel *m)
 {
-	return header_size(m->net.nlayers) + 4 * body_floats(&m->net) + 4;
+	int			wide = m->precision == 64;
+
+	return header_size(m->net.nlayers, wide ? 2 : 1) +
+		(wide ? 8 : 4) * body_values(&m->net) + 4;
 }
 
 static void
@@ -133,6 +205,32 @@ put_floats(unsigned char *p, const float *f, size_t n)
 	return p;
 }
 
+static unsigned char *
+put_doubles(unsigned char *p, const double *f, size_t n)
+{
+	for (size_t i = 0; i < n; i++, p += 8)
+	{
+		uint64_t	u;
+
+		memcpy(&u, &f[i], 8);
+		put_u32(p, (uint32_t) u);
+		put_u32(p + 4, (uint32_t) (u >> 32));
+	}
+	return p;
+}
+
+static const unsigned char *
+get_doubles(double *f, const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++, p += 8)
+	{
+		uint64_t	u = (uint64_t) get_u32(p) | ((uint64_t) get_u32(p + 4) << 32);
+
+		memcpy(&f[i], &u, 8);
+	}
+	return p;
+}
+
 static const unsigned char *
 get_floats(float *f, const unsigned char *p, size_t n)
 {
@@ -155,20 +253,38 @@ dml_model_serialize(const DmlModel *m, unsigned char *buf)
 	int			C = net->sizes[0];
 	int			K = net->sizes[net->nlayers];
 
+	int			wide = m->precision == 64;
+
 	put_u32(p, DML_FORMAT_MAGIC);
-	put_u32(p + 4, DML_FORMAT_VERSION);
+	put_u32(p + 4, wide ? DML_FORMAT_VERSION : DML_FORMAT_VERSION_F32);
 	put_u32(p + 8, (uint32_t) total);
 	put_u32(p + 12, (uint32_t) net->nlayers);
 	put_u32(p + 16, (uint32_t) net->act);
 	put_u32(p + 20, (uint32_t) net->loss);
 	p += 24;
+	if (wide)
+	{
+		put_u32(p, 64);
+		p += 4;
+	}
 	for (int l = 0; l <= net->nlayers; l++, p += 4)
 		put_u32(p, (uint32_t) net->sizes[l]);
-	p = put_floats(p, m->in_mean, C);
-	p = put_floats(p, m->in_scale, C);
-	p = put_floats(p, m->out_mean, K);
-	p = put_floats(p, m->out_scale, K);
-	p = put_floats(p, net->params, net->nparams);
+	if (wide)
+	{
+		p = put_doubles(p, m->in_mean64, C);
+		p = put_doubles(p, m->in_scale64, C);
+		p = put_doubles(p, m->out_mean64, K);
+		p = put_doubles(p, m->out_scale64, K);
+		p = put_doubles(p, m->params64, net->nparams);
+	}
+	else
+	{
+		p = put_floats(p, m->in_mean, C);
+		p = put_floats(p, m->in_scale, C);
+		p = put_floats(p, m->out_mean, K);
+		p = put_floats(p, m->out_scale, K);
+		p = put_floats(p, net->params, net->nparams);
+	}
 	put_u32(p, dml_crc32(buf, total - 4));
 }
 
@@ -183,7 +299,9 @@ dml_model_parse(DmlModel *m, const unsigned char *buf, size_t len,
 	uint32_t	nlayers,
 				act,
 				loss,
-				total;
+				total,
+				version,
+				precision = 32;
 	int			sizes[DML_MAX_LAYERS + 1];
 	DmlModel	tmp;
 	const unsigned char *p;
@@ -193,9 +311,10 @@ dml_model_parse(DmlModel *m, const unsigned char *buf, size_t len,
 		FAIL(DML_ERR_FORMAT, "model is %zu bytes, shorter than any header", len);
 	if (get_u32(buf) != DML_FORMAT_MAGIC)
 		FAIL(DML_ERR_FORMAT, "bad magic number 0x%08X", get_u32(buf));
-	if (get_u32(buf + 4) != DML_FORMAT_VERSION)
-		FAIL(DML_ERR_FORMAT, "unsupported format version %u (this build reads %d)",
-			 get_u32(buf + 4), DML_FORMAT_VERSION);
+	version = get_u32(buf + 4);
+	if (version < 1 || version > DML_FORMAT_VERSION)
+		FAIL(DML_ERR_FORMAT, "unsupported format version %u (this build reads 1 to %d)",
+			 version, DML_FORMAT_VERSION);
 	total = get_u32(buf + 8);
 	if (total != len)
 		FAIL(DML_ERR_FORMAT, "model states %u bytes but has %zu", total, len);
@@ -208,9 +327,17 @@ dml_model_parse(DmlModel *m, const unsigned char *buf, size_t len,
 		FAIL(DML_ERR_FORMAT, "unknown activation code %u", act);
 	if (loss > DML_LOSS_SOFTMAX)
 		FAIL(DML_ERR_FORMAT, "unknown loss code %u", loss);
-	if (len < header_size(nlayers) + 4)
+	if (version >= 2)
+	{
+		precision = get_u32(buf + 24);
+		if (precision != 32 && precision != 64)
+			FAIL(DML_ERR_FORMAT, "unknown precision %u", precision);
+		if (precision == 64 && nlayers != 1)
+			FAIL(DML_ERR_FORMAT, "float64 model with %u layers (only one is supported)", nlayers);
+	}
+	if (len < header_size(nlayers, version) + 4)
 		FAIL(DML_ERR_FORMAT, "model truncated in its layer sizes");
-	p = buf + 24;
+	p = buf + (version >= 2 ? 28 : 24);
 	for (uint32_t l = 0; l <= nlayers; l++, p += 4)
 	{
 		uint32_t	s = get_u32(p);
@@ -224,8 +351,9 @@ dml_model_parse(DmlModel *m, const unsigned char *buf, size_t len,
 	if (loss == DML_LOSS_SOFTMAX && sizes[nlayers] < 2)
 		FAIL(DML_ERR_FORMAT, "softmax model with %d outputs", sizes[nlayers]);
 	/* sizes are bounded, so this cannot overflow size_t */
-	need = header_size(nlayers) + 4 * (2 * (size_t) sizes[0] + 2 * (size_t) sizes[nlayers] +
-									   dml_net_param_count(nlayers, sizes)) + 4;
+	need = header_size(nlayers, version) +
+		(precision / 8) * (2 * (size_t) sizes[0] + 2 * (size_t) sizes[nlayers] +
+						   dml_net_param_count(nlayers, sizes)) + 4;
 	if (need != len)
 		FAIL(DML_ERR_FORMAT, "model shapes need %zu bytes but it has %zu", need, len);
 	if (dml_crc32(buf, len - 4) != get_u32(buf + len - 4))
@@ -233,11 +361,28 @@ dml_model_parse(DmlModel *m, const unsigned char *buf, size_t len,
 
 	if (dml_model_alloc(&tmp, nlayers, sizes, act, loss) != DML_OK)
 		FAIL(DML_ERR_NOMEM, "out of memory for a model of %zu bytes", len);
-	p = get_floats(tmp.in_mean, p, sizes[0]);
-	p = get_floats(tmp.in_scale, p, sizes[0]);
-	p = get_floats(tmp.out_mean, p, sizes[nlayers]);
-	p = get_floats(tmp.out_scale, p, sizes[nlayers]);
-	get_floats(tmp.net.params, p, tmp.net.nparams);
+	if (precision == 64)
+	{
+		if (dml_model_make_f64(&tmp) != DML_OK)
+		{
+			dml_model_free(&tmp);
+			FAIL(DML_ERR_NOMEM, "out of memory for a model of %zu bytes", len);
+		}
+		p = get_doubles(tmp.in_mean64, p, sizes[0]);
+		p = get_doubles(tmp.in_scale64, p, sizes[0]);
+		p = get_doubles(tmp.out_mean64, p, sizes[nlayers]);
+		p = get_doubles(tmp.out_scale64, p, sizes[nlayers]);
+		get_doubles(tmp.params64, p, tmp.net.nparams);
+		dml_model_sync_f32(&tmp);
+	}
+	else
+	{
+		p = get_floats(tmp.in_mean, p, sizes[0]);
+		p = get_floats(tmp.in_scale, p, sizes[0]);
+		p = get_floats(tmp.out_mean, p, sizes[nlayers]);
+		p = get_floats(tmp.out_scale, p, sizes[nlayers]);
+		get_floats(tmp.net.params, p, tmp.net.nparams);
+	}
 	*m = tmp;
 	return DML_OK;
 }
@@ -314,4 +459,52 @@ dml_model_predict(const DmlModel *m, float *out, const float *X, int B,
 		cur ^= 1;
 	}
 	dml_model_finish(m, out, B);
+}
+
+/*
+ * dml_model_predict64
+ *		out (B,K) for X (B,C) in float64, for a float64 (one-layer) model:
+ *		z = W ((x - in_mean) * in_scale) + b, the output function, and for
+ *		regression y = z * out_scale + out_mean.
+ */
+void
+dml_model_predict64(const DmlModel *m, double *out, const double *X, int B)
+{
+	const DmlNet *net = &m->net;
+	int			C = net->sizes[0];
+	int			K = net->sizes[1];
+	const double *W = m->params64;
+	const double *bias = m->params64 + (size_t) K * C;
+
+	for (int r = 0; r < B; r++)
+	{
+		const double *x = X + (size_t) r * C;
+		double	   *o = out + (size_t) r * K;
+
+		for (int k = 0; k < K; k++)
+		{
+			double		z = bias[k];
+
+			for (int c = 0; c < C; c++)
+				z += W[(size_t) k * C + c] * ((x[c] - m->in_mean64[c]) * m->in_scale64[c]);
+			o[k] = z;
+		}
+		if (net->loss == DML_LOSS_MSE)
+			for (int k = 0; k < K; k++)
+				o[k] = o[k] * m->out_scale64[k] + m->out_mean64[k];
+		else if (net->loss == DML_LOSS_BCE)
+			o[0] = o[0] >= 0 ? 1.0 / (1.0 + exp(-o[0])) : exp(o[0]) / (1.0 + exp(o[0]));
+		else
+		{
+			double		mx = o[0],
+						sum = 0;
+
+			for (int k = 1; k < K; k++)
+				mx = o[k] > mx ? o[k] : mx;
+			for (int k = 0; k < K; k++)
+				sum += (o[k] = exp(o[k] - mx));
+			for (int k = 0; k < K; k++)
+				o[k] /= sum;
+		}
+	}
 }

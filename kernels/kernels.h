@@ -270,6 +270,64 @@ extern void dml_net_output(const DmlNet *net, float *logits, int B);
 
 /* Solve A x = b for symmetric positive definite A (n,n) in place (double) */
 extern DmlStatus dml_cholesky_solve(double *A, double *b, int n);
+/* A (n,n) symmetric positive definite := its inverse (LAPACK dpotrf, dpotri) */
+extern DmlStatus dml_spd_inverse(double *A, int n);
+
+/*
+ * Least squares by TSQR.  R (q,q), row-major upper triangular, is the R
+ * factor of Z = [X, y] (n, q), the target its last column: R = [R11 c; 0 r],
+ * p = q - 1 coefficients, r^2 the residual sum of squares.
+ */
+
+/* R = the R factor of [R; Z (B,q)]: adds B rows, or merges another R (B = q) */
+extern DmlStatus dml_qr_stack(double *R, const double *Z, int B, int q);
+
+typedef struct DmlLsq
+{
+	int			p;				/* coefficients */
+	int			rank;			/* numerical rank of X */
+	double	   *coef;			/* (p) */
+	double	   *cov;			/* (p,p) (X'X)^-1, or its pseudo-inverse */
+	double		rss;			/* residual sum of squares */
+	double		cond;			/* 2-norm condition number of X */
+	int			ndropped;
+	int		   *dropped;		/* (ndropped) columns that depend on others */
+} DmlLsq;
+
+/*
+ * Solve from R for n rows.  DML_ERR_SINGULAR when X is rank-deficient
+ * (ls->dropped names the columns), unless min_norm: then the minimum-norm
+ * solution.  ls owns allocations on every return (dml_lsq_free).
+ */
+extern DmlStatus dml_lsq_solve(DmlLsq *ls, const double *R, int q, double n, bool min_norm);
+extern void dml_lsq_free(DmlLsq *ls);
+
+/* ---------------------------------------------------------------------
+ * Logistic regression in float64 (logit.c): Newton's statistics on raw
+ * rows, beta (d + 1) with the intercept last, and the fit as JSON
+ * --------------------------------------------------------------------- */
+
+/* g (d+1) and H (d+1, d+1) += the negative log-likelihood's derivatives; returns its sum */
+extern double dml_logit_stats(double *g, double *H, const double *X, const double *y,
+							  const unsigned char *skip, int64_t n, int d,
+							  const double *beta);
+/* cov = H^-1 or NULL (penalized: no standard errors); returns the length needed */
+extern size_t dml_logit_json(const double *beta, const double *cov, int d, double n,
+							 double llf, double llnull, const char *const *terms,
+							 char *buf, size_t len);
+
+/* ---------------------------------------------------------------------
+ * Distributions for the statistics of a fit (stats.c)
+ * --------------------------------------------------------------------- */
+
+/* regularized incomplete beta I_x(a, b) */
+extern double dml_incbeta(double a, double b, double x);
+/* two-sided p-value of t with df degrees of freedom: P(|T| >= |t|) */
+extern double dml_t_pvalue(double t, double df);
+/* P(F >= f) for F(d1, d2) */
+extern double dml_f_pvalue(double f, double d1, double d2);
+/* two-sided p-value of a standard normal z: P(|Z| >= |z|) */
+extern double dml_z_pvalue(double z);
 
 /* ---------------------------------------------------------------------
  * L-BFGS (lbfgs.c): curvature pairs and the two-loop recursion; the
@@ -358,13 +416,20 @@ extern double dml_net_penalty(const DmlNet *net, double lambda, const double *x,
  *	 ..      params[nparams]                         (float32)
  *	 end-4   CRC-32 of every byte before it (uint32)
  *
+ * Version 2 records the precision of the values: a uint32 after loss
+ * (offset 24; 32 or 64), the sizes from offset 28, then the same vectors
+ * as float32 or float64.  float32 models are still written as version 1,
+ * byte for byte as before; float64 ones (the exact solvers' linear,
+ * logistic and softmax models: one layer) as version 2.  Both are read.
+ *
  * Inputs are standardized as (x - in_mean) * in_scale before the network;
  * for regression, outputs are mapped back as y = out * out_scale + out_mean.
  * All integers and floats are little-endian.
  * --------------------------------------------------------------------- */
 
 #define DML_FORMAT_MAGIC	0x4D4C4D44u
-#define DML_FORMAT_VERSION	1
+#define DML_FORMAT_VERSION	2		/* the newest this build reads and writes */
+#define DML_FORMAT_VERSION_F32	1	/* float32 models */
 
 typedef struct DmlModel
 {
@@ -373,11 +438,26 @@ typedef struct DmlModel
 	float	   *in_scale;		/* (sizes[0]) */
 	float	   *out_mean;		/* (K) */
 	float	   *out_scale;		/* (K) */
+	/*
+	 * precision 64: the same five vectors in float64 (the float32 ones
+	 * above hold them rounded, for the paths that compute in float32);
+	 * NULL for precision 32
+	 */
+	int			precision;		/* 32 or 64 */
+	double	   *params64;		/* (nparams) */
+	double	   *in_mean64;
+	double	   *in_scale64;
+	double	   *out_mean64;
+	double	   *out_scale64;
 } DmlModel;
 
 extern DmlStatus dml_model_alloc(DmlModel *m, int nlayers, const int *sizes,
 								 DmlAct act, DmlLoss loss);
 extern void dml_model_free(DmlModel *m);
+/* make m a float64 model (one layer only): the float64 vectors, from the float32 ones */
+extern DmlStatus dml_model_make_f64(DmlModel *m);
+/* after writing the float64 vectors: round them into the float32 ones */
+extern void dml_model_sync_f32(DmlModel *m);
 extern size_t dml_model_serialized_size(const DmlModel *m);
 /* writes dml_model_serialized_size(m) bytes into buf */
 extern void dml_model_serialize(const DmlModel *m, unsigned char *buf);
@@ -396,6 +476,8 @@ extern DmlStatus dml_model_parse(DmlModel *m, const unsigned char *buf,
 extern size_t dml_model_scratch_floats(const DmlModel *m, int B);
 extern void dml_model_predict(const DmlModel *m, float *out, const float *X,
 							  int B, float *scratch);
+/* a float64 model's predictions out (B,K) for X (B, sizes[0]), in float64 */
+extern void dml_model_predict64(const DmlModel *m, double *out, const double *X, int B);
 
 /*
  * The two ends of dml_model_predict, for a network run elsewhere (a GPU):
@@ -406,6 +488,45 @@ extern void dml_model_standardize(const DmlModel *m, float *Xs, const float *X, 
 extern void dml_model_finish(const DmlModel *m, float *out, int B);
 
 extern uint32_t dml_crc32(const unsigned char *buf, size_t len);
+
+/* ---------------------------------------------------------------------
+ * A least-squares fit from its TSQR factor (lsq.c): R (d+2, d+2) of the
+ * rows [x, 1, y]; shared by the in-server solver and the workers
+ * --------------------------------------------------------------------- */
+
+typedef struct DmlLsqFit
+{
+	int			d;				/* inputs */
+	double		n;				/* rows */
+	DmlLsq		ls;				/* coef (d+1): raw-scale slopes, then the intercept */
+	double	   *mu;				/* (d) inputs' means */
+	double	   *sd;				/* (d) and population standard deviations */
+	double		ymu;
+	double		ysd;			/* 1 when the target is constant */
+	double		rss;			/* residual sum of squares, penalty excluded */
+	double		tss;			/* total sum of squares about the mean */
+	bool		penalized;		/* ridge: no standard errors */
+} DmlLsqFit;
+
+/* moments and tss from R; then check the inputs (sd 0: constant), then dml_lsq_fit */
+extern DmlStatus dml_lsq_moments(DmlLsqFit *fit, const double *R, int d, double n);
+/* solve; penalty (d) or NULL: weights of beta_c^2 on the standardized scale; R changes */
+extern DmlStatus dml_lsq_fit(DmlLsqFit *fit, double *R, const double *penalty, bool min_norm);
+/* the fit into m (one layer, d inputs, one MSE output), float64, standardized form */
+extern DmlStatus dml_lsq_fit_model(const DmlLsqFit *fit, DmlModel *m);
+/* the statistics as JSON (terms: d input names); returns the length needed */
+extern size_t dml_lsq_fit_json(const DmlLsqFit *fit, const char *const *terms, char *buf,
+							   size_t len);
+extern void dml_lsq_fit_free(DmlLsqFit *fit);
+
+/* JSON writing into buf (len bytes), *pos counting the length needed (lsq.c) */
+extern void dml_json_add(char *buf, size_t len, size_t *pos, const char *fmt,...)
+			__attribute__((format(printf, 4, 5)));
+extern void dml_json_num(char *buf, size_t len, size_t *pos, const char *sep, double x);
+extern void dml_json_str(char *buf, size_t len, size_t *pos, const char *sep, const char *s);
+extern void dml_json_coefficients(char *buf, size_t len, size_t *pos, const char *method,
+								  const char *solver, const char *const *terms, int d,
+								  const double *coef, const double *cov, double scale);
 
 /* ---------------------------------------------------------------------
  * Metrics (metrics.c): sums that all-reduce, then JSON

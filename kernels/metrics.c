@@ -157,31 +157,14 @@ macro_f1(const DmlMetrics *m)
 	return counted ? sum / counted : NAN;
 }
 
-static void add(char *buf, size_t len, size_t *pos, const char *fmt,...)
-			__attribute__((format(printf, 4, 5)));
-
-/* append to buf, tracking the length needed */
-static void
-add(char *buf, size_t len, size_t *pos, const char *fmt,...)
-{
-	va_list		ap;
-	int			n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(*pos < len ? buf + *pos : NULL, *pos < len ? len - *pos : 0, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		*pos += n;
-}
-
 /* JSON numbers cannot be NaN or infinite: write null */
 static void
 add_num(char *buf, size_t len, size_t *pos, const char *key, double x, int comma)
 {
 	if (isfinite(x))
-		add(buf, len, pos, "%s\"%s\": %.10g", comma ? ", " : "", key, x);
+		dml_json_add(buf, len, pos, "%s\"%s\": %.10g", comma ? ", " : "", key, x);
 	else
-		add(buf, len, pos, "%s\"%s\": null", comma ? ", " : "", key);
+		dml_json_add(buf, len, pos, "%s\"%s\": null", comma ? ", " : "", key);
 }
 
 size_t
@@ -192,7 +175,7 @@ dml_metrics_json(const DmlMetrics *m, char *buf, size_t len)
 
 	if (len > 0)
 		buf[0] = '\0';
-	add(buf, len, &pos, "{");
+	dml_json_add(buf, len, &pos, "{");
 	add_num(buf, len, &pos, "rows", n, 0);
 	if (m->loss == DML_LOSS_MSE)
 	{
@@ -205,17 +188,17 @@ dml_metrics_json(const DmlMetrics *m, char *buf, size_t len)
 		add_num(buf, len, &pos, "accuracy", accuracy(m), 1);
 		add_num(buf, len, &pos, "log_loss", dml_metrics_loss(m), 1);
 		add_num(buf, len, &pos, "macro_f1", macro_f1(m), 1);
-		add(buf, len, &pos, ", \"confusion\": [");
+		dml_json_add(buf, len, &pos, ", \"confusion\": [");
 		for (int k = 0; k < m->K; k++)
 		{
-			add(buf, len, &pos, "%s[", k ? ", " : "");
+			dml_json_add(buf, len, &pos, "%s[", k ? ", " : "");
 			for (int j = 0; j < m->K; j++)
-				add(buf, len, &pos, "%s%.0f", j ? ", " : "",
+				dml_json_add(buf, len, &pos, "%s%.0f", j ? ", " : "",
 					m->v[DML_MET_CONF + (size_t) k * m->K + j]);
-			add(buf, len, &pos, "]");
+			dml_json_add(buf, len, &pos, "]");
 		}
-		add(buf, len, &pos, "]");
+		dml_json_add(buf, len, &pos, "]");
 	}
-	add(buf, len, &pos, "}");
+	dml_json_add(buf, len, &pos, "}");
 	return pos + 1;
 }

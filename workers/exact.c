@@ -1,21 +1,27 @@
 /*-------------------------------------------------------------------------
  *
  * exact.c
- *	  Exact solvers: linear regression by the normal equations and
- *	  logistic/softmax regression by Newton's method (IRLS).
+ *	  Exact solvers: linear regression by a distributed QR factorization
+ *	  (TSQR) and logistic/softmax regression by Newton's method (IRLS).
  *
- * Each rank sums its statistics over its rows (X'X and X'y in double; or
- * the gradient in double and the Hessian in float32 blocks summed in
- * double), one all-reduce merges them, and every rank solves the same small
- * system with a Cholesky factorization, so the replicas agree bit for bit.  Inputs are standardized (prepare.c), which
- * keeps the systems well conditioned; an intercept column of ones is
- * appended.  weight_decay adds N * weight_decay / 2 to the diagonal (not
- * the intercept's), the same penalty the gradient optimizers apply.
+ * Least squares reads the raw float64 rows (load.c keeps them for this
+ * job), each rank factors its own, the R factors meet up a reduction tree
+ * and every rank solves the same triangular system (kernels/lsq.c); the
+ * condition number is the data's, not its square as with the normal
+ * equations.  Newton sums per-rank statistics (the gradient in double and
+ * the Hessian in float32 blocks summed in double), one all-reduce merges
+ * them, and every rank solves the same small system with a Cholesky
+ * factorization, so the replicas agree bit for bit; its inputs are
+ * standardized (prepare.c), which keeps the systems well conditioned.  An
+ * intercept column of ones is appended.  weight_decay adds N *
+ * weight_decay / 2 times the squared standardized weights (not the
+ * intercept's), the same penalty the gradient optimizers apply.
  *
  *-------------------------------------------------------------------------
  */
 #include <cblas.h>
 #include <math.h>
+#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,27 +29,36 @@
 #include "protocol.h"
 #include "worker.h"
 
-#define CHUNK 512				/* rows converted to double at a time */
+#define CHUNK 1024				/* rows factored at a time, at least */
 
-/* Z (B, d+1) = [X rows, 1] in double, for the training rows from lo */
+/*
+ * rows factored at a time: a QR of [R; block] costs (q + block) q^2, so at
+ * least 2q rows keep R's share small
+ */
 static int
-chunk_rows(const Dataset *ds, int64_t *pos, double *Z, double *y)
+chunk_size(int q)
+{
+	return CHUNK > 2 * q ? CHUNK : 2 * q;
+}
+
+/* Z (B, d + 2) = [x, 1, y] raw float64 rows, for the training rows from *pos */
+static int
+chunk_rows(const Dataset *ds, int64_t *pos, double *Z)
 {
 	int			B = 0;
 	int			d = ds->d;
+	int			cap = chunk_size(d + 2);
 
-	while (*pos < ds->n && B < CHUNK)
+	while (*pos < ds->n && B < cap)
 	{
 		int64_t		i = (*pos)++;
-		const float *x = ds->X + (size_t) i * d;
-		double	   *z = Z + (size_t) B * (d + 1);
+		double	   *z = Z + (size_t) B * (d + 2);
 
 		if (ds->val[i])
 			continue;
-		for (int c = 0; c < d; c++)
-			z[c] = x[c];
+		memcpy(z, ds->Xd + (size_t) i * d, sizeof(double) * d);
 		z[d] = 1.0;
-		y[B] = ds->y[i];
+		z[d + 1] = ds->yd[i];
 		B++;
 	}
 	return B;
@@ -77,6 +92,24 @@ add_onehot_ridge(double *A, int p, int Kf, const WorkerSpec *spec, double n)
 	}
 }
 
+/*
+ * add_onehot_ridge on the raw scale: the same 1e-6 n on a one-hot input's
+ * standardized weight theta = beta / scale is 1e-6 n / scale^2 on beta.  A
+ * is (p, p), one block.
+ */
+static void
+add_onehot_ridge_scaled(double *A, int p, const WorkerSpec *spec, double n, const double *scale)
+{
+	for (int f = 0; f < spec->nfeatures; f++)
+	{
+		const SpecFeature *ft = &spec->features[f];
+
+		if (ft->kind == FEAT_CAT)
+			for (int c = ft->offset; c < ft->offset + ft->width; c++)
+				A[(size_t) c * p + c] += 1e-6 * n / (scale[c] * scale[c]);
+	}
+}
+
 /* one epoch-like progress message for a solver iteration */
 static void
 report(int iter, double loss, double rows, double secs, double bytes)
@@ -96,85 +129,173 @@ report(int iter, double loss, double rows, double secs, double bytes)
 }
 
 /*
+ * TSQR's reduction: a binomial tree over the data ranks, each R (q, q)
+ * stacked on its partner's at every level (rank r + s sends to r when r is
+ * a multiple of 2s), then rank 0's R broadcast, so every rank holds the
+ * same factor.  log2(world) steps of one q x q message.
+ */
+static void
+tsqr_reduce(double *R, int q)
+{
+	MPI_Comm	comm = *(MPI_Comm *) comm_data_handle();
+	size_t		qq = (size_t) q * q;
+	double	   *Rb = malloc(sizeof(double) * qq);
+
+	if (!Rb)
+		worker_fail("out of memory for a %d x %d factor", q, q);
+	for (int s = 1; s < worker_world; s <<= 1)
+	{
+		if (worker_rank & s)
+		{
+			MPI_Send(R, (int) qq, MPI_DOUBLE, worker_rank - s, 0, comm);
+			comm_count_p2p(sizeof(double) * (double) qq);
+			break;
+		}
+		if (worker_rank + s < worker_world)
+		{
+			MPI_Recv(Rb, (int) qq, MPI_DOUBLE, worker_rank + s, 0, comm, MPI_STATUS_IGNORE);
+			if (dml_qr_stack(R, Rb, q, q) != DML_OK)
+				worker_fail("out of memory in the QR factorization");
+		}
+	}
+	comm_bcast(R, sizeof(double) * qq, 0);
+	free(Rb);
+}
+
+/* the name of input c for the statistics: the feature, its element, or its level */
+static char *
+input_name(const WorkerSpec *spec, int c)
+{
+	char		buf[512];
+
+	for (int f = 0; f < spec->nfeatures; f++)
+	{
+		const SpecFeature *ft = &spec->features[f];
+
+		if (c < ft->offset || c >= ft->offset + ft->width)
+			continue;
+		if (ft->kind == FEAT_NUM)
+			return strdup(ft->name);
+		if (ft->kind == FEAT_VEC)
+			snprintf(buf, sizeof(buf), "%s[%d]", ft->name, c - ft->offset + 1);
+		else
+		{
+			snprintf(buf, sizeof(buf), "%s", ft->name);
+			for (int l = 0; l < ft->nlevels; l++)
+				if (ft->level_slot[l] == c - ft->offset)
+					snprintf(buf, sizeof(buf), "%s=%s", ft->name, ft->levels[l]);
+		}
+		return strdup(buf);
+	}
+	return strdup("?");
+}
+
+/*
  * train_exact
- *		Least squares (ridge with weight_decay): one pass, one all-reduce,
- *		one Cholesky solve.
+ *		Least squares (ridge with weight_decay) by TSQR: each rank factors
+ *		its float64 rows [x, 1, y] block by block, the R factors meet up a
+ *		reduction tree, and every rank solves the same small triangular
+ *		system (kernels/lsq.c), with the rank-revealing step: collinear
+ *		features are named, or solved in the minimum-norm sense.
  */
 void
 train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 {
 	DmlModel   *m = &res->model;
 	int			d = ds->d;
-	int			p = d + 1;
-	size_t		nstat = (size_t) p * p + p + 2;
-	double	   *S = calloc(nstat, sizeof(double));	/* Z'Z, Z'y, y'y, n */
-	double	   *A = S,
-			   *bvec = S + (size_t) p * p;
-	double	   *Z = malloc(sizeof(double) * CHUNK * p);
-	double	   *y = malloc(sizeof(double) * CHUNK);
-	double	   *w;
+	int			q = d + 2;
+	double	   *R = calloc((size_t) q * q, sizeof(double));
+	double	   *Z = malloc(sizeof(double) * chunk_size(q) * q);
+	double	   *penalty = calloc(d ? d : 1, sizeof(double));
 	double		t0 = dml_clock_seconds();
 	double		bytes0 = comm_job_bytes();
-	double		n,
-				sse;
+	double		n = 0;
 	int64_t		pos = 0;
 	int			B;
+	DmlLsqFit	fit;
+	DmlStatus	st;
 
-	if (!S || !Z || !y)
-		worker_fail("out of memory for a %d x %d system", p, p);
-	while ((B = chunk_rows(ds, &pos, Z, y)) > 0)
+	if (!R || !Z || !penalty || !ds->wide)
+		worker_fail("out of memory for a %d x %d factor", q, q);
+	while ((B = chunk_rows(ds, &pos, Z)) > 0)
 	{
-		cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, p, B, 1.0, Z, p, 1.0, A, p);
-		cblas_dgemv(CblasRowMajor, CblasTrans, B, p, 1.0, Z, p, y, 1, 1.0, bvec, 1);
-		for (int i = 0; i < B; i++)
-			S[nstat - 2] += y[i] * y[i];
-		S[nstat - 1] += B;
+		if (dml_qr_stack(R, Z, B, q) != DML_OK)
+			worker_fail("out of memory in the QR factorization");
+		n += B;
 	}
-	comm_allreduce_double(S, nstat);
-	n = S[nstat - 1];
+	comm_allreduce_double(&n, 1);
+	tsqr_reduce(R, q);
 
-	/* keep the lower triangle's copy for the loss; solve on a copy */
+	if (dml_lsq_moments(&fit, R, d, n) != DML_OK)
+		worker_fail("out of memory for the fit");
+	/*
+	 * ridge on every input; a tiny one on one-hot levels (the dummy-variable
+	 * trap); a constant column is standardized to zero, as the other
+	 * solvers do, and a ridge row holds its coefficient at 0
+	 */
+	for (int c = 0; c < d; c++)
 	{
-		double	   *L = malloc(sizeof(double) * p * p);
-
-		w = malloc(sizeof(double) * p);
-		memcpy(L, A, sizeof(double) * p * p);
-		memcpy(w, bvec, sizeof(double) * p);
-		for (int c = 0; c < d; c++)
-			L[(size_t) c * p + c] += n * spec->weight_decay / 2 +
-				(m->in_scale[c] == 0 ? 1 : 0);	/* a constant column: zero, weight 0 */
-		add_onehot_ridge(L, p, 1, spec, n);
-		if (dml_cholesky_solve(L, w, p) != DML_OK)
-			worker_user_error("22000|Remove features that are linear combinations of others, or add weight_decay.|"
-							  "the normal equations are singular: the features are collinear");
-		free(L);
-	}
-	/* SSE = y'y - 2 w'Z'y + w'Z'Z w, with Z'Z symmetric from its lower half */
-	sse = S[nstat - 2];
-	for (int i = 0; i < p; i++)
-	{
-		sse -= 2 * w[i] * bvec[i];
-		for (int j = 0; j < p; j++)
+		penalty[c] = n * spec->weight_decay / 2;
+		if (fit.sd[c] <= 1e-12 * fmax(1.0, fabs(fit.mu[c])))
 		{
-			double		a = i >= j ? A[(size_t) i * p + j] : A[(size_t) j * p + i];
-
-			sse += w[i] * a * w[j];
+			fit.sd[c] = 0;
+			penalty[c] = 1.0;
 		}
 	}
-	for (int c = 0; c < d; c++)
-		m->net.params[c] = (float) w[c];
-	m->net.params[d] = (float) w[d];
+	for (int f = 0; f < spec->nfeatures; f++)
+		if (spec->features[f].kind == FEAT_CAT)
+			for (int c = spec->features[f].offset;
+				 c < spec->features[f].offset + spec->features[f].width; c++)
+				penalty[c] += 1e-6 * n;
+	st = dml_lsq_fit(&fit, R, penalty, spec->rank_min_norm);
+	if (st == DML_ERR_SINGULAR && fit.ls.ndropped > 0)
+	{
+		char		names[1024] = "";
+		size_t		len = 0;
+
+		for (int k = 0; k < fit.ls.ndropped && len < sizeof(names) - 1; k++)
+		{
+			int			j = fit.ls.dropped[k];
+			char	   *nm = j < d ? input_name(spec, j) : strdup("(Intercept)");
+
+			len += snprintf(names + len, sizeof(names) - len, "%s\"%s\"", k ? ", " : "", nm);
+			free(nm);
+		}
+		worker_user_error("22000|Remove %s, add weight_decay, or pass options => '{\"rank_deficient\": \"min_norm\"}' for the minimum-norm solution.|"
+						  "the features are collinear: %s %s a linear combination of the others",
+						  fit.ls.ndropped == 1 ? "it" : "them", names,
+						  fit.ls.ndropped == 1 ? "is" : "are");
+	}
+	if (st != DML_OK)
+		worker_fail("least-squares solve failed: %s", dml_status_string(st));
+	if (dml_lsq_fit_model(&fit, m) != DML_OK)
+		worker_fail("out of memory for the model");
+	{
+		char	  **terms = malloc(sizeof(char *) * (d ? d : 1));
+		size_t		len;
+
+		for (int c = 0; c < d; c++)
+			terms[c] = input_name(spec, c);
+		len = dml_lsq_fit_json(&fit, (const char *const *) terms, NULL, 0);
+		res->statistics_json = malloc(len);
+		if (!res->statistics_json)
+			worker_fail("out of memory");
+		dml_lsq_fit_json(&fit, (const char *const *) terms, res->statistics_json, len);
+		for (int c = 0; c < d; c++)
+			free(terms[c]);
+		free(terms);
+	}
 
 	res->epochs_run = 1;
 	res->stopped = DML_STOP_CONVERGED;
-	res->final_loss = fmax(sse, 0) / n * (double) m->out_scale[0] * m->out_scale[0];
+	res->final_loss = fit.rss / n;
 	res->train_seconds = dml_clock_seconds() - t0;
 	res->rows_per_second = res->train_seconds > 0 ? n / res->train_seconds : 0;
 	report(1, res->final_loss, n, res->train_seconds, comm_job_bytes() - bytes0);
-	free(S);
+	dml_lsq_fit_free(&fit);
+	free(R);
 	free(Z);
-	free(y);
-	free(w);
+	free(penalty);
 }
 
 /* ---------------------------------------------------------------------
@@ -595,6 +716,130 @@ newton_search(const Newton *nw, const double *theta, const double *delta, double
 }
 
 /*
+ * newton_polish64
+ *		A binary logistic fit finished in float64: from theta (standardized
+ *		inputs, float32 products) to beta on the raw float64 rows by full
+ *		Newton steps (kernels/logit.c), summed across ranks, until a step
+ *		would gain less than 1e-15 of the loss; then the model in float64
+ *		and the statistics of the fit from the Hessian there.  The penalty
+ *		is the float32 iterations' (weight_decay on the standardized
+ *		weights; a tiny one in the Hessian only on one-hot levels), and
+ *		makes the standard errors inapplicable (null).
+ */
+static void
+newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, double n,
+				TrainResult *res)
+{
+	DmlModel   *m = &res->model;
+	int			d = ds->d,
+				p = d + 1;
+	double	   *beta = malloc(sizeof(double) * p);
+	double	   *G = malloc(sizeof(double) * (p + 2));	/* gradient, loss, label sum */
+	double	   *H = malloc(sizeof(double) * p * p);
+	double	   *L = malloc(sizeof(double) * p * p);
+	double	   *delta = malloc(sizeof(double) * p);
+	double	   *y = malloc(sizeof(double) * (ds->n ? ds->n : 1));
+	double		lambda = n * spec->weight_decay;
+	bool		penalized = spec->weight_decay > 0;
+	double		llf = 0,
+				ybar;
+
+	if (!beta || !G || !H || !L || !delta || !y || dml_model_make_f64(m) != DML_OK)
+		worker_fail("out of memory for a %d x %d Hessian", p, p);
+	for (int64_t i = 0; i < ds->n; i++)
+		y[i] = ds->y[i];
+	for (int f = 0; f < spec->nfeatures; f++)
+		penalized |= spec->features[f].kind == FEAT_CAT;
+	/* theta is on (x - mean) * scale: the raw slopes and intercept */
+	beta[d] = theta[d];
+	for (int c = 0; c < d; c++)
+	{
+		beta[c] = theta[c] * m->in_scale64[c];
+		beta[d] -= beta[c] * m->in_mean64[c];
+	}
+	for (int iter = 0; iter < 10; iter++)
+	{
+		double		decrement = 0;
+		int			last;
+
+		memset(G, 0, sizeof(double) * (p + 2));
+		memset(H, 0, sizeof(double) * p * p);
+		G[p] = dml_logit_stats(G, H, ds->Xd, y, ds->val, ds->n, d, beta);
+		for (int64_t i = 0; i < ds->n; i++)
+			G[p + 1] += ds->val[i] ? 0 : y[i];
+		comm_allreduce_double(G, p + 2);
+		comm_allreduce_double(H, (size_t) p * p);
+		/* the penalty n lambda / 2 theta_c^2, theta_c = beta_c / scale_c */
+		for (int c = 0; c < d; c++)
+		{
+			double		s2 = m->in_scale64[c] * m->in_scale64[c];
+
+			G[p] += lambda / 2 * beta[c] * beta[c] / s2;
+			G[c] += lambda * beta[c] / s2;
+			H[(size_t) c * p + c] += lambda / s2;
+		}
+		llf = -G[p];
+		ybar = G[p + 1] / n;
+		memcpy(L, H, sizeof(double) * p * p);
+		memcpy(delta, G, sizeof(double) * p);
+		/* the float32 iterations' safeguards, on the raw scale: 1e-10 n on every weight */
+		add_onehot_ridge_scaled(L, p, spec, n, m->in_scale64);
+		for (int c = 0; c < d; c++)
+			L[(size_t) c * p + c] += 1e-10 * n / (m->in_scale64[c] * m->in_scale64[c]);
+		L[(size_t) d * p + d] += 1e-10 * n;
+		if (dml_cholesky_solve(L, delta, p) != DML_OK)
+		{
+			/* numerically singular even so: keep the float32 optimum, without standard errors */
+			penalized = true;
+			break;
+		}
+		for (int a = 0; a < p; a++)
+			decrement += G[a] * delta[a] / 2;
+		last = !(decrement > 1e-15 * fmax(fabs(G[p]), 1e-300));
+		if (last)
+			break;
+		for (int a = 0; a < p; a++)
+			beta[a] -= delta[a];
+	}
+	/* the model: weights on (x - mean) * scale, the bias that gives beta's intercept */
+	m->params64[d] = beta[d];
+	for (int c = 0; c < d; c++)
+	{
+		m->params64[c] = beta[c] / m->in_scale64[c];
+		m->params64[d] += beta[c] * m->in_mean64[c];
+	}
+	dml_model_sync_f32(m);
+	/* the statistics: (X'WX)^-1 at the optimum */
+	{
+		char	  **terms = malloc(sizeof(char *) * (d ? d : 1));
+		double		llnull = n * (ybar > 0 ? ybar * log(ybar) : 0) +
+			n * (ybar < 1 ? (1 - ybar) * log(1 - ybar) : 0);
+		bool		inverted = !penalized && dml_spd_inverse(H, p) == DML_OK;
+		size_t		len;
+
+		for (int c = 0; c < d; c++)
+			terms[c] = input_name(spec, c);
+		len = dml_logit_json(beta, inverted ? H : NULL, d, n, llf, llnull,
+							 (const char *const *) terms, NULL, 0);
+		res->statistics_json = malloc(len);
+		if (!res->statistics_json)
+			worker_fail("out of memory");
+		dml_logit_json(beta, inverted ? H : NULL, d, n, llf, llnull,
+					   (const char *const *) terms, res->statistics_json, len);
+		for (int c = 0; c < d; c++)
+			free(terms[c]);
+		free(terms);
+	}
+	res->final_loss = -llf / n;
+	free(beta);
+	free(G);
+	free(H);
+	free(L);
+	free(delta);
+	free(y);
+}
+
+/*
  * train_newton
  *		Newton's method with a line search.  Stops when the Newton
  *		decrement (the improvement a full step predicts) or the improvement
@@ -712,6 +957,11 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			break;
 		}
 	}
+	if (ds->wide && nw.binary)
+	{
+		newton_polish64(ds, spec, theta, nw.n, res);
+		goto done;
+	}
 	/* into the network: free logits from theta, the reference class zero */
 	memset(m->net.params, 0, sizeof(float) * m->net.nparams);
 	for (int k = 0; k < nw.Kf; k++)
@@ -720,6 +970,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			m->net.params[(size_t) k * ds->d + c] = (float) theta[(size_t) k * nw.p + c];
 		m->net.params[(size_t) K * ds->d + k] = (float) theta[(size_t) k * nw.p + ds->d];
 	}
+done:
 	res->train_seconds = dml_clock_seconds() - t_start;
 	res->rows_per_second = res->train_seconds > 0 ? nw.n * res->epochs_run / res->train_seconds : 0;
 	free(nw.rows);

@@ -94,7 +94,13 @@ reserve(Dataset *ds, const WorkerSpec *spec, int64_t n)
 	ds->val = realloc(ds->val, ds->cap);
 	if (spec->discover)
 		ds->keys = realloc(ds->keys, sizeof(int64_t) * ds->cap);
-	if (!ds->X || !ds->y || !ds->val || (spec->discover && !ds->keys))
+	if (ds->wide)
+	{
+		ds->Xd = realloc(ds->Xd, sizeof(double) * ds->cap * ds->d);
+		ds->yd = realloc(ds->yd, sizeof(double) * ds->cap);
+	}
+	if (!ds->X || !ds->y || !ds->val || (spec->discover && !ds->keys) ||
+		(ds->wide && (!ds->Xd || !ds->yd)))
 		worker_fail("out of memory for %lld rows of %d inputs", (long long) ds->cap, ds->d);
 }
 
@@ -206,6 +212,16 @@ decode_packed(Dataset *ds, const WorkerSpec *spec, float *x, const char *p, int 
 	return 0;
 }
 
+/* the float64 copy of a feature's inputs that float32 holds exactly (NULLs, one-hot, vectors) */
+static void
+wide_inputs(Dataset *ds, const SpecFeature *ft, const float *src)
+{
+	double	   *dst = ds->Xd + (size_t) ds->n * ds->d + ft->offset;
+
+	for (int i = 0; i < ft->width; i++)
+		dst[i] = src[i];
+}
+
 /* decode one tuple (after its field count); returns where the next begins */
 static const char *
 decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end)
@@ -260,8 +276,12 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 		if (!isfinite(v) || !isfinite((float) v))
 			ds->target_bad++;
 		ds->y[ds->n] = (float) v;
+		if (ds->wide)
+			ds->yd[ds->n] = v;
 		p += len;
 	}
+	if (ds->wide && (len < 0 || spec->classification))
+		ds->yd[ds->n] = ds->y[ds->n];
 
 	if (packing.nnum > 0)
 	{
@@ -289,6 +309,8 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 			for (int i = 0; i < ft->width; i++)
 				dst[i] = NAN;
 			ds->null_count[fi]++;
+			if (ds->wide)
+				wide_inputs(ds, ft, dst);
 			continue;
 		}
 		switch (ft->kind)
@@ -300,6 +322,8 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 					dst[0] = (float) v;
 					if (!isfinite(v) || !isfinite(dst[0]))
 						ds->bad_count[fi]++;
+					if (ds->wide)
+						ds->Xd[(size_t) ds->n * ds->d + ft->offset] = v;
 					break;
 				}
 			case FEAT_VEC:
@@ -314,6 +338,8 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 				feature_onehot(ft, p, len, dst);
 				break;
 		}
+		if (ds->wide && ft->kind != FEAT_NUM)
+			wide_inputs(ds, ft, dst);
 		p += len;
 	}
 	ds->n++;
@@ -536,10 +562,11 @@ decode_block(Dataset *ds, const WorkerSpec *spec, const char *p, size_t len)
 	nnum = le32(p + 12);
 	nnulls = le32(p + 16);
 	flags = le32(p + 20);
-	rowlen = 8 + 4 * (size_t) nnum;
+	rowlen = 8 + (ds->wide ? 8 : 4) * (size_t) nnum;
 	if ((int) nnum != ds->d || (int) nnum != spec->nfeatures ||
 		len != 24 + rowlen * nrows + 8 * (size_t) nnulls ||
-		((flags & 1) != 0) != (spec->classification != 0))
+		((flags & 1) != 0) != (spec->classification != 0) ||
+		((flags & 2) != 0) != (ds->wide != 0))
 		worker_fail("dml.pack_rows block does not match the job (%u rows of %u features)", nrows, nnum);
 	nulls = p + 24 + rowlen * nrows;
 	p += 24;
@@ -551,7 +578,21 @@ decode_block(Dataset *ds, const WorkerSpec *spec, const char *p, size_t len)
 		uint64_t	u = (uint64_t) le32(p) | (uint64_t) le32(p + 4) << 32;
 		int			target_null = 0;
 
-		le_floats(x, p + 8, nnum);
+		if (ds->wide)
+		{
+			/* float64 features (dml.pack_rows64), kept and rounded */
+			double	   *xd = ds->Xd + (size_t) ds->n * ds->d;
+
+			for (uint32_t c = 0; c < nnum; c++)
+			{
+				uint64_t	b = (uint64_t) le32(p + 8 + 8 * c) | (uint64_t) le32(p + 12 + 8 * c) << 32;
+
+				memcpy(&xd[c], &b, 8);
+				x[c] = (float) xd[c];
+			}
+		}
+		else
+			le_floats(x, p + 8, nnum);
 		for (uint32_t c = 0; c < nnum; c++)
 			if (!isfinite(x[c]))
 				ds->bad_count[c]++;
@@ -565,6 +606,8 @@ decode_block(Dataset *ds, const WorkerSpec *spec, const char *p, size_t len)
 			else if (col < (int32_t) nnum)
 			{
 				x[col] = NAN;
+				if (ds->wide)
+					ds->Xd[(size_t) ds->n * ds->d + col] = NAN;
 				ds->null_count[col]++;
 			}
 		}
@@ -585,7 +628,11 @@ decode_block(Dataset *ds, const WorkerSpec *spec, const char *p, size_t len)
 			if (!isfinite(v) || !isfinite((float) v))
 				ds->target_bad++;
 			*yv = (float) v;
+			if (ds->wide)
+				ds->yd[ds->n] = v;
 		}
+		if (ds->wide && (target_null || spec->classification))
+			ds->yd[ds->n] = *yv;
 		ds->n++;
 	}
 	if (k != nnulls)
@@ -756,6 +803,19 @@ scatter_rows(Dataset *ds)
 	MPI_Scatterv(ds->y, counts, displs, MPI_FLOAT, mine.y, counts[worker_rank], MPI_FLOAT, 0, *(MPI_Comm *) comm_data_handle());
 	MPI_Scatterv(ds->val, counts, displs, MPI_UNSIGNED_CHAR, mine.val, counts[worker_rank],
 				 MPI_UNSIGNED_CHAR, 0, *(MPI_Comm *) comm_data_handle());
+	if (ds->wide)
+	{
+		mine.Xd = malloc(sizeof(double) * (mycount ? mycount : 1) * ds->d);
+		mine.yd = malloc(sizeof(double) * (mycount ? mycount : 1));
+		if (!mine.Xd || !mine.yd)
+			worker_fail("out of memory for %lld rows", (long long) mycount);
+		MPI_Scatterv(ds->Xd, xcounts, xdispls, MPI_DOUBLE, mine.Xd, xcounts[worker_rank],
+					 MPI_DOUBLE, 0, *(MPI_Comm *) comm_data_handle());
+		MPI_Scatterv(ds->yd, counts, displs, MPI_DOUBLE, mine.yd, counts[worker_rank],
+					 MPI_DOUBLE, 0, *(MPI_Comm *) comm_data_handle());
+		free(ds->Xd);
+		free(ds->yd);
+	}
 	free(ds->X);
 	free(ds->y);
 	free(ds->val);
@@ -786,9 +846,11 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	ds->width_errors = calloc(spec->nfeatures, sizeof(int64_t));
 	for (int i = 0; i < spec->nslices; i++)
 		whole |= spec->slices[i].whole;
+	/* float64 rows come as one float8 field per number, never packed as float32 */
+	ds->wide = spec_float64(spec);
 	packing.nnum = 0;
 	packing.contiguous = 1;
-	for (int fi = 0; fi < spec->nfeatures; fi++)
+	for (int fi = 0; fi < spec->nfeatures && !ds->wide; fi++)
 		if (spec->features[fi].kind == FEAT_NUM)
 		{
 			if (spec->features[fi].offset != packing.nnum)

@@ -29,6 +29,12 @@ compact(Dataset *ds, const unsigned char *keep)
 			memmove(ds->X + (size_t) w * ds->d, ds->X + (size_t) i * ds->d, sizeof(float) * ds->d);
 			ds->y[w] = ds->y[i];
 			ds->val[w] = ds->val[i];
+			if (ds->wide)
+			{
+				memmove(ds->Xd + (size_t) w * ds->d, ds->Xd + (size_t) i * ds->d,
+						sizeof(double) * ds->d);
+				ds->yd[w] = ds->yd[i];
+			}
 		}
 		w++;
 	}
@@ -192,9 +198,13 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 		model->out_scale[0] = sd > 1e-12 ? (float) sd : 1.0f;
 	}
 
-	/* 5. impute, then standardize in place */
+	/* 5. impute, then standardize in place; float64 rows stay raw (the QR needs no scaling) */
 	for (int64_t i = 0; i < ds->n; i++)
 	{
+		if (ds->wide)
+			for (int c = 0; c < d; c++)
+				if (isnan(ds->Xd[(size_t) i * d + c]))
+					ds->Xd[(size_t) i * d + c] = stats[2 * d + c] > 0 ? stats[c] / stats[2 * d + c] : 0;
 		float	   *x = ds->X + (size_t) i * d;
 
 		for (int c = 0; c < d; c++)

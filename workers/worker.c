@@ -122,7 +122,8 @@ send_model(DmlResult *r, const TrainResult *res, const DmlMetrics *met, int gpu,
 	size_t		blen = dml_model_serialized_size(&res->model);
 	size_t		slen = sizeof(int64_t) * r->servers;
 	size_t		mlen = sizeof(double) * met->nvalues;
-	size_t		len = sizeof(*r) + slen + mlen + blen;
+	size_t		tlen = res->statistics_json ? strlen(res->statistics_json) : 0;
+	size_t		len = sizeof(*r) + slen + mlen + blen + tlen;
 	unsigned char *msg = malloc(len);
 
 	if (msg == NULL)
@@ -130,11 +131,14 @@ send_model(DmlResult *r, const TrainResult *res, const DmlMetrics *met, int gpu,
 	r->gpu = gpu;
 	r->total_seconds = seconds;
 	r->blob_len = (uint32_t) blen;
+	r->stats_len = (uint32_t) tlen;
 	memcpy(msg, r, sizeof(*r));
 	if (slen)
 		memcpy(msg + sizeof(*r), res->server_stale, slen);
 	memcpy(msg + sizeof(*r) + slen, met->v, mlen);
 	dml_model_serialize(&res->model, msg + sizeof(*r) + slen + mlen);
+	if (tlen)
+		memcpy(msg + sizeof(*r) + slen + mlen + blen, res->statistics_json, tlen);
 	control_send(DML_MSG_MODEL, msg, len, NULL, 0);
 	free(msg);
 }

@@ -78,6 +78,7 @@ typedef struct WorkerSpec
 	int			max_steps;		/* > 0: at most this many steps, whatever epochs says */
 	double		max_seconds;	/* time budget of training, rank 0's clock; 0: none */
 	double		weight_decay;
+	int			rank_min_norm;	/* exact: rank_deficient => min_norm */
 	double		validation;
 	int			patience;
 	DmlNulls	nulls;
@@ -123,6 +124,17 @@ typedef struct WorkerSpec
 } WorkerSpec;
 
 extern int	spec_parse(WorkerSpec *spec, const char *text, size_t len, char *err, size_t errlen);
+/*
+ * exact least squares and binary logistic regression by Newton: their rows
+ * are loaded, and their models kept, in float64
+ */
+static inline bool
+spec_float64(const WorkerSpec *spec)
+{
+	return !spec->predict &&
+		((spec->optimizer == DML_JOB_OPT_EXACT && spec->loss == DML_LOSS_MSE) ||
+		 (spec->optimizer == DML_JOB_OPT_NEWTON && spec->loss == DML_LOSS_BCE));
+}
 extern int	cmp_int64(const void *a, const void *b);
 extern int	label_text_key(const char *label_keys, const char *text, int64_t *key);
 
@@ -138,6 +150,10 @@ typedef struct Dataset
 	float	   *X;				/* (n, d); NaN marks a NULL feature */
 	float	   *y;				/* (n); NaN marks a NULL target */
 	unsigned char *val;			/* (n); 1 = held out for validation */
+	/* exact least squares (spec_float64): the rows again, raw, in float64 */
+	int			wide;
+	double	   *Xd;				/* (n, d); NaN marks a NULL feature */
+	double	   *yd;				/* (n) */
 	/* per feature: NULL values, and non-finite values seen */
 	int64_t    *null_count;
 	int64_t    *bad_count;
@@ -201,6 +217,7 @@ typedef struct TrainResult
 	char	   *sync_json;		/* JSON members describing the sync, or NULL */
 	DmlStopReason stopped;		/* why it stopped (DML_STOP_NONE: max epochs) */
 	int			best_epoch;		/* the epoch whose weights were kept; 0: the last */
+	char	   *statistics_json;	/* exact solvers: the fit's statistics, or NULL */
 	bool		out_of_time;	/* stopped because max_seconds was spent */
 	/* what the synchronization did (an iterative loop ran: has_sync) */
 	bool		has_sync;

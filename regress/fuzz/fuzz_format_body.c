@@ -78,7 +78,7 @@ body_fixup(uint8_t *data, size_t size, size_t max_size, uint32_t seed)
 		size = 28 + 8;
 	}
 	body_put_u32(data, DML_FORMAT_MAGIC);
-	body_put_u32(data + 4, DML_FORMAT_VERSION);
+	body_put_u32(data + 4, DML_FORMAT_VERSION_F32);
 
 	/* pull the header into range three times in four */
 	nlayers = body_get_u32(data + 12);

@@ -110,6 +110,33 @@ build(int nlayers, const int *sizes, DmlAct act, DmlLoss loss, uint64_t seed,
 	return buf;
 }
 
+/* a float64 one-layer model (format version 2) of these shapes */
+static unsigned char *
+build_f64(const int *sizes, DmlLoss loss, uint64_t seed, size_t *len)
+{
+	DmlModel	m;
+	unsigned char *buf;
+
+	if (dml_model_alloc(&m, 1, sizes, DML_ACT_IDENTITY, loss) != DML_OK)
+		DIE("cannot allocate a model");
+	dml_net_init(&m.net, seed);
+	if (dml_model_make_f64(&m) != DML_OK)
+		DIE("cannot allocate a model");
+	for (int c = 0; c < sizes[0]; c++)
+	{
+		m.in_mean64[c] = 0.1 * c - 1.0;
+		m.in_scale64[c] = 1.0 / 3.0;
+	}
+	m.params64[m.net.nparams - 1] = 0.1;
+	dml_model_sync_f32(&m);
+	*len = dml_model_serialized_size(&m);
+	if ((buf = malloc(*len)) == NULL)
+		DIE("out of memory");
+	dml_model_serialize(&m, buf);
+	dml_model_free(&m);
+	return buf;
+}
+
 /* a copy of a blob */
 static unsigned char *
 copy(const unsigned char *buf, size_t len)
@@ -150,6 +177,21 @@ main(int argc, char **argv)
 	/* valid models */
 	lin = build(1, linear, DML_ACT_IDENTITY, DML_LOSS_MSE, 1, &linlen);
 	emit("linear_3_1.bin", lin, linlen, 1);
+	b = build_f64(linear, DML_LOSS_MSE, 11, &len);
+	emit("linear_f64_3_1.bin", b, len, 1);
+	put_u32(b + 24, 48);
+	fix_crc(b, len);
+	emit("bad_precision.bin", b, len, 0);
+	free(b);
+	{
+		int			logistic64[] = {4, 1};
+
+		b = build_f64(logistic64, DML_LOSS_BCE, 12, &len);
+		emit("logistic_f64_4_1.bin", b, len, 1);
+		b[len - 5] ^= 0x01;
+		emit("bad_crc_f64.bin", b, len, 0);
+		free(b);
+	}
 	b = build(1, logistic, DML_ACT_IDENTITY, DML_LOSS_BCE, 2, &len);
 	emit("logistic_4_1.bin", b, len, 1);
 	free(b);

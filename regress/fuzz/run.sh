@@ -28,7 +28,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 FUZZ=regress/fuzz
 BUILD=build/fuzz
-KERNELS="kernels/format.c kernels/net.c kernels/common.c kernels/layers.c kernels/losses.c kernels/optim.c kernels/solve.c kernels/metrics.c"
+KERNELS="kernels/format.c kernels/net.c kernels/common.c kernels/layers.c kernels/losses.c kernels/optim.c kernels/solve.c kernels/metrics.c kernels/lsq.c kernels/stats.c"
 LIBS="-lopenblas -lm"
 TARGETS="fuzz_format fuzz_format_body"
 CLANG=${CLANG:-clang}

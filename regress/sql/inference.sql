@@ -47,26 +47,46 @@ BEGIN
 	IF e = 0 THEN RETURN (1 - 2 * s) * m * 2.0 ^ (-149); END IF;
 	RETURN (1 - 2 * s) * (1 + m / 8388608.0) * 2.0 ^ (e - 127);
 END $$;
--- a one-layer model with C inputs and one output: header 24 bytes + 2 sizes
+-- and float64 ones (format version 2: exact least squares and Newton's logistic)
+CREATE FUNCTION f64(b bytea, off int) RETURNS float8 LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+	lo bigint := get_byte(b, off) + 256 * get_byte(b, off + 1) + 65536 * get_byte(b, off + 2)
+				 + 16777216::bigint * get_byte(b, off + 3);
+	hi bigint := get_byte(b, off + 4) + 256 * get_byte(b, off + 5) + 65536 * get_byte(b, off + 6)
+				 + 16777216::bigint * get_byte(b, off + 7);
+	s int := (hi >> 31)::int;
+	e int := ((hi >> 20) & 2047)::int;
+	m numeric := (hi & 1048575) * 4294967296::numeric + lo;
+BEGIN
+	IF e = 0 THEN RETURN (1 - 2 * s) * m * 2.0 ^ (-1074); END IF;
+	RETURN (1 - 2 * s) * (1 + m / 4503599627370496.0) * 2.0 ^ (e - 1023);
+END $$;
+-- value i of a model's body: version 1 has 24 header bytes, 2 sizes, float32s;
+-- version 2 a precision field more and float64s
+CREATE FUNCTION fval(b bytea, i int) RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
+	SELECT CASE get_byte(b, 4) WHEN 1 THEN f32(b, 24 + 2 * 4 + 4 * i) ELSE f64(b, 28 + 2 * 4 + 8 * i) END
+$$;
+-- a one-layer model with C inputs and one output
 CREATE FUNCTION by_hand(b bytea, x float8[]) RETURNS float8 LANGUAGE plpgsql AS $$
 DECLARE
-	c int := get_byte(b, 24);		-- sizes[0], below 256 here
-	body int := 24 + 2 * 4;
+	c int := get_byte(b, CASE get_byte(b, 4) WHEN 1 THEN 24 ELSE 28 END);	-- sizes[0], below 256 here
 	z float8;
 BEGIN
 	-- params follow in_mean[c], in_scale[c], out_mean[1], out_scale[1]
-	z := f32(b, body + (2 * c + 2 + c) * 4);			-- bias
+	z := fval(b, 2 * c + 2 + c);			-- bias
 	FOR i IN 1..c LOOP
-		z := z + f32(b, body + (2 * c + 2 + i - 1) * 4) *
-			 (x[i] - f32(b, body + (i - 1) * 4)) * f32(b, body + (c + i - 1) * 4);
+		z := z + fval(b, 2 * c + 2 + i - 1) * (x[i] - fval(b, i - 1)) * fval(b, c + i - 1);
 	END LOOP;
 	RETURN z;
 END $$;
+SELECT name, get_byte(weights, 4) AS format_version FROM dml.models WHERE name IN ('clf', 'reg') ORDER BY name;
 SELECT bool_and(abs(1 / (1 + exp(-by_hand(weights, ARRAY[x1, x2]))) - (dml_predict_proba('clf', ARRAY[x1, x2]))[2]) < 1e-5)
 	   AS logistic_by_hand
 FROM dml.models, pts WHERE name = 'clf' AND i <= 200;
-SELECT bool_and(abs(by_hand(weights, ARRAY[x1, x2]) * f32(weights, 24 + 8 + 5 * 4) + f32(weights, 24 + 8 + 4 * 4)
-					- dml_predict('reg', ARRAY[x1, x2])) < 1e-4) AS linear_by_hand
+-- the float64 model predicts in float64: agreement to about 1e-15, not float32's 1e-7
+SELECT bool_and(abs(by_hand(weights, ARRAY[x1, x2]) * fval(weights, 5) + fval(weights, 4)
+					- dml_predict('reg', ARRAY[x1, x2])) < 1e-12 * (1 + abs(dml_predict('reg', ARRAY[x1, x2]))))
+	   AS linear_by_hand
 FROM dml.models, pts WHERE name = 'reg' AND i <= 200;
 
 -- a row that lacks a feature column; wrong element types in a feature array
