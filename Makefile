@@ -19,6 +19,7 @@ OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_p
 	extension/evaluate.o extension/predict_table.o extension/predict_table_worker.o \
 	extension/aggregate.o extension/exact.o extension/fit.o extension/summary.o \
 	extension/export.o extension/onnx.o extension/package.o build/proto/onnx.pb-c.o \
+	extension/jobs.o extension/progress.o extension/checkpoint.o extension/launcher.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o coordinator/settings.o \
 	coordinator/result.o coordinator/jobspec.o coordinator/limits.o coordinator/login.o coordinator/hosts.o \
 	$(KERNEL_OBJS)
@@ -188,3 +189,4 @@ fuzz:
 $(CUDA_OBJS): kernels/cuda_kernels.h kernels/cuda/common.cuh kernels/kernels.h
 build/gpu/workers/worker.o build/gpu/workers/train_gpu.o build/gpu/workers/predict.o: kernels/cuda_kernels.h
 extension/evaluate.o extension/predict_table.o extension/predict_table_worker.o: extension/predict_table.h
+extension/jobs.o extension/progress.o extension/checkpoint.o extension/launcher.o extension/train.o extension/dml.o: extension/jobs.h

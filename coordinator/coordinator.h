@@ -227,4 +227,13 @@ extern void DmlRunJob(DmlJob *job, DmlJobResult *result,
 					  DmlProgressCallback cb, void *cb_arg);
 extern void DmlKillActiveJob(void);
 
+/*
+ * extension/jobs.c, for a background job: each checkpoint as it arrives
+ * (to keep it durably), and a checkpoint to start from (dml_resume)
+ */
+typedef void (*DmlCheckpointHookType) (const char *payload, uint32 len, int epoch);
+extern DmlCheckpointHookType DmlCheckpointHook;
+extern const char *DmlResumeCheckpoint;
+extern uint32 DmlResumeCheckpointLen;
+
 #endif							/* DML_COORDINATOR_H */

@@ -81,6 +81,10 @@ typedef struct ActiveJob
 } ActiveJob;
 
 static ActiveJob active_job = {.listen_fd = -1,.conn_fd = -1};
+
+DmlCheckpointHookType DmlCheckpointHook = NULL;
+const char *DmlResumeCheckpoint = NULL;
+uint32		DmlResumeCheckpointLen = 0;
 static bool exit_hook_registered = false;
 
 /* ---------------------------------------------------------------------
@@ -255,6 +259,8 @@ handle_checkpoint(JobRun *run, const char *payload, uint32 len)
 	run->checkpoint_len = len;
 	run->have_checkpoint = true;
 	run->checkpoint_epoch = epoch;
+	if (DmlCheckpointHook)
+		DmlCheckpointHook(payload, len, epoch);
 }
 
 /* DmlResult, server staleness, metric sums, model blob (protocol.h) */
@@ -976,6 +982,9 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 		DmlAcquireJobSlots(job->workers + job->servers);
 		dir = DmlMakeJobDir();
 		strlcpy(active_job.dir, dir, sizeof(active_job.dir));
+		/* dml_resume: the first launch starts from the kept checkpoint */
+		if (job->type == DML_JOB_TRAIN && DmlResumeCheckpoint != NULL)
+			handle_checkpoint(&run, DmlResumeCheckpoint, DmlResumeCheckpointLen);
 		start_job(&run);
 		while (supervise_step(&run))
 			;

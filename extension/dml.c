@@ -22,6 +22,7 @@
 #include "coordinator.h"
 #include "dml.h"
 #include "hosts.h"
+#include "jobs.h"
 
 PG_MODULE_MAGIC;
 
@@ -174,6 +175,10 @@ _PG_init(void)
 							 &dml_test_hooks,
 							 false,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
+
+	DmlJobsInit();
+	DmlProgressInit();
+	DmlLauncherInit();
 
 	MarkGUCPrefixReserved("dml");
 

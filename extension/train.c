@@ -43,6 +43,7 @@
 #include "coordinator.h"
 #include "dml.h"
 #include "hosts.h"
+#include "jobs.h"
 
 #define DML_AUTO_MAX_CLASSES	32		/* integer targets with more are regression */
 #define DML_MAX_LEVELS			1000	/* levels of a one-hot feature */
@@ -731,6 +732,7 @@ on_progress(const DmlProgress *p, void *arg)
 	DmlStoreEpoch(tp->model_id, p->restarts, p->epoch, p->loss, p->val_loss,
 				  p->val_metric, rps, p->seconds, p->bytes_sent, p->bytes_across,
 				  tp->staleness ? p->staleness : NAN, tp->job->rank_hosts);
+	DmlProgressEpoch(p, rps);
 }
 
 /* JSON string, escaped */
@@ -1344,6 +1346,12 @@ dml_train(PG_FUNCTION_ARGS)
 	choose_packing(job);
 
 	owner = DmlCheckNameForTraining(job->name);
+	if (DmlTrainCheckOnly)
+	{
+		/* dml_train_async: the checks passed; the job does the rest */
+		SPI_finish();
+		PG_RETURN_NULL();
+	}
 
 	/* how to run it: one pass or a small fit in the server, or a job of workers */
 	fit_in_server = DmlFitInServer(job);
@@ -1364,6 +1372,7 @@ dml_train(PG_FUNCTION_ARGS)
 	tp.classification = job->classification;
 	tp.staleness = job->servers > 0;
 	tp.job = job;
+	DmlProgressBegin(job, in_server);
 	if (fit_in_server)
 		DmlFitSolve(job, &result, on_progress, &tp);
 	else if (in_server)
@@ -1403,6 +1412,7 @@ dml_train(PG_FUNCTION_ARGS)
 							result.weights, result.metrics_json);
 	DmlMarkLastEpoch(model_id, stopped);
 	dml_model_free(&parsed);
+	DmlProgressEnd();
 
 	/* the result row, in the caller's memory: SPI_finish frees what SPI allocated */
 	{

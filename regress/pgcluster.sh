@@ -20,6 +20,7 @@
 #                        and wait until the server has the new lines
 #   pgc_as_pg CMD...     run a command as the 'postgres' OS user
 #   pgc_stop             fast shutdown and remove the directory
+#   pgc_restart MODE     pg_ctl restart -m MODE, same environment
 #   pgc_job_procs        count mpirun/dml-worker processes of this cluster
 #   pgc_job_dirs         count job directories of this cluster
 #
@@ -138,4 +139,12 @@ pgc_job_procs() {
 
 pgc_job_dirs() {
 	ls -d "$PGC_DIR"/tmp/dml-job-* 2>/dev/null | wc -l
+}
+
+# pgc_restart MODE: pg_ctl restart -m MODE (fast, immediate) with the
+# environment pgc_start gave the server
+pgc_restart() {
+	pgc_as_pg env TMPDIR="$PGC_DIR/tmp" DML_TEST_CLUSTER="$PGC_DIR" \
+		"$PG_BINDIR/pg_ctl" -D "$PGC_DIR/data" -l "$PGC_DIR/server.log" \
+		-m "$1" -w -t 60 restart >/dev/null
 }

@@ -108,6 +108,157 @@ RETURNS dml.train_result
 AS 'MODULE_PATHNAME', 'dml_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+/* ---------------------------------------------------------------------
+ * Background training jobs and live progress (issue 16)
+ * --------------------------------------------------------------------- */
+
+/*
+ * One row per job of dml_train_async: its arguments exactly as given (the
+ * relation also by OID), the dml.* settings of the submitting session,
+ * its state and, once it ends, its result or error.  Rows are read through
+ * the dml.jobs view; the C functions write them as the extension's owner.
+ */
+CREATE SEQUENCE dml.jobs_id_seq;
+
+CREATE TABLE dml.job_runs (
+	id				bigint PRIMARY KEY DEFAULT nextval('dml.jobs_id_seq'),
+	name			text NOT NULL,
+	owner			oid NOT NULL,
+	state			text NOT NULL DEFAULT 'queued'
+					CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+	relation		oid NOT NULL,
+	args			jsonb NOT NULL,
+	settings		jsonb NOT NULL DEFAULT '{}',
+	submitted		timestamptz NOT NULL DEFAULT clock_timestamp(),
+	started			timestamptz,
+	finished		timestamptz,
+	epoch			integer,
+	epochs			integer,
+	loss			float8,
+	metric			float8,
+	rows_per_second	float8,
+	model_id		bigint,
+	resumes			integer NOT NULL DEFAULT 0,	/* times dml_resume queued it again */
+	error_message	text,
+	error_detail	text,
+	error_sqlstate	text,
+	pid				integer,		/* the worker that runs it */
+	server_started	timestamptz		/* pg_postmaster_start_time() when it started */
+);
+ALTER SEQUENCE dml.jobs_id_seq OWNED BY dml.job_runs.id;
+CREATE INDEX job_runs_open ON dml.job_runs (id) WHERE state IN ('queued', 'running');
+REVOKE ALL ON dml.job_runs FROM PUBLIC;
+REVOKE ALL ON SEQUENCE dml.jobs_id_seq FROM PUBLIC;
+
+/* pg_dump keeps the history of ended jobs; a restore never shows one as running */
+SELECT pg_catalog.pg_extension_config_dump('dml.job_runs',
+	$$WHERE state IN ('succeeded', 'failed', 'cancelled')$$);
+SELECT pg_catalog.pg_extension_config_dump('dml.jobs_id_seq', '');
+
+/* may the calling role see (and cancel) a job of this owner? */
+CREATE FUNCTION dml.job_visible(owner oid) RETURNS boolean
+AS 'MODULE_PATHNAME', 'dml_job_visible' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+/* NULL while the process running a job lives, else why the job ended */
+CREATE FUNCTION dml.job_lost(pid integer, owner oid, server_started timestamptz) RETURNS text
+AS 'MODULE_PATHNAME', 'dml_job_lost' LANGUAGE C VOLATILE;
+
+/* every training running in the cluster, from shared memory */
+CREATE FUNCTION dml.progress_rows(
+	OUT pid integer, OUT job bigint, OUT database oid, OUT owner oid, OUT name text,
+	OUT phase text, OUT ranks integer, OUT hosts text, OUT epoch integer,
+	OUT epochs integer, OUT restarts integer, OUT loss float8, OUT metric float8,
+	OUT rows_per_second float8, OUT started timestamptz, OUT updated timestamptz,
+	OUT eta interval)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dml_progress' LANGUAGE C VOLATILE;
+
+/*
+ * dml.progress: one row per running training (dml_train or a job) that the
+ * calling role may see: its own and those of roles whose privileges it
+ * has; every one with pg_read_all_stats.
+ */
+CREATE VIEW dml.progress AS
+SELECT p.pid, p.job, d.datname AS database, p.owner::regrole AS owner, p.name, p.phase,
+	   p.ranks, p.hosts, p.epoch, p.epochs, p.restarts, p.loss, p.metric,
+	   p.rows_per_second, p.started, p.updated, p.eta
+FROM dml.progress_rows() p
+LEFT JOIN pg_catalog.pg_database d ON d.oid = p.database;
+
+/*
+ * dml.jobs: the jobs the calling role may see, with the live epoch, loss
+ * and time left of running ones from dml.progress.  A running job whose
+ * process is gone reads as failed, with the reason.
+ */
+CREATE VIEW dml.jobs WITH (security_barrier) AS
+SELECT j.id, j.name, j.owner::regrole AS owner,
+	   CASE WHEN l.lost IS NOT NULL THEN 'failed' ELSE j.state END AS state,
+	   j.args, j.submitted, j.started,
+	   CASE WHEN l.lost IS NOT NULL THEN NULL ELSE j.finished END AS finished,
+	   COALESCE(p.epoch, j.epoch) AS epoch, COALESCE(p.epochs, j.epochs) AS epochs,
+	   COALESCE(p.loss, j.loss) AS loss,
+	   COALESCE(p.metric, j.metric) AS metric,
+	   COALESCE(p.rows_per_second, j.rows_per_second) AS rows_per_second,
+	   p.eta, j.model_id, j.resumes,
+	   COALESCE(l.lost, j.error_message) AS error_message,
+	   j.error_detail,
+	   CASE WHEN l.lost IS NOT NULL THEN '57P01' ELSE j.error_sqlstate END AS error_sqlstate
+FROM dml.job_runs j
+LEFT JOIN dml.progress_rows() p ON p.job = j.id AND j.state = 'running'
+LEFT JOIN LATERAL (SELECT CASE WHEN j.state = 'running'
+						  THEN dml.job_lost(j.pid, j.owner, j.server_started) END AS lost) l ON true
+WHERE dml.job_visible(j.owner);
+
+/* dml_train's arguments; queues the training and returns the job id */
+CREATE FUNCTION @extschema@.dml_train_async(
+	name			text,
+	relation		regclass,
+	target			text,
+	features		text[] DEFAULT NULL,
+	model			text DEFAULT 'auto',
+	hidden			integer[] DEFAULT NULL,
+	activation		text DEFAULT 'relu',
+	optimizer		text DEFAULT NULL,
+	learning_rate	float8 DEFAULT NULL,
+	batch_size		integer DEFAULT NULL,
+	epochs			integer DEFAULT NULL,
+	weight_decay	float8 DEFAULT NULL,
+	validation		float8 DEFAULT NULL,
+	patience		integer DEFAULT NULL,
+	nulls			text DEFAULT 'error',
+	workers			integer DEFAULT NULL,
+	device			text DEFAULT NULL,
+	seed			bigint DEFAULT 42,
+	options			jsonb DEFAULT '{}',
+	sync			text DEFAULT 'allreduce',
+	servers			integer DEFAULT NULL,
+	staleness		integer DEFAULT 0,
+	average_every	integer DEFAULT 1,
+	compression		text DEFAULT 'none',
+	topk_ratio		float8 DEFAULT 0.01,
+	max_seconds		float8 DEFAULT NULL,
+	hosts			text[] DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dml_train_async'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+/* queue a failed or cancelled job again, to continue from its checkpoint */
+CREATE FUNCTION @extschema@.dml_resume(job bigint) RETURNS bigint
+AS 'MODULE_PATHNAME', 'dml_resume' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+/* end a queued or running job; false when it had already ended */
+CREATE FUNCTION @extschema@.dml_cancel(job bigint) RETURNS boolean
+AS 'MODULE_PATHNAME', 'dml_cancel' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+/* wait until a job ends (or timeout passes) and return its row */
+CREATE FUNCTION @extschema@.dml_wait(job bigint, timeout interval DEFAULT NULL)
+RETURNS dml.jobs
+AS 'MODULE_PATHNAME', 'dml_wait' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+GRANT EXECUTE ON FUNCTION dml.job_visible(oid), dml.job_lost(integer, oid, timestamptz),
+	dml.progress_rows() TO PUBLIC;
+GRANT SELECT ON dml.jobs, dml.progress TO PUBLIC;
+
 /* ---- issue 22: exact models to certified accuracy ---- */
 
 /*

@@ -166,6 +166,20 @@ train_resume(const WorkerSpec *spec, DmlModel *m, DmlOptimState *o)
 }
 
 /*
+ * train_shuffle
+ *		The order of epoch's rows: each epoch shuffles the order the
+ *		previous one left, so the order is part of the data position.  A
+ *		run resumed after epoch e calls this for epochs 1..e first, and
+ *		goes on exactly as a run that was never interrupted.
+ */
+void
+train_shuffle(DmlRng *rng, int *idx, int n, uint64_t seed, int epoch)
+{
+	dml_rng_seed(rng, seed * 1000003u + (uint64_t) epoch * 7919u + (uint64_t) worker_rank);
+	dml_shuffle(idx, n, rng);
+}
+
+/*
  * train_plan_steps
  *		Every rank's training rows, and the steps per epoch they imply:
  *		ceil(max rows / batch_size), the same on every rank.
@@ -480,6 +494,8 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	opt.t = 0;
 	if (spec->resume)
 		first_epoch = train_resume(spec, m, &opt) + 1;
+	for (int e = 1; e < first_epoch; e++)
+		train_shuffle(&rng, train_idx, ntrain, spec->seed, e);
 	sync_init(&sy, spec, np);
 	sync_start(&sy, net->params, &opt, all_rows);
 	sync_bind(&sy, spec, &net->params, &grads, &opt);
@@ -500,8 +516,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		float	   *own = net->params;
 
 		maybe_inject_fault(spec, epoch, NULL);
-		dml_rng_seed(&rng, spec->seed * 1000003u + (uint64_t) epoch * 7919u + (uint64_t) worker_rank);
-		dml_shuffle(train_idx, ntrain, &rng);
+		train_shuffle(&rng, train_idx, ntrain, spec->seed, epoch);
 
 		for (int s = 0; async ? !sy.epoch_done : s < plan.steps; s++)
 		{

@@ -114,6 +114,8 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 			cudaRtCheck(cudaMemcpy(g.opt_v, opt.s2, sizeof(float) * np, cudaMemcpyHostToDevice));
 		g.step = opt.t;
 	}
+	for (int e = 1; e < first_epoch; e++)
+		train_shuffle(&rng, train_idx, ntrain, spec->seed, e);
 	gpuCheck(dml_gpu_net_upload(&g, net->params, errbuf, sizeof(errbuf)));
 
 	gopt.kind = opt.kind;
@@ -140,8 +142,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 		maybe_inject_fault(spec, epoch, NULL);
 		gopt.lr = lr_at_epoch(spec->schedule, (float) spec->learning_rate, epoch - 1,
 							  spec->epochs, spec->step_size, (float) spec->gamma);
-		dml_rng_seed(&rng, spec->seed * 1000003u + (uint64_t) epoch * 7919u + (uint64_t) worker_rank);
-		dml_shuffle(train_idx, ntrain, &rng);
+		train_shuffle(&rng, train_idx, ntrain, spec->seed, epoch);
 		cudaRtCheck(cudaMemcpyAsync(idx_dev, train_idx, sizeof(int) * (ntrain ? ntrain : 1),
 									cudaMemcpyHostToDevice, g.stream));
 

@@ -271,6 +271,7 @@ extern void train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds,
 						   const int *idx, int n, DmlMetrics *met);
 extern void train_send_checkpoint(const DmlModel *m, const DmlOptimState *o, int epoch);
 extern int	train_resume(const WorkerSpec *spec, DmlModel *m, DmlOptimState *o);
+extern void train_shuffle(DmlRng *rng, int *idx, int n, uint64_t seed, int epoch);
 extern void train_plan_steps(StepPlan *plan, int ntrain, int batch_size);
 extern int	train_step_rows(const StepPlan *plan, int rank);
 extern int64_t train_step_total(const StepPlan *plan, int s);

@@ -21,16 +21,16 @@ for how in cancel terminate timeout; do
 		client=$!
 		wait_until 14 'grep -q "epoch 1:" $T/dml-cancel-$how.log'
 		# mpirun and 2 ranks (a count taken while mpirun forks can be off)
-		wait_until 30 'procs=$(job_procs); [ "$procs" -ge 3 ]'
-		check "$how: workers are running ($procs processes)" '[ "$procs" -ge 3 ]'
+		wait_until 30 'running=$(job_procs); [ "$running" -ge 3 ]'
+		check "$how: workers are running ($running processes)" '[ "$running" -ge 3 ]'
 	else
 		pgc_psql -c "SELECT * FROM dml_train('cancel_$how', 'cancel_data', 'y',
 			optimizer => 'sgd', batch_size => 1, epochs => 100000, workers => 2)" >$T/dml-cancel-$how.log 2>&1 &
 		client=$!
 		wait_until 120 'grep -q "epoch 1:" $T/dml-cancel-$how.log'
 		# mpirun and 2 ranks (a count taken while mpirun forks can be off)
-		wait_until 30 'procs=$(job_procs); [ "$procs" -ge 3 ]'
-		check "$how: workers are running ($procs processes)" '[ "$procs" -ge 3 ]'
+		wait_until 30 'running=$(job_procs); [ "$running" -ge 3 ]'
+		check "$how: workers are running ($running processes)" '[ "$running" -ge 3 ]'
 	fi
 	# the timeout fires 15 s after the statement began, after the workers started
 	stop_job "$how" "$how" "cancel_$how" $T/dml-cancel-$how.log $client 400

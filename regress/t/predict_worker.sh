@@ -60,8 +60,8 @@ for how in cancel terminate timeout; do
 	fi
 	client=$!
 	# wait for the worker to be up and reading its rows
-	wait_until 60 '[ "$(job_procs)" -ge 1 ] && [ "$(pgc_psql -t -A -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = '"'"'dml-worker'"'"'")" -ge 1 ]'
-	check "$how: the worker is running" '[ "$(job_procs)" -ge 1 ]'
+	wait_until 60 'running=$(job_procs); [ "$running" -ge 1 ] && [ "$(pgc_psql -t -A -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = '"'"'dml-worker'"'"'")" -ge 1 ]'
+	check "$how: the worker is running ($running processes)" '[ "$running" -ge 1 ]'
 	stop_job "$how" "$how" "$out" $T/dml-pw-$how.log $client 100
 	check "$how: no target table left" "! table_exists $out"
 	check "$how: no job directory left" '[ "$(job_dirs)" -eq 0 ]'

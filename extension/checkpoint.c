@@ -1,0 +1,177 @@
+/*-------------------------------------------------------------------------
+ *
+ * checkpoint.c
+ *	  Durable checkpoints of background jobs: files in the data directory,
+ *	  dml_checkpoints/<database oid>/<job id>, that dml_resume starts from.
+ *
+ * The coordinator keeps each checkpoint rank 0 sends in the job's private
+ * directory (for restarts within the run), and hands it to the hook
+ * here, which keeps a copy at most every dml.checkpoint_seconds: written
+ * to a temporary file, then durable_rename (file and directory fsynced),
+ * so after a crash the file is the old checkpoint or the new one, whole.
+ * A checkpoint is the worker's own bytes (coordinator/protocol.h:
+ * epoch, model blob, optimizer state); the worker checks it when it
+ * resumes.  The files are outside the WAL: a base backup copies them, a
+ * streaming replica does not have them, and pg_dump leaves them out (a
+ * restored failed job resumes from its first epoch, to the same model).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/file_perm.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "dml.h"
+#include "jobs.h"
+
+#define DML_CHECKPOINT_DIR	"dml_checkpoints"
+
+int			dml_checkpoint_seconds = DML_DEFAULT_CHECKPOINT_SECONDS;
+int			dml_checkpoint_retention = DML_DEFAULT_CHECKPOINT_RETENTION;
+
+static int64 kept_job = 0;
+static TimestampTz kept_at = 0;
+
+/* this database's directory of checkpoints, relative to the data directory */
+static char *
+checkpoint_dir(void)
+{
+	return psprintf("%s/%u", DML_CHECKPOINT_DIR, MyDatabaseId);
+}
+
+static char *
+checkpoint_path(int64 job)
+{
+	return psprintf("%s/" INT64_FORMAT, checkpoint_dir(), job);
+}
+
+/* the checkpoint hook of the job DmlCurrentJobId */
+static void
+keep_checkpoint(const char *payload, uint32 len, int epoch)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	char	   *dir = checkpoint_dir();
+	char	   *path = checkpoint_path(DmlCurrentJobId);
+	char	   *tmp = psprintf("%s.tmp", path);
+	int			fd;
+
+	if (kept_job == DmlCurrentJobId && kept_at != 0 &&
+		!TimestampDifferenceExceeds(kept_at, now, dml_checkpoint_seconds * 1000))
+		return;
+	if (MakePGDirectory(DML_CHECKPOINT_DIR) != 0 && errno != EEXIST)
+		ereport(ERROR, (errcode_for_file_access(),
+						errmsg("could not create directory \"%s\": %m", DML_CHECKPOINT_DIR)));
+	if (MakePGDirectory(dir) != 0 && errno != EEXIST)
+		ereport(ERROR, (errcode_for_file_access(),
+						errmsg("could not create directory \"%s\": %m", dir)));
+	fd = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (fd < 0 || write(fd, payload, len) != (ssize_t) len || CloseTransientFile(fd) != 0)
+		ereport(ERROR, (errcode_for_file_access(),
+						errmsg("could not write checkpoint \"%s\": %m", tmp)));
+	(void) durable_rename(tmp, path, ERROR);
+	kept_job = DmlCurrentJobId;
+	kept_at = now;
+	ereport(DEBUG1, (errmsg("dml job " INT64_FORMAT ": kept the checkpoint of epoch %d",
+							DmlCurrentJobId, epoch)));
+}
+
+/*
+ * DmlCheckpointBegin
+ *		Before the job DmlCurrentJobId trains: keep its checkpoints, and
+ *		start from the one kept, if any.  Returns the epoch it starts
+ *		after (0: from the beginning).
+ */
+int
+DmlCheckpointBegin(void)
+{
+	char	   *path = checkpoint_path(DmlCurrentJobId);
+	int			fd;
+	struct stat st;
+	char	   *data;
+	int32		epoch = 0;
+
+	kept_job = DmlCurrentJobId;
+	kept_at = 0;
+	DmlCheckpointHook = keep_checkpoint;
+	DmlResumeCheckpoint = NULL;
+	DmlResumeCheckpointLen = 0;
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+	{
+		if (errno != ENOENT)
+			ereport(ERROR, (errcode_for_file_access(),
+							errmsg("could not open checkpoint \"%s\": %m", path)));
+		return 0;
+	}
+	if (fstat(fd, &st) != 0 || st.st_size < 8 || st.st_size > MaxAllocSize)
+		ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+						errmsg("checkpoint \"%s\" is not a checkpoint", path)));
+	data = MemoryContextAlloc(TopMemoryContext, st.st_size);
+	if (read(fd, data, st.st_size) != st.st_size)
+		ereport(ERROR, (errcode_for_file_access(),
+						errmsg("could not read checkpoint \"%s\": %m", path)));
+	CloseTransientFile(fd);
+	memcpy(&epoch, data, 4);
+	DmlResumeCheckpoint = data;
+	DmlResumeCheckpointLen = (uint32) st.st_size;
+	return epoch;
+}
+
+/* DmlCheckpointEnd: the job's training ended, one way or another */
+void
+DmlCheckpointEnd(void)
+{
+	DmlCheckpointHook = NULL;
+	if (DmlResumeCheckpoint != NULL)
+		pfree((void *) DmlResumeCheckpoint);
+	DmlResumeCheckpoint = NULL;
+	DmlResumeCheckpointLen = 0;
+}
+
+/* DmlCheckpointDrop: remove a job's checkpoint */
+void
+DmlCheckpointDrop(int64 job)
+{
+	char	   *path = checkpoint_path(job);
+
+	if (unlink(path) != 0 && errno != ENOENT)
+		ereport(WARNING, (errcode_for_file_access(),
+						  errmsg("could not remove checkpoint \"%s\": %m", path)));
+}
+
+/* DmlCheckpointJobs: the jobs of this database that have a checkpoint */
+List *
+DmlCheckpointJobs(void)
+{
+	char	   *dir = checkpoint_dir();
+	DIR		   *d = AllocateDir(dir);
+	struct dirent *de;
+	List	   *jobs = NIL;
+
+	if (d == NULL)
+		return NIL;				/* no checkpoint yet */
+	while ((de = ReadDir(d, dir)) != NULL)
+	{
+		char	   *end;
+		long long	id = strtoll(de->d_name, &end, 10);
+
+		if (end != de->d_name && *end == '\0' && id > 0)
+		{
+			int64	   *p = palloc(sizeof(int64));
+
+			*p = id;
+			jobs = lappend(jobs, p);
+		}
+	}
+	FreeDir(d);
+	return jobs;
+}
