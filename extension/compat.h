@@ -33,6 +33,14 @@
 #define DML_MY_LXID		(MyProc->lxid)
 #endif
 
+/* 17 took pgprocno out of PGPROC: this backend's number is MyProcNumber */
+#if PG_VERSION_NUM >= 170000
+#include "storage/procnumber.h"
+#define DML_MY_PROCNO	MyProcNumber
+#else
+#define DML_MY_PROCNO	(MyProc->pgprocno)
+#endif
+
 /*
  * DmlSetSignal
  *		pqsignal, returning the disposition to restore afterwards.  18's

@@ -38,6 +38,8 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include <math.h>
 
 #include "access/xact.h"
@@ -384,7 +386,7 @@ DmlJobWaitBegin(int64 job)
 		if (t->waiters[i].job == 0)
 		{
 			t->waiters[i].job = job;
-			t->waiters[i].procno = MyProc->pgprocno;
+			t->waiters[i].procno = DML_MY_PROCNO;
 			found = i;
 		}
 	SpinLockRelease(&t->waiters_mutex);
