@@ -9,7 +9,7 @@
 #   make bench-quick      the same harness on small sizes
 
 EXTENSION = dml
-EXTVERSION = 1.1
+EXTVERSION = 1.2
 
 MODULE_big = dml
 KERNEL_OBJS = kernels/common.o kernels/layers.o kernels/losses.o kernels/optim.o kernels/net.o kernels/format.o kernels/solve.o \
@@ -25,7 +25,7 @@ OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_p
 	$(KERNEL_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
-DATA = sql/$(EXTENSION)--1.0.sql $(wildcard sql/$(EXTENSION)--*--*.sql)
+DATA = sql/$(EXTENSION)--1.0.sql sql/$(EXTENSION)--1.1.sql $(wildcard sql/$(EXTENSION)--*--*.sql)
 EXTRA_CLEAN = $(DATA_built) build
 
 PG_CONFIG ?= pg_config

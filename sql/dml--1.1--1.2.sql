@@ -1,0 +1,10 @@
+/* dml 1.1 -> 1.2 */
+
+\echo Use "ALTER EXTENSION dml UPDATE TO '1.2'" to load this file. \quit
+
+/*
+ * Each issue's schema changes of the third wave, in the order they landed,
+ * each section opened by a comment naming its issue.  sql/dml.sql is the
+ * whole 1.2 install script; regress/t/upgrade.sh checks that an install
+ * updated from 1.0 (through 1.1) has the same objects as a fresh one.
+ */
