@@ -19,7 +19,7 @@ OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_p
 	extension/evaluate.o extension/predict_table.o extension/predict_table_worker.o \
 	extension/aggregate.o extension/exact.o extension/fit.o extension/summary.o \
 	extension/export.o extension/onnx.o extension/package.o build/proto/onnx.pb-c.o \
-	extension/jobs.o extension/progress.o extension/checkpoint.o extension/launcher.o \
+	extension/jobs.o extension/tune.o extension/progress.o extension/checkpoint.o extension/launcher.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o coordinator/settings.o \
 	coordinator/result.o coordinator/jobspec.o coordinator/limits.o coordinator/login.o coordinator/hosts.o \
 	$(KERNEL_OBJS)

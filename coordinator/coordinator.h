@@ -205,6 +205,7 @@ extern char *dml_worker_path;
 extern char *dml_conninfo;
 extern char *dml_hosts;
 extern char *dml_mpi_options;
+extern const char *DmlTuneSnapshot;	/* dml_tune's, exported once for all trials */
 extern void DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice);
 extern bool DmlBuildHasCuda(void);
 extern bool DmlGpuVisible(void);

@@ -31,6 +31,9 @@ char	   *dml_conninfo = NULL;
 char	   *dml_hosts = NULL;
 char	   *dml_mpi_options = NULL;
 
+/* dml_tune: the snapshot its trials' workers read under, or NULL */
+const char *DmlTuneSnapshot = NULL;
+
 /*
  * DmlBuildHasCuda
  *		Whether this build's dml-worker has CUDA kernels.
@@ -117,6 +120,8 @@ DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice)
 {
 	if (!export_snapshot)
 		job->snapshot = "";
+	else if (DmlTuneSnapshot != NULL)
+		job->snapshot = pstrdup(DmlTuneSnapshot);	/* dml_tune's, for every trial */
 	else if (IsSubTransaction())
 	{
 		ereport(NOTICE, (errmsg("%s", subxact_notice)));

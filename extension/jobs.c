@@ -81,7 +81,6 @@
 #include "dml.h"
 #include "jobs.h"
 
-#define DML_TRAIN_NARGS		27
 #define DML_JOB_POLL_MS		250
 #define DML_CANCEL_WAIT_S	10
 #define DML_KICK_EVERY_MS	1000
@@ -179,8 +178,8 @@ spi_col(int r, int i, bool *isnull)
  * --------------------------------------------------------------------- */
 
 /* dml_train in the extension's schema */
-static Oid
-train_function(void)
+Oid
+DmlTrainFunction(void)
 {
 	Oid			nsp = DmlExtensionSchema();
 
@@ -211,8 +210,8 @@ train_argnames(Oid fn)
 }
 
 /* call dml_train; with check_only it returns NULL after its checks */
-static Datum
-call_train(Oid fn, NullableDatum *args, bool check_only, bool *isnull)
+Datum
+DmlCallTrain(Oid fn, NullableDatum *args, bool check_only, bool *isnull)
 {
 	FmgrInfo	flinfo;
 	Datum		result;
@@ -684,7 +683,7 @@ run_job(DmlClaimedJob *cj)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	PG_TRY();
 	{
-		Oid			fn = train_function();
+		Oid			fn = DmlTrainFunction();
 		NullableDatum args[DML_TRAIN_NARGS];
 		bool		isnull;
 		Datum		result;
@@ -695,7 +694,7 @@ run_job(DmlClaimedJob *cj)
 		after = DmlCheckpointBegin();
 		if (after > 0)
 			ereport(LOG, (errmsg("dml job " INT64_FORMAT " resumes after epoch %d", cj->id, after)));
-		result = call_train(fn, args, false, &isnull);
+		result = DmlCallTrain(fn, args, false, &isnull);
 		if (isnull)
 			elog(ERROR, "dml: dml_train returned NULL. Please report a bug.");
 		DmlCheckpointEnd();
@@ -837,7 +836,7 @@ Datum
 dml_train_async(PG_FUNCTION_ARGS)
 {
 	Oid			owner = GetUserId();
-	Oid			fn = train_function();
+	Oid			fn = DmlTrainFunction();
 	char	  **names = train_argnames(fn);
 	bool		isnull;
 	OwnerSpi	o;
@@ -848,7 +847,7 @@ dml_train_async(PG_FUNCTION_ARGS)
 
 	if (PG_NARGS() != DML_TRAIN_NARGS)
 		elog(ERROR, "dml: dml_train_async has an unexpected signature. Please report a bug.");
-	(void) call_train(fn, fcinfo->args, true, &isnull);
+	(void) DmlCallTrain(fn, fcinfo->args, true, &isnull);
 
 	check_can_login(owner);
 	args = encode_args(names, fcinfo->args);

@@ -31,10 +31,13 @@ extern int	dml_checkpoint_seconds;
 extern int	dml_checkpoint_retention;
 
 /* jobs.c */
+#define DML_TRAIN_NARGS		27	/* dml_train's arguments (sql/dml.sql) */
 extern bool DmlTrainCheckOnly;	/* dml_train returns after its checks */
 extern int64 DmlCurrentJobId;	/* the job this process runs, or 0 */
 extern void DmlJobsInit(void);
 extern void DmlJobsRecover(bool resume);
+extern Oid	DmlTrainFunction(void);
+extern Datum DmlCallTrain(Oid fn, NullableDatum *args, bool check_only, bool *isnull);
 extern void DmlBgworkerSetup(BackgroundWorker *w, const char *function,
 							 const char *type, int restart);
 
@@ -49,6 +52,8 @@ extern void DmlCheckpointDrop(int64 job);
 extern List *DmlCheckpointJobs(void);
 
 /* progress.c */
+extern int	DmlTuneTrial;		/* dml_tune: the trial running (1-based), or 0 */
+extern int	DmlTuneTrials;		/* and how many the search has */
 extern void DmlProgressInit(void);
 extern void DmlProgressBegin(const DmlJob *job, bool in_server);
 extern void DmlProgressEpoch(const DmlProgress *p, double rows_per_second);

@@ -86,6 +86,8 @@ typedef struct DmlProgressSlot
 	double		rows_per_second;
 	TimestampTz started;
 	TimestampTz updated;
+	int			trial;			/* dml_tune: the trial (1-based), or 0 */
+	int			trials;
 } DmlProgressSlot;
 
 /* a backend in dml_wait, woken when the job's worker has recorded its end */
@@ -102,6 +104,9 @@ typedef struct DmlProgressTable
 	slock_t		waiters_mutex;
 	DmlJobWaiter waiters[DML_PROGRESS_SLOTS];
 } DmlProgressTable;
+
+int			DmlTuneTrial = 0;
+int			DmlTuneTrials = 0;
 
 static DmlProgressTable *progress_table = NULL;
 static bool progress_unavailable = false;
@@ -320,6 +325,8 @@ DmlProgressBegin(const DmlJob *job, bool in_server)
 	s->metric = NAN;
 	s->rows_per_second = NAN;
 	s->started = s->updated = GetCurrentTimestamp();
+	s->trial = DmlTuneTrial;
+	s->trials = DmlTuneTrials;
 	SpinLockRelease(&s->mutex);
 	my_slot = s;
 	progress_report_activity(s);
@@ -477,7 +484,11 @@ dml_progress(PG_FUNCTION_ARGS)
 		values[2] = ObjectIdGetDatum(s.database);
 		values[3] = ObjectIdGetDatum(s.owner);
 		values[4] = CStringGetTextDatum(s.name);
-		values[5] = CStringGetTextDatum(s.epoch == 0 ? "starting" : "training");
+		/* a trial of dml_tune says which */
+		if (s.trials > 0)
+			values[5] = CStringGetTextDatum(psprintf("trial %d of %d", s.trial, s.trials));
+		else
+			values[5] = CStringGetTextDatum(s.epoch == 0 ? "starting" : "training");
 		values[6] = Int32GetDatum(s.ranks);
 		values[7] = CStringGetTextDatum(s.hosts);
 		values[8] = Int32GetDatum(s.epoch);

@@ -1,0 +1,210 @@
+#!/bin/bash
+# tune.sh: model selection (dml_tune, issue 17) on scikit-learn's shipped
+# breast cancer data: a grid of 8 picks what a hand loop of 8 dml_train
+# calls picks, to 1e-6; random search stays inside its distributions and
+# repeats with its seed; halving gives the best configuration the full
+# epochs and stops at least half of the others early; a diverging
+# configuration is a failed trial, not a failed search; bad search values
+# are clear errors; an ordinary role tunes its own table, cannot tune into
+# another role's name, and sees no one else's trials.  Runs against the
+# cluster regress/run.sh started.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source regress/pgcluster.sh
+source regress/tap.sh
+
+q() { pgc_psql -t -A -v ON_ERROR_STOP=1 "$@"; }
+err() { pgc_psql -t -A "$@" 2>&1 || true; }
+
+if ! /usr/bin/python3 -c 'import sklearn, psycopg2' 2>/dev/null; then
+	notok "python3-sklearn and python3-psycopg2 are installed (.ci/setup.sh)"
+	exit 0
+fi
+# the rows as bench/datasets.py loads them: x0..x29 float8, y int4
+/usr/bin/python3 - <<'PY'
+import sys
+sys.path.insert(0, "bench")
+import psycopg2
+from sklearn.datasets import load_breast_cancer
+from datasets import load_table
+X, y = load_breast_cancer(return_X_y=True)
+conn = psycopg2.connect("")
+conn.autocommit = True
+load_table(conn.cursor(), "tune_bc", X, y, "float8", "int4")
+PY
+check "the breast cancer table is loaded" '[ "$(q -c "SELECT count(*) FROM tune_bc")" = 569 ]'
+q -c "SET client_min_messages = warning" -c "SELECT dml_drop_model(name) FROM (SELECT DISTINCT name FROM dml.models WHERE name LIKE 'tune\_%') m" >/dev/null
+q -c "DELETE FROM dml.trials WHERE name LIKE 'tune\_%'" >/dev/null
+
+# the fixed part of every search below: minibatch Adam on 2 ranks, 0.2 held out
+FIXED="model => 'mlp', optimizer => 'adam', epochs => 8, batch_size => 32, workers => 2, seed => 7, validation => 0.2"
+LRS="0.0005 0.005"
+HIDS="4 16"
+WDS="0 0.01"
+GRID="{\"learning_rate\": [0.0005, 0.005], \"hidden\": [[4], [16]], \"weight_decay\": [0, 0.01]}"
+
+# -- 1. grid of 8 against a hand loop of 8 dml_train calls
+grid=$(q -c "SET client_min_messages = warning" \
+	-c "SELECT trial, state, metric_value, (arguments->>'learning_rate')::float8, arguments->'hidden'->>0,
+		arguments->>'weight_decay', coalesce(version::text, '') FROM dml_tune('tune_grid', 'tune_bc', 'y',
+		search => '$GRID', $FIXED)" | tail -n +1)
+echo "$grid" | sed 's/^/# grid: /'
+check "the grid ran 8 trials" '[ "$(grep -c "|finished|" <<<"$grid")" = 8 ]'
+best_grid=$(head -1 <<<"$grid")
+hand=""
+for lr in $LRS; do for h in $HIDS; do for wd in $WDS; do
+	v=$(q -c "SET client_min_messages = warning" \
+		-c "SELECT FROM dml_train('tune_hand', 'tune_bc', 'y',
+			hidden => '{$h}', learning_rate => $lr, weight_decay => $wd, $FIXED)" \
+		-c "SELECT metrics->>'accuracy' FROM dml.models WHERE name = 'tune_hand' ORDER BY version DESC LIMIT 1" | tail -1)
+	hand="$hand$v|$lr|$h|$wd"$'\n'
+done; done; done
+echo "$hand" | sed 's/^/# hand: /'
+# the hand loop's best, first in grid order on ties (the grid's order too)
+best_hand=$(grep . <<<"$hand" | awk -F'|' 'NR == 1 || $1 > b { b = $1; l = $0 } END { print l }')
+bg_metric=$(cut -d'|' -f3 <<<"$best_grid")
+bh_metric=$(cut -d'|' -f1 <<<"$best_hand")
+check "the grid picks the hand loop's configuration ($(cut -d'|' -f4-6 <<<"$best_grid") vs $(cut -d'|' -f2-4 <<<"$best_hand"))" \
+	'[ "$(cut -d"|" -f4-6 <<<"$best_grid")" = "$(cut -d"|" -f2-4 <<<"$best_hand")" ]'
+check "with the same metric to 1e-6 ($bg_metric vs $bh_metric)" \
+	'[ "$(echo "define abs(x) { if (x < 0) return -x; return x }; abs($bg_metric - $bh_metric) < 0.000001" | bc -l)" = 1 ]'
+# every trial's metric equals its hand-loop twin's
+same=0
+while IFS='|' read -r m lr h wd; do
+	[ -z "$m" ] && continue
+	g=$(awk -F'|' -v lr="$lr" -v h="$h" -v wd="$wd" '$4 == lr && $5 == h && $6 == wd { print $3 }' <<<"$grid")
+	[ -n "$g" ] && [ "$(echo "define abs(x) { if (x < 0) return -x; return x }; abs($g - $m) < 0.000001" | bc -l)" = 1 ] && same=$((same + 1))
+done <<<"$hand"
+check "each of the 8 trials has its dml_train twin's metric ($same of 8)" '[ $same = 8 ]'
+check "only the best is kept, as version 1, and deployed" \
+	'[ "$(q -c "SELECT count(*) FROM dml.models WHERE name = '"'"'tune_grid'"'"'")" = 1 ] &&
+	 [ "$(cut -d"|" -f7 <<<"$best_grid")" = 1 ] &&
+	 [ "$(q -c "SELECT version FROM dml.deployments WHERE name = '"'"'tune_grid'"'"'")" = 1 ]'
+check "dml.trials holds the 8 trials with their epochs" \
+	'[ "$(q -c "SELECT count(*) FROM dml.trials WHERE name = '"'"'tune_grid'"'"' AND jsonb_array_length(epoch_metrics) = 8")" = 8 ]'
+check "dml_predict uses the best model" \
+	'[ -n "$(q -c "SELECT dml_predict('"'"'tune_grid'"'"', t) FROM tune_bc t LIMIT 1")" ]'
+
+# keep => 'all': every trial a version (2..9 after the 1 above), the best deployed
+out=$(q -c "SET client_min_messages = warning" \
+	-c "SELECT trial, version FROM dml_tune('tune_grid', 'tune_bc', 'y',
+		search => '{\"learning_rate\": [0.0005, 0.005]}', keep => 'all', $FIXED)")
+check "keep => 'all' keeps every trial as the next versions" \
+	'[ "$(q -c "SELECT string_agg(version::text, '"'"','"'"' ORDER BY version) FROM dml.models WHERE name = '"'"'tune_grid'"'"'")" = "1,2,3" ]'
+check "and deploys the best" \
+	'[ "$(q -c "SELECT version FROM dml.deployments WHERE name = '"'"'tune_grid'"'"'")" = "$(head -1 <<<"$out" | cut -d"|" -f2)" ]'
+
+# -- 2. random search: inside its distributions, and the same with the same seed
+RND="{\"learning_rate\": {\"log_uniform\": [0.0001, 0.01]}, \"weight_decay\": {\"uniform\": [0, 0.1]}, \"batch_size\": {\"choice\": [16, 64]}, \"activation\": [\"relu\", \"tanh\"]}"
+FAST="model => 'mlp', hidden => '{4}', validation => 0.2, seed => 11"
+r1=$(q -c "SET client_min_messages = warning" \
+	-c "SELECT arguments::text, metric_value FROM dml_tune('tune_rand', 'tune_bc', 'y', search => '$RND',
+		strategy => 'random', trials => 6, optimizer => 'adam', epochs => 3, workers => 1, $FAST) ORDER BY trial")
+r2=$(q -c "SET client_min_messages = warning" \
+	-c "SELECT arguments::text, metric_value FROM dml_tune('tune_rand', 'tune_bc', 'y', search => '$RND',
+		strategy => 'random', trials => 6, optimizer => 'adam', epochs => 3, workers => 1, $FAST) ORDER BY trial")
+echo "$r1" | sed 's/^/# random: /'
+check "random search ran 6 trials" '[ "$(grep -c . <<<"$r1")" = 6 ]'
+check "the same seed gives the same configurations and metrics" '[ "$r1" = "$r2" ]'
+inside=$(q -c "SELECT count(*) FROM dml.trials WHERE name = 'tune_rand'
+	AND (arguments->>'learning_rate')::float8 BETWEEN 0.0001 AND 0.01
+	AND (arguments->>'weight_decay')::float8 BETWEEN 0 AND 0.1
+	AND arguments->>'batch_size' IN ('16', '64') AND arguments->>'activation' IN ('relu', 'tanh')")
+check "every sample lies in its distribution ($inside of 12)" '[ "$inside" = 12 ]'
+check "the samples differ from each other" \
+	'[ "$(q -c "SELECT count(DISTINCT arguments->>'"'"'learning_rate'"'"') FROM dml.trials WHERE name = '"'"'tune_rand'"'"'")" = 6 ]'
+r3=$(q -c "SET client_min_messages = warning" \
+	-c "SELECT arguments::text FROM dml_tune('tune_rand', 'tune_bc', 'y', search => '$RND',
+		strategy => 'random', trials => 6, optimizer => 'adam', epochs => 3, workers => 1,
+		model => 'mlp', hidden => '{4}', seed => 12) ORDER BY trial")
+check "another seed samples other configurations" '[ "$r3" != "$(cut -d"|" -f1 <<<"$r1")" ]'
+
+# -- 3. halving: the best gets the full epochs, at least half stop early
+h=$(q -c "SET client_min_messages = warning" \
+	-c "SELECT trial, state, epochs_run, metric_value FROM dml_tune('tune_halv', 'tune_bc', 'y',
+		search => '$GRID', strategy => 'halving', $FIXED)")
+echo "$h" | sed 's/^/# halving: /'
+check "halving ran 8 configurations" '[ "$(grep -c . <<<"$h")" = 8 ]'
+check "the best trained the full 8 epochs" '[ "$(head -1 <<<"$h" | cut -d"|" -f2,3)" = "finished|8" ]'
+stopped=$(grep -c "|stopped early|" <<<"$h")
+check "at least half of the others stopped early ($stopped of 7)" '[ "$stopped" -ge 4 ]'
+check "stopped trials ran fewer epochs" \
+	'! grep "|stopped early|" <<<"$h" | awk -F"|" "\$3 >= 8 { exit 1 }" | false'
+check "halving keeps only the best model" \
+	'[ "$(q -c "SELECT count(*) FROM dml.models WHERE name = '"'"'tune_halv'"'"'")" = 1 ]'
+bt=$(head -1 <<<"$h" | cut -d'|' -f1)
+ba=$(q -c "SELECT arguments FROM dml.trials WHERE name = 'tune_halv' AND trial = $bt")
+tw=$(q -c "SET client_min_messages = warning" \
+	-c "SELECT FROM dml_train('tune_twin', 'tune_bc', 'y',
+		hidden => ARRAY[('$ba'::jsonb->'hidden'->>0)::int], learning_rate => ('$ba'::jsonb->>'learning_rate')::float8,
+		weight_decay => ('$ba'::jsonb->>'weight_decay')::float8, $FIXED)" \
+	-c "SELECT metrics->>'accuracy' FROM dml.models WHERE name = 'tune_twin' ORDER BY version DESC LIMIT 1" | tail -1)
+hm=$(head -1 <<<"$h" | cut -d'|' -f4)
+check "the survivor's model is dml_train's at full epochs ($hm vs $tw)" \
+	'[ "$(echo "define abs(x) { if (x < 0) return -x; return x }; abs($hm - $tw) < 0.000001" | bc -l)" = 1 ]'
+
+# -- 4. a diverging configuration fails; the search goes on
+d=$(q -c "SET client_min_messages = warning" \
+	-c "SELECT trial, state, metric_value FROM dml_tune('tune_div', 'tune_bc', 'y',
+		search => '{\"learning_rate\": [0.001, 100]}', model => 'mlp', optimizer => 'sgd',
+		hidden => '{16}', epochs => 5, batch_size => 8, workers => 1, options => '{\"momentum\": 0.99}')")
+echo "$d" | sed 's/^/# diverging: /'
+check "the sane configuration finished and is kept" \
+	'[ "$(head -1 <<<"$d" | cut -d"|" -f1,2)" = "1|finished" ] &&
+	 [ "$(q -c "SELECT count(*) FROM dml.models WHERE name = '"'"'tune_div'"'"'")" = 1 ]'
+check "the diverging one is a failed trial, with its error" \
+	'[ "$(sed -n 2p <<<"$d" | cut -d"|" -f1,2)" = "2|failed" ] &&
+	 [ -n "$(q -c "SELECT error FROM dml.trials WHERE name = '"'"'tune_div'"'"' AND trial = 2 AND state = '"'"'failed'"'"'")" ]'
+
+# -- 5. bad search values are clear errors, before anything trains
+e=$(err -c "SELECT * FROM dml_tune('tune_bad', 'tune_bc', 'y', search => '{\"learnin_rate\": [0.1]}')")
+check "an unknown argument" 'grep -q "search names unknown argument \"learnin_rate\"" <<<"$e"'
+e=$(err -c "SELECT * FROM dml_tune('tune_bad', 'tune_bc', 'y', search => '{\"learning_rate\": []}')")
+check "an empty list" 'grep -q "search list for \"learning_rate\" is empty" <<<"$e"'
+e=$(err -c "SELECT * FROM dml_tune('tune_bad', 'tune_bc', 'y', search => '{\"activation\": {\"uniform\": [0, 1]}}', strategy => 'random')")
+check "a distribution for a non-numeric argument" \
+	'grep -q "search distribution \"uniform\" needs a numeric argument, but \"activation\" is not numeric" <<<"$e"'
+e=$(err -c "SELECT * FROM dml_tune('tune_bad', 'tune_bc', 'y', search => '{\"learning_rate\": {\"uniform\": [0.1, 1]}}')")
+check "a distribution in a grid" 'grep -q "grid search needs a list of values for \"learning_rate\"" <<<"$e"'
+e=$(err -c "SELECT * FROM dml_tune('tune_bad', 'tune_bc', 'y', search => '{\"learning_rate\": 0.1}')")
+check "a bare value" 'grep -q "must be a list of values or a distribution" <<<"$e"'
+e=$(err -c "SELECT * FROM dml_tune('tune_bad', 'tune_bc', 'y', search => '{\"learning_rate\": [\"fast\"]}')")
+check "a string for a number" 'grep -q "search values of \"learning_rate\" must be numbers" <<<"$e"'
+e=$(err -c "SELECT * FROM dml_tune('tune_bad', 'tune_bc', 'y', search => '{\"learning_rate\": [0.1]}', strategy => 'bayes')")
+check "an unknown strategy" 'grep -q "unknown strategy \"bayes\"" <<<"$e"'
+e=$(err -c "SELECT * FROM dml_tune('tune_bad', 'tune_bc', 'y', search => '{\"learning_rate\": [0.1]}', strategy => 'halving')")
+check "halving without epochs" 'grep -q "halving needs epochs" <<<"$e"'
+e=$(err -c "SELECT * FROM dml_tune('tune_bad', 'tune_bc', 'y', search => '{\"learning_rate\": [0.1]}', metric => 'auc')")
+check "an unknown metric" 'grep -q "unknown metric \"auc\"" <<<"$e"'
+check "no error trained or stored anything" \
+	'[ "$(q -c "SELECT count(*) FROM dml.trials WHERE name = '"'"'tune_bad'"'"'")" = 0 ] &&
+	 [ "$(q -c "SELECT count(*) FROM dml.models WHERE name = '"'"'tune_bad'"'"'")" = 0 ]'
+
+# -- 6. an ordinary role
+q -c "DROP TABLE IF EXISTS tune_mine; DROP ROLE IF EXISTS tune_alice; DROP ROLE IF EXISTS tune_bob;
+	CREATE ROLE tune_alice LOGIN; CREATE ROLE tune_bob LOGIN;
+	GRANT SELECT ON tune_bc TO tune_bob" >/dev/null
+pgc_allow_role tune_alice tune_bob
+q -c "CREATE TABLE tune_mine AS SELECT * FROM tune_bc; ALTER TABLE tune_mine OWNER TO tune_alice" >/dev/null
+a=$(q -U tune_alice -c "SET client_min_messages = warning" \
+	-c "SELECT state FROM dml_tune('tune_alice_m', 'tune_mine', 'y', search => '{\"weight_decay\": [0.001, 0.1]}')")
+check "an ordinary role tunes on its own table" '[ "$(grep -c finished <<<"$a")" = 2 ]'
+check "its model is its own" \
+	'[ "$(q -c "SELECT owner FROM dml.models WHERE name = '"'"'tune_alice_m'"'"'")" = tune_alice ]'
+e=$(err -U tune_bob -c "SELECT * FROM dml_tune('tune_alice_m', 'tune_bc', 'y', search => '{\"weight_decay\": [0.001, 0.1]}')")
+check "another role cannot tune into its model name" 'grep -q "ERROR" <<<"$e" && ! grep -q "finished" <<<"$e"'
+check "and stored nothing" \
+	'[ "$(q -c "SELECT count(*) FROM dml.trials WHERE owner = '"'"'tune_bob'"'"'::regrole")" = 0 ]'
+e=$(err -U tune_bob -c "SELECT * FROM dml_tune('tune_bob_m', 'tune_mine', 'y', search => '{\"weight_decay\": [0.001]}')")
+check "nor tune on a table it may not read" 'grep -q "permission denied" <<<"$e"'
+check "its owner sees its trials" \
+	'[ "$(q -U tune_alice -c "SELECT count(*) FROM dml_trials")" = 2 ]'
+check "another role sees none of them" \
+	'[ "$(q -U tune_bob -c "SELECT count(*) FROM dml_trials")" = 0 ]'
+e=$(err -U tune_bob -c "SELECT count(*) FROM dml.trials")
+check "nor reads the table" 'grep -q "permission denied" <<<"$e"'
+
+q -c "SET client_min_messages = warning" -c "SELECT dml_drop_model(name) FROM (SELECT DISTINCT name FROM dml.models WHERE name LIKE 'tune\_%') m" >/dev/null
+q -c "DELETE FROM dml.trials WHERE name LIKE 'tune\_%'; DROP TABLE tune_mine, tune_bc;
+	DROP ROLE tune_alice; DROP ROLE tune_bob" >/dev/null
+echo "# $n checks"
