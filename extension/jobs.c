@@ -131,6 +131,7 @@ typedef struct DmlClaimedJob
 	Jsonb	   *args;
 	Jsonb	   *settings;
 	char	   *name;
+	bool		tune;			/* dml_tune_async's: a search, not one training */
 } DmlClaimedJob;
 
 PGDLLEXPORT void dml_job_main(Datum main_arg);
@@ -192,9 +193,9 @@ DmlTrainFunction(void)
 						  DML_TRAIN_NARGS, train_argtypes, false);
 }
 
-/* dml_train's argument names */
+/* the argument names of fn, which takes nargs */
 static char **
-train_argnames(Oid fn)
+func_argnames(Oid fn, int nargs)
 {
 	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
 	Oid		   *types;
@@ -203,8 +204,8 @@ train_argnames(Oid fn)
 
 	if (!HeapTupleIsValid(tup))
 		elog(ERROR, "cache lookup failed for function %u", fn);
-	if (get_func_arg_info(tup, &types, &names, &modes) != DML_TRAIN_NARGS || names == NULL)
-		elog(ERROR, "dml: dml_train has an unexpected signature. Please report a bug.");
+	if (get_func_arg_info(tup, &types, &names, &modes) < nargs || names == NULL)
+		elog(ERROR, "dml: %s has an unexpected signature. Please report a bug.", get_func_name(fn));
 	ReleaseSysCache(tup);
 	return names;
 }
@@ -242,14 +243,14 @@ DmlCallTrain(Oid fn, NullableDatum *args, bool check_only, bool *isnull)
  * kept by OID in its own column and named here for people.
  */
 static Jsonb *
-encode_args(char **names, NullableDatum *args)
+encode_args(char **names, NullableDatum *args, int nargs, const Oid *argtypes)
 {
 	StringInfoData buf;
 	bool		first = true;
 
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
-	for (int i = 0; i < DML_TRAIN_NARGS; i++)
+	for (int i = 0; i < nargs; i++)
 	{
 		char	   *text;
 
@@ -262,14 +263,14 @@ encode_args(char **names, NullableDatum *args)
 			text = quote_qualified_identifier(get_namespace_name(get_rel_namespace(rel)),
 											  get_rel_name(rel));
 		}
-		else if (train_argtypes[i] == FLOAT8OID)
+		else if (argtypes[i] == FLOAT8OID)
 			text = psprintf("%.17g", DatumGetFloat8(args[i].value));
 		else
 		{
 			Oid			out;
 			bool		varlena;
 
-			getTypeOutputInfo(train_argtypes[i], &out, &varlena);
+			getTypeOutputInfo(argtypes[i], &out, &varlena);
 			text = OidOutputFunctionCall(out, args[i].value);
 		}
 		if (!first)
@@ -285,9 +286,10 @@ encode_args(char **names, NullableDatum *args)
 
 /* the stored arguments back as datums */
 static void
-decode_args(char **names, Jsonb *stored, Oid relation, NullableDatum *args)
+decode_args(char **names, Jsonb *stored, Oid relation, NullableDatum *args, int nargs,
+			const Oid *argtypes)
 {
-	for (int i = 0; i < DML_TRAIN_NARGS; i++)
+	for (int i = 0; i < nargs; i++)
 	{
 		JsonbValue *v = getKeyJsonValueFromContainer(&stored->root, names[i],
 													 strlen(names[i]), NULL);
@@ -303,7 +305,7 @@ decode_args(char **names, Jsonb *stored, Oid relation, NullableDatum *args)
 			Oid			in;
 			Oid			ioparam;
 
-			getTypeInputInfo(train_argtypes[i], &in, &ioparam);
+			getTypeInputInfo(argtypes[i], &in, &ioparam);
 			args[i].value = OidInputFunctionCall(in, pnstrdup(v->val.string.val, v->val.string.len),
 												 ioparam, -1);
 		}
@@ -458,7 +460,7 @@ jobs_claim_and_kick(int64 job, DmlClaimedJob *out)
 
 		spi_run("UPDATE dml.job_runs SET state = 'running', started = pg_catalog.clock_timestamp(), "
 				"pid = $2, server_started = pg_catalog.pg_postmaster_start_time() "
-				"WHERE id = $1 AND state = 'queued' RETURNING relation, args, settings, name",
+				"WHERE id = $1 AND state = 'queued' RETURNING relation, args, settings, name, function",
 				2, types, values, NULL, SPI_OK_UPDATE_RETURNING);
 		if (SPI_processed == 1)
 		{
@@ -468,6 +470,7 @@ jobs_claim_and_kick(int64 job, DmlClaimedJob *out)
 			out->args = DatumGetJsonbPCopy(spi_col(0, 2, &isnull));
 			out->settings = DatumGetJsonbPCopy(spi_col(0, 3, &isnull));
 			out->name = TextDatumGetCString(spi_col(0, 4, &isnull));
+			out->tune = strcmp(TextDatumGetCString(spi_col(0, 5, &isnull)), "dml_tune") == 0;
 			MemoryContextSwitchTo(old);
 			claimed = true;
 			running++;
@@ -583,6 +586,20 @@ record_success(DmlClaimedJob *cj, HeapTupleHeader result)
 	owner_end(&o);
 }
 
+/* a search's end: its best model, in the transaction that stored it */
+static void
+record_tune_success(DmlClaimedJob *cj, int64 model_id)
+{
+	OwnerSpi	o;
+
+	owner_begin(&o);
+	spi_run("UPDATE dml.job_runs SET state = 'succeeded', finished = pg_catalog.clock_timestamp(), "
+			"model_id = $2 WHERE id = $1",
+			2, (Oid[]) {INT8OID, INT8OID}, (Datum[]) {Int64GetDatum(cj->id), Int64GetDatum(model_id)},
+			model_id == 0 ? " n" : NULL, SPI_OK_UPDATE);
+	owner_end(&o);
+}
+
 /*
  * Keep the checkpoints of the dml.checkpoint_retention jobs that failed
  * or were cancelled last, and of queued and running ones; drop the rest.
@@ -683,27 +700,49 @@ run_job(DmlClaimedJob *cj)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	PG_TRY();
 	{
-		Oid			fn = DmlTrainFunction();
+		Oid			fn;
 		NullableDatum args[DML_TRAIN_NARGS];
 		bool		isnull;
 		Datum		result;
 		int			after;
 
 		apply_settings(cj->settings);
-		decode_args(train_argnames(fn), cj->args, cj->relation, args);
-		after = DmlCheckpointBegin();
-		if (after > 0)
-			ereport(LOG, (errmsg("dml job " INT64_FORMAT " resumes after epoch %d", cj->id, after)));
-		result = DmlCallTrain(fn, args, false, &isnull);
-		if (isnull)
-			elog(ERROR, "dml: dml_train returned NULL. Please report a bug.");
-		DmlCheckpointEnd();
-		record_success(cj, DatumGetHeapTupleHeader(result));
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-		DmlJobWakeWaiters(cj->id);
-		/* a finished job needs its checkpoint no more */
-		DmlCheckpointDrop(cj->id);
+		if (cj->tune)
+		{
+			/*
+			 * A search: no durable checkpoints (a checkpoint belongs to
+			 * one training, and a search trains many); resumed, it starts
+			 * over, to the same trials.
+			 */
+			NullableDatum targs[DML_TUNE_NARGS];
+
+			fn = DmlTuneFunction();
+			decode_args(func_argnames(fn, DML_TUNE_NARGS), cj->args, cj->relation, targs,
+						DML_TUNE_NARGS, DmlTuneArgTypes);
+			record_tune_success(cj, DmlTuneRun(targs));
+			PopActiveSnapshot();
+			CommitTransactionCommand();
+			DmlJobWakeWaiters(cj->id);
+		}
+		else
+		{
+			fn = DmlTrainFunction();
+			decode_args(func_argnames(fn, DML_TRAIN_NARGS), cj->args, cj->relation, args,
+						DML_TRAIN_NARGS, train_argtypes);
+			after = DmlCheckpointBegin();
+			if (after > 0)
+				ereport(LOG, (errmsg("dml job " INT64_FORMAT " resumes after epoch %d", cj->id, after)));
+			result = DmlCallTrain(fn, args, false, &isnull);
+			if (isnull)
+				elog(ERROR, "dml: dml_train returned NULL. Please report a bug.");
+			DmlCheckpointEnd();
+			record_success(cj, DatumGetHeapTupleHeader(result));
+			PopActiveSnapshot();
+			CommitTransactionCommand();
+			DmlJobWakeWaiters(cj->id);
+			/* a finished job needs its checkpoint no more */
+			DmlCheckpointDrop(cj->id);
+		}
 	}
 	PG_CATCH();
 	{
@@ -830,27 +869,18 @@ check_can_login(Oid role)
  *		Check the arguments as dml_train does, queue the job, and return its
  *		id.  Its worker starts when this transaction commits.
  */
-PG_FUNCTION_INFO_V1(dml_train_async);
-
-Datum
-dml_train_async(PG_FUNCTION_ARGS)
+/* queue a job of function (dml_train or dml_tune) with its encoded arguments */
+static int64
+queue_job(FunctionCallInfo fcinfo, const char *function, Jsonb *args)
 {
 	Oid			owner = GetUserId();
-	Oid			fn = DmlTrainFunction();
-	char	  **names = train_argnames(fn);
 	bool		isnull;
 	OwnerSpi	o;
 	int64		job;
 	int64		queued;
-	Jsonb	   *args;
 	Jsonb	   *settings;
 
-	if (PG_NARGS() != DML_TRAIN_NARGS)
-		elog(ERROR, "dml: dml_train_async has an unexpected signature. Please report a bug.");
-	(void) DmlCallTrain(fn, fcinfo->args, true, &isnull);
-
 	check_can_login(owner);
-	args = encode_args(names, fcinfo->args);
 	settings = encode_settings();
 
 	owner_begin(&o);
@@ -866,18 +896,60 @@ dml_train_async(PG_FUNCTION_ARGS)
 				 errdetail("%lld jobs are queued; dml.max_queued_jobs is %d.",
 						   (long long) queued, dml_max_queued_jobs),
 				 errhint("Wait for queued jobs to start, cancel some with dml_cancel, or ask a superuser to raise dml.max_queued_jobs.")));
-	spi_run("INSERT INTO dml.job_runs (name, owner, relation, args, settings) "
-			"VALUES ($1, $2, $3, $4, $5) RETURNING id",
-			5, (Oid[]) {TEXTOID, OIDOID, OIDOID, JSONBOID, JSONBOID},
+	spi_run("INSERT INTO dml.job_runs (name, owner, relation, args, settings, function) "
+			"VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+			6, (Oid[]) {TEXTOID, OIDOID, OIDOID, JSONBOID, JSONBOID, TEXTOID},
 			(Datum[]) {PG_GETARG_DATUM(0), ObjectIdGetDatum(owner), PG_GETARG_DATUM(1),
-				JsonbPGetDatum(args), JsonbPGetDatum(settings)},
+				JsonbPGetDatum(args), JsonbPGetDatum(settings), CStringGetTextDatum(function)},
 			NULL, SPI_OK_INSERT_RETURNING);
 	job = DatumGetInt64(spi_col(0, 1, &isnull));
 	owner_end(&o);
 
 	/* it waits for this transaction; a rollback leaves it nothing to do */
 	launch_worker(job, owner, GetTopTransactionId());
-	PG_RETURN_INT64(job);
+	return job;
+}
+
+/*
+ * dml_train_async
+ *		Check the arguments as dml_train does, queue the job, and return its
+ *		id.  Its worker starts when this transaction commits.
+ */
+PG_FUNCTION_INFO_V1(dml_train_async);
+
+Datum
+dml_train_async(PG_FUNCTION_ARGS)
+{
+	Oid			fn = DmlTrainFunction();
+	char	  **names = func_argnames(fn, DML_TRAIN_NARGS);
+	bool		isnull;
+
+	if (PG_NARGS() != DML_TRAIN_NARGS)
+		elog(ERROR, "dml: dml_train_async has an unexpected signature. Please report a bug.");
+	(void) DmlCallTrain(fn, fcinfo->args, true, &isnull);
+	PG_RETURN_INT64(queue_job(fcinfo, "dml_train",
+							  encode_args(names, fcinfo->args, DML_TRAIN_NARGS, train_argtypes)));
+}
+
+/*
+ * dml_tune_async
+ *		Check a search as dml_tune does (search, strategy, the first
+ *		configuration), queue it as a job, and return its id.  Its trials
+ *		show in dml.progress as they run.
+ */
+PG_FUNCTION_INFO_V1(dml_tune_async);
+
+Datum
+dml_tune_async(PG_FUNCTION_ARGS)
+{
+	Oid			fn = DmlTuneFunction();
+	char	  **names = func_argnames(fn, DML_TUNE_NARGS);
+
+	if (PG_NARGS() != DML_TUNE_NARGS)
+		elog(ERROR, "dml: dml_tune_async has an unexpected signature. Please report a bug.");
+	DmlTuneCheck(fcinfo->args);
+	PG_RETURN_INT64(queue_job(fcinfo, "dml_tune",
+							  encode_args(names, fcinfo->args, DML_TUNE_NARGS, DmlTuneArgTypes)));
 }
 
 /*

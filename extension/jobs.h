@@ -51,6 +51,13 @@ extern void DmlCheckpointEnd(void);
 extern void DmlCheckpointDrop(int64 job);
 extern List *DmlCheckpointJobs(void);
 
+/* tune.c */
+#define DML_TUNE_NARGS		32	/* dml_tune's arguments (sql/dml.sql) */
+extern const Oid DmlTuneArgTypes[DML_TUNE_NARGS];
+extern Oid	DmlTuneFunction(void);
+extern void DmlTuneCheck(NullableDatum *args);
+extern int64 DmlTuneRun(NullableDatum *args);
+
 /* progress.c */
 extern int	DmlTuneTrial;		/* dml_tune: the trial running (1-based), or 0 */
 extern int	DmlTuneTrials;		/* and how many the search has */

@@ -52,18 +52,19 @@
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "parser/parse_func.h"
 #include "portability/instr_time.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
 #include "dml.h"
 #include "jobs.h"
 
-#define DML_TUNE_NARGS		32		/* dml_tune's arguments (sql/dml.sql) */
 #define DML_TUNE_MAX_TRIALS	1000
 #define DML_TUNE_RANDOM_TRIALS	10	/* random search without trials */
 #define DML_TUNE_HALVING_TRIALS	8	/* halving over distributions without trials */
@@ -89,6 +90,14 @@
 #define TU_TRIALS		7
 #define TU_METRIC		8
 #define TU_KEEP			31
+
+/* dml_tune's argument types, in order (sql/dml.sql) */
+const Oid	DmlTuneArgTypes[DML_TUNE_NARGS] = {
+	TEXTOID, REGCLASSOID, TEXTOID, TEXTARRAYOID, TEXTOID, JSONBOID, TEXTOID, INT4OID,
+	TEXTOID, FLOAT8OID, INT4ARRAYOID, TEXTOID, TEXTOID, FLOAT8OID, INT4OID, INT4OID,
+	FLOAT8OID, INT4OID, TEXTOID, INT4OID, TEXTOID, INT8OID, JSONBOID, TEXTOID,
+	INT4OID, INT4OID, INT4OID, TEXTOID, FLOAT8OID, FLOAT8OID, TEXTARRAYOID, TEXTOID
+};
 
 /* dml_tune's argument i is dml_train's tune_to_train[i], or -1: its own */
 static const int tune_to_train[DML_TUNE_NARGS] = {
@@ -178,6 +187,7 @@ typedef struct TuneTrial
 
 typedef struct TuneSearch
 {
+	int64		search_id;
 	int			ndims;
 	TuneDim    *dims;
 	const char *metric;			/* NULL: accuracy or r2, by the model */
@@ -857,10 +867,14 @@ run_halving(TuneSearch *s, const NullableDatum *fixed, Oid fn, int full)
  * dml_tune
  * --------------------------------------------------------------------- */
 
+#define ARG_NULL(i)	(a[(i)].isnull)
+#define ARG_INT(i)	DatumGetInt32(a[(i)].value)
+
+/* text argument i of a, or NULL */
 static char *
-arg_text(FunctionCallInfo fcinfo, int i)
+arg_str(NullableDatum *a, int i)
 {
-	return PG_ARGISNULL(i) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(i));
+	return a[i].isnull ? NULL : TextDatumGetCString(a[i].value);
 }
 
 /* the search's rows of dml.trials */
@@ -1016,12 +1030,15 @@ prior_version(const char *name)
 	return isnull ? 0 : v;
 }
 
-PG_FUNCTION_INFO_V1(dml_tune);
-
-Datum
-dml_tune(PG_FUNCTION_ARGS)
+/*
+ * A search with dml_tune's arguments a: parse and check it, and with
+ * check_only stop there (dml_tune_async); else run it, keep the best and
+ * store the trials.  Returns the search, its trials filled in.
+ */
+static TuneSearch *
+tune_run(NullableDatum *a, bool check_only)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TuneSearch *sp = palloc0(sizeof(TuneSearch));
 	TuneSearch	s;
 	NullableDatum fixed[DML_TRAIN_NARGS];
 	NullableDatum first[DML_TRAIN_NARGS];
@@ -1034,32 +1051,28 @@ dml_tune(PG_FUNCTION_ARGS)
 	int64		search_id;
 	int64		seed;
 	bool		isnull;
-	TuneTrial **order;
-	TuneTrial  *all[DML_TUNE_MAX_TRIALS];
 
-	if (PG_NARGS() != DML_TUNE_NARGS)
-		elog(ERROR, "dml: dml_tune has an unexpected signature. Please report a bug.");
 	DmlCheckWritable("tune a model");
-	if (PG_ARGISNULL(TU_SEARCH))
+	if (ARG_NULL(TU_SEARCH))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("search must not be NULL"),
 				 errhint("Map argument names to lists of values or distributions, as in {\"learning_rate\": [0.01, 0.1]}.")));
-	if (PG_ARGISNULL(0))
+	if (ARG_NULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("name, relation and target must not be NULL")));
-	name = arg_text(fcinfo, 0);
+	name = arg_str(a, 0);
 
 	/* dml_train's fixed part */
 	for (int i = 0; i < DML_TUNE_NARGS; i++)
 		if (tune_to_train[i] >= 0)
-			fixed[tune_to_train[i]] = fcinfo->args[i];
+			fixed[tune_to_train[i]] = a[i];
 	seed = fixed[TA_SEED].isnull ? 42 : DatumGetInt64(fixed[TA_SEED].value);
 
 	memset(&s, 0, sizeof(s));
-	parse_search(&s, PG_GETARG_JSONB_P(TU_SEARCH));
-	s.metric = arg_text(fcinfo, TU_METRIC);
+	parse_search(&s, DatumGetJsonbP(a[TU_SEARCH].value));
+	s.metric = arg_str(a, TU_METRIC);
 	if (s.metric != NULL)
 	{
 		static const char *const higher[] = {"accuracy", "macro_f1", "r2"};
@@ -1077,22 +1090,22 @@ dml_tune(PG_FUNCTION_ARGS)
 					 errmsg("unknown metric \"%s\"", s.metric),
 					 errhint("Metrics are accuracy, macro_f1 and log_loss for classifiers, r2, mse and mae for regression.")));
 	}
-	keep = PG_ARGISNULL(TU_KEEP) ? "best" : arg_text(fcinfo, TU_KEEP);
+	keep = ARG_NULL(TU_KEEP) ? "best" : arg_str(a, TU_KEEP);
 	if (strcmp(keep, "best") != 0 && strcmp(keep, "all") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("keep must be \"best\" or \"all\"")));
 
-	strategy = PG_ARGISNULL(TU_STRATEGY) ? "grid" : arg_text(fcinfo, TU_STRATEGY);
-	if (!PG_ARGISNULL(TU_TRIALS) &&
-		(PG_GETARG_INT32(TU_TRIALS) < 1 || PG_GETARG_INT32(TU_TRIALS) > DML_TUNE_MAX_TRIALS))
+	strategy = ARG_NULL(TU_STRATEGY) ? "grid" : arg_str(a, TU_STRATEGY);
+	if (!ARG_NULL(TU_TRIALS) &&
+		(ARG_INT(TU_TRIALS) < 1 || ARG_INT(TU_TRIALS) > DML_TUNE_MAX_TRIALS))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("trials is out of range"),
 				 errdetail("A search runs 1 to %d trials.", DML_TUNE_MAX_TRIALS)));
 	if (strcmp(strategy, "grid") == 0)
 	{
-		if (!PG_ARGISNULL(TU_TRIALS))
+		if (!ARG_NULL(TU_TRIALS))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("trials applies to strategies random and halving"),
@@ -1100,7 +1113,7 @@ dml_tune(PG_FUNCTION_ARGS)
 		make_grid(&s);
 	}
 	else if (strcmp(strategy, "random") == 0)
-		make_random(&s, PG_ARGISNULL(TU_TRIALS) ? DML_TUNE_RANDOM_TRIALS : PG_GETARG_INT32(TU_TRIALS),
+		make_random(&s, ARG_NULL(TU_TRIALS) ? DML_TUNE_RANDOM_TRIALS : ARG_INT(TU_TRIALS),
 					seed);
 	else if (strcmp(strategy, "halving") == 0)
 	{
@@ -1121,10 +1134,10 @@ dml_tune(PG_FUNCTION_ARGS)
 					 errmsg("halving needs epochs"),
 					 errhint("Give epochs => N: the best configuration trains N epochs, the others fewer.")));
 		full = DatumGetInt32(fixed[TA_EPOCHS].value);
-		if (lists && PG_ARGISNULL(TU_TRIALS))
+		if (lists && ARG_NULL(TU_TRIALS))
 			make_grid(&s);
 		else
-			make_random(&s, PG_ARGISNULL(TU_TRIALS) ? DML_TUNE_HALVING_TRIALS : PG_GETARG_INT32(TU_TRIALS),
+			make_random(&s, ARG_NULL(TU_TRIALS) ? DML_TUNE_HALVING_TRIALS : ARG_INT(TU_TRIALS),
 						seed);
 	}
 	else
@@ -1137,6 +1150,8 @@ dml_tune(PG_FUNCTION_ARGS)
 	fn = DmlTrainFunction();
 	trial_args(&s, &s.trials[0], fixed, first, full > 0 ? 1 : 0);
 	(void) DmlCallTrain(fn, first, true, &isnull);
+	if (check_only)
+		return NULL;
 
 	/* one snapshot for every trial's workers */
 	SPI_connect();
@@ -1170,18 +1185,37 @@ dml_tune(PG_FUNCTION_ARGS)
 				 errhint("dml.trials holds each trial's error.")));
 	store_trials(&s, search_id, name, strategy);
 
+	s.search_id = search_id;
+	*sp = s;
+	return sp;
+}
+
+PG_FUNCTION_INFO_V1(dml_tune);
+
+Datum
+dml_tune(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TuneSearch *sp;
+	TuneTrial **order;
+	TuneTrial **all;
+
+	if (PG_NARGS() != DML_TUNE_NARGS)
+		elog(ERROR, "dml: dml_tune has an unexpected signature. Please report a bug.");
+	sp = tune_run(fcinfo->args, false);
+	all = palloc(sizeof(TuneTrial *) * sp->ntrials);
 	/* the rows, best first */
 	InitMaterializedSRF(fcinfo, 0);
-	for (int i = 0; i < s.ntrials; i++)
-		all[i] = &s.trials[i];
-	order = ranked(&s, all, s.ntrials);
-	for (int i = 0; i < s.ntrials; i++)
+	for (int i = 0; i < sp->ntrials; i++)
+		all[i] = &sp->trials[i];
+	order = ranked(sp, all, sp->ntrials);
+	for (int i = 0; i < sp->ntrials; i++)
 	{
 		TuneTrial  *t = order[i];
 		Datum		values[DML_TUNE_COLS];
 		bool		nulls[DML_TUNE_COLS] = {0};
 
-		values[0] = Int64GetDatum(search_id);
+		values[0] = Int64GetDatum(sp->search_id);
 		values[1] = Int32GetDatum(t->number);
 		values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(t->args_json));
 		values[3] = Float8GetDatum(t->metric);
@@ -1197,4 +1231,46 @@ dml_tune(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/*
+ * DmlTuneCheck
+ *		dml_tune's checks on its arguments, without training (dml_tune_async).
+ */
+void
+DmlTuneCheck(NullableDatum *args)
+{
+	(void) tune_run(args, true);
+}
+
+/*
+ * DmlTuneRun
+ *		A search with dml_tune's arguments (a background job); returns the
+ *		best trial's model id, 0 when every trial failed.
+ */
+int64
+DmlTuneRun(NullableDatum *args)
+{
+	TuneSearch *sp = tune_run(args, false);
+	int64		best = 0;
+
+	for (int i = 0; i < sp->ntrials; i++)
+		if (sp->trials[i].model_id != 0 &&
+			(best == 0 || better(sp, &sp->trials[i], &sp->trials[best - 1])))
+			best = i + 1;
+	return best == 0 ? 0 : sp->trials[best - 1].model_id;
+}
+
+/* dml_tune in the extension's schema */
+Oid
+DmlTuneFunction(void)
+{
+	Oid			nsp = DmlExtensionSchema();
+
+	if (!OidIsValid(nsp))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"dml\" is not installed in this database")));
+	return LookupFuncName(list_make2(makeString(get_namespace_name(nsp)), makeString("dml_tune")),
+						  DML_TUNE_NARGS, DmlTuneArgTypes, false);
 }

@@ -423,7 +423,9 @@ CREATE TABLE dml.job_runs (
 	error_detail	text,
 	error_sqlstate	text,
 	pid				integer,		/* the worker that runs it */
-	server_started	timestamptz		/* pg_postmaster_start_time() when it started */
+	server_started	timestamptz,	/* pg_postmaster_start_time() when it started */
+	function		text NOT NULL DEFAULT 'dml_train'	/* what it runs (issue 17: dml_tune) */
+					CHECK (function IN ('dml_train', 'dml_tune'))
 );
 ALTER SEQUENCE dml.jobs_id_seq OWNED BY dml.job_runs.id;
 CREATE INDEX job_runs_open ON dml.job_runs (id) WHERE state IN ('queued', 'running');
@@ -694,4 +696,46 @@ CREATE FUNCTION @extschema@.dml_tune(
 RETURNS TABLE (search_id bigint, trial integer, arguments jsonb, metric_value float8,
 			   epochs_run integer, seconds float8, state text, model_id bigint, version integer)
 AS 'MODULE_PATHNAME', 'dml_tune'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+/*
+ * dml_tune_async: dml_tune's arguments; queues the search as a background
+ * job (dml.job_runs.function 'dml_tune') and returns the job id.  Its
+ * trials show in dml.progress (phase "trial i of n") as they run.
+ */
+CREATE FUNCTION @extschema@.dml_tune_async(
+	name			text,
+	relation		regclass,
+	target			text,
+	features		text[] DEFAULT NULL,
+	model			text DEFAULT 'auto',
+	search			jsonb DEFAULT NULL,
+	strategy		text DEFAULT 'grid',
+	trials			integer DEFAULT NULL,
+	metric			text DEFAULT NULL,
+	validation		float8 DEFAULT 0.2,
+	hidden			integer[] DEFAULT NULL,
+	activation		text DEFAULT 'relu',
+	optimizer		text DEFAULT NULL,
+	learning_rate	float8 DEFAULT NULL,
+	batch_size		integer DEFAULT NULL,
+	epochs			integer DEFAULT NULL,
+	weight_decay	float8 DEFAULT NULL,
+	patience		integer DEFAULT NULL,
+	nulls			text DEFAULT 'error',
+	workers			integer DEFAULT NULL,
+	device			text DEFAULT NULL,
+	seed			bigint DEFAULT 42,
+	options			jsonb DEFAULT '{}',
+	sync			text DEFAULT 'allreduce',
+	servers			integer DEFAULT NULL,
+	staleness		integer DEFAULT 0,
+	average_every	integer DEFAULT 1,
+	compression		text DEFAULT 'none',
+	topk_ratio		float8 DEFAULT 0.01,
+	max_seconds		float8 DEFAULT NULL,
+	hosts			text[] DEFAULT NULL,
+	keep			text DEFAULT 'best')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dml_tune_async'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;

@@ -204,6 +204,27 @@ check "another role sees none of them" \
 e=$(err -U tune_bob -c "SELECT count(*) FROM dml.trials")
 check "nor reads the table" 'grep -q "permission denied" <<<"$e"'
 
+# -- 7. dml_tune_async: a background job, its trials in dml.progress
+e=$(err -U tune_alice -c "SELECT dml_tune_async('tune_alice_j', 'tune_mine', 'y', search => '{\"learnin_rate\": [1]}')")
+check "dml_tune_async checks the search before queueing" \
+	'grep -q "search names unknown argument" <<<"$e" &&
+	 [ "$(q -c "SELECT count(*) FROM dml.job_runs WHERE name = '"'"'tune_alice_j'"'"'")" = 0 ]'
+id=$(q -U tune_alice -c "SELECT dml_tune_async('tune_alice_j', 'tune_mine', 'y',
+	search => '{\"learning_rate\": [0.001, 0.01, 0.1]}', model => 'mlp', hidden => '{8}',
+	optimizer => 'sgd', batch_size => 4, epochs => 4, workers => 1)")
+check "dml_tune_async returns a job id" '[ -n "$id" ] && [ "$id" -gt 0 ]'
+seen=0
+wait_until 120 '[ -n "$(q -U tune_alice -c "SELECT phase FROM dml.progress WHERE job = $id AND phase LIKE '"'"'trial % of 3'"'"'")" ] && seen=1
+	[ $seen = 1 ] || [ "$(q -c "SELECT state FROM dml.jobs WHERE id = $id")" != running -a "$(q -c "SELECT state FROM dml.jobs WHERE id = $id")" != queued ]' || true
+check "dml.progress shows the job's trial as it runs" '[ $seen = 1 ]'
+st=$(q -U tune_alice -c "SELECT state FROM dml_wait($id)")
+check "the search job succeeds" '[ "$st" = succeeded ]'
+check "its job row names the best trial's model" \
+	'[ "$(q -c "SELECT j.model_id = t.model_id FROM dml.jobs j, dml.trials t WHERE j.id = $id AND t.name = '"'"'tune_alice_j'"'"' AND t.model_id IS NOT NULL")" = t ]'
+check "its 3 trials are the role's, in dml_trials" \
+	'[ "$(q -U tune_alice -c "SELECT count(*) FROM dml_trials WHERE name = '"'"'tune_alice_j'"'"'")" = 3 ] &&
+	 [ "$(q -U tune_bob -c "SELECT count(*) FROM dml_trials WHERE name = '"'"'tune_alice_j'"'"'")" = 0 ]'
+
 q -c "SET client_min_messages = warning" -c "SELECT dml_drop_model(name) FROM (SELECT DISTINCT name FROM dml.models WHERE name LIKE 'tune\_%') m" >/dev/null
 q -c "DELETE FROM dml.trials WHERE name LIKE 'tune\_%'; DROP TABLE tune_mine, tune_bc;
 	DROP ROLE tune_alice; DROP ROLE tune_bob" >/dev/null

@@ -1,0 +1,176 @@
+#!/usr/bin/python3
+"""Model selection benchmark (issue 17): dml_tune against a loop of dml_train
+calls, against scikit-learn's GridSearchCV, and halving against grid.
+
+    /usr/bin/python3 bench/tune.py --mode quick|full --out REPORT.md [--json RAW.json]
+
+Connects with the PG* environment to a database holding fashion_train
+(bench/load_fashion.sh).  Every search is the same: an MLP, adam, batch 64,
+5 epochs, 2 ranks, seed 1, 0.2 of the rows held out (dml's split), over
+learning_rate x hidden.  One run of each: the machine is shared, so the
+report gives the load average before and after each part.
+"""
+
+import argparse
+import json
+import os
+import time
+
+for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(var, "1")
+
+import numpy as np  # noqa: E402
+import psycopg2  # noqa: E402
+
+LRS = [0.0003, 0.001, 0.003, 0.01]
+HIDDEN = [[32], [128]]
+FIXED = dict(model="mlp", optimizer="adam", batch_size=64, epochs=5, workers=2, seed=1,
+             validation=0.2)
+
+
+def lit(v):
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    if isinstance(v, list):
+        return "'{" + ",".join(str(x) for x in v) + "}'"
+    return repr(v)
+
+
+def load():
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def q(conn, sql, args=None):
+    with conn.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchall() if cur.description else None
+
+
+def fixed_sql(**over):
+    kw = dict(FIXED, **over)
+    return ", ".join(f"{k} => {lit(v)}" for k, v in kw.items())
+
+
+def run_tune(conn, name, strategy):
+    search = json.dumps({"learning_rate": LRS, "hidden": HIDDEN})
+    sql = (f"SELECT trial, arguments, metric_value, epochs_run, seconds, state "
+           f"FROM dml_tune({lit(name)}, 'fashion_train', 'label', search => {lit(search)}, "
+           f"strategy => {lit(strategy)}, {fixed_sql()})")
+    la = load()
+    t0 = time.perf_counter()
+    rows = q(conn, sql)
+    wall = time.perf_counter() - t0
+    return dict(sql=sql, wall=wall, load_before=la, load_after=load(),
+                trials=[dict(trial=r[0], arguments=r[1], metric=r[2], epochs=r[3], seconds=r[4],
+                             state=r[5]) for r in rows],
+                best=rows[0][2], best_args=rows[0][1])
+
+
+def run_loop(conn):
+    la = load()
+    t0 = time.perf_counter()
+    runs = []
+    for lr in LRS:
+        for h in HIDDEN:
+            sql = (f"SELECT model_id FROM dml_train('bench_tune_loop', 'fashion_train', 'label', "
+                   f"learning_rate => {lr!r}, hidden => {lit(h)}, {fixed_sql()})")
+            mid = q(conn, sql)[0][0]
+            acc = q(conn, "SELECT (metrics->>'accuracy')::float8 FROM dml.models WHERE id = %s",
+                    (mid,))[0][0]
+            runs.append(dict(learning_rate=lr, hidden=h, accuracy=acc))
+    wall = time.perf_counter() - t0
+    best = max(runs, key=lambda r: r["accuracy"])
+    return dict(wall=wall, load_before=la, load_after=load(), runs=runs, best=best["accuracy"],
+                best_args=dict(learning_rate=best["learning_rate"], hidden=best["hidden"]))
+
+
+def run_sklearn(conn):
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.neural_network import MLPClassifier
+    import warnings
+
+    la = load()
+    t0 = time.perf_counter()
+    rows = q(conn, "SELECT label, pixels FROM fashion_train")
+    y = np.array([r[0] for r in rows], dtype=np.int64)
+    X = np.array([r[1] for r in rows], dtype=np.float32)
+    export = time.perf_counter() - t0
+    n = len(y)
+    idx = np.random.RandomState(1).permutation(n)
+    nval = int(round(0.2 * n))
+    split = [(idx[nval:], idx[:nval])]
+    grid = GridSearchCV(
+        MLPClassifier(solver="adam", batch_size=64, max_iter=5, random_state=1, alpha=0.0,
+                      shuffle=True),
+        {"learning_rate_init": LRS, "hidden_layer_sizes": [tuple(h) for h in HIDDEN]},
+        cv=split, n_jobs=2, refit=False, scoring="accuracy")
+    t1 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        grid.fit(X, y)
+    fit = time.perf_counter() - t1
+    return dict(export=export, fit=fit, wall=export + fit, load_before=la, load_after=load(),
+                best=float(grid.best_score_), best_args={k: (list(v) if isinstance(v, tuple) else v)
+                                                         for k, v in grid.best_params_.items()})
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", default="quick")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--skip-sklearn", action="store_true")
+    a = ap.parse_args()
+    conn = psycopg2.connect("")
+    conn.autocommit = True
+    q(conn, "SET client_min_messages = warning")
+    rows = q(conn, "SELECT count(*) FROM fashion_train")[0][0]
+    res = dict(rows=rows, cores=os.cpu_count(), mode=a.mode)
+    print("tune.py: loop of 8 dml_train", flush=True)
+    res["loop"] = run_loop(conn)
+    print("tune.py: dml_tune grid", flush=True)
+    res["grid"] = run_tune(conn, "bench_tune_grid", "grid")
+    print("tune.py: dml_tune halving", flush=True)
+    res["halving"] = run_tune(conn, "bench_tune_halving", "halving")
+    if not a.skip_sklearn:
+        print("tune.py: scikit-learn GridSearchCV", flush=True)
+        res["sklearn"] = run_sklearn(conn)
+    if a.json:
+        json.dump(res, open(a.json, "w"), indent=1, default=str)
+
+    g, lp, hv, sk = res["grid"], res["loop"], res["halving"], res.get("sklearn")
+    md = ["# Model selection (issue 17)", "",
+          f"Fashion-MNIST, fashion_train ({rows} rows), MLP, adam, batch 64, 5 epochs, 2 ranks, "
+          f"0.2 held out; grid learning_rate {LRS} x hidden {HIDDEN} (8 configurations). "
+          f"One run of each on a {os.cpu_count()}-core machine shared with other work: the load "
+          "average (1, 5, 15 min) before and after each row is part of the figure. "
+          "Command: `bash bench/tune.sh " + a.mode + "`.", "",
+          "| run | wall s | best validation accuracy | best configuration | load before | load after |",
+          "| --- | ---: | ---: | --- | --- | --- |",
+          f"| loop of 8 dml_train | {lp['wall']:.1f} | {lp['best']:.4f} | {json.dumps(lp['best_args'])} "
+          f"| {lp['load_before']} | {lp['load_after']} |",
+          f"| dml_tune grid | {g['wall']:.1f} | {g['best']:.4f} | {json.dumps(g['best_args'])} "
+          f"| {g['load_before']} | {g['load_after']} |",
+          f"| dml_tune halving | {hv['wall']:.1f} | {hv['best']:.4f} | {json.dumps(hv['best_args'])} "
+          f"| {hv['load_before']} | {hv['load_after']} |"]
+    if sk:
+        md.append(f"| scikit-learn GridSearchCV (n_jobs=2), export {sk['export']:.1f} s + fit "
+                  f"{sk['fit']:.1f} s | {sk['wall']:.1f} | {sk['best']:.4f} | "
+                  f"{json.dumps(sk['best_args'])} | {sk['load_before']} | {sk['load_after']} |")
+    md += ["", "Ratios (wall time):", "",
+           f"- loop / dml_tune grid: {lp['wall'] / g['wall']:.2f}x (goal 1.5x)",
+           f"- dml_tune grid / halving: {g['wall'] / hv['wall']:.2f}x (goal 2x)"]
+    if sk:
+        md.append(f"- scikit-learn / dml_tune grid: {sk['wall'] / g['wall']:.2f}x (goal 5x)")
+    md += ["", "Halving's trials (state, epochs, validation accuracy):", ""]
+    for t in hv["trials"]:
+        md.append(f"- trial {t['trial']} {json.dumps(t['arguments'])}: {t['state']}, "
+                  f"{t['epochs']} epochs, {t['metric']}")
+    md.append("")
+    open(a.out, "w").write("\n".join(md))
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
