@@ -133,6 +133,7 @@ typedef struct DmlJob
 	int			epoch_timeout;	/* seconds without progress before a restart; 0: none */
 	char	   *fault;			/* test hook: "rank:epoch:how" or NULL */
 	int			attempt;		/* 0, then 1 for the first restart, ... */
+	int			checkpoint_last;	/* also a checkpoint after the last epoch (dml_tune's halving) */
 	bool		no_in_server;	/* option in_server => false: always a job */
 	bool		no_shared_memory;	/* option shared_memory => false: MPI_Allreduce */
 	int			rank_min_norm;	/* option rank_deficient => 'min_norm' (exact solver) */
@@ -206,6 +207,7 @@ extern char *dml_conninfo;
 extern char *dml_hosts;
 extern char *dml_mpi_options;
 extern const char *DmlTuneSnapshot;	/* dml_tune's, exported once for all trials */
+extern bool DmlTuneCheckpointLast;	/* dml_tune's halving: trials checkpoint their last epoch */
 extern void DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice);
 extern bool DmlBuildHasCuda(void);
 extern bool DmlGpuVisible(void);

@@ -67,7 +67,8 @@
 	X(ENUM, compression, 1, DML_NAMES_COMPRESSION) \
 	X(DBL, topk_ratio, 1, 0) \
 	X(OPT, straggler, 0, 0) \
-	X(INT, attempt, 0, 0)
+	X(INT, attempt, 0, 0) \
+	X(INT, checkpoint_last, 0, 0)
 
 /*
  * The job's enums.  The first values of DmlJobOptimizer are kernels.h's

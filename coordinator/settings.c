@@ -34,6 +34,9 @@ char	   *dml_mpi_options = NULL;
 /* dml_tune: the snapshot its trials' workers read under, or NULL */
 const char *DmlTuneSnapshot = NULL;
 
+/* dml_tune's halving: a trial's last epoch is checkpointed, for its next rung */
+bool		DmlTuneCheckpointLast = false;
+
 /*
  * DmlBuildHasCuda
  *		Whether this build's dml-worker has CUDA kernels.
@@ -133,6 +136,7 @@ DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice)
 			elog(ERROR, "dml: pg_export_snapshot failed");
 		job->snapshot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	}
+	job->checkpoint_last = DmlTuneCheckpointLast;
 	job->role = GetUserNameFromId(GetUserId(), false);
 	job->conninfo = DmlWorkerConninfo(GetUserId());
 	job->hosts = DmlHostsChoose(job->host_names);

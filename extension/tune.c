@@ -17,10 +17,15 @@
  *	 random   trials samples, drawn with pg_prng seeded by seed, so the
  *	          same seed gives the same search
  *	 halving  successive halving over epochs: every configuration trains
- *	          epochs / 2^k epochs, the better half goes on with twice as
+ *	          epochs / 2^k epochs, the better half goes on to twice as
  *	          many, until one has the full epochs; the others are "stopped
- *	          early".  A rung retrains from the start with the same seed,
- *	          so the survivor's model is exactly dml_train's at full epochs.
+ *	          early".  A trial's last epoch of a rung is checkpointed
+ *	          (checkpoint_last) and its next rung resumes from it, as a
+ *	          background job resumes: the survivor's model is exactly
+ *	          dml_train's at full epochs (same seed, same split), and a
+ *	          search costs about 8 + 2 + 3 = 13 epochs of 8 configurations
+ *	          at 5 epochs where a grid costs 40.  Trials fitted inside the
+ *	          server send no checkpoint and start each rung over.
  *
  * Each trial is dml_train itself (called through its C entry, as a
  * background job does), in a subtransaction: a trial that fails (a model
@@ -183,6 +188,8 @@ typedef struct TuneTrial
 	int			version;
 	char	   *error;
 	char	   *epoch_json;		/* its last rung's epochs */
+	char	   *ckpt;			/* halving: its last epoch's checkpoint, for the next rung */
+	uint32		ckpt_len;
 } TuneTrial;
 
 typedef struct TuneSearch
@@ -683,6 +690,38 @@ read_trial_model(TuneSearch *s, TuneTrial *t)
 	SPI_finish();
 }
 
+/* the trial whose checkpoints the coordinator hands over (halving) */
+static TuneTrial *ckpt_trial = NULL;
+
+/* after a trial, or when an error ends the search */
+static void
+trial_hooks_off(void)
+{
+	DmlTuneTrial = DmlTuneTrials = 0;
+	DmlCheckpointHook = NULL;
+	DmlResumeCheckpoint = NULL;
+	DmlResumeCheckpointLen = 0;
+	DmlTuneCheckpointLast = false;
+	ckpt_trial = NULL;
+}
+
+/* DmlCheckpointHook: keep the trial's newest checkpoint, for its next rung */
+static void
+keep_trial_checkpoint(const char *payload, uint32 len, int epoch)
+{
+	TuneTrial  *t = ckpt_trial;
+	char	   *copy;
+
+	if (t == NULL)
+		return;
+	copy = MemoryContextAlloc(TopTransactionContext, Max(len, 1));
+	memcpy(copy, payload, len);
+	if (t->ckpt != NULL)
+		pfree(t->ckpt);
+	t->ckpt = copy;
+	t->ckpt_len = len;
+}
+
 /*
  * Run trial t with the given epochs (0: its own) in a subtransaction.
  * A failure is recorded in t; a query cancel ends the search.
@@ -706,6 +745,24 @@ run_trial(TuneSearch *s, TuneTrial *t, const NullableDatum *fixed, Oid fn, int e
 		ereport(NOTICE, (errmsg("trial %d of %d: %s", t->number, s->ntrials, t->args_json)));
 	DmlTuneTrial = t->number;
 	DmlTuneTrials = s->ntrials;
+	if (rungs > 1)
+	{
+		/*
+		 * Halving: the trial goes on from its previous rung's last epoch
+		 * (a resumed run gives the model an uninterrupted one would), and
+		 * its last epoch is checkpointed for the next rung.  The in-server
+		 * fit sends no checkpoint: its next rung starts over.
+		 */
+		char	   *resume = t->ckpt;
+
+		DmlResumeCheckpoint = resume;
+		DmlResumeCheckpointLen = resume ? t->ckpt_len : 0;
+		t->ckpt = NULL;
+		t->ckpt_len = 0;
+		ckpt_trial = t;
+		DmlCheckpointHook = keep_trial_checkpoint;
+		DmlTuneCheckpointLast = true;
+	}
 	INSTR_TIME_SET_CURRENT(start);
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
@@ -740,7 +797,7 @@ run_trial(TuneSearch *s, TuneTrial *t, const NullableDatum *fixed, Oid fn, int e
 			edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
 			edata->elevel > ERROR)
 		{
-			DmlTuneTrial = DmlTuneTrials = 0;
+			trial_hooks_off();
 			PG_RE_THROW();
 		}
 		FlushErrorState();
@@ -756,7 +813,7 @@ run_trial(TuneSearch *s, TuneTrial *t, const NullableDatum *fixed, Oid fn, int e
 		ereport(NOTICE, (errmsg("trial %d failed: %s", t->number, t->error)));
 	}
 	PG_END_TRY();
-	DmlTuneTrial = DmlTuneTrials = 0;
+	trial_hooks_off();
 	INSTR_TIME_SET_CURRENT(end);
 	INSTR_TIME_SUBTRACT(end, start);
 	t->seconds += INSTR_TIME_GET_DOUBLE(end);
@@ -828,6 +885,7 @@ run_halving(TuneSearch *s, const NullableDatum *fixed, Oid fn, int full)
 {
 	int			n = s->ntrials;
 	int			rungs = 1;
+	int			prev = 0;
 	TuneTrial **alive = palloc(sizeof(TuneTrial *) * n);
 
 	for (int i = 0; i < n; i++)
@@ -842,12 +900,15 @@ run_halving(TuneSearch *s, const NullableDatum *fixed, Oid fn, int full)
 
 		if (r == rungs - 1)
 			epochs = full;
-		for (int i = 0; i < n; i++)
-		{
-			drop_model(alive[i]->model_id);	/* its previous rung's */
-			alive[i]->model_id = 0;
-			run_trial(s, alive[i], fixed, fn, epochs, r, rungs);
-		}
+		/* a rung with no more epochs than the last (full < 2^rungs) only cuts */
+		if (epochs > prev)
+			for (int i = 0; i < n; i++)
+			{
+				drop_model(alive[i]->model_id);	/* its previous rung's */
+				alive[i]->model_id = 0;
+				run_trial(s, alive[i], fixed, fn, epochs, r, rungs);
+			}
+		prev = epochs;
 		if (r == rungs - 1)
 			break;
 		order = ranked(s, alive, n);
@@ -879,7 +940,7 @@ arg_str(NullableDatum *a, int i)
 
 /* the search's rows of dml.trials */
 static void
-store_trials(TuneSearch *s, int64 search_id, const char *name, const char *strategy)
+store_trials(TuneSearch *s, int64 search_id, const char *name, Oid owner, const char *strategy)
 {
 	Oid			types[14] = {INT8OID, INT4OID, TEXTOID, OIDOID, TEXTOID, JSONBOID, TEXTOID,
 	TEXTOID, FLOAT8OID, INT4OID, FLOAT8OID, INT8OID, TEXTOID, TEXTOID};
@@ -895,7 +956,7 @@ store_trials(TuneSearch *s, int64 search_id, const char *name, const char *strat
 		values[0] = Int64GetDatum(search_id);
 		values[1] = Int32GetDatum(t->number);
 		values[2] = CStringGetTextDatum(name);
-		values[3] = ObjectIdGetDatum(GetUserId());
+		values[3] = ObjectIdGetDatum(owner);
 		values[4] = CStringGetTextDatum(strategy);
 		values[5] = DirectFunctionCall1(jsonb_in, CStringGetDatum(t->args_json));
 		values[6] = CStringGetTextDatum(t->state);
@@ -940,7 +1001,7 @@ store_trials(TuneSearch *s, int64 search_id, const char *name, const char *strat
  * the others only with keep 'all' (then in trial order).  Returns the best.
  */
 static TuneTrial *
-keep_models(TuneSearch *s, const char *name, int prior, bool keep_all)
+keep_models(TuneSearch *s, const char *name, Oid owner, int prior, bool keep_all)
 {
 	TuneTrial **all = palloc(sizeof(TuneTrial *) * s->ntrials);
 	TuneTrial **order;
@@ -964,7 +1025,7 @@ keep_models(TuneSearch *s, const char *name, int prior, bool keep_all)
 				s->trials[i].version = 0;
 			}
 		values[0] = CStringGetTextDatum(name);
-		values[1] = ObjectIdGetDatum(GetUserId());
+		values[1] = ObjectIdGetDatum(owner);
 		values[2] = Int32GetDatum(prior + 1);
 		values[3] = Int64GetDatum(best->model_id);
 		SPI_connect();
@@ -992,7 +1053,7 @@ keep_models(TuneSearch *s, const char *name, int prior, bool keep_all)
 			if (s->trials[i].model_id != 0)
 			{
 				values[0] = CStringGetTextDatum(name);
-				values[1] = ObjectIdGetDatum(GetUserId());
+				values[1] = ObjectIdGetDatum(owner);
 				values[2] = Int32GetDatum(++v);
 				values[3] = Int64GetDatum(s->trials[i].model_id);
 				DmlOwnerQuery("UPDATE dml.models SET version = $3 WHERE id OPERATOR(pg_catalog.=) $4",
@@ -1002,7 +1063,7 @@ keep_models(TuneSearch *s, const char *name, int prior, bool keep_all)
 		SPI_finish();
 	}
 	values[0] = CStringGetTextDatum(name);
-	values[1] = ObjectIdGetDatum(GetUserId());
+	values[1] = ObjectIdGetDatum(owner);
 	values[2] = Int32GetDatum(best->version);
 	SPI_connect();
 	DmlOwnerQuery("INSERT INTO dml.deployments (name, owner, version) VALUES ($1, $2, $3) "
@@ -1051,6 +1112,7 @@ tune_run(NullableDatum *a, bool check_only)
 	int64		search_id;
 	int64		seed;
 	bool		isnull;
+	Oid			owner;
 
 	DmlCheckWritable("tune a model");
 	if (ARG_NULL(TU_SEARCH))
@@ -1179,11 +1241,15 @@ tune_run(NullableDatum *a, bool check_only)
 	}
 	PG_END_TRY();
 
-	if (keep_models(&s, name, prior, strcmp(keep, "all") == 0) == NULL)
+	/* the name's owner: the caller, or a role it is a member of (as dml_train stores) */
+	owner = DmlNameOwner(name);
+	if (!OidIsValid(owner))
+		owner = GetUserId();
+	if (keep_models(&s, name, owner, prior, strcmp(keep, "all") == 0) == NULL)
 		ereport(WARNING,
 				(errmsg("every trial failed: no model was stored"),
 				 errhint("dml.trials holds each trial's error.")));
-	store_trials(&s, search_id, name, strategy);
+	store_trials(&s, search_id, name, owner, strategy);
 
 	s.search_id = search_id;
 	*sp = s;

@@ -280,8 +280,9 @@ train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec, const D
 						  "training diverged at epoch %d: the loss is not finite", epoch);
 	if (worker_rank == 0)
 		control_send(DML_MSG_PROGRESS, &p, sizeof(p), NULL, 0);
-	*checkpoint = worker_rank == 0 && spec->checkpoint_every > 0 &&
-		epoch % spec->checkpoint_every == 0 && epoch < spec->epochs;
+	*checkpoint = worker_rank == 0 &&
+		((spec->checkpoint_every > 0 && epoch % spec->checkpoint_every == 0 && epoch < spec->epochs) ||
+		 (spec->checkpoint_last && epoch == spec->epochs));
 
 	/*
 	 * Stopping when the loss no longer improves: the validation loss when

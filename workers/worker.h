@@ -96,6 +96,7 @@ typedef struct WorkerSpec
 	int			shared_memory;	/* allreduce may go through shared memory */
 	int			resume;			/* start from the checkpoint (rank 0 holds it) */
 	int			attempt;		/* 0 first launch, n after n restarts */
+	int			checkpoint_last;	/* also checkpoint the last epoch (dml_tune's halving) */
 
 	int			classification;
 	int			nclasses;

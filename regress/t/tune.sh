@@ -3,7 +3,8 @@
 # breast cancer data: a grid of 8 picks what a hand loop of 8 dml_train
 # calls picks, to 1e-6; random search stays inside its distributions and
 # repeats with its seed; halving gives the best configuration the full
-# epochs and stops at least half of the others early; a diverging
+# epochs and stops at least half of the others early, each rung going on
+# from its last epoch to the model dml_train gives at full epochs; a diverging
 # configuration is a failed trial, not a failed search; bad search values
 # are clear errors; an ordinary role tunes its own table, cannot tune into
 # another role's name, and sees no one else's trials.  Runs against the
@@ -130,6 +131,8 @@ stopped=$(grep -c "|stopped early|" <<<"$h")
 check "at least half of the others stopped early ($stopped of 7)" '[ "$stopped" -ge 4 ]'
 check "stopped trials ran fewer epochs" \
 	'! grep "|stopped early|" <<<"$h" | awk -F"|" "\$3 >= 8 { exit 1 }" | false'
+first=$(q -c "SELECT epoch_metrics->0->>'epoch' FROM dml.trials WHERE name = 'tune_halv' AND state = 'finished'")
+check "each rung goes on from the last: the survivor's last run began at epoch 5 ($first)" '[ "$first" = 5 ]'
 check "halving keeps only the best model" \
 	'[ "$(q -c "SELECT count(*) FROM dml.models WHERE name = '"'"'tune_halv'"'"'")" = 1 ]'
 bt=$(head -1 <<<"$h" | cut -d'|' -f1)
