@@ -1039,6 +1039,45 @@ def main():
                     [f"  {x['m']}x{x['n']}x{x['k']}: median {x['median_gflops']} GFLOP/s, best {x['gflops']}"
                      for x in sgemm] +
                     [f"mlp: {fash[('mlp', 1, 256)][0]['sql']}"]), ""]
+    # Which BLAS: the same sgemm benchmark linked against each single-threaded
+    # BLAS this machine can get (bench/micro/blas_compare.sh)
+    log("BLAS comparison")
+    bc_cmd = f"bash bench/micro/blas_compare.sh {a.workdir}/blas {M['sgemm_s']}"
+    out, _ = sh(bc_cmd, check=False, timeout=1200)
+    bc = jsonl(out)
+    RAW["blas_compare"] = bc
+    libs = []
+    for x in bc:
+        if x.get("blas") and x["blas"] not in libs:
+            libs.append(x["blas"])
+    brows = []
+    wrate = {}
+    for lib in libs:
+        rb = {(x["m"], x["n"], x["k"]): x["median_gflops"] for x in bc
+              if x.get("blas") == lib and "m" in x}
+        if not rb:
+            brows.append([lib, "—", "—", "—", next((x.get("error", "") for x in bc if x.get("blas") == lib), "")])
+            continue
+        tf = sum(2 * m * n * k for m, n, k in shp if (m, n, k) in rb)
+        tt = sum(2 * m * n * k / (rb[(m, n, k)] * 1e9) for m, n, k in shp if (m, n, k) in rb)
+        wrate[lib] = tf / tt / 1e9 if tt else None
+        brows.append([lib, fmt(wrate[lib]), fmt(rb.get((256, 10, 128))), fmt(rb.get((2048, 2048, 2048))), ""])
+    s2 = ["### Which BLAS", "",
+          "The same sgemm benchmark linked against each single-threaded BLAS this machine can "
+          "get, one after another in this run: Debian's OpenBLAS (dml's), Debian's BLIS (unpacked, "
+          "not installed) and Intel MKL from PyPI (a measurement only: dml's dependencies come "
+          "from Debian, where MKL is non-free). Median GFLOP/s, 1 thread.", "",
+          table(["BLAS", "MLP batch-256 shapes, FLOP-weighted", "256x10x128 (output layer)",
+                 "2048³", "note"], brows), ""]
+    if "openblas" in wrate and len(wrate) > 1:
+        best = max(wrate, key=lambda k: wrate[k] or 0)
+        s2.append(f"Fastest at the MLP's shapes: {best}" + (
+            " — dml keeps it." if best == "openblas" else
+            f", {ratio(wrate[best], wrate['openblas'])} OpenBLAS's rate: the MLP epoch's sgemm part "
+            "would shrink by that factor with it."))
+        s2.append("")
+    s2 += [codeblock([bc_cmd]), ""]
+    s += s2
     rep.h("\n".join(s))
 
     # ------------------------------------------------------------------
