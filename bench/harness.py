@@ -1394,7 +1394,7 @@ def main():
     lrows = [r for r in lp if r.get("peer")]
     dml_ll = {r["model"]: r["mean_logloss"] for r in lrows if r["peer"] == "dml"}
     best_ll = min([r["mean_logloss"] for r in lrows] or [float("nan")])
-    same = lambda ll: ll <= best_ll * (1 + 1e-6)  # noqa: E731
+    same = lambda ll: ll <= best_ll * (1 + 1e-5)  # noqa: E731
     s = ["## 10. Logistic regression: dml against liblinear and scikit-learn", "",
          f"Binary logistic regression on `synth_1m` ({n_synth:,} rows x 20 float8 features), "
          "L2 penalty C = 10 in the sum form (dml's default weight_decay, 0.1 / rows, is the same "
@@ -1405,7 +1405,7 @@ def main():
          "scikit-learn's the COPY to CSV, `pandas.read_csv` and `LogisticRegression(solver='lbfgs')`, "
          "pinned to one core. Every model's mean training log-loss is computed by one formula "
          "(float64, in linear_peers.py; dml's from `dml_predict_proba` over the table); a run reaches "
-         "\"the same log-likelihood\" when it is within 1e-6 (relative) of the lowest. Cores used = "
+         "\"the same log-likelihood\" when it is within 1e-5 (relative) of the lowest (the penalties are the same problem up to how each counts rows and the bias, which moves the optimum by about 1e-6). Cores used = "
          "process CPU time / wall time, measured (below 1 when other work shared the machine).", ""]
     rows = []
     for w in (1, 2):
