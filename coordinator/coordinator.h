@@ -198,7 +198,6 @@ extern bool DmlFitInServer(DmlJob *job);
 extern void DmlFitSolve(DmlJob *job, DmlJobResult *result,
 						DmlProgressCallback cb, void *cb_arg);
 
-/* extension/train.c: how a job's workers are started and connect back */
 /* settings.c: how a job's workers are started and connect back */
 extern char *dml_mpirun;
 extern char *dml_worker_path;

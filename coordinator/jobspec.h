@@ -19,12 +19,12 @@
  * The coordinator writes the serialized job from the table
  * (coordinator/launch.c, job_settings), the workers read it back with the
  * same table (workers/spec.c), and the stored spec's hyperparameters are
- * written from it (extension/train.c, spec_json).  So a new setting is one
+ * written from it (extension/train_store.c, spec_json).  So a new setting is one
  * row here, one member in each of the two structs, its SQL argument, and
  * the code that uses it.
  *
  * Strings from SQL become these enums once, at the SQL boundary
- * (extension/train.c, with the user's error messages); nothing downstream
+ * (extension/train_args.c, with the user's error messages); nothing downstream
  * compares option strings.
  *
  * The serialized job is one line per setting, "key value", with "\\", "\n",
