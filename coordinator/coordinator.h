@@ -74,7 +74,7 @@ typedef struct DmlJob
 	char	   *name;
 	Oid			relid;
 	char		relkind;
-	char	   *kind;			/* linear, logistic, softmax, mlp */
+	DmlKind		kind;			/* DML_KIND_AUTO until the plan settles it */
 	bool		classification;
 	DmlColumn	target;
 	List	   *features;		/* of DmlColumn * */
@@ -90,8 +90,8 @@ typedef struct DmlJob
 	int			noutputs;
 	int			nhidden;
 	int			hidden[16];
-	char	   *activation;
-	char	   *loss;
+	DmlAct		activation;
+	DmlLoss		loss;
 	DmlJobOptimizer optimizer;
 	double		learning_rate;
 	int			batch_size;

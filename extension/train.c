@@ -134,7 +134,7 @@ train_result_values(DmlJob *job, DmlJobResult *result, int64 model_id, int versi
 	values[6] = Float8GetDatum(result->rows_per_second);
 	values[7] = Int32GetDatum(in_server ? 0 : job->workers);
 	values[8] = SPI_datumTransfer(CStringGetTextDatum(result->device), false, -1);
-	values[9] = SPI_datumTransfer(CStringGetTextDatum(job->kind), false, -1);
+	values[9] = SPI_datumTransfer(CStringGetTextDatum(dml_job_name(DML_NAMES_KIND, job->kind)), false, -1);
 	values[10] = SPI_datumTransfer(CStringGetTextDatum(stopped), false, -1);
 }
 

@@ -400,12 +400,18 @@ train_read_settings(DmlJob *job, FunctionCallInfo fcinfo, TrainArgs *args)
 	/* hyperparameters */
 	args->model = PG_ARGISNULL(4) ? "auto" : arg_text(fcinfo, 4);
 	args->optimizer = arg_text(fcinfo, 7);
-	job->activation = PG_ARGISNULL(6) ? "relu" : arg_text(fcinfo, 6);
-	if (dml_act_parse(job->activation) < 0 || strcmp(job->activation, "identity") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown activation \"%s\"", job->activation),
-				 errhint("Valid activations are relu, tanh and sigmoid.")));
+	{
+		char	   *activation = PG_ARGISNULL(6) ? "relu" : arg_text(fcinfo, 6);
+		int			act = dml_job_parse(DML_NAMES_ACTIVATION, activation);
+
+		/* identity is the output layer's, not a hidden layer's */
+		if (act < 0 || act == DML_ACT_IDENTITY)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown activation \"%s\"", activation),
+					 errhint("Valid activations are relu, tanh and sigmoid.")));
+		job->activation = (DmlAct) act;
+	}
 	job->learning_rate = PG_ARGISNULL(8) ? 0 : PG_GETARG_FLOAT8(8);
 	if (!PG_ARGISNULL(8) && !(job->learning_rate > 0 && job->learning_rate <= 100))
 		range_error("learning_rate", "It must be greater than 0 and at most 100.");

@@ -100,17 +100,17 @@ set_classes(DmlJob *job, List *classes)
 				 n == 0 ?
 				 errhint("The relation has no rows with a non-NULL target.") :
 				 errhint("A model cannot learn from a single class.")));
-	if (job->kind != NULL && strcmp(job->kind, "logistic") == 0 && n != 2)
+	if (job->kind == DML_KIND_LOGISTIC && n != 2)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("logistic regression needs 2 labels, but column \"%s\" has %d",
 						job->target.name, n),
 				 errhint("Use model => 'softmax' for more than two classes.")));
 	job->classes = classes;
-	if (job->kind == NULL)
-		job->kind = n == 2 ? "logistic" : "softmax";
-	job->loss = n == 2 && strcmp(job->kind, "softmax") != 0 ? "bce" : "softmax";
-	job->noutputs = strcmp(job->loss, "bce") == 0 ? 1 : n;
+	if (job->kind == DML_KIND_AUTO)
+		job->kind = n == 2 ? DML_KIND_LOGISTIC : DML_KIND_SOFTMAX;
+	job->loss = n == 2 && job->kind != DML_KIND_SOFTMAX ? DML_LOSS_BCE : DML_LOSS_SOFTMAX;
+	job->noutputs = job->loss == DML_LOSS_BCE ? 1 : n;
 }
 
 /* settle kind, loss, outputs and classes */
@@ -120,6 +120,7 @@ choose_kind(DmlJob *job, const char *model, const char *optimizer)
 	Oid			t = job->target.typid;
 	bool		numeric = type_is_numeric(t);
 	bool		labelish = t == BOOLOID || type_is_integer(t) || type_is_text(t);
+	DmlKind		kind;
 
 	if (!numeric && !labelish)
 		ereport(ERROR,
@@ -127,7 +128,9 @@ choose_kind(DmlJob *job, const char *model, const char *optimizer)
 				 errmsg("target column \"%s\" has type %s", job->target.name, format_type_be(t)),
 				 errhint("The target must be a number (regression) or a boolean, integer, text or enum label (classification).")));
 
-	if (strcmp(model, "linear") == 0)
+	kind = job_choice(DML_NAMES_KIND, model, "model kind",
+					  "Valid kinds are linear, logistic, softmax, mlp and auto.");
+	if (kind == DML_KIND_LINEAR)
 	{
 		if (!numeric)
 			ereport(ERROR,
@@ -135,9 +138,8 @@ choose_kind(DmlJob *job, const char *model, const char *optimizer)
 					 errmsg("linear regression needs a numeric target, but column \"%s\" has type %s",
 							job->target.name, format_type_be(t)),
 					 errhint("Use model => 'logistic' or 'softmax' to classify, or 'auto'.")));
-		job->kind = "linear";
 	}
-	else if (strcmp(model, "logistic") == 0 || strcmp(model, "softmax") == 0)
+	else if (kind == DML_KIND_LOGISTIC || kind == DML_KIND_SOFTMAX)
 	{
 		if (!labelish)
 			ereport(ERROR,
@@ -145,22 +147,13 @@ choose_kind(DmlJob *job, const char *model, const char *optimizer)
 					 errmsg("%s regression needs a label target, but column \"%s\" has type %s",
 							model, job->target.name, format_type_be(t)),
 					 errhint("Labels may be booleans, integers, text or enums.")));
-		job->kind = pstrdup(model);
 	}
-	else if (strcmp(model, "mlp") == 0)
-		job->kind = "mlp";
-	else if (strcmp(model, "auto") == 0)
-		job->kind = NULL;
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown model kind \"%s\"", model),
-				 errhint("Valid kinds are linear, logistic, softmax, mlp and auto.")));
+	job->kind = kind;
 
 	/* classification or regression */
-	if (job->kind != NULL && strcmp(job->kind, "linear") == 0)
+	if (job->kind == DML_KIND_LINEAR)
 		job->classification = false;
-	else if (job->kind != NULL && strcmp(job->kind, "mlp") != 0)
+	else if (job->kind != DML_KIND_AUTO && job->kind != DML_KIND_MLP)
 		job->classification = true;
 	else if (t == BOOLOID || type_is_text(t))
 		job->classification = true;
@@ -180,9 +173,10 @@ choose_kind(DmlJob *job, const char *model, const char *optimizer)
 			job->label_keys = "bool";
 		else if (type_is_integer(t))
 			job->label_keys = "int";
-		if (job->label_keys && job->kind != NULL &&
-			(strcmp(job->kind, "logistic") == 0 ||
-			 (strcmp(job->kind, "softmax") == 0 && optimizer != NULL && strcmp(optimizer, "newton") != 0)))
+		if (job->label_keys &&
+			(job->kind == DML_KIND_LOGISTIC ||
+			 (job->kind == DML_KIND_SOFTMAX && optimizer != NULL &&
+			  dml_job_parse(DML_NAMES_OPTIMIZER, optimizer) != DML_JOB_OPT_NEWTON)))
 		{
 			/*
 			 * Integer or boolean labels of a model whose shape does not
@@ -192,8 +186,8 @@ choose_kind(DmlJob *job, const char *model, const char *optimizer)
 			 * their list when it comes back).
 			 */
 			job->discover_classes = true;
-			job->loss = strcmp(job->kind, "logistic") == 0 ? "bce" : "softmax";
-			job->noutputs = strcmp(job->kind, "logistic") == 0 ? 1 : 0;
+			job->loss = job->kind == DML_KIND_LOGISTIC ? DML_LOSS_BCE : DML_LOSS_SOFTMAX;
+			job->noutputs = job->kind == DML_KIND_LOGISTIC ? 1 : 0;
 		}
 		else
 			set_classes(job, target_classes(job->relid, &job->target, DML_MAX_CLASSES + 1));
@@ -205,10 +199,10 @@ choose_kind(DmlJob *job, const char *model, const char *optimizer)
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("regression needs a numeric target, but column \"%s\" has type %s",
 							job->target.name, format_type_be(t))));
-		if (job->kind == NULL)
-			job->kind = "linear";
+		if (job->kind == DML_KIND_AUTO)
+			job->kind = DML_KIND_LINEAR;
 		job->target.expr = psprintf("%s::float8", quote_identifier(job->target.name));
-		job->loss = "mse";
+		job->loss = DML_LOSS_MSE;
 		job->noutputs = 1;
 	}
 	job->label_type = t;
@@ -229,7 +223,7 @@ choose_packing(DmlJob *job)
 	job->pack_target = NULL;
 	/* exact least squares and Newton's logistic read float64 rows: dml.pack_rows64 */
 	job->pack_wide = (job->optimizer == DML_JOB_OPT_EXACT && !job->classification) ||
-		(job->optimizer == DML_JOB_OPT_NEWTON && strcmp(job->loss, "bce") == 0);
+		(job->optimizer == DML_JOB_OPT_NEWTON && job->loss == DML_LOSS_BCE);
 	if (job->load_copy)
 		return;
 	/* dml.pack_rows takes its state, the target and the features as arguments */
@@ -294,8 +288,8 @@ count_rows_upto(Oid relid, int64 limit)
 static void
 choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
 {
-	bool		linear = strcmp(job->kind, "linear") == 0;
-	bool		glm = strcmp(job->kind, "logistic") == 0 || strcmp(job->kind, "softmax") == 0;
+	bool		linear = job->kind == DML_KIND_LINEAR;
+	bool		glm = job->kind == DML_KIND_LOGISTIC || job->kind == DML_KIND_SOFTMAX;
 	int			nparams = (job->ninputs + 1) * job->noutputs;
 	int64		rows = count_rows_upto(job->relid, DML_COUNT_LIMIT);
 	bool		auto_epochs = PG_ARGISNULL(10);
@@ -354,7 +348,7 @@ choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
 	else if (job->optimizer == DML_JOB_OPT_NEWTON)
 		job->epochs = DML_DEFAULT_NEWTON_ITERS;
 	else if (job->optimizer == DML_JOB_OPT_LBFGS)
-		job->epochs = DML_DEFAULT_LBFGS_ITERS * (strcmp(job->kind, "mlp") == 0 ? 2 : 1);
+		job->epochs = DML_DEFAULT_LBFGS_ITERS * (job->kind == DML_KIND_MLP ? 2 : 1);
 	else
 	{
 		job->epochs = DML_DEFAULT_MAX_EPOCHS;
@@ -399,9 +393,10 @@ choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
 static void
 choose_shape(DmlJob *job, const char *model, FunctionCallInfo fcinfo)
 {
-	if (strcmp(job->kind, "mlp") == 0 || !PG_ARGISNULL(5))
+	if (job->kind == DML_KIND_MLP || !PG_ARGISNULL(5))
 	{
-		if (strcmp(model, "auto") != 0 && strcmp(job->kind, "mlp") != 0 && !PG_ARGISNULL(5))
+		if (dml_job_parse(DML_NAMES_KIND, model) != DML_KIND_AUTO && job->kind != DML_KIND_MLP &&
+			!PG_ARGISNULL(5))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("hidden layers need model => 'mlp'")));
@@ -428,7 +423,7 @@ choose_shape(DmlJob *job, const char *model, FunctionCallInfo fcinfo)
 			}
 			job->nhidden = n;
 		}
-		job->kind = "mlp";
+		job->kind = DML_KIND_MLP;
 	}
 }
 

@@ -98,14 +98,15 @@ spec_json(DmlJob *job, const DmlModel *m)
 	else
 		appendStringInfoString(&buf, ", \"classes\": null");
 	appendStringInfo(&buf, ", \"inputs\": %d, \"outputs\": %d, \"loss\": \"%s\"",
-					 job->ninputs, job->noutputs, job->loss);
+					 job->ninputs, job->noutputs, dml_job_name(DML_NAMES_LOSS, job->loss));
 	appendStringInfoString(&buf, ", \"hidden\": [");
 	for (int i = 0; i < job->nhidden; i++)
 		appendStringInfo(&buf, "%s%d", i ? ", " : "", job->hidden[i]);
-	appendStringInfo(&buf, "], \"activation\": \"%s\"", job->activation);
+	appendStringInfo(&buf, "], \"activation\": \"%s\"",
+					 dml_job_name(DML_NAMES_ACTIVATION, job->activation));
 
 	/* linear regression: coefficients in the data's own units */
-	if (m != NULL && strcmp(job->kind, "linear") == 0 && m->net.nlayers == 1)
+	if (m != NULL && job->kind == DML_KIND_LINEAR && m->net.nlayers == 1)
 	{
 		const float *w = m->net.params;
 		double		b = m->net.params[job->ninputs];
@@ -220,8 +221,8 @@ train_store(DmlJob *job, DmlJobResult *result, int64 model_id, Oid owner,
 	result->metrics_json = note_constant_features(job, &parsed, result->metrics_json);
 	*stopped = dml_stop_name(result->stopped);
 	spec = spec_json(job, &parsed);
-	version = DmlStoreModel(model_id, job->name, owner, job->kind, result->device, spec,
-							result->weights, result->metrics_json);
+	version = DmlStoreModel(model_id, job->name, owner, dml_job_name(DML_NAMES_KIND, job->kind),
+							result->device, spec, result->weights, result->metrics_json);
 	DmlMarkLastEpoch(model_id, *stopped);
 	dml_model_free(&parsed);
 	return version;
