@@ -640,9 +640,9 @@ choose_packing(DmlJob *job)
 	const char *qcol = quote_identifier(job->target.name);
 
 	job->pack_target = NULL;
-	/* exact least squares and Newton's logistic read float64 rows: dml.pack_rows64 */
+	/* exact least squares and Newton's logistic and softmax read float64 rows: dml.pack_rows64 */
 	job->pack_wide = (job->optimizer == DML_JOB_OPT_EXACT && !job->classification) ||
-		(job->optimizer == DML_JOB_OPT_NEWTON && strcmp(job->loss, "bce") == 0);
+		job->optimizer == DML_JOB_OPT_NEWTON;
 	if (job->load_copy)
 		return;
 	/* dml.pack_rows takes its state, the target and the features as arguments */

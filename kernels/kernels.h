@@ -315,6 +315,14 @@ extern double dml_logit_stats(double *g, double *H, const double *X, const doubl
 extern size_t dml_logit_json(const double *beta, const double *cov, int d, double n,
 							 double llf, double llnull, const char *const *terms,
 							 char *buf, size_t len);
+/* multinomial: beta (K-1, d+1), class K-1 the reference; g, H += as above */
+extern double dml_mnlogit_stats(double *g, double *H, const double *X, const int *label,
+								const unsigned char *skip, int64_t n, int d, int K,
+								const double *beta);
+/* the fit with classes[0] as the reference, as statsmodels' MNLogit reports it */
+extern size_t dml_mnlogit_json(const double *b, const double *cov, int d, int K, double n,
+							   double llf, double llnull, const char *const *terms,
+							   const char *const *classes, char *buf, size_t len);
 
 /* ---------------------------------------------------------------------
  * Distributions for the statistics of a fit (stats.c)

@@ -8,3 +8,14 @@
  * whole 1.2 install script; regress/t/upgrade.sh checks that an install
  * updated from 1.0 (through 1.1) has the same objects as a fresh one.
  */
+
+/*
+ * Issue 22: softmax regression by Newton has statistics too, one equation
+ * per class against the first class; dml_summary says which (class).
+ */
+DROP FUNCTION @extschema@.dml_summary(text);
+CREATE FUNCTION @extschema@.dml_summary(model text)
+RETURNS TABLE (term text, coefficient float8, std_error float8, statistic float8,
+			   p_value float8, odds_ratio float8, class text)
+AS 'MODULE_PATHNAME', 'dml_summary'
+LANGUAGE C STABLE STRICT;

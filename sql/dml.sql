@@ -590,12 +590,14 @@ GRANT EXECUTE ON FUNCTION dml.pack_rows64_trans(internal, "any") TO PUBLIC;
  * coefficient, the intercept first, on the raw scale of the features;
  * statistic is t for least squares and z for logistic regression;
  * odds_ratio = exp(coefficient) for logistic regression, else NULL.
+ * For softmax, one equation per class against the first class (as
+ * statsmodels' MNLogit), class naming it; NULL for other models.
  * dml_summary_fit: one row of model-level figures.  Both read the
  * deployed (else newest) version, with dml_predict's access rule.
  */
 CREATE FUNCTION @extschema@.dml_summary(model text)
 RETURNS TABLE (term text, coefficient float8, std_error float8, statistic float8,
-			   p_value float8, odds_ratio float8)
+			   p_value float8, odds_ratio float8, class text)
 AS 'MODULE_PATHNAME', 'dml_summary'
 LANGUAGE C STABLE STRICT;
 

@@ -842,6 +842,178 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 	free(y);
 }
 
+/* the label of output index k, for the statistics */
+static char *
+class_name(const WorkerSpec *spec, int k)
+{
+	char		buf[32];
+
+	for (int i = 0; i < spec->nclasses; i++)
+		if (spec->class_index && spec->class_index[i] == k && spec->classes[i])
+			return strdup(spec->classes[i]);
+	snprintf(buf, sizeof(buf), "%d", k);
+	return strdup(buf);
+}
+
+/*
+ * newton_polish64_mn
+ *		newton_polish64 for softmax: theta (K-1, p) on standardized inputs,
+ *		class K-1 the reference, to b on the raw float64 rows by full
+ *		Newton steps (kernels/logit.c's dml_mnlogit_stats), the same
+ *		penalty and safeguards as the float32 iterations; then the float64
+ *		model and the statistics, which dml_mnlogit_json turns to the first
+ *		class as the reference, as statsmodels' MNLogit reports them.  A
+ *		constant input (scale 0) keeps slope 0 in every class.
+ */
+static void
+newton_polish64_mn(const Dataset *ds, const WorkerSpec *spec, const double *theta, double n,
+				   TrainResult *res)
+{
+	DmlModel   *m = &res->model;
+	int			d = ds->d,
+				p = d + 1,
+				K = m->net.sizes[1],
+				Kf = K - 1;
+	size_t		q = (size_t) Kf * p;
+	double	   *b = malloc(sizeof(double) * q);
+	double	   *G = malloc(sizeof(double) * (q + 1 + K));	/* gradient, loss, class counts */
+	double	   *H = malloc(sizeof(double) * q * q);
+	double	   *L = malloc(sizeof(double) * q * q);
+	double	   *delta = malloc(sizeof(double) * q);
+	int		   *label = malloc(sizeof(int) * (ds->n ? ds->n : 1));
+	double		lambda = n * spec->weight_decay;
+	bool		penalized = spec->weight_decay > 0;
+	double		llf = 0,
+				llnull = 0;
+
+	if (!b || !G || !H || !L || !delta || !label || dml_model_make_f64(m) != DML_OK)
+		worker_fail("out of memory for a %zu x %zu Hessian", q, q);
+	for (int64_t i = 0; i < ds->n; i++)
+		label[i] = (int) ds->y[i];
+	for (int f = 0; f < spec->nfeatures; f++)
+		penalized |= spec->features[f].kind == FEAT_CAT;
+	for (int k = 0; k < Kf; k++)
+	{
+		const double *t = theta + (size_t) k * p;
+		double	   *bk = b + (size_t) k * p;
+
+		bk[d] = t[d];
+		for (int c = 0; c < d; c++)
+		{
+			bk[c] = t[c] * m->in_scale64[c];
+			bk[d] -= bk[c] * m->in_mean64[c];
+		}
+	}
+	for (int iter = 0; iter < 10; iter++)
+	{
+		double		decrement = 0;
+
+		memset(G, 0, sizeof(double) * (q + 1 + K));
+		memset(H, 0, sizeof(double) * q * q);
+		G[q] = dml_mnlogit_stats(G, H, ds->Xd, label, ds->val, ds->n, d, K, b);
+		for (int64_t i = 0; i < ds->n; i++)
+			if (!ds->val[i])
+				G[q + 1 + label[i]] += 1;
+		comm_allreduce_double(G, q + 1 + K);
+		comm_allreduce_double(H, q * q);
+		for (int k = 0; k < Kf; k++)
+			for (int c = 0; c < d; c++)
+			{
+				size_t		a = (size_t) k * p + c;
+				double		s2 = m->in_scale64[c] * m->in_scale64[c];
+
+				if (s2 == 0)
+				{
+					/* a constant input: its slope stays 0 (an identity row) */
+					memset(H + a * q, 0, sizeof(double) * q);
+					for (size_t r = 0; r < q; r++)
+						H[r * q + a] = 0;
+					H[a * q + a] = 1;
+					G[a] = 0;
+					continue;
+				}
+				G[q] += lambda / 2 * b[a] * b[a] / s2;
+				G[a] += lambda * b[a] / s2;
+				H[a * q + a] += lambda / s2;
+			}
+		llf = -G[q];
+		memcpy(L, H, sizeof(double) * q * q);
+		memcpy(delta, G, sizeof(double) * q);
+		for (int k = 0; k < Kf; k++)
+		{
+			double	   *Lk = L + ((size_t) k * p) * q + (size_t) k * p;
+
+			add_onehot_ridge_scaled(Lk, (int) q, spec, n, m->in_scale64);
+			for (int c = 0; c < d; c++)
+				if (m->in_scale64[c] > 0)
+					Lk[(size_t) c * q + c] += 1e-10 * n / (m->in_scale64[c] * m->in_scale64[c]);
+			Lk[(size_t) d * q + d] += 1e-10 * n;
+		}
+		if (dml_cholesky_solve(L, delta, (int) q) != DML_OK)
+		{
+			penalized = true;
+			break;
+		}
+		for (size_t a = 0; a < q; a++)
+			decrement += G[a] * delta[a] / 2;
+		if (!(decrement > 1e-15 * fmax(fabs(G[q]), 1e-300)))
+			break;
+		for (size_t a = 0; a < q; a++)
+			b[a] -= delta[a];
+	}
+	for (int k = 0; k < K; k++)
+		if (G[q + 1 + k] > 0)
+			llnull += G[q + 1 + k] * log(G[q + 1 + k] / n);
+	/* the model: class k's weights on (x - mean) * scale and its bias; the last class 0 */
+	memset(m->params64, 0, sizeof(double) * m->net.nparams);
+	for (int k = 0; k < Kf; k++)
+	{
+		const double *bk = b + (size_t) k * p;
+		double	   *bias = m->params64 + (size_t) K * d + k;
+
+		*bias = bk[d];
+		for (int c = 0; c < d; c++)
+		{
+			m->params64[(size_t) k * d + c] = m->in_scale64[c] > 0 ? bk[c] / m->in_scale64[c] : 0;
+			*bias += bk[c] * m->in_mean64[c];
+		}
+	}
+	dml_model_sync_f32(m);
+	{
+		char	  **terms = malloc(sizeof(char *) * (d ? d : 1));
+		char	  **classes = malloc(sizeof(char *) * K);
+		bool		inverted = !penalized && dml_spd_inverse(H, (int) q) == DML_OK;
+		size_t		len;
+
+		for (int c = 0; c < d; c++)
+			terms[c] = input_name(spec, c);
+		for (int k = 0; k < K; k++)
+			classes[k] = class_name(spec, k);
+		len = dml_mnlogit_json(b, inverted ? H : NULL, d, K, n, llf, llnull,
+							   (const char *const *) terms, (const char *const *) classes,
+							   NULL, 0);
+		res->statistics_json = malloc(len);
+		if (!res->statistics_json)
+			worker_fail("out of memory");
+		dml_mnlogit_json(b, inverted ? H : NULL, d, K, n, llf, llnull,
+						 (const char *const *) terms, (const char *const *) classes,
+						 res->statistics_json, len);
+		for (int c = 0; c < d; c++)
+			free(terms[c]);
+		for (int k = 0; k < K; k++)
+			free(classes[k]);
+		free(terms);
+		free(classes);
+	}
+	res->final_loss = -llf / n;
+	free(b);
+	free(G);
+	free(H);
+	free(L);
+	free(delta);
+	free(label);
+}
+
 /*
  * train_newton
  *		Newton's method with a line search.  Stops when the Newton
@@ -962,9 +1134,12 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			break;
 		}
 	}
-	if (ds->wide && nw.binary)
+	if (ds->wide)
 	{
-		newton_polish64(ds, spec, theta, nw.n, res);
+		if (nw.binary)
+			newton_polish64(ds, spec, theta, nw.n, res);
+		else
+			newton_polish64_mn(ds, spec, theta, nw.n, res);
 		goto done;
 	}
 	/* into the network: free logits from theta, the reference class zero */

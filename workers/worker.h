@@ -125,7 +125,7 @@ typedef struct WorkerSpec
 
 extern int	spec_parse(WorkerSpec *spec, const char *text, size_t len, char *err, size_t errlen);
 /*
- * exact least squares and binary logistic regression by Newton: their rows
+ * exact least squares and logistic/softmax regression by Newton: their rows
  * are loaded, and their models kept, in float64
  */
 static inline bool
@@ -133,7 +133,7 @@ spec_float64(const WorkerSpec *spec)
 {
 	return !spec->predict &&
 		((spec->optimizer == DML_JOB_OPT_EXACT && spec->loss == DML_LOSS_MSE) ||
-		 (spec->optimizer == DML_JOB_OPT_NEWTON && spec->loss == DML_LOSS_BCE));
+		 spec->optimizer == DML_JOB_OPT_NEWTON);
 }
 extern int	cmp_int64(const void *a, const void *b);
 extern int	label_text_key(const char *label_keys, const char *text, int64_t *key);
