@@ -13,7 +13,7 @@ EXTVERSION = 1.2
 
 MODULE_big = dml
 KERNEL_OBJS = kernels/common.o kernels/layers.o kernels/losses.o kernels/optim.o kernels/net.o kernels/format.o kernels/solve.o \
-	kernels/stats.o kernels/lsq.o kernels/logit.o kernels/metrics.o kernels/lbfgs.o
+	kernels/stats.o kernels/lsq.o kernels/logit.o kernels/robust.o kernels/metrics.o kernels/lbfgs.o
 OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_plan.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o extension/roles.o \
 	extension/evaluate.o extension/predict_table.o extension/predict_table_worker.o \

@@ -136,6 +136,7 @@ typedef struct DmlJob
 	bool		no_in_server;	/* option in_server => false: always a job */
 	bool		no_shared_memory;	/* option shared_memory => false: MPI_Allreduce */
 	int			rank_min_norm;	/* option rank_deficient => 'min_norm' (exact solver) */
+	DmlCovType	cov_type;		/* option cov: HC0/HC1 standard errors (exact, Newton) */
 
 	/* synchronization (workers/sync.h) */
 	DmlSyncMode sync;

@@ -17,6 +17,7 @@ static const char *const sync_names[] = {"allreduce", "ps", "ssp", "async", "gos
 static const char *const compression_names[] = {"none", "fp16", "topk", NULL};
 static const char *const nulls_names[] = {"error", "skip", "impute", NULL};
 static const char *const device_names[] = {"auto", "cpu", "gpu", NULL};
+static const char *const cov_names[] = {"nonrobust", "HC0", "HC1", NULL};
 
 static const char *const *const lists[] = {
 	[DML_NAMES_OPTIMIZER] = optimizer_names,
@@ -25,6 +26,7 @@ static const char *const *const lists[] = {
 	[DML_NAMES_COMPRESSION] = compression_names,
 	[DML_NAMES_NULLS] = nulls_names,
 	[DML_NAMES_DEVICE] = device_names,
+	[DML_NAMES_COV] = cov_names,
 };
 
 /* the name of value in list which; "?" out of range */

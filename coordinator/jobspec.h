@@ -53,6 +53,7 @@
 	X(DBL, max_seconds, 1, 0) \
 	X(DBL, weight_decay, 1, 0) \
 	X(INT, rank_min_norm, 1, 0) \
+	X(ENUM, cov_type, 1, DML_NAMES_COV) \
 	X(DBL, validation, 1, 0) \
 	X(INT, patience, 1, 0) \
 	X(ENUM, nulls, 1, DML_NAMES_NULLS) \
@@ -115,6 +116,14 @@ typedef enum DmlDevice
 	DML_DEVICE_GPU
 } DmlDevice;
 
+/* standard errors of an exact fit: model-based, or robust (option cov) */
+typedef enum DmlCovType
+{
+	DML_COV_NONROBUST,
+	DML_COV_HC0,
+	DML_COV_HC1
+} DmlCovType;
+
 /* which name list (jobspec.c) */
 typedef enum DmlJobNames
 {
@@ -123,7 +132,8 @@ typedef enum DmlJobNames
 	DML_NAMES_SYNC,
 	DML_NAMES_COMPRESSION,
 	DML_NAMES_NULLS,
-	DML_NAMES_DEVICE
+	DML_NAMES_DEVICE,
+	DML_NAMES_COV
 } DmlJobNames;
 
 /* the name of value in list which; "?" out of range */

@@ -39,6 +39,7 @@ extern bool dml_test_hooks;
 struct DmlJob;
 struct DmlJobResult;
 extern bool DmlExactInServer(struct DmlJob *job);
+extern void DmlCheckCovType(struct DmlJob *job);
 extern bool DmlInServerData(struct DmlJob *job);
 
 /* catalog.c: every access runs as the extension's owner */

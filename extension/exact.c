@@ -60,11 +60,42 @@ DmlInServerData(DmlJob *job)
 	return true;
 }
 
-/* whether job can take the in-server path */
+/*
+ * whether job can take the in-server path: robust standard errors need a
+ * second pass over the rows (the residuals), which the workers make
+ */
 bool
 DmlExactInServer(DmlJob *job)
 {
-	return job->optimizer == DML_JOB_OPT_EXACT && DmlInServerData(job);
+	return job->optimizer == DML_JOB_OPT_EXACT && job->cov_type == DML_COV_NONROBUST &&
+		DmlInServerData(job);
+}
+
+/*
+ * DmlCheckCovType
+ *		options => '{"cov": "HC0" | "HC1"}' applies to the fits that have
+ *		standard errors: linear regression by the exact solver and binary
+ *		logistic regression by Newton, HC0 only there (HC1's n / (n - p)
+ *		is least squares' small-sample factor; statsmodels' Logit gives
+ *		HC0's figures for it).
+ */
+void
+DmlCheckCovType(DmlJob *job)
+{
+	if (job->cov_type == DML_COV_NONROBUST)
+		return;
+	if (job->cov_type == DML_COV_HC1 && job->optimizer == DML_JOB_OPT_NEWTON &&
+		strcmp(job->loss, "bce") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"cov\" for logistic regression must be \"nonrobust\" or \"HC0\""),
+				 errhint("HC1's small-sample factor is defined for least squares.")));
+	if (!((job->optimizer == DML_JOB_OPT_EXACT && !job->classification) ||
+		  (job->optimizer == DML_JOB_OPT_NEWTON && strcmp(job->loss, "bce") == 0)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"cov\" applies only to linear regression by optimizer => 'exact' and logistic regression by optimizer => 'newton'"),
+				 errhint("Other models have no standard errors to make robust.")));
 }
 
 /* the user's mistake, reported as the workers would */

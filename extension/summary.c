@@ -94,6 +94,16 @@ stat_number(const Statistics *s, const char *key)
 	return DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v->val.numeric)));
 }
 
+/* whether the statistics' key is the string value */
+static bool
+stat_is(const Statistics *s, const char *key, const char *value)
+{
+	JsonbValue *v = getKeyJsonValueFromContainer(&s->json->root, key, strlen(key), NULL);
+
+	return v != NULL && v->type == jbvString && v->val.string.len == strlen(value) &&
+		memcmp(v->val.string.val, value, v->val.string.len) == 0;
+}
+
 /* element i of an array of the statistics: a number (NaN for null), or *text for strings */
 static double
 stat_element(const Statistics *s, const char *key, int i, char **text)
@@ -141,6 +151,8 @@ dml_summary(PG_FUNCTION_ARGS)
 	Statistics	s = model_statistics(name);
 	bool		mnlogit = strcmp(s.method, "mnlogit") == 0;
 	bool		logit = mnlogit || strcmp(s.method, "logit") == 0;
+	/* robust standard errors: normal p-values for least squares too (statsmodels) */
+	bool		z = logit || stat_is(&s, "statistic", "z");
 	double		df = stat_number(&s, "df_resid");
 	JsonbValue *terms = getKeyJsonValueFromContainer(&s.json->root, "terms", 5, NULL);
 	JsonbValue *classes = mnlogit ?
@@ -177,7 +189,7 @@ dml_summary(PG_FUNCTION_ARGS)
 			values[1] = float_or_null(coef, &nulls[1]);
 			values[2] = float_or_null(se, &nulls[2]);
 			values[3] = float_or_null(stat, &nulls[3]);
-			values[4] = float_or_null(logit ? dml_z_pvalue(stat) : dml_t_pvalue(stat, df), &nulls[4]);
+			values[4] = float_or_null(z ? dml_z_pvalue(stat) : dml_t_pvalue(stat, df), &nulls[4]);
 			values[5] = float_or_null(logit ? exp(coef) : NAN, &nulls[5]);
 			if (mnlogit)
 				stat_element(&s, "classes", j, &cls);

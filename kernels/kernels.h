@@ -311,10 +311,13 @@ extern void dml_lsq_free(DmlLsq *ls);
 extern double dml_logit_stats(double *g, double *H, const double *X, const double *y,
 							  const unsigned char *skip, int64_t n, int d,
 							  const double *beta);
-/* cov = H^-1 or NULL (penalized: no standard errors); returns the length needed */
-extern size_t dml_logit_json(const double *beta, const double *cov, int d, double n,
-							 double llf, double llnull, const char *const *terms,
-							 char *buf, size_t len);
+/*
+ * cov = H^-1 or NULL (penalized: no standard errors), or a robust one
+ * named by cov_type (NULL: model-based); returns the length needed
+ */
+extern size_t dml_logit_json(const double *beta, const double *cov, const char *cov_type,
+							 int d, double n, double llf, double llnull,
+							 const char *const *terms, char *buf, size_t len);
 /* multinomial: beta (K-1, d+1), class K-1 the reference; g, H += as above */
 extern double dml_mnlogit_stats(double *g, double *H, const double *X, const int *label,
 								const unsigned char *skip, int64_t n, int d, int K,
@@ -323,6 +326,18 @@ extern double dml_mnlogit_stats(double *g, double *H, const double *X, const int
 extern size_t dml_mnlogit_json(const double *b, const double *cov, int d, int K, double n,
 							   double llf, double llnull, const char *const *terms,
 							   const char *const *classes, char *buf, size_t len);
+
+/* ---------------------------------------------------------------------
+ * Heteroskedasticity-robust covariances (robust.c): HC0 and HC1
+ * --------------------------------------------------------------------- */
+
+/* M (d+1, d+1) += sum_i r_i^2 [x_i, 1][x_i, 1]' over the rows not skipped */
+extern DmlStatus dml_hc_meat(double *M, const double *X, const double *r,
+							 const unsigned char *skip, int64_t n, int d);
+/* V = scale C M C */
+extern DmlStatus dml_sandwich(double *V, const double *C, const double *M, int p, double scale);
+/* the slopes' Wald F against V: b_s' V_ss^-1 b_s / d (intercept last) */
+extern double dml_wald_f(const double *b, const double *V, int d);
 
 /* ---------------------------------------------------------------------
  * Distributions for the statistics of a fit (stats.c)
@@ -514,6 +529,8 @@ typedef struct DmlLsqFit
 	double		rss;			/* residual sum of squares, penalty excluded */
 	double		tss;			/* total sum of squares about the mean */
 	bool		penalized;		/* ridge: no standard errors */
+	double	   *robust;			/* (d+1, d+1) HC covariance, or NULL (malloc'd) */
+	const char *cov_type;		/* "HC0" or "HC1" with robust */
 } DmlLsqFit;
 
 /* moments and tss from R; then check the inputs (sd 0: constant), then dml_lsq_fit */

@@ -106,14 +106,15 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
  *		The statistics of a logistic fit of n rows: terms (d input names)
  *		and coefficients beta (p, intercept last; written intercept first),
  *		standard errors from cov (p, p) = H^-1 (NULL when penalized: null),
+ *		or a robust covariance named by cov_type (NULL: H^-1's),
  *		the log-likelihood llf and the intercept-only model's llnull, and
  *		from them McFadden's pseudo R^2 (reported as r2), AIC and BIC with
  *		p parameters, as statsmodels' Logit defines them.  Returns the
  *		length needed, terminator included.
  */
 size_t
-dml_logit_json(const double *beta, const double *cov, int d, double n, double llf,
-			   double llnull, const char *const *terms, char *buf, size_t len)
+dml_logit_json(const double *beta, const double *cov, const char *cov_type, int d, double n,
+			   double llf, double llnull, const char *const *terms, char *buf, size_t len)
 {
 	size_t		pos = 0;
 	int			p = d + 1;
@@ -121,6 +122,8 @@ dml_logit_json(const double *beta, const double *cov, int d, double n, double ll
 	if (len > 0)
 		buf[0] = '\0';
 	dml_json_coefficients(buf, len, &pos, "logit", "newton", terms, d, beta, cov, 1.0);
+	if (cov && cov_type)
+		dml_json_add(buf, len, &pos, ", \"cov_type\": \"%s\"", cov_type);
 	dml_json_add(buf, len, &pos, ", \"n\": %.0f, \"rank\": %d, \"df_model\": %d, \"df_resid\": %.0f",
 		 n, p, p - 1, n - p);
 	dml_json_num(buf, len, &pos, ", \"r2\": ", 1 - llf / llnull);

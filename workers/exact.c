@@ -192,6 +192,53 @@ input_name(const WorkerSpec *spec, int c)
 }
 
 /*
+ * robust_cov
+ *		The HC0 or HC1 covariance (kernels/robust.c) of a fit b (d + 1, the
+ *		intercept last) with model-based covariance C (d + 1, d + 1) and
+ *		rank parameters: one more pass over this rank's float64 rows for
+ *		the residuals' meat, all-reduced.  y - fitted for least squares;
+ *		for logistic regression (y01 the 0/1 labels) y - p, the score's
+ *		factor.  *V gets a malloc'd (d + 1, d + 1) matrix.
+ */
+static void
+robust_cov(const Dataset *ds, const WorkerSpec *spec, const double *b, const double *C,
+		   int rank, const double *y01, double **V)
+{
+	int			d = ds->d,
+				p = d + 1;
+	double	   *r = malloc(sizeof(double) * (ds->n ? ds->n : 1));
+	double	   *M = calloc((size_t) p * p + 1, sizeof(double));
+	double		n = 0;
+
+	*V = malloc(sizeof(double) * p * p);
+	if (!r || !M || !*V)
+		worker_fail("out of memory for a %d x %d covariance", p, p);
+	for (int64_t i = 0; i < ds->n; i++)
+	{
+		const double *x = ds->Xd + (size_t) i * d;
+		double		eta = b[d];
+
+		for (int c = 0; c < d; c++)
+			eta += b[c] * x[c];
+		if (y01)
+			r[i] = y01[i] - (eta >= 0 ? 1.0 / (1.0 + exp(-eta)) : exp(eta) / (1.0 + exp(eta)));
+		else
+			r[i] = ds->yd[i] - eta;
+		n += ds->val[i] ? 0 : 1;
+	}
+	if (dml_hc_meat(M, ds->Xd, r, ds->val, ds->n, d) != DML_OK)
+		worker_fail("out of memory for a %d x %d covariance", p, p);
+	M[(size_t) p * p] = n;
+	comm_allreduce_double(M, (size_t) p * p + 1);
+	n = M[(size_t) p * p];
+	/* HC1: n / (n - rank), statsmodels' small-sample factor */
+	if (dml_sandwich(*V, C, M, p, spec->cov_type == DML_COV_HC1 && n > rank ? n / (n - rank) : 1.0) != DML_OK)
+		worker_fail("out of memory for a %d x %d covariance", p, p);
+	free(r);
+	free(M);
+}
+
+/*
  * train_exact
  *		Least squares (ridge with weight_decay) by TSQR: each rank factors
  *		its float64 rows [x, 1, y] block by block, the R factors meet up a
@@ -270,6 +317,9 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	}
 	if (st != DML_OK)
 		worker_fail("least-squares solve failed: %s", dml_status_string(st));
+	if (spec->cov_type != DML_COV_NONROBUST && !fit.penalized)
+		robust_cov(ds, spec, fit.ls.coef, fit.ls.cov, fit.ls.rank, NULL, &fit.robust);
+	fit.cov_type = dml_job_name(DML_NAMES_COV, spec->cov_type);
 	if (dml_lsq_fit_model(&fit, m) != DML_OK)
 		worker_fail("out of memory for the model");
 	{
@@ -818,20 +868,29 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 		double		llnull = n * (ybar > 0 ? ybar * log(ybar) : 0) +
 			n * (ybar < 1 ? (1 - ybar) * log(1 - ybar) : 0);
 		bool		inverted = !penalized && dml_spd_inverse(H, p) == DML_OK;
+		double	   *V = NULL;
+		const char *cov_type = NULL;
 		size_t		len;
 
+		/* robust: H^-1 (sum_i (y_i - p_i)^2 z_i z_i') H^-1 */
+		if (inverted && spec->cov_type != DML_COV_NONROBUST)
+		{
+			robust_cov(ds, spec, beta, H, p, y, &V);
+			cov_type = dml_job_name(DML_NAMES_COV, spec->cov_type);
+		}
 		for (int c = 0; c < d; c++)
 			terms[c] = input_name(spec, c);
-		len = dml_logit_json(beta, inverted ? H : NULL, d, n, llf, llnull,
+		len = dml_logit_json(beta, V ? V : inverted ? H : NULL, cov_type, d, n, llf, llnull,
 							 (const char *const *) terms, NULL, 0);
 		res->statistics_json = malloc(len);
 		if (!res->statistics_json)
 			worker_fail("out of memory");
-		dml_logit_json(beta, inverted ? H : NULL, d, n, llf, llnull,
+		dml_logit_json(beta, V ? V : inverted ? H : NULL, cov_type, d, n, llf, llnull,
 					   (const char *const *) terms, res->statistics_json, len);
 		for (int c = 0; c < d; c++)
 			free(terms[c]);
 		free(terms);
+		free(V);
 	}
 	res->final_loss = -llf / n;
 	free(beta);

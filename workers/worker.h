@@ -79,6 +79,7 @@ typedef struct WorkerSpec
 	double		max_seconds;	/* time budget of training, rank 0's clock; 0: none */
 	double		weight_decay;
 	int			rank_min_norm;	/* exact: rank_deficient => min_norm */
+	DmlCovType	cov_type;		/* exact, Newton: robust standard errors */
 	double		validation;
 	int			patience;
 	DmlNulls	nulls;

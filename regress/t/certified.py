@@ -26,6 +26,16 @@ Run by regress/t/certified.sh against the cluster regress/run.sh started
 5. dml_summary and dml_summary_fit follow the access rule: a model the role
    may not use reads as one that does not exist; a grant without details
    does not show the statistics.
+6. Softmax regression by Newton (float64 on the raw rows) on anes96 (7
+   classes, and 3): coefficients, standard errors, z, p-values, relative
+   risk ratios, log-likelihood, pseudo R^2, AIC, BIC and the predicted
+   probabilities against statsmodels' MNLogit, 1e-6 relative, with the
+   first class as the reference; the summary's coefficients (17 digits
+   through jsonb) reproduce dml_predict_proba's float64 output to 1e-12.
+7. options => '{"cov": "HC0" | "HC1"}': heteroskedasticity-robust standard
+   errors, z, normal p-values and the robust Wald F against statsmodels'
+   OLS(cov_type=...) and Logit(cov_type='HC0'), 1e-6; refused where it
+   does not apply.
 """
 import math
 import os
@@ -372,6 +382,63 @@ def mnlogit_datasets():
                 str(np.max(np.abs(pred - mine))) if pred.shape == mine.shape else "")
 
 
+# --- 7. heteroskedasticity-robust standard errors (options => '{"cov": ...}') -------
+
+def robust():
+    for name in ["stackloss", "ccard", "statecrime"]:
+        table = "real_" + name      # loaded by real_datasets()
+        cols = [r[0] for r in psql("SELECT attname FROM pg_attribute WHERE attrelid = '%s'::regclass "
+                                   "AND attnum > 0 AND attname LIKE 'x\\_%%' ORDER BY attnum" % table)]
+        data = np.array([[float(v) for v in r] for r in psql("SELECT y, %s FROM %s ORDER BY i" % (", ".join(cols), table))])
+        for cov in ["HC0", "HC1"]:
+            ref = sm.OLS(data[:, 0], sm.add_constant(data[:, 1:], prepend=True)).fit(cov_type=cov)
+            for mode, extra in [("default path", ""), ("3 workers", ", workers => 3")]:
+                model = "robust_%s_%s_%s" % (name, cov.lower(), mode.replace(" ", "_"))
+                train(model, table, "y", cols, extra + ", options => '{\"cov\": \"%s\"}'" % cov)
+                terms, est, fit = summary(model)
+                est = np.array(est)
+                checks = [("coefficients", est[:, 0], ref.params), ("std errors", est[:, 1], ref.bse),
+                          ("z", est[:, 2], ref.tvalues), ("p-values (normal)", est[:, 3], ref.pvalues),
+                          ("robust Wald F and its p-value", [fit["f"], fit["f_p"]], [ref.fvalue, ref.f_pvalue])]
+                for what, got, want in checks:
+                    bad = [(g, w) for g, w in zip(got, want) if not close(g, w)]
+                    tap(len(got) == len(want) and not bad, "OLS %s, cov %s, %s: %s within 1e-6 of statsmodels"
+                        % (name, cov, mode, what), str(bad[:3]))
+        # the robust errors differ from the model-based ones (the check can fail)
+        ref0 = sm.OLS(data[:, 0], sm.add_constant(data[:, 1:], prepend=True)).fit()
+        tap(not np.allclose(ref0.bse, ref.bse, rtol=1e-3),
+            "OLS %s: its HC1 and model-based errors differ, so the checks above discriminate" % name)
+    for name in ["spector", "ccard_ownrent"]:
+        table = "logit_" + name     # loaded by logit_datasets()
+        cols = [r[0] for r in psql("SELECT attname FROM pg_attribute WHERE attrelid = '%s'::regclass "
+                                   "AND attnum > 0 AND attname LIKE 'x\\_%%' ORDER BY attnum" % table)]
+        data = np.array([[float(v) for v in r] for r in psql("SELECT y, %s FROM %s ORDER BY i" % (", ".join(cols), table))])
+        ref = sm.Logit(data[:, 0], sm.add_constant(data[:, 1:], prepend=True)).fit(
+            disp=0, method="newton", tol=1e-12, maxiter=100, cov_type="HC0")
+        for mode, extra in [("1 worker", ", workers => 1"), ("3 workers", ", workers => 3")]:
+            model = "robust_%s_%s" % (table, mode.replace(" ", "_"))
+            psql("SELECT dml_drop_model(name) FROM dml_models WHERE name = '%s'" % model)
+            psql("SELECT name FROM dml_train('%s', '%s', 'y', features => '{%s}', model => 'logistic', "
+                 "optimizer => 'newton', weight_decay => 0, options => '{\"cov\": \"HC0\"}'%s)"
+                 % (model, table, ",".join(cols), extra))
+            est = np.array([[num(x) for x in r] for r in
+                            psql("SELECT coefficient, std_error, statistic, p_value FROM dml_summary('%s')" % model)])
+            for what, got, want in [("std errors", est[:, 1], ref.bse), ("z", est[:, 2], ref.tvalues),
+                                    ("p-values", est[:, 3], ref.pvalues)]:
+                bad = [(g, w) for g, w in zip(got, want) if not close(g, w)]
+                tap(len(got) == len(want) and not bad, "Logit %s, cov HC0, %s: %s within 1e-6 of statsmodels"
+                    % (name, mode, what), str(bad[:3]))
+    for sql, want in [
+            ("SELECT dml_train('rb', 'real_stackloss', 'y', options => '{\"cov\": \"HC9\"}')",
+             'option "cov" must be'),
+            ("SELECT dml_train('rb', 'logit_spector', 'y', model => 'logistic', optimizer => 'newton', "
+             "options => '{\"cov\": \"HC1\"}')", 'must be "nonrobust" or "HC0"'),
+            ("SELECT dml_train('rb', 'real_stackloss', 'y', optimizer => 'lbfgs', options => '{\"cov\": \"HC0\"}')",
+             'option "cov" applies only')]:
+        rc, err = psql_error(sql)
+        tap(rc != 0 and want in err, "cov: refused where it does not apply (%s)" % want, err.strip())
+
+
 # --- 5. who may read the statistics -------------------------------------------------
 
 def access():
@@ -398,4 +465,5 @@ real_datasets()
 rank_deficient()
 logit_datasets()
 mnlogit_datasets()
+robust()
 access()
