@@ -38,8 +38,10 @@
  *	 ERROR     text: what failed, for the user's errmsg/errdetail
  *	 LOG       text: a line for a NOTICE
  *	 PREDICTIONS  a predict job's block of rows, in the order they were read:
- *	           uint32 rows B, uint32 outputs K, float32 out[B * K] (the
- *	           model's predictions as dml_model_predict gives them), then
+ *	           uint32 rows B, uint32 outputs K, uint32 bytes per value V
+ *	           (4, or 8 for a float64 model), out[B * K] (the model's
+ *	           predictions as dml_model_predict or, in float64,
+ *	           dml_model_predict64 gives them), then
  *	           when the job has an id column, per row an int32 length (-1
  *	           for NULL) and the id in its type's binary format
  *	 DONE      a predict job's end: int64 rows sent in all

@@ -346,6 +346,8 @@ DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 		MemoryContextReset(w->cxt);
 		w->done += n;
 		out += (size_t) n * w->K;
+		if (out64)
+			out64 += (size_t) n * w->K;
 		if (ids)
 		{
 			ids += n;

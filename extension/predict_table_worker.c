@@ -166,6 +166,8 @@ typedef struct BlockSink
 	FmgrInfo	id_recv;		/* the id type's binary input function */
 	Oid			id_ioparam;
 	float	   *out;			/* aligned copy of a block's outputs */
+	double	   *out64;			/* a float64 model's */
+	bool		wide;			/* the model is float64: outputs come as float64 */
 	int			cap;			/* rows out, ids, idnulls hold */
 	Datum	   *ids;
 	bool	   *idnulls;
@@ -215,8 +217,9 @@ static void
 on_block(const char *payload, uint32 len, void *arg)
 {
 	BlockSink  *s = arg;
-	uint32		hdr[2];
+	uint32		hdr[3];
 	uint32		B;
+	size_t		vsize = s->wide ? sizeof(double) : sizeof(float);
 	size_t		outbytes;
 	const char *p;
 	const char *end = payload + len;
@@ -226,22 +229,31 @@ on_block(const char *payload, uint32 len, void *arg)
 		elog(ERROR, "dml: malformed PREDICTIONS from the worker. Please report a bug.");
 	memcpy(hdr, payload, sizeof(hdr));
 	B = hdr[0];
-	if (hdr[1] != (uint32) s->K || B == 0 || B > (uint32) (MaxAllocSize / sizeof(float) / s->K))
+	if (hdr[1] != (uint32) s->K || hdr[2] != vsize || B == 0 ||
+		B > (uint32) (MaxAllocSize / vsize / s->K))
 		elog(ERROR, "dml: malformed PREDICTIONS from the worker. Please report a bug.");
-	outbytes = sizeof(float) * (size_t) B * s->K;
+	outbytes = vsize * (size_t) B * s->K;
 	if (len - sizeof(hdr) < outbytes)
 		elog(ERROR, "dml: malformed PREDICTIONS from the worker. Please report a bug.");
 	if ((int) B > s->cap)
 	{
 		/* the payload is not aligned for floats: they are copied */
 		s->cap = B;
-		s->out = s->out ? repalloc(s->out, outbytes) : MemoryContextAlloc(s->keep, outbytes);
+		size_t		fbytes = sizeof(float) * (size_t) B * s->K;
+
+		if (s->wide)
+			s->out64 = s->out64 ? repalloc(s->out64, outbytes) : MemoryContextAlloc(s->keep, outbytes);
+		s->out = s->out ? repalloc(s->out, fbytes) : MemoryContextAlloc(s->keep, fbytes);
 		s->ids = s->ids ? repalloc(s->ids, sizeof(Datum) * B) :
 			MemoryContextAlloc(s->keep, sizeof(Datum) * B);
 		s->idnulls = s->idnulls ? repalloc(s->idnulls, sizeof(bool) * B) :
 			MemoryContextAlloc(s->keep, sizeof(bool) * B);
 	}
-	memcpy(s->out, payload + sizeof(hdr), outbytes);
+	memcpy(s->wide ? (void *) s->out64 : (void *) s->out, payload + sizeof(hdr), outbytes);
+	/* as the backend's path: float64 outputs written, their float32 rounding picks the class */
+	if (s->wide)
+		for (size_t i = 0; i < (size_t) B * s->K; i++)
+			s->out[i] = (float) s->out64[i];
 	p = payload + sizeof(hdr) + outbytes;
 
 	old = MemoryContextSwitchTo(s->cxt);
@@ -267,7 +279,8 @@ on_block(const char *payload, uint32 len, void *arg)
 		elog(ERROR, "dml: malformed PREDICTIONS from the worker. Please report a bug.");
 	MemoryContextSwitchTo(old);
 
-	DmlPredictWriterPut(s->w, s->has_id ? s->ids : NULL, s->idnulls, s->out, NULL, (int) B);
+	DmlPredictWriterPut(s->w, s->has_id ? s->ids : NULL, s->idnulls, s->out,
+						s->wide ? s->out64 : NULL, (int) B);
 	MemoryContextReset(s->cxt);
 	CHECK_FOR_INTERRUPTS();
 }
@@ -368,6 +381,7 @@ DmlPredictTableInWorker(DmlPredictTarget *t, const char *device)
 	sink.w = &w;
 	sink.K = job->noutputs;
 	sink.has_id = t->id_column != NULL;
+	sink.wide = cm->model.precision == 64;
 	sink.id_type = t->id_type;
 	sink.keep = CurrentMemoryContext;
 	sink.cxt = AllocSetContextCreate(CurrentMemoryContext, "dml predict block",
