@@ -17,7 +17,7 @@ KERNEL_OBJS = kernels/common.o kernels/layers.o kernels/losses.o kernels/optim.o
 OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_plan.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o extension/roles.o \
 	extension/evaluate.o extension/predict_table.o extension/predict_table_worker.o \
-	extension/aggregate.o extension/exact.o extension/fit.o extension/summary.o \
+	extension/aggregate.o extension/exact.o extension/fit.o extension/summary.o extension/class_weight.o \
 	extension/export.o extension/onnx.o extension/package.o build/proto/onnx.pb-c.o \
 	extension/jobs.o extension/progress.o extension/checkpoint.o extension/launcher.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o coordinator/settings.o \

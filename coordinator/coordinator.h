@@ -137,6 +137,8 @@ typedef struct DmlJob
 	bool		no_shared_memory;	/* option shared_memory => false: MPI_Allreduce */
 	int			rank_min_norm;	/* option rank_deficient => 'min_norm' (exact solver) */
 	DmlCovType	cov_type;		/* option cov: HC0/HC1 standard errors (exact, Newton) */
+	char	   *class_weight;	/* "balanced", or the weights in output order "w0,w1,..."; or NULL */
+	double		l1_ratio;		/* elastic net: share of weight_decay on |W|_1 (L-BFGS: OWL-QN) */
 
 	/* synchronization (workers/sync.h) */
 	DmlSyncMode sync;

@@ -54,6 +54,8 @@
 	X(DBL, weight_decay, 1, 0) \
 	X(INT, rank_min_norm, 1, 0) \
 	X(ENUM, cov_type, 1, DML_NAMES_COV) \
+	X(OPT, class_weight, 1, 0) \
+	X(DBL, l1_ratio, 1, 0) \
 	X(DBL, validation, 1, 0) \
 	X(INT, patience, 1, 0) \
 	X(ENUM, nulls, 1, DML_NAMES_NULLS) \

@@ -40,6 +40,10 @@ struct DmlJob;
 struct DmlJobResult;
 extern bool DmlExactInServer(struct DmlJob *job);
 extern void DmlCheckCovType(struct DmlJob *job);
+extern void DmlCheckL1Ratio(struct DmlJob *job, double l1_ratio);
+/* class_weight.c */
+extern void DmlClassWeight(struct DmlJob *job, const char *arg);
+extern float *DmlClassWeightValues(struct DmlJob *job, const float *y, int64 n);
 extern bool DmlInServerData(struct DmlJob *job);
 
 /* catalog.c: every access runs as the extension's owner */

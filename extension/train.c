@@ -1045,8 +1045,13 @@ choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
 		bool		small = (double) rows * job->ninputs <= DML_FIT_MAX_VALUES;
 		/* a learning rate or batch size asks for minibatches */
 		bool		minibatch = !PG_ARGISNULL(8) || !PG_ARGISNULL(9);
+		/* class_weight and l1_ratio (27, 28) are L-BFGS's, not Newton's or exact's */
+		bool		lbfgs_only = (PG_NARGS() > 27 && !PG_ARGISNULL(27)) ||
+			(PG_NARGS() > 28 && !PG_ARGISNULL(28) && PG_GETARG_FLOAT8(28) > 0);
 
-		if (linear && job->ninputs <= DML_EXACT_MAX_INPUTS)
+		if (lbfgs_only && (linear || glm))
+			optimizer = minibatch ? "adam" : "lbfgs";
+		else if (linear && job->ninputs <= DML_EXACT_MAX_INPUTS)
 			optimizer = "exact";
 		else if (glm && nparams <= DML_NEWTON_MAX_PARAMS && !small)
 			optimizer = "newton";
@@ -1350,6 +1355,9 @@ dml_train(PG_FUNCTION_ARGS)
 	choose_optimizer(job, optimizer, fcinfo);
 	apply_options(job, PG_ARGISNULL(18) ? NULL : PG_GETARG_JSONB_P(18));
 	DmlCheckCovType(job);
+	/* 27 class_weight, 28 l1_ratio */
+	DmlClassWeight(job, PG_NARGS() > 27 && !PG_ARGISNULL(27) ? arg_text(fcinfo, 27) : NULL);
+	DmlCheckL1Ratio(job, PG_NARGS() > 28 && !PG_ARGISNULL(28) ? PG_GETARG_FLOAT8(28) : 0);
 	choose_sync(job, fcinfo);
 	if (job->discover_classes && job->servers > 0)
 	{

@@ -227,6 +227,11 @@ typedef struct DmlWork
 	int			maxB;
 	float	   *acts[DML_MAX_LAYERS + 1];	/* acts[l] (maxB, sizes[l]); acts[0] unused */
 	float	   *dacts[2];		/* ping-pong gradient buffers (maxB, max width) */
+	/*
+	 * classification: each row's loss times class_weight[its label] in
+	 * the gradients (NULL: every weight 1); not owned
+	 */
+	const float *class_weight;
 } DmlWork;
 
 extern size_t dml_net_param_count(int nlayers, const int *sizes);
@@ -409,6 +414,14 @@ typedef struct DmlLbfgsProblem
 	bool		owner;			/* this replica keeps the history */
 	int			max_iter;
 	double		gtol;			/* stop when every |g_i| <= gtol */
+	/*
+	 * l1 > 0: minimize objective + l1 sum |x_i| over the x_i where
+	 * l1_mask[i], by OWL-QN (the L-BFGS of Andrew and Gao): the
+	 * pseudo-gradient steers, steps stay in one orthant, and an x_i the
+	 * step would move across zero is set to exactly 0
+	 */
+	double		l1;
+	const unsigned char *l1_mask;	/* (n) */
 } DmlLbfgsProblem;
 
 typedef struct DmlLbfgsResult
@@ -424,6 +437,8 @@ extern DmlStatus dml_lbfgs_minimize(const DmlLbfgsProblem *pb, DmlLbfgs *lb, dou
 extern double dml_net_full_gradient(const DmlNet *net, DmlWork *work, float *grads,
 									const float *X, const float *y, int64_t n, int maxB);
 extern double dml_net_penalty(const DmlNet *net, double lambda, const double *x, double *g);
+/* mask (nparams) = 1 on every layer's weights, 0 on the biases: what the penalties cover */
+extern void dml_net_weight_mask(const DmlNet *net, unsigned char *mask);
 
 /* ---------------------------------------------------------------------
  * The model blob (format.c): what dml.models.weights holds

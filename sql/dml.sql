@@ -142,7 +142,9 @@ CREATE FUNCTION @extschema@.dml_train(
 	compression		text DEFAULT 'none',
 	topk_ratio		float8 DEFAULT 0.01,
 	max_seconds		float8 DEFAULT NULL,
-	hosts			text[] DEFAULT NULL)
+	hosts			text[] DEFAULT NULL,
+	class_weight	text DEFAULT NULL,
+	l1_ratio		float8 DEFAULT NULL)
 RETURNS dml.train_result
 AS 'MODULE_PATHNAME', 'dml_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -517,7 +519,9 @@ CREATE FUNCTION @extschema@.dml_train_async(
 	compression		text DEFAULT 'none',
 	topk_ratio		float8 DEFAULT 0.01,
 	max_seconds		float8 DEFAULT NULL,
-	hosts			text[] DEFAULT NULL)
+	hosts			text[] DEFAULT NULL,
+	class_weight	text DEFAULT NULL,
+	l1_ratio		float8 DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'dml_train_async'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;

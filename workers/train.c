@@ -475,6 +475,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	b = train_step_rows(&plan, worker_rank);
 	if (dml_work_alloc(&work, net, b > EVAL_ROWS ? b : EVAL_ROWS) != DML_OK)
 		worker_fail("out of memory for activations of %d rows", b);
+	work.class_weight = ds->class_weight;
 	Xb = malloc(sizeof(float) * (size_t) (b ? b : 1) * ds->d);
 	yb = malloc(sizeof(float) * (b ? b : 1));
 	if (!grads || !Xb || !yb)

@@ -80,6 +80,8 @@ typedef struct WorkerSpec
 	double		weight_decay;
 	int			rank_min_norm;	/* exact: rank_deficient => min_norm */
 	DmlCovType	cov_type;		/* exact, Newton: robust standard errors */
+	char	   *class_weight;	/* "balanced", or "w0,w1,..." by output index; or NULL */
+	double		l1_ratio;		/* L-BFGS: share of weight_decay on |W|_1 (OWL-QN) */
 	double		validation;
 	int			patience;
 	DmlNulls	nulls;
@@ -151,6 +153,7 @@ typedef struct Dataset
 	float	   *X;				/* (n, d); NaN marks a NULL feature */
 	float	   *y;				/* (n); NaN marks a NULL target */
 	unsigned char *val;			/* (n); 1 = held out for validation */
+	float	   *class_weight;	/* (classes) the loss's weights (prepare.c), or NULL */
 	/* exact least squares (spec_float64): the rows again, raw, in float64 */
 	int			wide;
 	double	   *Xd;				/* (n, d); NaN marks a NULL feature */
