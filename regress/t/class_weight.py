@@ -141,6 +141,19 @@ def main():
     case("breast cancer, balanced", "cw_bc", X, y, train_rows, ", class_weight => 'balanced'", "balanced",
          check_bacc=True)
     case("breast cancer, a map", "cw_bc", X, y, train_rows, ", class_weight => '{\"1\": 3.5}'", {0: 1, 1: 3.5})
+    # an MLP (L-BFGS, the same weighted loss through its layers)
+    for mode, opt, extra in [("in the server", "", ""), ("2 workers", ", \"in_server\": false", ", workers => 2")]:
+        accs = []
+        for cw in ["", ", class_weight => 'balanced'"]:
+            m = "cw_mlp_%s_%d" % (mode.split()[0], len(accs))
+            psql("SELECT dml_drop_model(name) FROM dml_models WHERE name = '%s'" % m)
+            psql("SELECT name FROM dml_train('%s', 'cw_bc_train', 'y', features => '{x0,x1}', model => 'mlp', "
+                 "hidden => '{8}', optimizer => 'lbfgs', epochs => 300, weight_decay => 0.001%s%s%s)"
+                 % (m, ", options => '{\"in_server\": false}'" if opt else "", extra, cw))
+            pred = proba(m, "cw_bc", ["x0", "x1"]).argmax(axis=1)
+            accs.append(balanced_accuracy_score(y[~train_rows], pred[~train_rows]))
+        tap(accs[1] > accs[0] + 0.1, "MLP, %s: balanced accuracy on held-out rows %.3f without, %.3f with class_weight"
+            % (mode, accs[0], accs[1]))
     wine = load_wine()
     keep = np.array([i for i in range(len(wine.target)) if wine.target[i] != 2 or i % 3 == 0])
     Xw = wine.data[keep][:, [0, 1, 9, 12]]
