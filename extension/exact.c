@@ -85,13 +85,13 @@ DmlCheckCovType(DmlJob *job)
 	if (job->cov_type == DML_COV_NONROBUST)
 		return;
 	if (job->cov_type == DML_COV_HC1 && job->optimizer == DML_JOB_OPT_NEWTON &&
-		strcmp(job->loss, "bce") == 0)
+		job->loss == DML_LOSS_BCE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"cov\" for logistic regression must be \"nonrobust\" or \"HC0\""),
 				 errhint("HC1's small-sample factor is defined for least squares.")));
 	if (!((job->optimizer == DML_JOB_OPT_EXACT && !job->classification) ||
-		  (job->optimizer == DML_JOB_OPT_NEWTON && strcmp(job->loss, "bce") == 0)))
+		  (job->optimizer == DML_JOB_OPT_NEWTON && job->loss == DML_LOSS_BCE)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"cov\" applies only to linear regression by optimizer => 'exact' and logistic regression by optimizer => 'newton'"),
