@@ -41,6 +41,7 @@
 #include "utils/typcache.h"
 
 #include "coordinator.h"
+#include "shards.h"
 #include "dml.h"
 #include "hosts.h"
 #include "jobs.h"
@@ -853,6 +854,7 @@ spec_json(DmlJob *job, const DmlModel *m)
 	appendStringInfoChar(&buf, '}');
 	appendStringInfoString(&buf, ", \"snapshot\": ");
 	json_str(&buf, job->snapshot);
+	DmlShardsJson(job, &buf, false);
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
 }
@@ -1005,6 +1007,10 @@ check_model_size(DmlJob *job)
 static int64
 count_rows_upto(Oid relid, int64 limit)
 {
+	int64		sharded;
+
+	if (DmlShardsCountRows(relid, limit, &sharded))
+		return sharded;			/* counted on each shard's server */
 	if (SPI_execute(psprintf("SELECT count(*) FROM (SELECT FROM %s LIMIT " INT64_FORMAT ") s",
 							 rel_sql_name(relid), limit), true, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
@@ -1146,6 +1152,7 @@ dml_train(PG_FUNCTION_ARGS)
 	bool		in_server;
 	bool		fit_in_server;
 	Oid			owner;
+	int64		probe_rows;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "dml_train must return a composite type");
@@ -1283,10 +1290,14 @@ dml_train(PG_FUNCTION_ARGS)
 		job->features = lappend(job->features, col);
 	}
 
-	/* empty relation: say so before launching anything */
-	if (SPI_execute(psprintf("SELECT 1 FROM %s LIMIT 1", rel_sql_name(job->relid)), true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "dml: probing the relation failed");
-	if (SPI_processed == 0)
+	/* empty relation: say so before launching anything (shards: on their servers) */
+	if (!DmlShardsCountRows(job->relid, 1, &probe_rows))
+	{
+		if (SPI_execute(psprintf("SELECT 1 FROM %s LIMIT 1", rel_sql_name(job->relid)), true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "dml: probing the relation failed");
+		probe_rows = (int64) SPI_processed;
+	}
+	if (probe_rows == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("relation \"%s\" has no rows", get_rel_name(job->relid)),
@@ -1354,6 +1365,7 @@ dml_train(PG_FUNCTION_ARGS)
 	}
 
 	/* how to run it: one pass or a small fit in the server, or a job of workers */
+	job->no_in_server |= DmlShardsIs(job->relid);	/* shards are read where they are */
 	fit_in_server = DmlFitInServer(job);
 	if (fit_in_server && job->discover_classes)
 	{
@@ -1364,6 +1376,8 @@ dml_train(PG_FUNCTION_ARGS)
 	DmlJobSetLaunch(job, !in_server,
 					"dml_train in a subtransaction: workers read with a snapshot taken at job start");
 	if (!in_server)
+		job->slices = DmlShardsPlan(job, job->pack_target ? DML_SLICE_BLOCKS_PACKED : DML_SLICE_BLOCKS_COPY);
+	if (!in_server && job->slices == NIL)
 		job->slices = DmlPlanSlices(job->relid, job->relkind, job->workers,
 									job->pack_target ? DML_SLICE_BLOCKS_PACKED : DML_SLICE_BLOCKS_COPY);
 
