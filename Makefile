@@ -175,6 +175,7 @@ gpu-check:
 bench:
 	bash bench/run.sh full
 	bash bench/multihost.sh
+	bash bench/shards.sh
 
 bench-quick:
 	bash bench/run.sh quick

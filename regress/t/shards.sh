@@ -28,6 +28,7 @@ cd "$(dirname "$0")/../.."
 source regress/pgcluster.sh
 source regress/tap.sh
 source regress/nshosts.sh
+source regress/nsshards.sh
 PASSED=0
 FAILED=0
 ok() { n=$((n + 1)); PASSED=$((PASSED + 1)); echo "ok $n - $1"; }
@@ -56,29 +57,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-SHARD_PORT=5433
+SHARD_PORT=$NSS_PORT
 N=2000					# rows per shard, the equality test
 B=60000					# rows per shard, the bytes test
 sql1() { pgc_psql -At -c "SET client_min_messages = warning" -c "$1"; }
-
-# a PostgreSQL server of its own on host i (2, 3): its files in the host's
-# private /tmp, peer on its socket, scram over the hosts' network
-shard_start() {
-	local i=$1
-	nsh_exec "$i" runuser -u postgres -- "$PG_BINDIR/initdb" -D /tmp/shard -U postgres \
-		--auth-local=peer --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 >/dev/null || return 1
-	printf "listen_addresses = '%s'\nport = %s\nunix_socket_directories = '/tmp'\nfsync = off\nmax_connections = 40\n" \
-		"$(nsh_addr "$i")" "$SHARD_PORT" | nsh_exec "$i" sh -c 'cat >>/tmp/shard/postgresql.conf'
-	echo "host all all $NSH_NET.0/24 scram-sha-256" | nsh_exec "$i" sh -c 'cat >>/tmp/shard/pg_hba.conf'
-	nsh_exec "$i" runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D /tmp/shard -l /tmp/shard.log -w start >/dev/null
-}
-shard_restart() { nsh_exec "$1" runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D /tmp/shard -l /tmp/shard.log -w start >/dev/null 2>&1; }
-shard_stop() { nsh_exec "$1" runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D /tmp/shard -m "${2:-fast}" -w stop >/dev/null 2>&1; }
-shard_psql() {
-	local i=$1
-	shift
-	nsh_exec "$i" runuser -u postgres -- psql -X -q -At -v ON_ERROR_STOP=1 -h /tmp -p "$SHARD_PORT" "$@"
-}
 
 host_job_procs() {
 	local p n=0
@@ -96,10 +78,10 @@ tx_bytes() { nsh_exec "$1" cat /sys/class/net/eth0/statistics/tx_bytes; }
 # ---------------------------------------------------------------------
 nsh_up 3 || { notok "3 namespace hosts"; echo "$PASSED passed, $FAILED failed"; exit 1; }
 nsh_cluster || { notok "server on dmlh1"; echo "$PASSED passed, $FAILED failed"; exit 1; }
-check "a server of its own on dmlh2" 'shard_start 2'
-check "a server of its own on dmlh3" 'shard_start 3'
+check "a server of its own on dmlh2" 'nss_start 2'
+check "a server of its own on dmlh3" 'nss_start 3'
 check "dml is not installed on the shard servers" \
-	'[ "$(shard_psql 2 -d postgres -c "SELECT count(*) FROM pg_available_extensions WHERE name = '"'dml'"' AND installed_version IS NOT NULL")" = 0 ]'
+	'[ "$(nss_psql 2 -d postgres -c "SELECT count(*) FROM pg_available_extensions WHERE name = '"'dml'"' AND installed_version IS NOT NULL")" = 0 ]'
 
 a1=$(nsh_addr 1)
 a3=$(nsh_addr 3)
@@ -109,7 +91,8 @@ pw_noread=nr$RANDOM$RANDOM$RANDOM
 rows_sql() {
 	# the rows of shard k (of size m): i in ((k-1)m, km], x2 named $3
 	echo "CREATE TABLE $4 AS SELECT i, sin(i * 0.37)::float8 AS x1, cos(i * 0.91)::float8 AS $3,
-		sin(i * 1.3)::float8 AS x3, (sin(i * 0.37) + 2 * cos(i * 0.91) - sin(i * 1.3) + 0.5)::float8 AS y
+		sin(i * 1.3)::float8 AS x3, (sin(i * 0.37) + 2 * cos(i * 0.91) - sin(i * 1.3) + 0.5)::float8 AS y,
+		(CASE WHEN sin(i * 0.37) + cos(i * 0.91) > 0.5 THEN 'a' WHEN sin(i * 1.3) > 0 THEN 'b' ELSE 'c' END) AS lab
 		FROM generate_series(($1 - 1) * $2 + 1, $1 * $2) i"
 }
 shard_setup() {
@@ -122,8 +105,8 @@ shard_setup() {
 		-c "GRANT SELECT ON part, big TO reader" >/dev/null
 }
 psql1() { pgc_psql -At "$@"; }
-psql2() { shard_psql 2 "$@"; }
-psql3() { shard_psql 3 "$@"; }
+psql2() { nss_psql 2 "$@"; }
+psql3() { nss_psql 3 "$@"; }
 check "shard 1 in database shard on dmlh1's server" 'shard_setup 1 "psql1 -d postgres" x2'
 check "shard 2 on dmlh2's server" 'shard_setup 2 "psql2 -d postgres" x2'
 check "shard 3 on dmlh3's server, x2 named feat2 there" 'shard_setup 3 "psql3 -d postgres" feat2'
@@ -136,8 +119,8 @@ sql1 "CREATE EXTENSION postgres_fdw;
 	CREATE USER MAPPING FOR postgres SERVER s1 OPTIONS (user 'reader', password '$pw_reader');
 	CREATE USER MAPPING FOR postgres SERVER s2 OPTIONS (user 'reader', password '$pw_reader');
 	CREATE USER MAPPING FOR postgres SERVER s3 OPTIONS (user 'reader', password '$pw_reader');
-	CREATE TABLE sh (i int, x1 float8, x2 float8, x3 float8, y float8) PARTITION BY RANGE (i);
-	CREATE TABLE bg (i int, x1 float8, x2 float8, x3 float8, y float8) PARTITION BY RANGE (i);" >/dev/null
+	CREATE TABLE sh (i int, x1 float8, x2 float8, x3 float8, y float8, lab text) PARTITION BY RANGE (i);
+	CREATE TABLE bg (i int, x1 float8, x2 float8, x3 float8, y float8, lab text) PARTITION BY RANGE (i);" >/dev/null
 for k in 1 2 3; do
 	sql1 "CREATE FOREIGN TABLE sh_$k PARTITION OF sh FOR VALUES FROM ($(((k - 1) * N + 1))) TO ($((k * N + 1)))
 			SERVER s$k OPTIONS (schema_name 'public', table_name 'part');
@@ -181,6 +164,32 @@ out=$(train m_sh6 sh 6 NULL)
 diff=$(sql1 "SELECT max(abs(dml_predict('m_sh6', t) - dml_predict('m_all', t))) FROM sh_all t")
 check "2 ranks per shard (ctid ranges on each host): same model (max difference $diff)" \
 	'[ "$(tail -1 <<<"$out")" = 6 ] && awk -v d="$diff" "BEGIN { exit !(d != \"\" && d < 1e-5) }"'
+
+# labels, the validation split and every sync mode across the shards
+strain() {
+	# name relation hosts sync-arguments
+	sql1 "SELECT workers FROM dml_train('$1', '$2', 'lab', features => '{x1,x2,x3}', model => 'softmax',
+		optimizer => 'sgd', learning_rate => 0.5, batch_size => ${5:-64}, epochs => 4, workers => 3, hosts => $3,
+		validation => 0.2, device => 'cpu', $4)" >"$T/sync-$1.log" 2>&1
+	sql1 "SELECT round((dml_evaluate('$1', 'sh_all')->>'accuracy')::numeric, 4)"
+}
+strain c_sh_full sh NULL "sync => 'allreduce'" 100000 >/dev/null
+strain c_all_full sh_all "'{dmlh1}'" "sync => 'allreduce'" 100000 >/dev/null
+same=$(sql1 "SELECT max(abs(a - b)) < 1e-5 FROM (SELECT unnest(dml_predict_proba('c_sh_full', t)) a,
+	unnest(dml_predict_proba('c_all_full', t)) b FROM sh_all t) s")
+vrows=$(sql1 "SELECT string_agg(metrics->>'validation_rows', ',' ORDER BY name) FROM dml.models WHERE name IN ('c_sh_full', 'c_all_full')")
+check "text labels and a validation split over the shards: the union's full-batch softmax (1e-5; validation rows $vrows)" \
+	'[ "$same" = t ] && [ "${vrows%,*}" = "${vrows#*,}" ] && [ "${vrows%,*}" -gt 0 ]' "$(cat "$T/sync-c_sh_full.log")"
+base=$(strain c_all sh_all "'{dmlh1}'" "sync => 'allreduce'")
+for mode in "allreduce|sync => 'allreduce'" "ps|sync => 'ps', servers => 1" \
+	"ssp|sync => 'ssp', servers => 1, staleness => 1" "async|sync => 'async', servers => 1" \
+	"gossip|sync => 'gossip'" "average|sync => 'average', average_every => 4"; do
+	name=${mode%%|*}
+	acc=$(strain "c_$name" sh NULL "${mode#*|}")
+	check "$name over the shards: accuracy $acc, the union on one host $base" \
+		'[ -n "$acc" ] && [ -n "$base" ] && awk -v a="$acc" -v b="$base" "BEGIN { exit !(a >= b - 0.03 && b > 0.7) }"' \
+		"$(cat "$T/sync-c_$name.log")"
+done
 
 # ---------------------------------------------------------------------
 # 2. table data on the links: none when every shard's host has ranks
@@ -266,13 +275,13 @@ check "no password in the server's log or the job's files" \
 # ---------------------------------------------------------------------
 # 4. a shard's server stopped
 # ---------------------------------------------------------------------
-shard_stop 3 fast
+nss_stop 3 fast
 out=$(train m_down sh 3 NULL)
 check "s3 stopped before the call: a clean error naming it" \
 	'grep -q "connecting to shard server \"s3\" failed" <<<"$out"' "$out"
 check "... and no process anywhere" '[ "$(all_job_procs)" = 0 ]'
-shard_restart 3
-check "s3 back" 'wait_until 20 "shard_psql 3 -d shard -c \"SELECT 1\" >/dev/null 2>&1"'
+nss_restart 3
+check "s3 back" 'wait_until 20 "nss_psql 3 -d shard -c \"SELECT 1\" >/dev/null 2>&1"'
 pgc_psql -c "ALTER SYSTEM SET dml.test_hooks = on" -c "SELECT pg_reload_conf()" >/dev/null
 wait_until 10 '[ "$(sql1 "SHOW dml.test_hooks")" = on ]'
 # mid-training: s3 stops once the job runs, and a rank is lost at epoch 8
@@ -281,7 +290,7 @@ wait_until 10 '[ "$(sql1 "SHOW dml.test_hooks")" = on ]'
 	options => '{\"fault\": \"2:8:exit\", \"straggler\": \"*:150:1\", \"max_restarts\": 2}')" >"$T/mid.out" 2>&1 ) &
 mpid=$!
 wait_until 60 '[ "$(sql1 "SELECT coalesce(max(epoch), 0) FROM dml.progress WHERE name = '"'m_mid'"'")" -ge 1 ] || ! kill -0 $mpid 2>/dev/null'
-shard_stop 3 immediate
+nss_stop 3 immediate
 wait $mpid
 out=$(cat "$T/mid.out")
 echo "# mid-training: $(tr '\n' ' ' <<<"$out" | cut -c1-300)"
@@ -289,15 +298,15 @@ check "s3 stopped mid-training: a clean error naming it, or a restart that read 
 	'grep -q "shard server \"s3\"" <<<"$out" && ! grep -qi "crash\|terminated abnormally" <<<"$out"' "$out"
 check "no process of the job left on any host within 2 s" 'wait_until 2 "[ \$(all_job_procs) = 0 ]"'
 # s3 stopped and back before a rank is lost: the restart reads it again
-check "s3 back again" 'shard_restart 3; wait_until 20 "shard_psql 3 -d shard -c \"SELECT 1\" >/dev/null 2>&1"'
+check "s3 back again" 'nss_restart 3; wait_until 20 "nss_psql 3 -d shard -c \"SELECT 1\" >/dev/null 2>&1"'
 ( pgc_psql -At -c "SELECT stopped FROM dml_train('m_back', 'sh', 'y', features => '{x1,x2,x3}', model => 'linear',
 	optimizer => 'sgd', learning_rate => 0.1, batch_size => 1000000, epochs => 60, workers => 3, device => 'cpu',
 	options => '{\"fault\": \"2:40:exit\", \"straggler\": \"*:150:1\", \"max_restarts\": 2}')" >"$T/back.out" 2>&1 ) &
 mpid=$!
 wait_until 60 '[ "$(sql1 "SELECT coalesce(max(epoch), 0) FROM dml.progress WHERE name = '"'m_back'"'")" -ge 1 ] || ! kill -0 $mpid 2>/dev/null'
-shard_stop 3 immediate
-shard_restart 3
-wait_until 20 'shard_psql 3 -d shard -c "SELECT 1" >/dev/null 2>&1'
+nss_stop 3 immediate
+nss_restart 3
+wait_until 20 'nss_psql 3 -d shard -c "SELECT 1" >/dev/null 2>&1'
 at=$(sql1 "SELECT coalesce(max(epoch), 0) FROM dml.progress WHERE name = 'm_back'")
 wait $mpid
 out=$(cat "$T/back.out")
