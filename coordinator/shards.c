@@ -65,6 +65,9 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/ruleutils.h"
+#include "utils/array.h"
+#include "catalog/pg_type.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
@@ -83,6 +86,8 @@ typedef struct ServerConn
 	char	   *snapshot;
 	char	   *snapshot_time;
 } ServerConn;
+
+static char *remote_column(Oid leaf, const char *name);
 
 static List *server_conns = NIL;	/* of ServerConn *, in TopMemoryContext */
 static bool callback_registered = false;
@@ -529,6 +534,82 @@ DmlShardsCountRows(Oid relid, int64 limit, int64 *rows)
 	return true;
 }
 
+/*
+ * DmlShardsDistinct
+ *		The distinct non-NULL values of a column of a sharded relation, as
+ *		text, at most limit + 1 of them (false when relid is not sharded):
+ *		each leaf's listed on its own server, merged here and ordered as
+ *		the column's type and collation order them (type_order), or
+ *		bytewise as text.  Only distinct values cross the network.  Needs
+ *		an SPI connection.
+ */
+bool
+DmlShardsDistinct(Oid relid, const char *column, int limit, bool type_order, List **values)
+{
+	List	   *all = NIL;
+	ListCell   *lc;
+	Datum	   *elems;
+	int			n = 0;
+	AttrNumber	att = get_attnum(relid, column);
+	Oid			typid;
+	int32		typmod;
+	Oid			collid;
+	char	   *sql;
+	Oid			argtypes[1] = {TEXTARRAYOID};
+	Datum		args[1];
+
+	if (!DmlShardsIs(relid))
+		return false;
+	get_atttypetypmodcoll(relid, att, &typid, &typmod, &collid);
+	foreach(lc, shard_leaves(relid))
+	{
+		Leaf	   *leaf = lfirst(lc);
+
+		if (OidIsValid(leaf->serverid))
+		{
+			ServerConn *sc = server_conn(leaf->serverid);
+			const char *qcol = quote_identifier(remote_column(leaf->relid, column));
+			PGresult   *res;
+
+			sql = psprintf("SELECT DISTINCT %s::text FROM %s WHERE %s IS NOT NULL LIMIT %d",
+						   qcol, remote_rel(leaf->relid), qcol, limit + 1);
+			res = remote_query(sc, "listing values on", sql, 0, NULL);
+			for (int i = 0; i < PQntuples(res); i++)
+				all = lappend(all, pstrdup(PQgetvalue(res, i, 0)));
+			PQclear(res);
+		}
+		else
+		{
+			const char *qcol = quote_identifier(column);
+
+			sql = psprintf("SELECT DISTINCT %s::text FROM %s WHERE %s IS NOT NULL LIMIT %d", qcol,
+						   quote_qualified_identifier(get_namespace_name(get_rel_namespace(leaf->relid)),
+													  get_rel_name(leaf->relid)), qcol, limit + 1);
+			if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+				elog(ERROR, "dml: listing values failed");
+			for (uint64 i = 0; i < SPI_processed; i++)
+				all = lappend(all, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+		}
+	}
+	elems = palloc(sizeof(Datum) * Max(list_length(all), 1));
+	foreach(lc, all)
+		elems[n++] = CStringGetTextDatum(lfirst(lc));
+	args[0] = PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+	if (type_order)
+		sql = psprintf("SELECT s.v::text FROM (SELECT DISTINCT u::%s%s%s AS v FROM pg_catalog.unnest($1) u) s ORDER BY s.v",
+					   format_type_be_qualified(typid),
+					   OidIsValid(collid) ? " COLLATE " : "",
+					   OidIsValid(collid) ? generate_collation_name(collid) : "");
+	else
+		sql = "SELECT s.v FROM (SELECT DISTINCT u AS v FROM pg_catalog.unnest($1) u) s ORDER BY s.v COLLATE \"C\"";
+	if (SPI_execute_with_args(sql, 1, argtypes, args, NULL, true, limit + 1) != SPI_OK_SELECT)
+		elog(ERROR, "dml: ordering the listed values failed");
+	*values = NIL;
+	for (uint64 i = 0; i < SPI_processed; i++)
+		*values = lappend(*values, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+	return true;
+}
+
 /* ---------------------------------------------------------------------
  * Placement and slices
  * --------------------------------------------------------------------- */
@@ -627,22 +708,16 @@ group_of(List *groups, const char *host)
 	return -1;
 }
 
-/* a feature's or the target's expression with the remote column's name */
+/* the name of a foreign leaf's column on its server (column_name), NULL if none */
 static char *
-remote_expr(Oid leaf, DmlColumn *col)
+remote_column(Oid leaf, const char *name)
 {
-	const char *qlocal = quote_identifier(col->name);
-	AttrNumber	att = get_attnum(leaf, col->name);
+	AttrNumber	att = get_attnum(leaf, name);
 	char	   *rname = NULL;
 	ListCell   *lc;
 
-	if (col->kind == DML_COL_VEC)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("array feature \"%s\" cannot be read from a foreign shard", col->name),
-				 errdetail("A shard's server need not have dml, whose functions read arrays.")));
-	if (att == InvalidAttrNumber || strncmp(col->expr, qlocal, strlen(qlocal)) != 0)
-		elog(ERROR, "dml: column \"%s\" of a shard has no remote expression. Please report a bug.", col->name);
+	if (att == InvalidAttrNumber)
+		return NULL;
 	foreach(lc, GetForeignColumnOptions(leaf, att))
 	{
 		DefElem    *d = lfirst(lc);
@@ -650,8 +725,25 @@ remote_expr(Oid leaf, DmlColumn *col)
 		if (strcmp(d->defname, "column_name") == 0)
 			rname = defGetString(d);
 	}
+	return rname ? rname : pstrdup(name);
+}
+
+/* a feature's or the target's expression with the remote column's name */
+static char *
+remote_expr(Oid leaf, DmlColumn *col)
+{
+	const char *qlocal = quote_identifier(col->name);
+	char	   *rname = remote_column(leaf, col->name);
+
+	if (col->kind == DML_COL_VEC)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("array feature \"%s\" cannot be read from a foreign shard", col->name),
+				 errdetail("A shard's server need not have dml, whose functions read arrays.")));
+	if (rname == NULL || strncmp(col->expr, qlocal, strlen(qlocal)) != 0)
+		elog(ERROR, "dml: column \"%s\" of a shard has no remote expression. Please report a bug.", col->name);
 	/* the expression is the quoted name and its cast (extension/train.c) */
-	return psprintf("%s%s", quote_identifier(rname ? rname : col->name), col->expr + strlen(qlocal));
+	return psprintf("%s%s", quote_identifier(rname), col->expr + strlen(qlocal));
 }
 
 /* the SELECT a rank runs on a shard's server for blocks [start, end) */

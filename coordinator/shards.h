@@ -29,6 +29,7 @@ typedef struct DmlShardServer
 
 extern bool DmlShardsIs(Oid relid);
 extern bool DmlShardsCountRows(Oid relid, int64 limit, int64 *rows);
+extern bool DmlShardsDistinct(Oid relid, const char *column, int limit, bool type_order, List **values);
 extern List *DmlShardsPlan(struct DmlJob *job, BlockNumber max_blocks);
 extern void DmlShardsRefresh(struct DmlJob *job);
 extern void DmlShardsJson(const struct DmlJob *job, StringInfo buf, bool metrics);

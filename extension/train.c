@@ -431,7 +431,8 @@ prepare_feature(Oid relid, DmlColumn *col)
 	{
 		col->kind = DML_COL_CAT;
 		col->expr = psprintf("%s::text", qcol);
-		col->vocab = spi_text_column(psprintf("SELECT v FROM (SELECT DISTINCT %s::text AS v FROM %s "
+		if (!DmlShardsDistinct(relid, col->name, DML_MAX_LEVELS, false, &col->vocab))	/* on each shard */
+			col->vocab = spi_text_column(psprintf("SELECT v FROM (SELECT DISTINCT %s::text AS v FROM %s "
 											  "WHERE %s IS NOT NULL) s ORDER BY v COLLATE \"C\"",
 											  qcol, rel, qcol), DML_MAX_LEVELS + 1);
 		if (list_length(col->vocab) > DML_MAX_LEVELS)
@@ -485,7 +486,10 @@ static List *
 target_classes(Oid relid, DmlColumn *target, int limit)
 {
 	const char *qcol = quote_identifier(target->name);
+	List	   *sharded;
 
+	if (DmlShardsDistinct(relid, target->name, limit, true, &sharded))
+		return sharded;			/* listed on each shard's server */
 	return spi_text_column(psprintf("SELECT s.v::text FROM (SELECT DISTINCT %s AS v FROM %s "
 									"WHERE %s IS NOT NULL) s ORDER BY s.v",
 									qcol, rel_sql_name(relid), qcol), limit);

@@ -180,6 +180,17 @@ same=$(sql1 "SELECT max(abs(a - b)) < 1e-5 FROM (SELECT unnest(dml_predict_proba
 vrows=$(sql1 "SELECT string_agg(metrics->>'validation_rows', ',' ORDER BY name) FROM dml.models WHERE name IN ('c_sh_full', 'c_all_full')")
 check "text labels and a validation split over the shards: the union's full-batch softmax (1e-5; validation rows $vrows)" \
 	'[ "$same" = t ] && [ "${vrows%,*}" = "${vrows#*,}" ] && [ "${vrows%,*}" -gt 0 ]' "$(cat "$T/sync-c_sh_full.log")"
+onehot() {
+	sql1 "SELECT workers FROM dml_train('$1', '$2', 'y', features => '{x1,lab}', model => 'linear',
+		optimizer => 'sgd', learning_rate => 0.1, batch_size => 1000000, epochs => 10, workers => $3,
+		hosts => $4, device => 'cpu')" 2>&1
+}
+out=$(onehot o_sh sh 3 NULL)
+out2=$(onehot o_all sh_all 1 "'{dmlh1}'")
+diff=$(sql1 "SELECT max(abs(dml_predict('o_sh', t) - dml_predict('o_all', t))) FROM sh_all t")
+levels=$(sql1 "SELECT spec->'features' FROM dml.models WHERE name = 'o_sh'" | grep -o '"a", "b", "c"' || true)
+check "a one-hot feature over the shards: levels listed on each server, the union's model (max difference $diff)" \
+	'[ -n "$levels" ] && awk -v d="$diff" "BEGIN { exit !(d != \"\" && d < 1e-5) }"' "$out $out2"
 base=$(strain c_all sh_all "'{dmlh1}'" "sync => 'allreduce'")
 for mode in "allreduce|sync => 'allreduce'" "ps|sync => 'ps', servers => 1" \
 	"ssp|sync => 'ssp', servers => 1, staleness => 1" "async|sync => 'async', servers => 1" \
