@@ -21,8 +21,9 @@
  * cannot be reached or a remote permission error fails the call naming
  * the server), and holds a REPEATABLE READ READ ONLY transaction there for
  * the job's life: its exported snapshot is the one every rank reading that
- * server imports, and the same transaction counts the rows and measures
- * the remote tables.  Shards on different servers are not one snapshot;
+ * server imports, and the same transaction counts the rows, lists the
+ * distinct labels and one-hot levels, and measures the remote tables (so
+ * the coordinator's own questions move no rows through postgres_fdw).  Shards on different servers are not one snapshot;
  * each server's read is.  The connections close when the calling
  * transaction ends, whichever way.  A restart probes them: a server that
  * went away is connected again for a new snapshot (the shard is read
