@@ -10,17 +10,22 @@
 #   1. the full-batch model over the shards equals the model trained on
 #      the union of the rows in one local table (1e-5); the metrics say
 #      each shard was read on its host, the spec records each server and
-#      its snapshot's time
+#      its snapshot's time; 2 ranks a shard (ctid ranges) give it too; a
+#      plain foreign table is one shard; text labels, a one-hot feature,
+#      the validation split and every sync mode across the shards
 #   2. bytes on the shard hosts' links: with every shard's host among the
 #      job's hosts no table data crosses them; a job on dmlh1 alone reads
 #      shards 2 and 3 over the network (and says so in a NOTICE)
 #   3. an ordinary role: trains with its own user mappings (passwords
 #      never in ps, the server log or the job's files); without a mapping
 #      for one shard's server it gets a clear error before anything
-#      starts; a mapping to a remote role without rights cannot read
+#      starts; a mapping to a remote role without rights cannot read; one
+#      without a password is refused
 #   4. a shard's server stopped: before the call, a clean error naming
 #      it; mid-training (a rank lost too), a restart that reads the shard
-#      again or a clean error naming it; no process left on any host
+#      again or a clean error naming it; stopped and back before a rank
+#      is lost: the restart reads it again; no process left on any host
+#   5. dml_predict_table over the shards (in the backend, postgres_fdw)
 # Needs root (namespaces).  Runs on its own against the installed build:
 #   bash regress/t/shards.sh
 set -uo pipefail
@@ -164,6 +169,16 @@ out=$(train m_sh6 sh 6 NULL)
 diff=$(sql1 "SELECT max(abs(dml_predict('m_sh6', t) - dml_predict('m_all', t))) FROM sh_all t")
 check "2 ranks per shard (ctid ranges on each host): same model (max difference $diff)" \
 	'[ "$(tail -1 <<<"$out")" = 6 ] && awk -v d="$diff" "BEGIN { exit !(d != \"\" && d < 1e-5) }"'
+
+# a plain foreign table is one shard, read on its host
+sql1 "CREATE TABLE sh2_local AS SELECT * FROM sh_all WHERE i > $N AND i <= $((2 * N))" >/dev/null
+out=$(train m_f2 sh_2 3 NULL)
+out2=$(train m_f2_local sh2_local 1 "'{dmlh1}'")
+diff=$(sql1 "SELECT max(abs(dml_predict('m_f2', t) - dml_predict('m_f2_local', t))) FROM sh2_local t")
+reads=$(sql1 "SELECT string_agg(s->>'relation' || '@' || (s->>'host') || ':' || (s->>'read'), ' ')
+	FROM dml.models m, jsonb_array_elements(m.metrics->'shards') s WHERE m.name = 'm_f2'")
+check "a plain foreign table: one shard, read on its host ($reads), the same model (max difference $diff)" \
+	'[ "$reads" = "sh_2@dmlh2:on its host" ] && awk -v d="$diff" "BEGIN { exit !(d != \"\" && d < 1e-5) }"' "$out $out2"
 
 # labels, the validation split and every sync mode across the shards
 strain() {
