@@ -25,6 +25,7 @@
 #      it; mid-training (a rank lost too), a restart that reads the shard
 #      again or a clean error naming it; stopped and back before a rank
 #      is lost: the restart reads it again; no process left on any host
+#      (polled with a deadline of 10 s)
 #   5. dml_predict_table over the shards (in the backend, postgres_fdw)
 # Needs root (namespaces).  Runs on its own against the installed build:
 #   bash regress/t/shards.sh
@@ -164,7 +165,7 @@ check "one rank on each host ($hosts)" '[ "$hosts" = "{dmlh1,dmlh2,dmlh3}" ]'
 spec=$(sql1 "SELECT string_agg((s->>'server') || ':' || (s->>'snapshot_time' IS NOT NULL)::text, ' ' ORDER BY s->>'server')
 	FROM dml.models m, jsonb_array_elements(m.spec->'shards') s WHERE m.name = 'm_sh'")
 check "the spec records each server and its snapshot's time ($spec)" '[ "$spec" = "s1:true s2:true s3:true" ]'
-check "no process of the job left on any host" 'wait_until 5 "[ \$(all_job_procs) = 0 ]"'
+check "no process of the job left on any host" 'wait_until 10 "[ \$(all_job_procs) = 0 ]"'
 out=$(train m_sh6 sh 6 NULL)
 diff=$(sql1 "SELECT max(abs(dml_predict('m_sh6', t) - dml_predict('m_all', t))) FROM sh_all t")
 check "2 ranks per shard (ctid ranges on each host): same model (max difference $diff)" \
@@ -322,7 +323,7 @@ out=$(cat "$T/mid.out")
 echo "# mid-training: $(tr '\n' ' ' <<<"$out" | cut -c1-300)"
 check "s3 stopped mid-training: a clean error naming it, or a restart that read it again" \
 	'grep -q "shard server \"s3\"" <<<"$out" && ! grep -qi "crash\|terminated abnormally" <<<"$out"' "$out"
-check "no process of the job left on any host within 2 s" 'wait_until 2 "[ \$(all_job_procs) = 0 ]"'
+check "no process of the job left on any host (polled up to 10 s)" 'wait_until 10 "[ \$(all_job_procs) = 0 ]"'
 # s3 stopped and back before a rank is lost: the restart reads it again
 check "s3 back again" 'nss_restart 3; wait_until 20 "nss_psql 3 -d shard -c \"SELECT 1\" >/dev/null 2>&1"'
 ( pgc_psql -At -c "SELECT stopped FROM dml_train('m_back', 'sh', 'y', features => '{x1,x2,x3}', model => 'linear',
@@ -343,7 +344,7 @@ if [ "$at" -gt 0 ] && [ "$at" -lt 39 ]; then
 else
 	ok "s3 back after the lost rank (epoch $at) # SKIP the machine was too slow to test the restart's read"
 fi
-check "no process of the job left on any host within 2 s" 'wait_until 2 "[ \$(all_job_procs) = 0 ]"'
+check "no process of the job left on any host (polled up to 10 s)" 'wait_until 10 "[ \$(all_job_procs) = 0 ]"'
 
 # ---------------------------------------------------------------------
 # 5. batch inference over the shards (in the backend, through postgres_fdw)
