@@ -23,6 +23,7 @@ OBJS = extension/dml.o extension/train.o extension/train_args.o extension/train_
 	extension/jobs.o extension/progress.o extension/checkpoint.o extension/launcher.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o coordinator/settings.o \
 	coordinator/result.o coordinator/jobspec.o coordinator/limits.o coordinator/login.o coordinator/hosts.o \
+	coordinator/shards.o \
 	$(KERNEL_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
@@ -86,7 +87,7 @@ WCFLAGS = -O3 -fno-math-errno -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter 
 WLDLIBS = -L$(PQ_LIBDIR) -lpq $(BLAS_LIBS) -lm -lpthread
 
 WORKER_SRCS = workers/worker.c workers/runtime.c workers/spec.c coordinator/jobspec.c workers/load.c workers/comm.c \
-	workers/control.c workers/prepare.c workers/train.c workers/train_gpu.c \
+	workers/control.c workers/prepare.c workers/shard_read.c workers/train.c workers/train_gpu.c \
 	workers/exact.c workers/lbfgs.c workers/sync.c workers/server.c workers/predict.c workers/half.c
 KERNEL_SRCS = $(KERNEL_OBJS:.o=.c)
 WORKER_OBJS = $(patsubst %.c,build/%.o,$(WORKER_SRCS) $(KERNEL_SRCS))
@@ -175,6 +176,7 @@ gpu-check:
 bench:
 	bash bench/run.sh full
 	bash bench/multihost.sh
+	bash bench/shards.sh
 
 bench-quick:
 	bash bench/run.sh quick

@@ -64,6 +64,9 @@ typedef struct DmlSlice
 	BlockNumber start;
 	BlockNumber end;			/* InvalidBlockNumber: to the end */
 	bool		whole;			/* a view or foreign table: read it all */
+	int			shard;			/* 0: this server; k: job->shard_servers' k-th
+								 * (shards.c), read with query */
+	char	   *query;			/* a shard's slice: the SELECT on its server */
 } DmlSlice;
 
 typedef struct DmlJob
@@ -125,6 +128,8 @@ typedef struct DmlJob
 	List	   *hosts;			/* of DmlHost *: dml.hosts narrowed (hosts.c), or NIL */
 	List	   *lost_hosts;		/* of String: hosts a restart leaves out */
 	char	   *mpi_options;	/* dml.mpi_options */
+	List	   *shard_servers;	/* of DmlShardServer * (shards.h), or NIL */
+	List	   *shard_reads;	/* of char *: JSON of each shard's read, for metrics */
 	List	   *rank_hosts;		/* of char *: each rank's host, as rank 0 said */
 	char	   *mpirun;
 	char	   *worker_path;
@@ -190,6 +195,7 @@ typedef void (*DmlProgressCallback) (const DmlProgress *p, void *arg);
 
 extern List *DmlPlanSlices(Oid relid, char relkind, int nranks, BlockNumber max_blocks);
 extern char *DmlSliceQuery(DmlJob *job, DmlSlice *slice);
+extern bool DmlLeavesReadable(Oid relid);
 
 /* extension/exact.c: the in-server alternative to a job */
 extern void DmlExactSolve(DmlJob *job, DmlJobResult *result,

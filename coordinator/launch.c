@@ -41,6 +41,7 @@
 #include "coordinator.h"
 #include "hosts.h"
 #include "launch.h"
+#include "shards.h"
 
 extern char **environ;
 
@@ -206,12 +207,28 @@ spec_text(DmlJob *job, bool resume)
 	foreach(lc, job->classes)
 		spec_put(&buf, "class", (char *) lfirst(lc));
 	spec_features(&buf, job);
+	/* a restart reads a shard whose server went away under a new snapshot */
+	if (job->attempt > 0)
+		DmlShardsRefresh(job);
+	foreach(lc, job->shard_servers)
+	{
+		DmlShardServer *ss = lfirst(lc);
+		int			k = foreach_current_index(lc) + 1;
+
+		/* the connection string may hold the user mapping's password: this text only travels over the job's channels */
+		spec_putf(&buf, "shard_server", "%d %s", k, ss->conninfo);
+		spec_putf(&buf, "shard_name", "%d %s", k, ss->name);
+		spec_putf(&buf, "shard_snapshot", "%d %s", k, ss->snapshot);
+	}
 	foreach(lc, job->slices)
 	{
 		DmlSlice   *slice = lfirst(lc);
 
-		spec_putf(&buf, "slice", "%d %d %s", slice->rank, slice->whole ? 1 : 0,
-				  DmlSliceQuery(job, slice));
+		if (slice->shard > 0)
+			spec_putf(&buf, "shard_slice", "%d %d %s", slice->shard, slice->rank, slice->query);
+		else
+			spec_putf(&buf, "slice", "%d %d %s", slice->rank, slice->whole ? 1 : 0,
+					  DmlSliceQuery(job, slice));
 	}
 	spec_put(&buf, "end", "");
 	return buf.data;

@@ -26,6 +26,7 @@
 #include "utils/syscache.h"
 
 #include "coordinator.h"
+#include "shards.h"
 #include "dml.h"
 #include "train.h"
 
@@ -131,9 +132,10 @@ prepare_feature(Oid relid, DmlColumn *col)
 	{
 		col->kind = DML_COL_CAT;
 		col->expr = psprintf("%s::text", qcol);
-		col->vocab = spi_text_column(psprintf("SELECT v FROM (SELECT DISTINCT %s::text AS v FROM %s "
-											  "WHERE %s IS NOT NULL) s ORDER BY v COLLATE \"C\"",
-											  qcol, rel, qcol), DML_MAX_LEVELS + 1);
+		if (!DmlShardsDistinct(relid, col->name, DML_MAX_LEVELS, false, &col->vocab))	/* on each shard */
+			col->vocab = spi_text_column(psprintf("SELECT v FROM (SELECT DISTINCT %s::text AS v FROM %s "
+												  "WHERE %s IS NOT NULL) s ORDER BY v COLLATE \"C\"",
+												  qcol, rel, qcol), DML_MAX_LEVELS + 1);
 		if (list_length(col->vocab) > DML_MAX_LEVELS)
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -185,6 +187,7 @@ train_resolve_features(DmlJob *job, TrainArgs *args)
 {
 	List	   *feature_names = args->feature_names;
 	ListCell   *lc;
+	int64		probe_rows;
 
 	if (feature_names == NIL && args->features_null)
 		feature_names = default_features(job->relid, job->target.attnum);
@@ -211,10 +214,14 @@ train_resolve_features(DmlJob *job, TrainArgs *args)
 		job->features = lappend(job->features, col);
 	}
 
-	/* empty relation: say so before launching anything */
-	if (SPI_execute(psprintf("SELECT 1 FROM %s LIMIT 1", rel_sql_name(job->relid)), true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "dml: probing the relation failed");
-	if (SPI_processed == 0)
+	/* empty relation: say so before launching anything (shards: on their servers) */
+	if (!DmlShardsCountRows(job->relid, 1, &probe_rows))
+	{
+		if (SPI_execute(psprintf("SELECT 1 FROM %s LIMIT 1", rel_sql_name(job->relid)), true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "dml: probing the relation failed");
+		probe_rows = (int64) SPI_processed;
+	}
+	if (probe_rows == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("relation \"%s\" has no rows", get_rel_name(job->relid)),

@@ -20,6 +20,7 @@
 #include "utils/lsyscache.h"
 
 #include "coordinator.h"
+#include "shards.h"
 #include "dml.h"
 #include "train.h"
 
@@ -71,7 +72,10 @@ List *
 target_classes(Oid relid, DmlColumn *target, int limit)
 {
 	const char *qcol = quote_identifier(target->name);
+	List	   *sharded;
 
+	if (DmlShardsDistinct(relid, target->name, limit, true, &sharded))
+		return sharded;			/* listed on each shard's server */
 	return spi_text_column(psprintf("SELECT s.v::text FROM (SELECT DISTINCT %s AS v FROM %s "
 									"WHERE %s IS NOT NULL) s ORDER BY s.v",
 									qcol, rel_sql_name(relid), qcol), limit);
@@ -273,6 +277,10 @@ check_model_size(DmlJob *job)
 static int64
 count_rows_upto(Oid relid, int64 limit)
 {
+	int64		sharded;
+
+	if (DmlShardsCountRows(relid, limit, &sharded))
+		return sharded;			/* counted on each shard's server */
 	if (SPI_execute(psprintf("SELECT count(*) FROM (SELECT FROM %s LIMIT " INT64_FORMAT ") s",
 							 rel_sql_name(relid), limit), true, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)

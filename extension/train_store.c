@@ -17,6 +17,7 @@
 #include "utils/json.h"
 
 #include "coordinator.h"
+#include "shards.h"
 #include "dml.h"
 #include "train.h"
 
@@ -143,6 +144,7 @@ spec_json(DmlJob *job, const DmlModel *m)
 	appendStringInfoChar(&buf, '}');
 	appendStringInfoString(&buf, ", \"snapshot\": ");
 	json_str(&buf, job->snapshot);
+	DmlShardsJson(job, &buf, false);
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
 }

@@ -475,6 +475,21 @@ copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
 	PQclear(res);
 }
 
+/*
+ * load_copy_plain
+ *		One COPY of a query whose columns are plain (a shard's server need
+ *		not have dml: no dml.num_bytes packing), decoded as copy_slice does.
+ */
+void
+load_copy_plain(void *pgconn, Dataset *ds, const WorkerSpec *spec, const char *query)
+{
+	int			nnum = packing.nnum;
+
+	packing.nnum = 0;
+	copy_slice(pgconn, ds, spec, query);
+	packing.nnum = nnum;
+}
+
 /* an int8 label key as its output index, or -1 for a label not listed */
 static int
 label_of_key(const WorkerSpec *spec, int64_t key)
@@ -895,7 +910,7 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 		maybe_inject_fault(spec, 0, conn);
 		for (int i = 0; i < spec->nslices; i++)
 		{
-			if (spec->slices[i].rank != rank)
+			if (spec->slices[i].rank != rank || spec->slices[i].shard > 0)
 				continue;
 			if (spec->load_block && !spec->slices[i].whole)
 				block_slice(conn, ds, spec, spec->slices[i].query);
@@ -905,6 +920,7 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 		exec_ok(conn, "COMMIT");
 		PQfinish(conn);
 	}
+	load_shard_slices(ds, spec, rank);
 	if (spec->discover)
 		discover_classes(ds, spec);
 	if (ds->n > 0)

@@ -269,7 +269,54 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 			s = &spec->slices[spec->nslices++];
 			s->rank = (int) strtol(p, &p, 10);
 			s->whole = (int) strtol(p, &p, 10);
+			s->shard = 0;
 			s->query = p + (*p == ' ');
+		}
+		else if (strcmp(key, "shard_slice") == 0)
+		{
+			/* "server rank query": a slice read from shard server k */
+			SpecSlice  *s;
+			char	   *p = val;
+
+			GROW(spec->slices, spec->nslices, SpecSlice);
+			s = &spec->slices[spec->nslices++];
+			s->shard = (int) strtol(p, &p, 10);
+			s->rank = (int) strtol(p, &p, 10);
+			s->whole = 0;
+			s->query = p + (*p == ' ');
+			if (s->shard < 1 || s->shard > spec->nshards)
+			{
+				snprintf(err, errlen, "the job has a slice of an unknown shard server");
+				fclose(f);
+				return -1;
+			}
+		}
+		else if (strcmp(key, "shard_server") == 0 || strcmp(key, "shard_name") == 0 ||
+				 strcmp(key, "shard_snapshot") == 0)
+		{
+			/* "k value": shard servers are numbered 1, 2, ... in order */
+			char	   *p = val;
+			int			k = (int) strtol(p, &p, 10);
+
+			p += (*p == ' ');
+			if (strcmp(key, "shard_server") == 0 && k == spec->nshards + 1)
+			{
+				GROW(spec->shards, spec->nshards, SpecShard);
+				memset(&spec->shards[spec->nshards], 0, sizeof(SpecShard));
+				spec->nshards++;
+			}
+			if (k < 1 || k > spec->nshards)
+			{
+				snprintf(err, errlen, "the job names an unknown shard server");
+				fclose(f);
+				return -1;
+			}
+			if (strcmp(key, "shard_server") == 0)
+				spec->shards[k - 1].conninfo = p;
+			else if (strcmp(key, "shard_name") == 0)
+				spec->shards[k - 1].name = p;
+			else
+				spec->shards[k - 1].snapshot = p;
 		}
 		else if (strcmp(key, "end") == 0)
 			ended = 1;

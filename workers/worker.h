@@ -46,8 +46,17 @@ typedef struct SpecSlice
 {
 	int			rank;
 	int			whole;			/* read by rank 0 and scattered */
+	int			shard;			/* 0: the coordinating server; k: shard server k */
 	char	   *query;
 } SpecSlice;
+
+/* a shard's server (shard_read.c), numbered from 1 */
+typedef struct SpecShard
+{
+	char	   *conninfo;		/* may hold the user mapping's password: never printed */
+	char	   *name;			/* the foreign server's name, for messages */
+	char	   *snapshot;		/* exported on that server by the coordinator */
+} SpecShard;
 
 typedef struct WorkerSpec
 {
@@ -117,6 +126,8 @@ typedef struct WorkerSpec
 
 	int			nslices;
 	SpecSlice  *slices;
+	int			nshards;
+	SpecShard  *shards;			/* shards[k - 1]: shard server k */
 
 	/*
 	 * Rank 0 only: what came with the job after its text: the checkpoint to
@@ -176,6 +187,10 @@ typedef struct Dataset
 } Dataset;
 
 extern void load_slices(Dataset *ds, WorkerSpec *spec, int rank);
+extern void load_copy_plain(void *pgconn, Dataset *ds, const WorkerSpec *spec, const char *query);
+
+/* shard_read.c: this rank's slices of shards, each from its own server */
+extern void load_shard_slices(Dataset *ds, const WorkerSpec *spec, int rank);
 /* runtime.c: a connection as the job's caller, checked, or the job ends */
 struct pg_conn;
 extern struct pg_conn *worker_login(const WorkerSpec *spec);
