@@ -25,25 +25,6 @@
 #include "kernels.h"
 #include "protocol.h"
 
-/* What a feature column is to the worker */
-typedef enum DmlColKind
-{
-	DML_COL_NUM,				/* one float8 (numbers, booleans as 0/1) */
-	DML_COL_VEC,				/* a float4[] of fixed width */
-	DML_COL_CAT					/* text, one-hot over a vocabulary */
-} DmlColKind;
-
-typedef struct DmlColumn
-{
-	char	   *name;			/* attribute name, unquoted */
-	AttrNumber	attnum;
-	Oid			typid;
-	DmlColKind	kind;
-	int			width;			/* inputs this column becomes */
-	List	   *vocab;			/* DML_COL_CAT: level strings, in order */
-	char	   *expr;			/* quoted SQL expression the worker reads */
-} DmlColumn;
-
 /* What a job does */
 typedef enum DmlJobType
 {
@@ -76,8 +57,8 @@ typedef struct DmlJob
 	char		relkind;
 	DmlKind		kind;			/* DML_KIND_AUTO until the plan settles it */
 	bool		classification;
-	DmlColumn	target;
-	List	   *features;		/* of DmlColumn * */
+	DmlFeature	target;			/* its name, attnum, typid and expr */
+	List	   *features;		/* of DmlFeature * (jobspec.h) */
 	List	   *classes;		/* of char *, class labels as text */
 	char	   *pack_target;	/* all-numeric job: the target for dml.pack_rows
 								 * (float8, or an int8 label key), else NULL */

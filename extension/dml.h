@@ -15,6 +15,7 @@
 #include "fmgr.h"
 #include "utils/jsonb.h"
 
+#include "jobspec.h"
 #include "kernels.h"
 
 /* Settings (dml.c) */
@@ -91,23 +92,6 @@ extern void DmlInstallRoleHooks(void);
 extern void DmlForgetName(const char *name, Oid owner);
 
 /* modelcache.c: parsed models by name, revalidated once per snapshot */
-typedef enum DmlFeatKind
-{
-	DML_FEAT_NUM,
-	DML_FEAT_VEC,
-	DML_FEAT_CAT
-} DmlFeatKind;
-
-typedef struct DmlFeature
-{
-	char	   *name;
-	DmlFeatKind kind;
-	int			width;			/* inputs it becomes */
-	int			nlevels;
-	char	  **levels;			/* DML_FEAT_CAT, sorted by strcmp for bsearch */
-	int		   *level_index;	/* position of levels[i] in the one-hot */
-} DmlFeature;
-
 typedef struct DmlCachedModel
 {
 	char		name[NAMEDATALEN * 4];

@@ -70,14 +70,14 @@ typedef struct Predictor
  * --------------------------------------------------------------------- */
 
 static void
-feature_null(const SpecFeature *ft)
+feature_null(const DmlFeature *ft)
 {
 	worker_user_error("22004|Replace NULLs before predicting, e.g. with coalesce().|"
 					  "feature \"%s\" is NULL", ft->name);
 }
 
 static void
-feature_not_finite(const SpecFeature *ft)
+feature_not_finite(const DmlFeature *ft)
 {
 	worker_user_error("22023|Models predict from finite numbers only.|"
 					  "feature \"%s\" is NaN or infinite", ft->name);
@@ -114,7 +114,7 @@ ids_reserve(Predictor *pr, size_t n)
 
 /* a float8[] in array_send's format into dst (width floats) */
 static void
-decode_vector(const SpecFeature *ft, float *dst, const char *p, int len)
+decode_vector(const DmlFeature *ft, float *dst, const char *p, int len)
 {
 	const char *end = p + len;
 	int			ndim;
@@ -180,7 +180,7 @@ decode_row(Predictor *pr, const char *p, const char *end)
 	}
 	for (int fi = 0; fi < spec->nfeatures; fi++)
 	{
-		const SpecFeature *ft = &spec->features[fi];
+		const DmlFeature *ft = &spec->features[fi];
 		float	   *dst = x + ft->offset;
 
 		if (end - p < 4)
@@ -193,7 +193,7 @@ decode_row(Predictor *pr, const char *p, const char *end)
 			worker_fail("truncated COPY row");
 		switch (ft->kind)
 		{
-			case FEAT_NUM:
+			case DML_FEAT_NUM:
 				{
 					double		v;
 
@@ -205,10 +205,10 @@ decode_row(Predictor *pr, const char *p, const char *end)
 					dst[0] = (float) v;
 					break;
 				}
-			case FEAT_VEC:
+			case DML_FEAT_VEC:
 				decode_vector(ft, dst, p, len);
 				break;
-			case FEAT_CAT:
+			case DML_FEAT_CAT:
 				feature_onehot(ft, p, len, dst);
 				break;
 		}
