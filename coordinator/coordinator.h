@@ -24,6 +24,7 @@
 #include "jobspec.h"
 #include "kernels.h"
 #include "protocol.h"
+#include "settings.h"
 
 /* What a job does */
 typedef enum DmlJobType
@@ -179,12 +180,7 @@ extern bool DmlFitInServer(DmlJob *job);
 extern void DmlFitSolve(DmlJob *job, DmlJobResult *result,
 						DmlProgressCallback cb, void *cb_arg);
 
-/* settings.c: how a job's workers are started and connect back */
-extern char *dml_mpirun;
-extern char *dml_worker_path;
-extern char *dml_conninfo;
-extern char *dml_hosts;
-extern char *dml_mpi_options;
+/* settings.c: how a job's workers are started and connect back (settings.h) */
 extern void DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice);
 extern bool DmlBuildHasCuda(void);
 extern bool DmlGpuVisible(void);
