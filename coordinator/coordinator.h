@@ -6,7 +6,7 @@
  *	  supervise it, receive the model (a training job, as a typed result)
  *	  or the predictions (a predict job).
  *
- * The extension (extension/train.c) checks the arguments and resolves
+ * The extension (extension/train*.c) checks the arguments and resolves
  * every name through the catalog; it hands the coordinator a DmlJob whose
  * SQL fragments are already quoted.  The coordinator never blocks: it
  * waits on the latch, the control socket and the child together.
