@@ -140,7 +140,9 @@ build/tools/load_idx.o: tools/load_idx.c kernels/clock.h
 	$(CC) -O2 -Wall -Werror -Ikernels -I$(PQ_INCLUDE) -c -o $@ $<
 
 $(WORKER_OBJS) $(GPU_WORKER_OBJS) $(OBJS): kernels/kernels.h coordinator/protocol.h coordinator/jobspec.h
-$(OBJS): coordinator/coordinator.h extension/dml.h
+$(OBJS): coordinator/coordinator.h coordinator/settings.h extension/dml.h
+extension/train.o extension/train_args.o extension/train_columns.o extension/train_plan.o \
+	extension/train_store.o: extension/train.h
 $(patsubst %.c,build/%.o,$(WORKER_SRCS)) $(patsubst %.c,build/gpu/%.o,$(WORKER_SRCS)): \
 	workers/worker.h workers/comm.h workers/sync.h workers/half.h coordinator/protocol.h
 

@@ -6,7 +6,7 @@
  *	  supervise it, receive the model (a training job, as a typed result)
  *	  or the predictions (a predict job).
  *
- * The extension (extension/train.c) checks the arguments and resolves
+ * The extension (extension/train*.c) checks the arguments and resolves
  * every name through the catalog; it hands the coordinator a DmlJob whose
  * SQL fragments are already quoted.  The coordinator never blocks: it
  * waits on the latch, the control socket and the child together.
@@ -24,25 +24,7 @@
 #include "jobspec.h"
 #include "kernels.h"
 #include "protocol.h"
-
-/* What a feature column is to the worker */
-typedef enum DmlColKind
-{
-	DML_COL_NUM,				/* one float8 (numbers, booleans as 0/1) */
-	DML_COL_VEC,				/* a float4[] of fixed width */
-	DML_COL_CAT					/* text, one-hot over a vocabulary */
-} DmlColKind;
-
-typedef struct DmlColumn
-{
-	char	   *name;			/* attribute name, unquoted */
-	AttrNumber	attnum;
-	Oid			typid;
-	DmlColKind	kind;
-	int			width;			/* inputs this column becomes */
-	List	   *vocab;			/* DML_COL_CAT: level strings, in order */
-	char	   *expr;			/* quoted SQL expression the worker reads */
-} DmlColumn;
+#include "settings.h"
 
 /* What a job does */
 typedef enum DmlJobType
@@ -79,8 +61,8 @@ typedef struct DmlJob
 	char		relkind;
 	DmlKind		kind;			/* DML_KIND_AUTO until the plan settles it */
 	bool		classification;
-	DmlColumn	target;
-	List	   *features;		/* of DmlColumn * */
+	DmlFeature	target;			/* its name, attnum, typid and expr */
+	List	   *features;		/* of DmlFeature * (jobspec.h) */
 	List	   *classes;		/* of char *, class labels as text */
 	char	   *pack_target;	/* all-numeric job: the target for dml.pack_rows
 								 * (float8, or an int8 label key), else NULL */
@@ -207,12 +189,7 @@ extern bool DmlFitInServer(DmlJob *job);
 extern void DmlFitSolve(DmlJob *job, DmlJobResult *result,
 						DmlProgressCallback cb, void *cb_arg);
 
-/* settings.c: how a job's workers are started and connect back */
-extern char *dml_mpirun;
-extern char *dml_worker_path;
-extern char *dml_conninfo;
-extern char *dml_hosts;
-extern char *dml_mpi_options;
+/* settings.c: how a job's workers are started and connect back (settings.h) */
 extern void DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice);
 extern bool DmlBuildHasCuda(void);
 extern bool DmlGpuVisible(void);

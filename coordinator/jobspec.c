@@ -48,6 +48,14 @@ dml_job_name(DmlJobNames which, int value)
 	return "?";
 }
 
+/* f's levels in one-hot order: order[slot], f->nlevels of them */
+void
+dml_feature_levels_in_order(const DmlFeature *f, const char **order)
+{
+	for (int i = 0; i < f->nlevels; i++)
+		order[f->level_slot[i]] = f->levels[i];
+}
+
 /* the value named name in list which, or -1 */
 int
 dml_job_parse(DmlJobNames which, const char *name)

@@ -145,6 +145,37 @@ typedef enum DmlCovType
 	DML_COV_HC1
 } DmlCovType;
 
+/*
+ * A feature column: the one type the extension (training, the model cache,
+ * predict), the coordinator and the workers describe a feature with.  The
+ * catalog's members (attnum, typid, expr) are filled where dml_train
+ * resolves the column; the workers and the model cache leave them empty.
+ */
+typedef enum DmlFeatureKind
+{
+	DML_FEAT_NUM,				/* one number (numbers, booleans as 0/1) */
+	DML_FEAT_VEC,				/* an array of numbers of fixed width */
+	DML_FEAT_CAT				/* text, one-hot over its levels */
+} DmlFeatureKind;
+
+typedef struct DmlFeature
+{
+	char	   *name;			/* the column's name, unquoted */
+	DmlFeatureKind kind;
+	int			width;			/* inputs it becomes */
+	int			offset;			/* its first input (the workers) */
+	int			nlevels;		/* DML_FEAT_CAT: its levels */
+	char	  **levels;			/* sorted bytewise (strcmp), for bsearch */
+	int		   *level_slot;		/* one-hot position of levels[i] */
+	/* dml_train: where the column comes from */
+	short		attnum;			/* AttrNumber */
+	unsigned int typid;			/* Oid of its (base) type */
+	char	   *expr;			/* quoted SQL expression the workers read */
+} DmlFeature;
+
+/* f's levels in one-hot order: order[slot], f->nlevels of them */
+extern void dml_feature_levels_in_order(const DmlFeature *f, const char **order);
+
 /* which name list (jobspec.c) */
 typedef enum DmlJobNames
 {

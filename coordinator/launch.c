@@ -107,21 +107,27 @@ spec_features(StringInfo buf, DmlJob *job)
 
 	foreach(lc, job->features)
 	{
-		DmlColumn  *col = lfirst(lc);
-		ListCell   *lv;
+		DmlFeature *col = lfirst(lc);
 
 		switch (col->kind)
 		{
-			case DML_COL_NUM:
+			case DML_FEAT_NUM:
 				spec_put(buf, "feature_num", col->name);
 				break;
-			case DML_COL_VEC:
+			case DML_FEAT_VEC:
 				spec_putf(buf, "feature_vec", "%d %s", col->width, col->name);
 				break;
-			case DML_COL_CAT:
-				spec_put(buf, "feature_cat", col->name);
-				foreach(lv, col->vocab)
-					spec_put(buf, "level", (char *) lfirst(lv));
+			case DML_FEAT_CAT:
+				{
+					const char **order = palloc(sizeof(char *) * Max(col->nlevels, 1));
+
+					/* in one-hot order: the workers number them as they read */
+					spec_put(buf, "feature_cat", col->name);
+					dml_feature_levels_in_order(col, order);
+					for (int i = 0; i < col->nlevels; i++)
+						spec_put(buf, "level", order[i]);
+					pfree(order);
+				}
 				break;
 		}
 	}

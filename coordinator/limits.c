@@ -25,7 +25,6 @@
 #include "utils/memutils.h"
 
 #include "coordinator.h"
-#include "dml.h"
 
 #define DML_LOCK_KEY		0x646d6c00	/* "dml\0" */
 #define DML_LOCK_RANK		3			/* locktag_field4: a rank slot */

@@ -50,7 +50,6 @@
 #include "utils/timestamp.h"
 
 #include "coordinator.h"
-#include "dml.h"
 
 #define DML_LOGIN_TIMEOUT_MS	30000
 

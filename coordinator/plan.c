@@ -201,14 +201,14 @@ DmlSliceQuery(DmlJob *job, DmlSlice *slice)
 		appendStringInfo(&buf, "SELECT dml.%s(%s", job->pack_wide ? "pack_rows64" : "pack_rows",
 						 job->pack_target);
 		foreach(lc, job->features)
-			appendStringInfo(&buf, ", %s", ((DmlColumn *) lfirst(lc))->expr);
+			appendStringInfo(&buf, ", %s", ((DmlFeature *) lfirst(lc))->expr);
 		appendStringInfoChar(&buf, ')');
 	}
 	else
 	{
 		appendStringInfo(&buf, "SELECT %s", job->target.expr);
 		foreach(lc, job->features)
-			appendStringInfo(&buf, ", %s", ((DmlColumn *) lfirst(lc))->expr);
+			appendStringInfo(&buf, ", %s", ((DmlFeature *) lfirst(lc))->expr);
 	}
 	appendStringInfo(&buf, " FROM %s", quote_qualified_identifier(nsp, rel));
 	if (!slice->whole)

@@ -731,12 +731,12 @@ remote_column(Oid leaf, const char *name)
 
 /* a feature's or the target's expression with the remote column's name */
 static char *
-remote_expr(Oid leaf, DmlColumn *col)
+remote_expr(Oid leaf, DmlFeature *col)
 {
 	const char *qlocal = quote_identifier(col->name);
 	char	   *rname = remote_column(leaf, col->name);
 
-	if (col->kind == DML_COL_VEC)
+	if (col->kind == DML_FEAT_VEC)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("array feature \"%s\" cannot be read from a foreign shard", col->name),

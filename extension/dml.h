@@ -15,20 +15,16 @@
 #include "fmgr.h"
 #include "utils/jsonb.h"
 
+#include "jobspec.h"
 #include "kernels.h"
+#include "settings.h"
 
-/* Settings (dml.c) */
+/* Settings (dml.c; those the coordinator reads are in coordinator/settings.h) */
 #define DML_DEFAULT_WORKERS		2
-#define DML_MIN_WORKERS			1
-#define DML_MAX_WORKERS			1024
-#define DML_DEFAULT_MAX_WORKERS	64
-#define DML_DEFAULT_MAX_JOBS_PER_ROLE	4
 #define DML_DEFAULT_MAX_MODEL_PARAMETERS	50000000	/* 200 MB of float32 */
 
 extern int	dml_workers;
 extern int	dml_max_workers;
-extern int	dml_max_workers_total;
-extern int	dml_max_jobs_per_role;
 extern int	dml_max_model_parameters;
 extern char *dml_device;
 extern int	dml_max_restarts;
@@ -96,23 +92,6 @@ extern void DmlInstallRoleHooks(void);
 extern void DmlForgetName(const char *name, Oid owner);
 
 /* modelcache.c: parsed models by name, revalidated once per snapshot */
-typedef enum DmlFeatKind
-{
-	DML_FEAT_NUM,
-	DML_FEAT_VEC,
-	DML_FEAT_CAT
-} DmlFeatKind;
-
-typedef struct DmlFeature
-{
-	char	   *name;
-	DmlFeatKind kind;
-	int			width;			/* inputs it becomes */
-	int			nlevels;
-	char	  **levels;			/* DML_FEAT_CAT, sorted by strcmp for bsearch */
-	int		   *level_index;	/* position of levels[i] in the one-hot */
-} DmlFeature;
-
 typedef struct DmlCachedModel
 {
 	char		name[NAMEDATALEN * 4];

@@ -55,7 +55,7 @@ DmlInServerData(DmlJob *job)
 		job->no_in_server)
 		return false;
 	foreach(lc, job->features)
-		if (((DmlColumn *) lfirst(lc))->kind != DML_COL_NUM)
+		if (((DmlFeature *) lfirst(lc))->kind != DML_FEAT_NUM)
 			return false;
 	return true;
 }
@@ -110,7 +110,7 @@ static const char *
 term_name(DmlJob *job, int j)
 {
 	return j < list_length(job->features) ?
-		((DmlColumn *) list_nth(job->features, j))->name : "(Intercept)";
+		((DmlFeature *) list_nth(job->features, j))->name : "(Intercept)";
 }
 
 /* the error for collinear features, naming the columns the solve found dependent */
@@ -194,7 +194,7 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	else
 		appendStringInfo(&sql, "SELECT dml.qr(ARRAY[%s", job->target.expr);
 	foreach(lc, job->features)
-		appendStringInfo(&sql, ", %s", ((DmlColumn *) lfirst(lc))->expr);
+		appendStringInfo(&sql, ", %s", ((DmlFeature *) lfirst(lc))->expr);
 	appendStringInfo(&sql, "%s), count(*)::float8 FROM %s", d + 2 <= FUNC_MAX_ARGS ? "" : "]", rel);
 	/* no row limit: the executor runs a plan in parallel only without one */
 	if (SPI_execute(sql.data, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
@@ -225,7 +225,7 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	/* the same checks, in the same order, as the workers' prepare_data */
 	for (int i = 1; i < p; i++)
 	{
-		const char *col = ((DmlColumn *) list_nth(job->features, i - 1))->name;
+		const char *col = ((DmlFeature *) list_nth(job->features, i - 1))->name;
 
 		if (nulls[i] >= total_rows)
 			data_error(ERRCODE_NULL_VALUE_NOT_ALLOWED, "Leave the column out of features.",

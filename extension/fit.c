@@ -167,7 +167,7 @@ fit_load(Fit *fit)
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT %s", job->target.expr);
 	foreach(lc, job->features)
-		appendStringInfo(&sql, ", %s", ((DmlColumn *) lfirst(lc))->expr);
+		appendStringInfo(&sql, ", %s", ((DmlFeature *) lfirst(lc))->expr);
 	appendStringInfo(&sql, " FROM %s",
 					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(job->relid)),
 												get_rel_name(job->relid)));
@@ -221,7 +221,7 @@ fit_load(Fit *fit)
 		}
 		for (int c = 0; c < d && keep; c++)
 		{
-			const char *col = ((DmlColumn *) list_nth(job->features, c))->name;
+			const char *col = ((DmlFeature *) list_nth(job->features, c))->name;
 			double		f = DatumGetFloat8(SPI_getbinval(tup, td, c + 2, &isnull));
 
 			if (isnull)

@@ -180,7 +180,7 @@ DmlFeatureInputs(const DmlFeature *f, float *dst, Datum value, bool isnull, Oid 
 				hit = bsearch(s, f->levels, f->nlevels, sizeof(char *), cmp_level);
 				/* a level never seen in training is all zeros */
 				if (hit)
-					dst[f->level_index[hit - f->levels]] = 1.0f;
+					dst[f->level_slot[hit - f->levels]] = 1.0f;
 				break;
 			}
 	}

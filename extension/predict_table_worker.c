@@ -110,8 +110,8 @@ feature_expr(const DmlFeature *f, Oid typid)
 }
 
 /*
- * The feature columns for the spec, each with its one-hot levels in output
- * order (the cached model keeps them sorted for bsearch).
+ * The feature columns for the spec: the cached model's own (the coordinator
+ * writes each one's levels in one-hot order)
  */
 static List *
 spec_columns(DmlCachedModel *cm)
@@ -119,25 +119,7 @@ spec_columns(DmlCachedModel *cm)
 	List	   *cols = NIL;
 
 	for (int i = 0; i < cm->nfeatures; i++)
-	{
-		const DmlFeature *f = &cm->features[i];
-		DmlColumn  *col = palloc0(sizeof(DmlColumn));
-
-		col->name = f->name;
-		col->width = f->width;
-		col->kind = f->kind == DML_FEAT_NUM ? DML_COL_NUM :
-			f->kind == DML_FEAT_VEC ? DML_COL_VEC : DML_COL_CAT;
-		if (f->kind == DML_FEAT_CAT)
-		{
-			char	  **ordered = palloc0(sizeof(char *) * Max(f->nlevels, 1));
-
-			for (int j = 0; j < f->nlevels; j++)
-				ordered[f->level_index[j]] = f->levels[j];
-			for (int j = 0; j < f->nlevels; j++)
-				col->vocab = lappend(col->vocab, ordered[j]);
-		}
-		cols = lappend(cols, col);
-	}
+		cols = lappend(cols, &cm->features[i]);
 	return cols;
 }
 

@@ -69,7 +69,7 @@
 
 /* Distinct labels of the target, in the type's order, as text */
 List *
-target_classes(Oid relid, DmlColumn *target, int limit)
+target_classes(Oid relid, DmlFeature *target, int limit)
 {
 	const char *qcol = quote_identifier(target->name);
 	List	   *sharded;
@@ -234,7 +234,7 @@ choose_packing(DmlJob *job)
 	if (list_length(job->features) + 2 > FUNC_MAX_ARGS)
 		return;
 	foreach(lc, job->features)
-		if (((DmlColumn *) lfirst(lc))->kind != DML_COL_NUM)
+		if (((DmlFeature *) lfirst(lc))->kind != DML_FEAT_NUM)
 			return;
 	if (!job->classification)
 		job->pack_target = psprintf("%s::float8", qcol);

@@ -78,9 +78,9 @@ add_onehot_ridge(double *A, int p, int Kf, const WorkerSpec *spec, double n)
 
 	for (int f = 0; f < spec->nfeatures; f++)
 	{
-		const SpecFeature *ft = &spec->features[f];
+		const DmlFeature *ft = &spec->features[f];
 
-		if (ft->kind != FEAT_CAT)
+		if (ft->kind != DML_FEAT_CAT)
 			continue;
 		for (int k = 0; k < Kf; k++)
 			for (int c = ft->offset; c < ft->offset + ft->width; c++)
@@ -102,9 +102,9 @@ add_onehot_ridge_scaled(double *A, int p, const WorkerSpec *spec, double n, cons
 {
 	for (int f = 0; f < spec->nfeatures; f++)
 	{
-		const SpecFeature *ft = &spec->features[f];
+		const DmlFeature *ft = &spec->features[f];
 
-		if (ft->kind == FEAT_CAT)
+		if (ft->kind == DML_FEAT_CAT)
 			for (int c = ft->offset; c < ft->offset + ft->width; c++)
 				A[(size_t) c * p + c] += 1e-6 * n / (scale[c] * scale[c]);
 	}
@@ -171,13 +171,13 @@ input_name(const WorkerSpec *spec, int c)
 
 	for (int f = 0; f < spec->nfeatures; f++)
 	{
-		const SpecFeature *ft = &spec->features[f];
+		const DmlFeature *ft = &spec->features[f];
 
 		if (c < ft->offset || c >= ft->offset + ft->width)
 			continue;
-		if (ft->kind == FEAT_NUM)
+		if (ft->kind == DML_FEAT_NUM)
 			return strdup(ft->name);
-		if (ft->kind == FEAT_VEC)
+		if (ft->kind == DML_FEAT_VEC)
 			snprintf(buf, sizeof(buf), "%s[%d]", ft->name, c - ft->offset + 1);
 		else
 		{
@@ -292,7 +292,7 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		}
 	}
 	for (int f = 0; f < spec->nfeatures; f++)
-		if (spec->features[f].kind == FEAT_CAT)
+		if (spec->features[f].kind == DML_FEAT_CAT)
 			for (int c = spec->features[f].offset;
 				 c < spec->features[f].offset + spec->features[f].width; c++)
 				penalty[c] += 1e-6 * n;
@@ -802,7 +802,7 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 	for (int64_t i = 0; i < ds->n; i++)
 		y[i] = ds->y[i];
 	for (int f = 0; f < spec->nfeatures; f++)
-		penalized |= spec->features[f].kind == FEAT_CAT;
+		penalized |= spec->features[f].kind == DML_FEAT_CAT;
 	/* theta is on (x - mean) * scale: the raw slopes and intercept */
 	beta[d] = theta[d];
 	for (int c = 0; c < d; c++)
@@ -950,7 +950,7 @@ newton_polish64_mn(const Dataset *ds, const WorkerSpec *spec, const double *thet
 	for (int64_t i = 0; i < ds->n; i++)
 		label[i] = (int) ds->y[i];
 	for (int f = 0; f < spec->nfeatures; f++)
-		penalized |= spec->features[f].kind == FEAT_CAT;
+		penalized |= spec->features[f].kind == DML_FEAT_CAT;
 	for (int k = 0; k < Kf; k++)
 	{
 		const double *t = theta + (size_t) k * p;

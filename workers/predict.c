@@ -78,14 +78,14 @@ typedef struct Predictor
  * --------------------------------------------------------------------- */
 
 static void
-feature_null(const SpecFeature *ft)
+feature_null(const DmlFeature *ft)
 {
 	worker_user_error("22004|Replace NULLs before predicting, e.g. with coalesce().|"
 					  "feature \"%s\" is NULL", ft->name);
 }
 
 static void
-feature_not_finite(const SpecFeature *ft)
+feature_not_finite(const DmlFeature *ft)
 {
 	worker_user_error("22023|Models predict from finite numbers only.|"
 					  "feature \"%s\" is NaN or infinite", ft->name);
@@ -122,7 +122,7 @@ ids_reserve(Predictor *pr, size_t n)
 
 /* a float8[] in array_send's format into dst (width floats), and widened into dstd */
 static void
-decode_vector(const SpecFeature *ft, float *dst, double *dstd, const char *p, int len)
+decode_vector(const DmlFeature *ft, float *dst, double *dstd, const char *p, int len)
 {
 	const char *end = p + len;
 	int			ndim;
@@ -195,7 +195,7 @@ decode_row(Predictor *pr, const char *p, const char *end)
 	}
 	for (int fi = 0; fi < spec->nfeatures; fi++)
 	{
-		const SpecFeature *ft = &spec->features[fi];
+		const DmlFeature *ft = &spec->features[fi];
 		float	   *dst = x + ft->offset;
 		double	   *dstd = xd ? xd + ft->offset : NULL;
 
@@ -209,7 +209,7 @@ decode_row(Predictor *pr, const char *p, const char *end)
 			worker_fail("truncated COPY row");
 		switch (ft->kind)
 		{
-			case FEAT_NUM:
+			case DML_FEAT_NUM:
 				{
 					double		v;
 
@@ -223,10 +223,10 @@ decode_row(Predictor *pr, const char *p, const char *end)
 						dstd[0] = v;
 					break;
 				}
-			case FEAT_VEC:
+			case DML_FEAT_VEC:
 				decode_vector(ft, dst, dstd, p, len);
 				break;
-			case FEAT_CAT:
+			case DML_FEAT_CAT:
 				feature_onehot(ft, p, len, dst);
 				if (dstd)
 					for (int w = 0; w < ft->width; w++)

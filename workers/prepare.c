@@ -142,7 +142,7 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 			worker_user_error("22000|Leave such rows out with a view, e.g. WHERE %s NOT IN ('NaN', 'Infinity', '-Infinity'), or scale the column: it must fit a float32.|"
 							  "column \"%s\" has %.0f NaN, infinite or out-of-range values",
 							  spec->features[f].name, spec->features[f].name, counts[nf + f]);
-		if (counts[f] >= counts[3 * nf + 3] && spec->features[f].kind != FEAT_VEC)
+		if (counts[f] >= counts[3 * nf + 3] && spec->features[f].kind != DML_FEAT_VEC)
 			worker_user_error("22004|Leave the column out of features.|"
 							  "column \"%s\" is NULL in every row", spec->features[f].name);
 		if (counts[f] > 0 && !skip && !impute)
@@ -211,7 +211,7 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 
 	for (int f = 0; f < nf; f++)
 	{
-		const SpecFeature *ft = &spec->features[f];
+		const DmlFeature *ft = &spec->features[f];
 
 		for (int c = ft->offset; c < ft->offset + ft->width; c++)
 		{

@@ -160,7 +160,7 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 	size_t		cap = 0;
 	ssize_t		len;
 	int			ended = 0;
-	SpecFeature *cur = NULL;
+	DmlFeature *cur = NULL;
 
 	memset(spec, 0, sizeof(*spec));
 	spec->average_every = 1;
@@ -232,12 +232,12 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 		}
 		else if (strncmp(key, "feature_", 8) == 0)
 		{
-			GROW(spec->features, spec->nfeatures, SpecFeature);
+			GROW(spec->features, spec->nfeatures, DmlFeature);
 			cur = &spec->features[spec->nfeatures++];
 			memset(cur, 0, sizeof(*cur));
 			if (strcmp(key, "feature_num") == 0)
 			{
-				cur->kind = FEAT_NUM;
+				cur->kind = DML_FEAT_NUM;
 				cur->width = 1;
 				cur->name = val;
 			}
@@ -245,17 +245,17 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 			{
 				char	   *sp = strchr(val, ' ');
 
-				cur->kind = FEAT_VEC;
+				cur->kind = DML_FEAT_VEC;
 				cur->width = atoi(val);
 				cur->name = sp ? sp + 1 : val;
 			}
 			else
 			{
-				cur->kind = FEAT_CAT;
+				cur->kind = DML_FEAT_CAT;
 				cur->name = val;
 			}
 		}
-		else if (strcmp(key, "level") == 0 && cur && cur->kind == FEAT_CAT)
+		else if (strcmp(key, "level") == 0 && cur && cur->kind == DML_FEAT_CAT)
 		{
 			GROW(cur->levels, cur->nlevels, char *);
 			cur->levels[cur->nlevels++] = val;
@@ -340,9 +340,9 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 	spec->ninputs = 0;
 	for (int i = 0; i < spec->nfeatures; i++)
 	{
-		SpecFeature *ft = &spec->features[i];
+		DmlFeature *ft = &spec->features[i];
 
-		if (ft->kind == FEAT_CAT)
+		if (ft->kind == DML_FEAT_CAT)
 		{
 			ft->width = ft->nlevels > 0 ? ft->nlevels : 1;
 			ft->level_slot = malloc(sizeof(int) * (ft->nlevels ? ft->nlevels : 1));

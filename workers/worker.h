@@ -24,23 +24,7 @@
  * Job spec (spec.c), as the coordinator wrote it
  * --------------------------------------------------------------------- */
 
-typedef enum FeatKind
-{
-	FEAT_NUM,
-	FEAT_VEC,
-	FEAT_CAT
-} FeatKind;
-
-typedef struct SpecFeature
-{
-	char	   *name;
-	FeatKind	kind;
-	int			width;			/* inputs it becomes */
-	int			nlevels;
-	char	  **levels;			/* sorted bytewise, for bsearch */
-	int		   *level_slot;		/* one-hot position of levels[i] */
-	int			offset;			/* first input of this feature */
-} SpecFeature;
+/* each feature is a DmlFeature (jobspec.h) */
 
 typedef struct SpecSlice
 {
@@ -121,7 +105,7 @@ typedef struct WorkerSpec
 	int		   *class_key_index;	/* output index of class_keys[i] */
 
 	int			nfeatures;
-	SpecFeature *features;
+	DmlFeature *features;
 	int			ninputs;
 
 	int			nslices;
@@ -219,7 +203,7 @@ typedef const char *(*CopyRowFn) (void *arg, const char *p, const char *end);
 extern int	copy_rows(void *pgconn, int nfields, CopyRowFn row, void *arg, double *bytes);
 extern const char *field_text(const char *p, int len);
 extern int	cmp_key(const void *key, const void *elem);
-extern void feature_onehot(const SpecFeature *ft, const char *p, int len, float *dst);
+extern void feature_onehot(const DmlFeature *ft, const char *p, int len, float *dst);
 
 /* ---------------------------------------------------------------------
  * Training (train.c, exact.c)
