@@ -19,6 +19,7 @@
 #include "postgres.h"
 
 #include "access/attnum.h"
+#include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
 #include "storage/block.h"
 #include "jobspec.h"
@@ -201,6 +202,7 @@ extern char *DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *s
 
 /* login.c: workers log in as the calling role */
 extern char *DmlWorkerConninfo(Oid role);
+extern void DmlAppendConnValue(StringInfo buf, const char *key, const char *value);
 extern void DmlCheckWorkerLogin(const char *conninfo, Oid role);
 
 /* limits.c: dml.max_workers_total, dml.max_jobs_per_role */

@@ -197,20 +197,6 @@ option(List *options, const char *name)
 	return NULL;
 }
 
-/* a conninfo value, single-quoted */
-static void
-conn_value(StringInfo buf, const char *key, const char *value)
-{
-	appendStringInfo(buf, "%s='", key);
-	for (const char *p = value; *p; p++)
-	{
-		if (*p == '\'' || *p == '\\')
-			appendStringInfoChar(buf, '\\');
-		appendStringInfoChar(buf, *p);
-	}
-	appendStringInfoString(buf, "' ");
-}
-
 /* whether a foreign server option is one of libpq's that we pass on */
 static bool
 libpq_option(const char *name)
@@ -280,18 +266,18 @@ server_conninfo(Oid serverid, const char *appname)
 		DefElem    *d = lfirst(lc);
 
 		if (libpq_option(d->defname))
-			conn_value(&buf, d->defname, defGetString(d));
+			DmlAppendConnValue(&buf, d->defname, defGetString(d));
 	}
 	v = option(um->options, "user");
-	conn_value(&buf, "user", v ? v : GetUserNameFromId(user, false));
+	DmlAppendConnValue(&buf, "user", v ? v : GetUserNameFromId(user, false));
 	if ((v = option(um->options, "password")) != NULL)
-		conn_value(&buf, "password", v);
+		DmlAppendConnValue(&buf, "password", v);
 	if ((v = option(um->options, "sslcert")) != NULL)
-		conn_value(&buf, "sslcert", v);
+		DmlAppendConnValue(&buf, "sslcert", v);
 	if ((v = option(um->options, "sslkey")) != NULL)
-		conn_value(&buf, "sslkey", v);
-	conn_value(&buf, "options", "-c default_transaction_read_only=on -c search_path=pg_catalog,pg_temp");
-	conn_value(&buf, "application_name", appname);
+		DmlAppendConnValue(&buf, "sslkey", v);
+	DmlAppendConnValue(&buf, "options", "-c default_transaction_read_only=on -c search_path=pg_catalog,pg_temp");
+	DmlAppendConnValue(&buf, "application_name", appname);
 	return buf.data;
 }
 
