@@ -127,10 +127,7 @@ add_float_init(GraphBuilder *g, const char *name, const float *v, int64_t d0, in
 		uint32_t	u;
 
 		memcpy(&u, &v[i], 4);
-		raw[4 * i] = u & 0xFF;
-		raw[4 * i + 1] = (u >> 8) & 0xFF;
-		raw[4 * i + 2] = (u >> 16) & 0xFF;
-		raw[4 * i + 3] = (u >> 24) & 0xFF;
+		dml_put_le32(raw + 4 * i, u);
 	}
 	t->has_raw_data = 1;
 	t->raw_data.len = 4 * n;
@@ -457,8 +454,7 @@ typedef struct Reader
 static float
 le_float(const uint8_t *p)
 {
-	uint32_t	u = (uint32_t) p[0] | ((uint32_t) p[1] << 8) |
-		((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
+	uint32_t	u = dml_get_le32(p);
 	float		f;
 
 	memcpy(&f, &u, 4);
