@@ -403,7 +403,7 @@ CREATE SEQUENCE dml.jobs_id_seq;
 CREATE TABLE dml.job_runs (
 	id				bigint PRIMARY KEY DEFAULT nextval('dml.jobs_id_seq'),
 	name			text NOT NULL,
-	owner			oid NOT NULL,
+	owner			regrole NOT NULL,	/* regrole: a dump names the role, not its oid */
 	state			text NOT NULL DEFAULT 'queued'
 					CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
 	relation		oid NOT NULL,
@@ -471,7 +471,7 @@ LEFT JOIN pg_catalog.pg_database d ON d.oid = p.database;
  * process is gone reads as failed, with the reason.
  */
 CREATE VIEW dml.jobs WITH (security_barrier) AS
-SELECT j.id, j.name, j.owner::regrole AS owner,
+SELECT j.id, j.name, j.owner,
 	   CASE WHEN l.lost IS NOT NULL THEN 'failed' ELSE j.state END AS state,
 	   j.args, j.submitted, j.started,
 	   CASE WHEN l.lost IS NOT NULL THEN NULL ELSE j.finished END AS finished,
