@@ -37,7 +37,7 @@ BLAS_LIBS = -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -l:libopenblas.so.0
 # no LLVM bitcode: it would need clang at build time for no benefit here
 override with_llvm := no
 PG_CPPFLAGS = -I$(srcdir)/kernels -I$(srcdir)/coordinator -I$(srcdir)/extension -Ibuild/proto \
-	-I$(shell $(PG_CONFIG) --includedir)
+	-I$(shell $(PG_CONFIG) --includedir) -DDML_SCHEMA_VERSION='"$(EXTVERSION)"'
 # CUDA: compiled and linked into dml-worker-gpu whenever the toolkit is
 # there, GPU or not.  The backend only needs to know (device => 'auto', 'gpu'):
 # no CUDA code ever runs in it.

@@ -836,6 +836,7 @@ PG_FUNCTION_INFO_V1(dml_train_async);
 Datum
 dml_train_async(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	Oid			owner = GetUserId();
 	Oid			fn = train_function();
 	char	  **names = train_argnames(fn);
@@ -894,6 +895,7 @@ PG_FUNCTION_INFO_V1(dml_resume);
 Datum
 dml_resume(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	int64		job = PG_GETARG_INT64(0);
 	Oid			owner;
 	char	   *state;
@@ -933,6 +935,7 @@ PG_FUNCTION_INFO_V1(dml_cancel);
 Datum
 dml_cancel(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	int64		job = PG_GETARG_INT64(0);
 	Oid			owner;
 	char	   *state;
@@ -1010,6 +1013,7 @@ PG_FUNCTION_INFO_V1(dml_wait);
 Datum
 dml_wait(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	int64		job;
 	TimestampTz deadline = 0;
 	TimestampTz last_kick = GetCurrentTimestamp();
@@ -1091,6 +1095,7 @@ PG_FUNCTION_INFO_V1(dml_job_visible);
 Datum
 dml_job_visible(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	PG_RETURN_BOOL(has_privs_of_role(GetUserId(), PG_GETARG_OID(0)));
 }
 
@@ -1103,6 +1108,7 @@ PG_FUNCTION_INFO_V1(dml_job_lost);
 Datum
 dml_job_lost(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	PGPROC	   *proc;
 
 	if (PG_ARGISNULL(2) || PG_GETARG_TIMESTAMPTZ(2) != PgStartTime)

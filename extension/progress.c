@@ -448,6 +448,7 @@ PG_FUNCTION_INFO_V1(dml_progress);
 Datum
 dml_progress(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	DmlProgressTable *t;
 	Oid			user = GetUserId();
