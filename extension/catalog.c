@@ -53,6 +53,7 @@
 #include "utils/syscache.h"
 
 #include "dml.h"
+#include "jobs.h"
 
 /* bumped by every catalog write in this backend, seen by the model cache */
 uint64		dml_catalog_generation = 1;
@@ -593,6 +594,26 @@ DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 	values[12] = PointerGetDatum(construct_array(hosts, nhosts, TEXTOID, -1, false, TYPALIGN_INT));
 	if (nhosts == 0)
 		nulls[12] = 'n';
+
+	/* a background job's row is seen at once (dml_job_epochs), the table's at commit */
+	if (DmlCurrentJobId != 0)
+	{
+		DmlJobEpoch e;
+
+		memset(&e, 0, sizeof(e));
+		e.restarts = restarts;
+		e.epoch = epoch;
+		e.loss = loss;
+		e.val_loss = val_loss;
+		e.val_metric = val_metric;
+		e.rows_per_second = rows_per_second;
+		e.seconds = seconds;
+		e.bytes_sent = bytes_sent;
+		e.bytes_across = bytes_across;
+		e.staleness = staleness;
+		e.recorded = GetCurrentTimestamp();
+		DmlJobEpochRecord(&e);
+	}
 
 	SPI_connect();
 	{
