@@ -2,7 +2,7 @@
 # jobs.sh: a background job's overhead against the same dml_train, alone
 # (make bench-jobs; bench/harness.py runs the same pairs inside make bench).
 #
-#   bash bench/jobs.sh [PAIRS [EPOCHS]]     default 5 pairs of 5 epochs
+#   bash bench/jobs.sh [PAIRS [EPOCHS [OPTIONS]]]   default 5 pairs of 5 epochs
 #
 # Starts a private cluster (regress/pgcluster.sh), loads Fashion-MNIST
 # (bench/load_fashion.sh: 60,000 rows), runs bench/job_overhead.py and
@@ -22,5 +22,5 @@ bash bench/load_fashion.sh >"$DML_TEST_TMP/load.log" 2>&1
 pgc_psql -c 'VACUUM ANALYZE' >/dev/null
 {
 	echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $(git rev-parse --short HEAD)"
-	/usr/bin/python3 bench/job_overhead.py "${1:-5}" "${2:-5}"
+	/usr/bin/python3 bench/job_overhead.py "${1:-5}" "${2:-5}" ${3:+"$3"}
 } | tee bench/out/jobs.txt

@@ -77,7 +77,8 @@ AS 'MODULE_PATHNAME', 'dml_progress' LANGUAGE C VOLATILE;
  * dml.progress: one row per running training (dml_train or a job) that the
  * calling role may see: its own and those of roles whose privileges it
  * has; every one with pg_read_all_stats.  epoch is the last finished one;
- * step of steps is how far rank 0 is into the next (NULL until it says).
+ * step of steps is how far rank 0 is into the next (NULL until it says,
+ * and for the solvers that take whole passes: exact, Newton, L-BFGS).
  */
 CREATE VIEW dml.progress AS
 SELECT p.pid, p.job, d.datname AS database, p.owner::regrole AS owner, p.name, p.phase,

@@ -213,7 +213,8 @@ train_report_step(int epoch, int step, int steps)
 	if (worker_rank != 0)
 		return;
 	now = dml_clock_seconds();
-	if (now - last < DML_STEP_REPORT_S && step < steps)
+	/* (the epoch's own PROGRESS message says when it is done) */
+	if (now - last < DML_STEP_REPORT_S)
 		return;
 	last = now;
 	st.epoch = epoch;
