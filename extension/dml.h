@@ -59,6 +59,19 @@ typedef enum DmlAccess
 	DML_ACCESS_OWNER			/* also train versions, deploy, drop, grant */
 } DmlAccess;
 
+/*
+ * The library needs the schema of its own version (DML_SCHEMA_VERSION, the
+ * Makefile's EXTVERSION): every SQL-callable function begins with
+ * DML_REQUIRE_SCHEMA(), before it reads an argument (an older schema's
+ * function may pass fewer), so a database still at an older version gets
+ * one clear error naming ALTER EXTENSION dml UPDATE.  Checked once per
+ * backend, again after a schema or function changes anywhere (catalog.c).
+ */
+extern bool dml_schema_ok;
+extern void DmlCheckSchemaVersion(void);
+#define DML_REQUIRE_SCHEMA() \
+	do { if (unlikely(!dml_schema_ok)) DmlCheckSchemaVersion(); } while (0)
+
 extern Oid	DmlExtensionOwner(void);
 extern Oid	DmlExtensionSchema(void);
 extern void DmlBecomeOwner(DmlCatalogUser *save);

@@ -178,6 +178,7 @@ PG_FUNCTION_INFO_V1(dml_export);
 Datum
 dml_export(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	char	   *format = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	DmlCachedModel *cm;
@@ -503,6 +504,7 @@ PG_FUNCTION_INFO_V1(dml_import);
 Datum
 dml_import(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	char	   *name;
 	bytea	   *data;
 	char	   *format;

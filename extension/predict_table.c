@@ -681,6 +681,7 @@ PG_FUNCTION_INFO_V1(dml_predict_table);
 Datum
 dml_predict_table(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	DmlPredictTarget t;
 	char	   *device;
 	const char *worker_device = NULL;	/* NULL: in the backend */

@@ -146,6 +146,7 @@ PG_FUNCTION_INFO_V1(dml_summary);
 Datum
 dml_summary(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	Statistics	s = model_statistics(name);
@@ -211,6 +212,7 @@ PG_FUNCTION_INFO_V1(dml_summary_fit);
 Datum
 dml_summary_fit(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	Statistics	s = model_statistics(name);

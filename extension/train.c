@@ -151,6 +151,7 @@ PG_FUNCTION_INFO_V1(dml_train);
 Datum
 dml_train(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	DmlJob	   *job = palloc0(sizeof(DmlJob));
 	TrainArgs	args;
 	DmlJobResult result;

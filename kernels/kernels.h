@@ -527,6 +527,27 @@ extern void dml_model_finish(const DmlModel *m, float *out, int B);
 
 extern uint32_t dml_crc32(const unsigned char *buf, size_t len);
 
+/*
+ * Little-endian uint32 at p, whatever the host's order: the weights format
+ * (format.c), dml's export package (extension/package.c) and the fuzzers'
+ * repairs all write and read their fields with these two.
+ */
+static inline void
+dml_put_le32(unsigned char *p, uint32_t v)
+{
+	p[0] = v & 0xFF;
+	p[1] = (v >> 8) & 0xFF;
+	p[2] = (v >> 16) & 0xFF;
+	p[3] = (v >> 24) & 0xFF;
+}
+
+static inline uint32_t
+dml_get_le32(const unsigned char *p)
+{
+	return (uint32_t) p[0] | ((uint32_t) p[1] << 8) |
+		((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
+}
+
 /* ---------------------------------------------------------------------
  * A least-squares fit from its TSQR factor (lsq.c): R (d+2, d+2) of the
  * rows [x, 1, y]; shared by the in-server solver and the workers

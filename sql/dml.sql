@@ -405,7 +405,7 @@ CREATE SEQUENCE dml.jobs_id_seq;
 CREATE TABLE dml.job_runs (
 	id				bigint PRIMARY KEY DEFAULT nextval('dml.jobs_id_seq'),
 	name			text NOT NULL,
-	owner			oid NOT NULL,
+	owner			regrole NOT NULL,	/* regrole: a dump names the role, not its oid */
 	state			text NOT NULL DEFAULT 'queued'
 					CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
 	relation		oid NOT NULL,
@@ -451,19 +451,21 @@ CREATE FUNCTION dml.progress_rows(
 	OUT phase text, OUT ranks integer, OUT hosts text, OUT epoch integer,
 	OUT epochs integer, OUT restarts integer, OUT loss float8, OUT metric float8,
 	OUT rows_per_second float8, OUT started timestamptz, OUT updated timestamptz,
-	OUT eta interval)
+	OUT eta interval, OUT step integer, OUT steps integer)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dml_progress' LANGUAGE C VOLATILE;
 
 /*
  * dml.progress: one row per running training (dml_train or a job) that the
  * calling role may see: its own and those of roles whose privileges it
- * has; every one with pg_read_all_stats.
+ * has; every one with pg_read_all_stats.  epoch is the last finished one;
+ * step of steps is how far rank 0 is into the next (NULL until it says,
+ * and for the solvers that take whole passes: exact, Newton, L-BFGS).
  */
 CREATE VIEW dml.progress AS
 SELECT p.pid, p.job, d.datname AS database, p.owner::regrole AS owner, p.name, p.phase,
 	   p.ranks, p.hosts, p.epoch, p.epochs, p.restarts, p.loss, p.metric,
-	   p.rows_per_second, p.started, p.updated, p.eta
+	   p.rows_per_second, p.started, p.updated, p.eta, p.step, p.steps
 FROM dml.progress_rows() p
 LEFT JOIN pg_catalog.pg_database d ON d.oid = p.database;
 
@@ -473,7 +475,7 @@ LEFT JOIN pg_catalog.pg_database d ON d.oid = p.database;
  * process is gone reads as failed, with the reason.
  */
 CREATE VIEW dml.jobs WITH (security_barrier) AS
-SELECT j.id, j.name, j.owner::regrole AS owner,
+SELECT j.id, j.name, j.owner,
 	   CASE WHEN l.lost IS NOT NULL THEN 'failed' ELSE j.state END AS state,
 	   j.args, j.submitted, j.started,
 	   CASE WHEN l.lost IS NOT NULL THEN NULL ELSE j.finished END AS finished,
@@ -538,6 +540,19 @@ AS 'MODULE_PATHNAME', 'dml_cancel' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION @extschema@.dml_wait(job bigint, timeout interval DEFAULT NULL)
 RETURNS dml.jobs
 AS 'MODULE_PATHNAME', 'dml_wait' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+/*
+ * A job's dml.epochs rows, for the roles that may see the job: while it
+ * runs, each epoch's row as soon as the epoch ends (dml.epochs has them
+ * only once the job's model commits); once it succeeded, its model's rows.
+ */
+CREATE FUNCTION @extschema@.dml_job_epochs(job bigint,
+	OUT restarts integer, OUT epoch integer, OUT loss float8, OUT val_loss float8,
+	OUT val_metric float8, OUT rows_per_second float8, OUT seconds float8,
+	OUT bytes_sent bigint, OUT staleness integer, OUT recorded timestamptz,
+	OUT stopped text, OUT bytes_within bigint, OUT bytes_across bigint, OUT hosts text[])
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dml_job_epochs' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 GRANT EXECUTE ON FUNCTION dml.job_visible(oid), dml.job_lost(integer, oid, timestamptz),
 	dml.progress_rows() TO PUBLIC;

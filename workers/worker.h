@@ -286,6 +286,7 @@ extern bool train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *s
 extern void train_log_finish(EpochLog *log, TrainResult *res);
 extern bool train_out_of_time(const WorkerSpec *spec, double start);
 extern void train_note_out_of_time(const WorkerSpec *spec, TrainResult *res, int epoch, int step);
+extern void train_report_step(int epoch, int step, int steps);
 extern void train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device);
 extern void train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_lbfgs(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
