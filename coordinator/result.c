@@ -15,6 +15,7 @@
 #include "utils/json.h"
 
 #include "coordinator.h"
+#include "shards.h"
 
 /*
  * DmlResultJson
@@ -53,6 +54,7 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 					 r->blob_len > 4 && blob[4] >= 2 ? "float64" : "float32");
 	if (statistics)
 		appendStringInfo(&buf, "\"statistics\": %s, ", statistics);
+	DmlShardsJson(job, &buf, true);
 	if (job->rank_hosts != NIL)
 	{
 		/* each rank's host, as rank 0 said at the start (HELLO) */

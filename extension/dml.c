@@ -28,8 +28,6 @@ PG_MODULE_MAGIC;
 
 int			dml_workers = DML_DEFAULT_WORKERS;
 int			dml_max_workers = DML_DEFAULT_MAX_WORKERS;
-int			dml_max_workers_total = DML_DEFAULT_MAX_WORKERS;
-int			dml_max_jobs_per_role = DML_DEFAULT_MAX_JOBS_PER_ROLE;
 int			dml_max_model_parameters = DML_DEFAULT_MAX_MODEL_PARAMETERS;
 char	   *dml_device = NULL;
 int			dml_max_restarts = 2;

@@ -88,6 +88,8 @@
 #define TA_PATIENCE		13
 #define TA_SEED			17
 #define TA_TOPK			24
+#define TA_CLASS_WEIGHT	27
+#define TA_L1_RATIO		28
 
 /* dml_tune's own arguments */
 #define TU_SEARCH		5
@@ -101,7 +103,8 @@ const Oid	DmlTuneArgTypes[DML_TUNE_NARGS] = {
 	TEXTOID, REGCLASSOID, TEXTOID, TEXTARRAYOID, TEXTOID, JSONBOID, TEXTOID, INT4OID,
 	TEXTOID, FLOAT8OID, INT4ARRAYOID, TEXTOID, TEXTOID, FLOAT8OID, INT4OID, INT4OID,
 	FLOAT8OID, INT4OID, TEXTOID, INT4OID, TEXTOID, INT8OID, JSONBOID, TEXTOID,
-	INT4OID, INT4OID, INT4OID, TEXTOID, FLOAT8OID, FLOAT8OID, TEXTARRAYOID, TEXTOID
+	INT4OID, INT4OID, INT4OID, TEXTOID, FLOAT8OID, FLOAT8OID, TEXTARRAYOID, TEXTOID,
+	TEXTOID, FLOAT8OID
 };
 
 /* dml_tune's argument i is dml_train's tune_to_train[i], or -1: its own */
@@ -112,7 +115,8 @@ static const int tune_to_train[DML_TUNE_NARGS] = {
 	5, 6, 7, 8, 9, 10, 11,		/* hidden .. weight_decay */
 	13, 14, 15, 16, 17, 18,		/* patience .. options */
 	19, 20, 21, 22, 23, 24, 25, 26,	/* sync .. hosts */
-	-1							/* keep */
+	-1,							/* keep */
+	27, 28						/* class_weight, l1_ratio */
 };
 
 typedef enum TuneType
@@ -133,17 +137,19 @@ static const struct
 	{"learning_rate", TA_LR, TT_FLOAT},
 	{"weight_decay", TA_DECAY, TT_FLOAT},
 	{"topk_ratio", TA_TOPK, TT_FLOAT},
+	{"l1_ratio", TA_L1_RATIO, TT_FLOAT},
 	{"batch_size", TA_BATCH, TT_INT},
 	{"epochs", TA_EPOCHS, TT_INT},
 	{"patience", TA_PATIENCE, TT_INT},
 	{"hidden", TA_HIDDEN, TT_INTS},
 	{"activation", TA_ACTIVATION, TT_TEXT},
 	{"optimizer", TA_OPTIMIZER, TT_TEXT},
-	{"model", TA_MODEL, TT_TEXT}
+	{"model", TA_MODEL, TT_TEXT},
+	{"class_weight", TA_CLASS_WEIGHT, TT_TEXT}
 };
 
 #define SEARCHABLE_HINT "Arguments a search may vary: learning_rate, weight_decay, topk_ratio, " \
-	"batch_size, epochs, patience, hidden, activation, optimizer and model."
+	"l1_ratio, batch_size, epochs, patience, hidden, activation, optimizer, model and class_weight."
 
 typedef enum TuneDist
 {
@@ -1129,6 +1135,8 @@ tune_run(NullableDatum *a, bool check_only)
 	name = arg_str(a, 0);
 
 	/* dml_train's fixed part */
+	for (int i = 0; i < DML_TRAIN_NARGS; i++)
+		fixed[i].isnull = true;
 	for (int i = 0; i < DML_TUNE_NARGS; i++)
 		if (tune_to_train[i] >= 0)
 			fixed[tune_to_train[i]] = a[i];
@@ -1268,6 +1276,7 @@ dml_tune(PG_FUNCTION_ARGS)
 	TuneTrial **order;
 	TuneTrial **all;
 
+	DML_REQUIRE_SCHEMA();
 	if (PG_NARGS() != DML_TUNE_NARGS)
 		elog(ERROR, "dml: dml_tune has an unexpected signature. Please report a bug.");
 	sp = tune_run(fcinfo->args, false);
