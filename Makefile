@@ -86,7 +86,8 @@ WLDLIBS = -L$(PQ_LIBDIR) -lpq $(BLAS_LIBS) -lm -lpthread
 
 WORKER_SRCS = workers/worker.c workers/runtime.c workers/spec.c coordinator/jobspec.c workers/load.c workers/comm.c \
 	workers/control.c workers/prepare.c workers/train.c workers/train_gpu.c \
-	workers/exact.c workers/lbfgs.c workers/sync.c workers/server.c workers/predict.c workers/half.c
+	workers/exact.c workers/lbfgs.c workers/sync.c workers/server.c workers/predict.c workers/half.c \
+	workers/stream.c
 KERNEL_SRCS = $(KERNEL_OBJS:.o=.c)
 WORKER_OBJS = $(patsubst %.c,build/%.o,$(WORKER_SRCS) $(KERNEL_SRCS))
 

@@ -136,6 +136,10 @@ typedef struct DmlJob
 	bool		no_in_server;	/* option in_server => false: always a job */
 	bool		no_shared_memory;	/* option shared_memory => false: MPI_Allreduce */
 	int			rank_min_norm;	/* option rank_deficient => 'min_norm' (exact solver) */
+	int64		memory;			/* bytes a rank may hold (jobspec.h) */
+	int			window;			/* blocks a streamed epoch mixes */
+	char	   *spill_dir;		/* the job's spill directory (set by DmlRunJob) */
+	int64		spill_limit;	/* bytes of spill for the job; 0: no limit */
 
 	/* synchronization (workers/sync.h) */
 	DmlSyncMode sync;
@@ -205,13 +209,14 @@ extern char *dml_worker_path;
 extern char *dml_conninfo;
 extern char *dml_hosts;
 extern char *dml_mpi_options;
+extern char *dml_spill_dir;		/* extension/dml.c */
 extern void DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice);
 extern bool DmlBuildHasCuda(void);
 extern bool DmlGpuVisible(void);
 
 /* result.c: the metrics JSON of a training job's typed result */
 extern char *DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_staleness,
-						   const DmlMetrics *met, const unsigned char *blob,
+						   const double *peak_rss, const DmlMetrics *met, const unsigned char *blob,
 						   const char *statistics);
 
 /* login.c: workers log in as the calling role */

@@ -34,6 +34,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -248,6 +249,19 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 		job->load_copy = strcmp(str, "copy") == 0;
 		return;
 	}
+	INTEGER_OPT("window", job->window, 1, DML_WINDOW_MAX);
+	if (strcmp(key, "memory") == 0)
+	{
+		int			kb;
+
+		if (str == NULL || !parse_int(str, &kb, GUC_UNIT_KB, NULL) ||
+			(int64) kb * 1024 < DML_MEMORY_MIN)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"memory\" must be an amount of memory of at least 8MB, such as \"512MB\"")));
+		job->memory = (int64) kb * 1024;
+		return;
+	}
 	if (strcmp(key, "fault") == 0)
 	{
 		if (!dml_test_hooks)
@@ -303,7 +317,7 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unrecognized option \"%s\"", key),
-			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, shared_memory, rank_deficient, fault and straggler.")));
+			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, shared_memory, rank_deficient, memory, window, fault and straggler.")));
 }
 
 static void
@@ -1237,6 +1251,9 @@ dml_train(PG_FUNCTION_ARGS)
 	job->tolerance = 1e-8;
 	job->max_restarts = dml_max_restarts;
 	job->checkpoint_every = dml_checkpoint_every;
+	job->memory = (int64) dml_worker_memory * 1024;
+	job->window = DML_WINDOW_DEFAULT;
+	job->spill_limit = dml_spill_limit < 0 ? 0 : (int64) dml_spill_limit * 1024;
 
 	SPI_connect();
 
