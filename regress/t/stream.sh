@@ -83,7 +83,7 @@ check "validation: evaluated on them" '[ "$(meta st_val_str "metrics->>'"'"'eval
 pgc_psql -c "SELECT setseed(0.5)" -c "DROP TABLE IF EXISTS st_lin" \
 	-c "CREATE TABLE st_lin AS SELECT *, 3 * a - 0.25 * b + 7 * c + d + 0.1 * random() AS y
 		FROM (SELECT random() AS a, random() * 10 AS b, random() - 0.5 AS c, random() AS d
-			  FROM generate_series(1, 150000)) s" \
+			  FROM generate_series(1, 400000)) s" \
 	-c "GRANT SELECT ON st_lin TO st_alice" >/dev/null
 for mem in 1GB 8MB; do
 	qa -c "SELECT model_id FROM dml_train('st_lin_$mem', 'st_lin', 'y', model => 'linear', optimizer => 'exact',
