@@ -5,7 +5,8 @@
 #   make check            everything the test suite runs (regress/run.sh)
 #   make gpu-check        CUDA kernels against the CPU reference (needs a GPU)
 #   make bench            benchmarks, written to bench/RESULTS.md (and, across
-#                         namespace hosts, bench/MULTIHOST.md)
+#                         namespace hosts, bench/MULTIHOST.md; data larger
+#                         than memory, bench/STREAM.md)
 #   make bench-quick      the same harness on small sizes
 
 EXTENSION = dml
@@ -175,6 +176,7 @@ gpu-check:
 bench:
 	bash bench/run.sh full
 	bash bench/multihost.sh
+	bash bench/stream.sh
 
 bench-quick:
 	bash bench/run.sh quick

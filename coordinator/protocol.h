@@ -128,6 +128,8 @@ typedef struct DmlResult
 	double		consensus;		/* gossip: the replicas' distance from their mean */
 	double		spill_bytes;	/* spill written, all ranks */
 	double		memory;			/* the budget of each rank, bytes */
+	double		spill_read_bytes;	/* read back from the spills, all ranks */
+	double		spill_read_seconds; /* the reads' time, all ranks */
 	/* then (workers) doubles: each data rank's peak resident set, bytes */
 } DmlResult;
 

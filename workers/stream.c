@@ -97,6 +97,8 @@ struct Spill
 	int			done;
 	int			stop;
 	int			err;			/* errno of a failed read */
+	double		read_bytes;		/* what the reads took, for the metrics */
+	double		read_seconds;
 };
 
 /* bytes of one row in the file */
@@ -375,10 +377,11 @@ block_transform(const Spill *sp, Dataset *v)
 
 /* read block k into b; errno on failure, else 0 */
 static int
-read_block(const Spill *sp, BlockBuf *b, int k, int raw)
+read_block(Spill *sp, BlockBuf *b, int k, int raw)
 {
 	size_t		len = row_bytes(sp) * (size_t) sp->blocks[k].n;
 	size_t		got = 0;
+	double		t0 = dml_clock_seconds();
 
 	while (got < len)
 	{
@@ -390,6 +393,8 @@ read_block(const Spill *sp, BlockBuf *b, int k, int raw)
 			return r == 0 ? EIO : errno;
 		got += (size_t) r;
 	}
+	sp->read_seconds += dml_clock_seconds() - t0;
+	sp->read_bytes += (double) len;
 	block_view(sp, b->mem, sp->blocks[k].n, &b->view);
 	b->block = k;
 	if (!raw)
@@ -578,6 +583,14 @@ int64_t
 stream_bytes(const Spill *sp)
 {
 	return sp->bytes;
+}
+
+/* bytes read back from the spill, and the seconds the reads took */
+void
+stream_read_figures(const Spill *sp, double *bytes, double *seconds)
+{
+	*bytes = sp->read_bytes;
+	*seconds = sp->read_seconds;
 }
 
 int

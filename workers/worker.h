@@ -196,6 +196,7 @@ extern void stream_flush(Spill *sp, Dataset *ds);
 extern int64_t stream_rows(const Spill *sp);
 extern int64_t stream_bytes(const Spill *sp);
 extern int	stream_block_rows(const Spill *sp);
+extern void stream_read_figures(const Spill *sp, double *bytes, double *seconds);
 extern void stream_counts(const Spill *sp, int64_t *ntrain, int64_t *nval);
 extern void stream_rewrite(Spill *sp, void (*fn) (Dataset *view, void *arg), void *arg);
 extern void stream_set_transform(Spill *sp, const DmlModel *m, const double *impute,
