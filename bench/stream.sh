@@ -28,7 +28,7 @@ else
 	report=$here/bench/STREAM.md
 	synth_rows=1000000
 	fashion_limit=()
-	pairs=2
+	pairs=3
 fi
 mkdir -p bench/out
 unset PGHOST PGPORT PGUSER PGDATABASE
@@ -82,8 +82,8 @@ for set in synth fashion; do
 		mem[$set]+="$(train ${set}_mem 2GB) "
 		str[$set]+="$(train ${set}_str ${b}MB) "
 	done
-	med_mem=$(tr ' ' '\n' <<<"${mem[$set]}" | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
-	med_str=$(tr ' ' '\n' <<<"${str[$set]}" | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
+	med_mem=$(tr ' ' '\n' <<<"${mem[$set]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.1f\n", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
+	med_str=$(tr ' ' '\n' <<<"${str[$set]}" | grep . | sort -g | awk '{a[NR]=$1} END {printf "%.1f\n", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
 	ratio=$(echo "scale=2; $med_str / $med_mem" | bc -l)
 	rows_md+="| $set | ${b}MB | $(metric ${set}_str streamed) | $(printf '%.0f' "$med_mem") | $(printf '%.0f' "$med_str") | $ratio | $(metric ${set}_mem accuracy) | $(metric ${set}_str accuracy) | $(metric ${set}_str peak_rss) |\n"
 	rb=$(metric ${set}_str spill_read_bytes)

@@ -35,7 +35,8 @@
  * it is open, so the space goes back to the file system the moment the
  * process ends, however it ends.  A full disk, a directory that cannot be
  * written, or a job's spill passing dml.spill_limit is an error that names
- * its cause, never retried.
+ * its cause, never retried; the messages name dml.spill_dir, not its path
+ * (an ordinary role may not read the setting, nor the data directory's).
  *
  *-------------------------------------------------------------------------
  */
@@ -185,13 +186,16 @@ stream_data_budget(const WorkerSpec *spec)
 	return spec->memory - set_aside;
 }
 
-/* bytes one in-memory row takes while loading */
+/*
+ * bytes one in-memory row takes: its values, and the two row indices that
+ * training keeps (or, streamed, a window slot's row list)
+ */
 int64_t
 stream_row_cost(const WorkerSpec *spec)
 {
 	int			d = spec->ninputs;
 
-	return 4 * (int64_t) d + 4 + 1 + (spec->discover ? 8 : 0) +
+	return 4 * (int64_t) d + 4 + 1 + 8 + (spec->discover ? 8 : 0) +
 		(spec_float64(spec) ? 8 * (int64_t) d + 8 : 0);
 }
 
@@ -219,13 +223,13 @@ stream_open(const WorkerSpec *spec, int d, int wide, int keys, int rows)
 	if (mkdir(sp->dir, 0700) != 0 && errno != EEXIST)
 		worker_fail_final_at(__FILE__, __LINE__, "58030",
 							 "Check that dml.spill_dir names a directory the server's OS user can write.",
-							 "could not create spill directory \"%s\": %s", sp->dir, strerror(errno));
+							 "could not create the job's spill directory under dml.spill_dir: %s", strerror(errno));
 	snprintf(path, sizeof(path), "%s/rank%d.spill", sp->dir, worker_rank);
 	sp->fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
 	if (sp->fd < 0)
 		worker_fail_final_at(__FILE__, __LINE__, "58030",
 							 "Check that dml.spill_dir names a directory the server's OS user can write.",
-							 "could not create spill file \"%s\": %s", path, strerror(errno));
+							 "could not create a spill file under dml.spill_dir: %s", strerror(errno));
 	unlink(path);
 	sp->d = d;
 	sp->wide = wide;
@@ -259,7 +263,7 @@ spill_write(Spill *sp, const struct iovec *iov, int niov, int64_t off)
 		if (w <= 0)
 			worker_fail_final_at(__FILE__, __LINE__, errno == ENOSPC ? "53100" : "58030",
 								 "Free space in dml.spill_dir, point it to a larger file system, or give the job more memory.",
-								 "could not write spill file in \"%s\": %s", sp->dir,
+								 "could not write spill file under dml.spill_dir: %s",
 								 w == 0 ? "short write" : strerror(errno));
 		/* a short write: go on after what was written */
 		off += w;
@@ -465,7 +469,7 @@ read_wait(Spill *sp)
 	pthread_mutex_unlock(&sp->mu);
 	if (err != 0)
 		worker_fail_final_at(__FILE__, __LINE__, "58030", NULL,
-							 "could not read spill file in \"%s\": %s", sp->dir, strerror(err));
+							 "could not read spill file under dml.spill_dir: %s", strerror(err));
 }
 
 /*
@@ -519,7 +523,7 @@ stream_rewrite(Spill *sp, void (*fn) (Dataset *view, void *arg), void *arg)
 
 		if (err != 0)
 			worker_fail_final_at(__FILE__, __LINE__, "58030", NULL,
-								 "could not read spill file in \"%s\": %s", sp->dir, strerror(err));
+								 "could not read spill file under dml.spill_dir: %s", strerror(err));
 		fn(&b.view, arg);
 		for (int64_t i = 0; i < b.view.n; i++)
 		{
