@@ -71,7 +71,8 @@
 	X(I64, memory, 0, 0) \
 	X(INT, window, 0, 0) \
 	X(OPT, spill_dir, 0, 0) \
-	X(I64, spill_limit, 0, 0)
+	X(I64, spill_limit, 0, 0) \
+	X(INT, spill_fp16, 0, 0)
 
 /*
  * The job's enums.  The first values of DmlJobOptimizer are kernels.h's
@@ -155,7 +156,9 @@ extern int	dml_job_parse(DmlJobNames which, const char *name);
  * the blocks a streamed epoch mixes rows across.  spill_dir: the job's own
  * spill directory, made by the first rank that spills and removed by the
  * coordinator when the job ends; spill_limit: bytes of spill the whole
- * job may write (0: no limit), each data rank an equal share.
+ * job may write (0: no limit), each data rank an equal share.  spill_fp16:
+ * the spill keeps the float32 inputs as IEEE half floats (options "spill":
+ * "fp16"; a value out of fp16's range is an error; float64 rows never).
  */
 #define DML_MEMORY_MIN			(8 * 1024 * 1024LL)
 #define DML_WINDOW_DEFAULT		4

@@ -117,6 +117,7 @@ typedef struct DmlResult
 	uint32_t	stats_len;		/* bytes of the fit's statistics after the blob (exact solvers) */
 	int32_t		streamed;		/* data ranks whose slice was spilled and streamed */
 	int32_t		window;			/* blocks a streamed epoch mixed */
+	int32_t		spill_fp16;		/* the spills held half floats */
 	double		train_rows;
 	double		validation_rows;
 	double		final_loss;

@@ -59,9 +59,12 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 		appendStringInfo(&buf, "%s%.0f", j ? ", " : "", peak_rss[j]);
 	appendStringInfo(&buf, "], \"streamed\": %d, ", r->streamed);
 	if (r->streamed > 0)
+	{
+		appendStringInfo(&buf, "\"spill_format\": \"%s\", ", r->spill_fp16 ? "fp16" : "float32");
 		appendStringInfo(&buf, "\"spill_bytes\": %.0f, \"window\": %d, "
 						 "\"spill_read_bytes\": %.0f, \"spill_read_seconds\": %.4f, ",
 						 r->spill_bytes, r->window, r->spill_read_bytes, r->spill_read_seconds);
+	}
 	if (job->rank_hosts != NIL)
 	{
 		/* each rank's host, as rank 0 said at the start (HELLO) */

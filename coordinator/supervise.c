@@ -44,6 +44,7 @@
 #include "nodes/value.h"
 #include "pgstat.h"
 #include "port.h"
+#include "common/file_utils.h"	/* PG_TEMP_FILE_PREFIX on 16+ */
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"

@@ -250,6 +250,16 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 		return;
 	}
 	INTEGER_OPT("window", job->window, 1, DML_WINDOW_MAX);
+	if (strcmp(key, "spill") == 0)
+	{
+		if (str == NULL || (strcmp(str, "float32") != 0 && strcmp(str, "fp16") != 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"spill\" must be \"float32\" or \"fp16\""),
+					 errhint("\"fp16\" halves the spill of inputs that fit a half float (up to 65504 in magnitude, about 3 significant digits).")));
+		job->spill_fp16 = strcmp(str, "fp16") == 0;
+		return;
+	}
 	if (strcmp(key, "memory") == 0)
 	{
 		int			kb;
@@ -317,7 +327,7 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unrecognized option \"%s\"", key),
-			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, shared_memory, rank_deficient, memory, window, fault and straggler.")));
+			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, shared_memory, rank_deficient, memory, window, spill, fault and straggler.")));
 }
 
 static void

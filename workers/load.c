@@ -25,6 +25,11 @@
  *
  * A view has no blocks to split: rank 0 reads it and scatters the rows.
  *
+ * Rows are held within the job's memory budget (spec->memory): when a
+ * slice's rows would pass what it leaves for data, what was read so far
+ * goes to a local spill and the rest of the slice passes through a
+ * staging block into it (start_spill, stream.c); a view never spills.
+ *
  *-------------------------------------------------------------------------
  */
 #include <math.h>
@@ -53,15 +58,6 @@ static struct
  * on which rank read the row nor on how it travelled.
  */
 static int
-held_out(const Dataset *ds, int64_t i, uint64_t seed, double fraction);
-
-bool
-load_held_out(const Dataset *ds, int64_t i, uint64_t seed, double fraction)
-{
-	return held_out(ds, i, seed, fraction) != 0;
-}
-
-static int
 held_out(const Dataset *ds, int64_t i, uint64_t seed, double fraction)
 {
 	const float *x = ds->X + (size_t) i * ds->d;
@@ -80,6 +76,13 @@ held_out(const Dataset *ds, int64_t i, uint64_t seed, double fraction)
 	h *= 0xD6E8FEB86659FD93ull;
 	h ^= h >> 32;
 	return (double) (h >> 11) * (1.0 / 9007199254740992.0) < fraction;
+}
+
+/* held_out, for a spilled slice's blocks (prepare.c) */
+bool
+load_held_out(const Dataset *ds, int64_t i, uint64_t seed, double fraction)
+{
+	return held_out(ds, i, seed, fraction) != 0;
 }
 
 /* bsearch over sorted strings (class labels, one-hot levels) */
@@ -107,13 +110,15 @@ static struct
 static void
 start_spill(Dataset *ds, const WorkerSpec *spec)
 {
-	int64_t		rows = budget.data / ((budget.window + 4) * budget.row);
+	int			half = spec->spill_fp16 && !ds->wide;
+	/* a half spill's buffers hold the half floats and their widened copy */
+	int64_t		rows = budget.data / ((budget.window + 4) * (budget.row + (half ? 2 * (int64_t) ds->d : 0)));
 
 	if (rows < 256)
 		rows = 256;
 	if (rows > 1 << 24)
 		rows = 1 << 24;
-	ds->spill = stream_open(spec, ds->d, ds->wide, spec->discover != 0, (int) rows);
+	ds->spill = stream_open(spec, ds->d, ds->wide, spec->discover != 0, half, (int) rows);
 	memset(ds->val, 0, ds->n);
 	stream_flush(ds->spill, ds);
 	ds->cap = rows;
@@ -541,14 +546,6 @@ copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
 	PQclear(res);
 }
 
-static int	label_of_key(const WorkerSpec *spec, int64_t key);
-
-int
-load_label_of_key(const WorkerSpec *spec, int64_t key)
-{
-	return label_of_key(spec, key);
-}
-
 /* an int8 label key as its output index, or -1 for a label not listed */
 static int
 label_of_key(const WorkerSpec *spec, int64_t key)
@@ -557,6 +554,13 @@ label_of_key(const WorkerSpec *spec, int64_t key)
 								 cmp_int64);
 
 	return hit ? spec->class_key_index[hit - spec->class_keys] : -1;
+}
+
+/* label_of_key, for a spilled slice's blocks (prepare.c) */
+int
+load_label_of_key(const WorkerSpec *spec, int64_t key)
+{
+	return label_of_key(spec, key);
 }
 
 /*

@@ -3,7 +3,8 @@
  * prepare.c
  *	  Global feature preparation: the data checks, the NULL policy, and
  *	  standardization from statistics reduced over every rank (never one
- *	  rank's slice alone).
+ *	  rank's slice alone).  A spilled slice (stream.c) is prepared in one
+ *	  pass over its blocks and standardized as each block is read.
  *
  *-------------------------------------------------------------------------
  */

@@ -51,6 +51,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "half.h"
 #include "worker.h"
 
 /* one block of rows, as laid out in the file and in a read buffer */
@@ -64,6 +65,7 @@ typedef struct SpillBlock
 typedef struct BlockBuf
 {
 	char	   *mem;
+	float	   *xf;				/* half spill: the inputs, widened */
 	Dataset		view;
 	int			block;			/* which block it holds, -1: none */
 } BlockBuf;
@@ -74,6 +76,7 @@ struct Spill
 	int			d;
 	int			wide;			/* float64 rows too (exact solvers) */
 	int			keys;			/* label keys too (labels listed while loading) */
+	int			half;			/* the float32 inputs kept as half floats */
 	int			rows;			/* rows per block */
 	int			nblocks;
 	int			capblocks;
@@ -106,16 +109,17 @@ struct Spill
 static size_t
 row_bytes(const Spill *sp)
 {
-	return 4 * (size_t) sp->d + 4 + 1 + (sp->keys ? 8 : 0) +
+	return (sp->half ? 2 : 4) * (size_t) sp->d + 4 + 1 + (sp->keys ? 8 : 0) +
 		(sp->wide ? 8 * (size_t) sp->d + 8 : 0);
 }
 
 /*
  * A block of n rows: float64 sections first, then the int64 keys, then
- * float32, then the validation flags, so every section is aligned.
+ * float32 (or half floats), then the validation flags, so every section is
+ * aligned.  A half spill's view has its inputs widened in xf.
  */
 static void
-block_view(const Spill *sp, char *mem, int n, Dataset *v)
+block_view(const Spill *sp, char *mem, float *xf, int n, Dataset *v)
 {
 	char	   *p = mem;
 
@@ -135,8 +139,8 @@ block_view(const Spill *sp, char *mem, int n, Dataset *v)
 		v->keys = (int64_t *) p;
 		p += 8 * (size_t) n;
 	}
-	v->X = (float *) p;
-	p += 4 * (size_t) n * sp->d;
+	v->X = sp->half ? xf : (float *) p;
+	p += (sp->half ? 2 : 4) * (size_t) n * sp->d;
 	v->y = (float *) p;
 	p += 4 * (size_t) n;
 	v->val = (unsigned char *) p;
@@ -210,7 +214,7 @@ stream_row_cost(const WorkerSpec *spec)
  *		rows of one block.
  */
 Spill *
-stream_open(const WorkerSpec *spec, int d, int wide, int keys, int rows)
+stream_open(const WorkerSpec *spec, int d, int wide, int keys, int half, int rows)
 {
 	Spill	   *sp = calloc(1, sizeof(Spill));
 	char		path[1100];
@@ -234,6 +238,7 @@ stream_open(const WorkerSpec *spec, int d, int wide, int keys, int rows)
 	sp->d = d;
 	sp->wide = wide;
 	sp->keys = keys;
+	sp->half = half;
 	sp->rows = rows;
 	sp->limit = spec->spill_limit > 0 ? spec->spill_limit / (worker_world > 0 ? worker_world : 1) : 0;
 	pthread_mutex_init(&sp->mu, NULL);
@@ -294,6 +299,23 @@ write_rows(Spill *sp, const Dataset *ds, int64_t lo, int n, int64_t off)
 {
 	struct iovec iov[6];
 	int			k = 0;
+	uint16_t   *h = NULL;
+	const float *x = ds->X + lo * sp->d;
+	size_t		nx = (size_t) n * sp->d;
+
+	if (sp->half)
+	{
+		/* a value past fp16's range would become infinite: refuse it */
+		for (size_t i = 0; i < nx; i++)
+			if (isfinite(x[i]) && fabsf(x[i]) > 65504.0f)
+				worker_fail_final_at(__FILE__, __LINE__, "22003",
+									 "Use options => '{\"spill\": \"float32\"}', or scale the column.",
+									 "a feature value (%g) does not fit the fp16 spill", x[i]);
+		h = malloc(2 * (nx ? nx : 1));
+		if (h == NULL)
+			worker_fail("out of memory");
+		half_from_float(h, x, nx, 1.0f);
+	}
 
 #define IOV(ptr, size) do { iov[k].iov_base = (void *) (ptr); iov[k].iov_len = (size); k++; } while (0)
 	if (sp->wide)
@@ -303,11 +325,15 @@ write_rows(Spill *sp, const Dataset *ds, int64_t lo, int n, int64_t off)
 	}
 	if (sp->keys)
 		IOV(ds->keys + lo, 8 * (size_t) n);
-	IOV(ds->X + lo * sp->d, 4 * (size_t) n * sp->d);
+	if (sp->half)
+		IOV(h, 2 * nx);
+	else
+		IOV(x, 4 * nx);
 	IOV(ds->y + lo, 4 * (size_t) n);
 	IOV(ds->val + lo, (size_t) n);
 #undef IOV
 	spill_write(sp, iov, k, off);
+	free(h);
 }
 
 /*
@@ -347,8 +373,9 @@ static int
 buf_alloc(const Spill *sp, BlockBuf *b)
 {
 	b->mem = malloc(row_bytes(sp) * (size_t) sp->rows + 64);
+	b->xf = sp->half ? malloc(sizeof(float) * (size_t) sp->rows * sp->d + 64) : NULL;
 	b->block = -1;
-	return b->mem != NULL;
+	return b->mem != NULL && (!sp->half || b->xf != NULL);
 }
 
 /* the standardization of prepare_data, on the rows of a block just read */
@@ -399,7 +426,15 @@ read_block(Spill *sp, BlockBuf *b, int k, int raw)
 	}
 	sp->read_seconds += dml_clock_seconds() - t0;
 	sp->read_bytes += (double) len;
-	block_view(sp, b->mem, sp->blocks[k].n, &b->view);
+	block_view(sp, b->mem, b->xf, sp->blocks[k].n, &b->view);
+	if (sp->half)
+	{
+		/* the half section sits after the float64 and key sections */
+		size_t		at = (sp->wide ? 8 * ((size_t) sp->d + 1) : 0) + (sp->keys ? 8 : 0);
+
+		half_to_float(b->xf, (const uint16_t *) (b->mem + at * sp->blocks[k].n),
+					  (size_t) sp->blocks[k].n * sp->d, 1.0f);
+	}
 	b->block = k;
 	if (!raw)
 		block_transform(sp, &b->view);
@@ -498,6 +533,8 @@ stream_scan(Spill *sp, int raw, void (*fn) (const Dataset *view, void *arg), voi
 	}
 	free(b[0].mem);
 	free(b[1].mem);
+	free(b[0].xf);
+	free(b[1].xf);
 }
 
 /*
@@ -518,7 +555,6 @@ stream_rewrite(Spill *sp, void (*fn) (Dataset *view, void *arg), void *arg)
 		worker_fail("out of memory for a spill block");
 	for (int k = 0; k < sp->nblocks; k++)
 	{
-		Dataset		packed;
 		int			err = read_block(sp, &b, k, 1);
 
 		if (err != 0)
@@ -532,35 +568,16 @@ stream_rewrite(Spill *sp, void (*fn) (Dataset *view, void *arg), void *arg)
 			else
 				sp->ntrain++;
 		}
-		/* the kept rows, packed as a block of their count, written back in place */
-		block_view(sp, b.mem, (int) b.view.n, &packed);
-		packed.n = b.view.n;
-		if (packed.n > 0)
-		{
-			/* sections move down: copy each from the view in order */
-			char	   *tmp = malloc(row_bytes(sp) * (size_t) packed.n + 64);
-			Dataset		t;
-
-			if (tmp == NULL)
-				worker_fail("out of memory");
-			block_view(sp, tmp, (int) packed.n, &t);
-			if (sp->wide)
-			{
-				memcpy(t.Xd, b.view.Xd, 8 * (size_t) packed.n * sp->d);
-				memcpy(t.yd, b.view.yd, 8 * (size_t) packed.n);
-			}
-			if (sp->keys)
-				memcpy(t.keys, b.view.keys, 8 * (size_t) packed.n);
-			memcpy(t.X, b.view.X, 4 * (size_t) packed.n * sp->d);
-			memcpy(t.y, b.view.y, 4 * (size_t) packed.n);
-			memcpy(t.val, b.view.val, (size_t) packed.n);
-			t.n = packed.n;
-			write_rows(sp, &t, 0, (int) t.n, sp->blocks[k].off);
-			free(tmp);
-		}
-		sp->blocks[k].n = (int) packed.n;
+		/*
+		 * the kept rows, at the front of each section of the buffer, written
+		 * back in place as a block of their count (from memory: no overlap)
+		 */
+		if (b.view.n > 0)
+			write_rows(sp, &b.view, 0, (int) b.view.n, sp->blocks[k].off);
+		sp->blocks[k].n = (int) b.view.n;
 	}
 	free(b.mem);
+	free(b.xf);
 }
 
 /* the standardization to apply to every block from now on */
@@ -761,9 +778,11 @@ stream_epoch_free(StreamEpoch *e)
 	for (int s = 0; s < e->W; s++)
 	{
 		free(e->slot[s].mem);
+		free(e->slot[s].xf);
 		free(e->rows[s]);
 	}
 	free(e->spare.mem);
+	free(e->spare.xf);
 	free(e->slot);
 	free(e->rows);
 	free(e->left);

@@ -757,6 +757,7 @@ final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Train
 		out->spill_read_seconds = sums[3];
 		out->memory = (double) spec->memory;
 		out->window = spec->window;
+		out->spill_fp16 = spec->spill_fp16 && !ds->wide;
 	}
 	dml_work_free(&work);
 	free(train_idx);

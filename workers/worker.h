@@ -100,6 +100,7 @@ typedef struct WorkerSpec
 	int			window;			/* blocks a streamed epoch mixes rows across */
 	char	   *spill_dir;		/* the job's spill directory */
 	int64_t		spill_limit;	/* bytes of spill for the job; 0: no limit */
+	int			spill_fp16;		/* spill float32 inputs as half floats */
 
 	int			classification;
 	int			nclasses;
@@ -191,7 +192,7 @@ typedef struct StreamEpoch StreamEpoch;
 extern int64_t stream_data_budget(const WorkerSpec *spec);
 extern int64_t stream_row_cost(const WorkerSpec *spec);
 extern double stream_peak_rss(void);
-extern Spill *stream_open(const WorkerSpec *spec, int d, int wide, int keys, int rows);
+extern Spill *stream_open(const WorkerSpec *spec, int d, int wide, int keys, int half, int rows);
 extern void stream_flush(Spill *sp, Dataset *ds);
 extern int64_t stream_rows(const Spill *sp);
 extern int64_t stream_bytes(const Spill *sp);

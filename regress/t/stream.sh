@@ -69,6 +69,18 @@ check "streamed: accuracy $a_str within 0.5 points of in memory ($a_mem)" \
 	'[ "$(echo "d = ($a_str - $a_mem) * 100; if (d < 0) d = -d; d <= 0.5" | bc -l)" = 1 ]'
 check "streamed: the spill directory is gone after success" '[ "$(spill_dirs)" = 0 ]'
 
+# an fp16 spill: half the bytes of the inputs, the same accuracy
+qa -c "SELECT model_id FROM dml_train('st_half', 'st_big', 'y', features => $FEATS, model => 'logistic',
+	optimizer => 'adam', learning_rate => 0.01, epochs => 2, batch_size => 512, workers => 2, seed => 7,
+	options => '{\"memory\": \"8MB\", \"window\": 4, \"spill\": \"fp16\", \"in_server\": false}')" >/dev/null 2>&1
+b32=$(meta st_streamed "metrics->>'spill_bytes'")
+b16=$(meta st_half "metrics->>'spill_bytes'")
+a16=$(meta st_half "metrics->>'accuracy'")
+check "fp16 spill: said so, $b16 bytes against $b32 in float32" \
+	'[ "$(meta st_half "metrics->>'"'"'spill_format'"'"'")" = fp16 ] && [ -n "$b16" ] && [ $((b16 * 10)) -lt $((b32 * 7)) ]'
+check "fp16 spill: accuracy $a16 within 0.5 points of in memory ($a_mem)" \
+	'[ "$(echo "d = (${a16:-0} - $a_mem) * 100; if (d < 0) d = -d; d <= 0.5" | bc -l)" = 1 ]'
+
 # validation rows and early stopping streamed: the same held-out rows as in memory
 out=$(train_big st_val_mem 1GB "validation => 0.2, patience => 5")
 out2=$(train_big st_val_str 8MB "validation => 0.2, patience => 5")
@@ -203,6 +215,13 @@ out=$(pgc_psql -v VERBOSITY=verbose -c "SET dml.spill_limit = '2MB'" -c "SELECT 
 check "a spill past dml.spill_limit is a clear error ($(grep ERROR <<<"$out"))" \
 	'grep -q "ERROR:  53400: spill of this job passes dml.spill_limit" <<<"$out"'
 check "after the errors no spill directory is left" '[ "$(spill_dirs)" = 0 ]'
+pgc_psql -c "DROP TABLE IF EXISTS st_range" -c "CREATE TABLE st_range AS SELECT x1 * 1e6 AS x1, $(seq -s, -f 'x%g' 2 20), y FROM st_mid" \
+	-c "GRANT SELECT ON st_range TO st_alice" >/dev/null
+out=$(pgc_psql -v VERBOSITY=verbose -U st_alice -c "SELECT model_id FROM dml_train('st_range', 'st_range', 'y', features => $FEATS,
+	model => 'logistic', optimizer => 'adam', epochs => 1, workers => 2,
+	options => '{\"memory\": \"8MB\", \"spill\": \"fp16\"}')" 2>&1)
+check "fp16 spill of a value past its range: a clear error ($(grep ERROR <<<"$out"))" \
+	'grep -q "ERROR:  22003: a feature value .* does not fit the fp16 spill" <<<"$out"'
 err=$(qa -c "SELECT dml_train('st_badmem', 'st_mid', 'y', options => '{\"memory\": \"1kB\"}')" 2>&1)
 check "a memory option below 8MB is refused" 'grep -q "option \"memory\" must be an amount of memory" <<<"$err"'
 
