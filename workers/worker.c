@@ -246,15 +246,14 @@ main(int argc, char **argv)
 	prepare_data(&ds, &spec, &res.model);
 	{
 		/*
-		 * A spilled slice streams through the exact least-squares solver
-		 * and the CPU loop; the GPU loop and the Newton and L-BFGS solvers
-		 * hold their rows in memory.  Every rank learns whether any spilled.
+		 * A spilled slice streams through the exact least-squares solver,
+		 * L-BFGS and the CPU loop; the GPU loop and Newton's method hold
+		 * their rows in memory.  Every rank learns whether any spilled.
 		 */
 		double		spilled = ds.spill != NULL;
 
 		comm_allreduce_double(&spilled, 1);
-		if (spilled > 0 && (spec.optimizer == DML_JOB_OPT_NEWTON ||
-							spec.optimizer == DML_JOB_OPT_LBFGS))
+		if (spilled > 0 && spec.optimizer == DML_JOB_OPT_NEWTON)
 			worker_user_error("0A000|Give the job more memory (dml.worker_memory, options \"memory\"), or use an iterative optimizer such as adam.|"
 							  "the %s solver needs its rows in memory, and a worker's slice does not fit %lld MB",
 							  dml_job_name(DML_NAMES_OPTIMIZER, spec.optimizer),

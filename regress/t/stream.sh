@@ -119,6 +119,18 @@ close=$(q -c "SELECT $diff < 1e-6")
 check "full batch: streamed ($(meta st_fb_8MB "metrics->>'streamed'") ranks) equals in memory to 1e-6 (largest difference $diff)" \
 	'[ "$(meta st_fb_8MB "metrics->>'"'"'streamed'"'"'")" -ge 1 ] && [ "$close" = t ]'
 
+# L-BFGS reads the blocks at each evaluation, in the in-memory chunks
+for mem in 1GB 8MB; do
+	qa -c "SELECT model_id FROM dml_train('st_lb_$mem', 'st_big', 'y', features => $FEATS, model => 'logistic',
+		optimizer => 'lbfgs', epochs => 15, workers => 2, validation => 0.1,
+		options => '{\"memory\": \"$mem\", \"in_server\": false}')" >/dev/null 2>>$T/st-lin.err
+done
+diff=$(q -c "SELECT max(abs(dml_predict('st_lb_1GB', b) - dml_predict('st_lb_8MB', b)))
+	FROM (SELECT * FROM st_big LIMIT 2000) b")
+close=$(q -c "SELECT $diff < 1e-6")
+check "L-BFGS: streamed ($(meta st_lb_8MB "metrics->>'streamed'") ranks) equals in memory to 1e-6 (largest difference $diff)" \
+	'[ "$(meta st_lb_8MB "metrics->>'"'"'streamed'"'"'")" = 2 ] && [ "$close" = t ]'
+
 # ---------------------------------------------------------------------
 # Every sync mode, an MLP with listed labels, a background job
 # ---------------------------------------------------------------------
