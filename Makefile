@@ -15,7 +15,8 @@ EXTVERSION = 1.2
 MODULE_big = dml
 KERNEL_OBJS = kernels/common.o kernels/layers.o kernels/losses.o kernels/optim.o kernels/net.o kernels/format.o kernels/solve.o \
 	kernels/stats.o kernels/lsq.o kernels/logit.o kernels/metrics.o kernels/lbfgs.o
-OBJS = extension/dml.o extension/train.o extension/predict.o extension/predict_plan.o \
+OBJS = extension/dml.o extension/train.o extension/train_args.o extension/train_columns.o \
+	extension/train_plan.o extension/train_store.o extension/predict.o extension/predict_plan.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o extension/roles.o \
 	extension/evaluate.o extension/predict_table.o extension/predict_table_worker.o \
 	extension/aggregate.o extension/exact.o extension/fit.o extension/summary.o \
@@ -101,7 +102,7 @@ CUDA_OBJS = $(patsubst %.cu,build/%.o,$(CUDA_SRCS))
 # Two builds of the worker: dml-worker for the CPU, and dml-worker-gpu with
 # CUDA, cuBLAS and NCCL linked in.  Loading those libraries costs about
 # 0.1 s at every start and 0.04 s at every exit of every rank, so jobs that
-# cannot use a GPU start the CPU build (extension/train.c, worker_path).
+# cannot use a GPU start the CPU build (coordinator/settings.c, worker_path).
 GPU_WORKER_OBJS = $(patsubst %.c,build/gpu/%.o,$(WORKER_SRCS)) \
 	$(patsubst %.c,build/%.o,$(KERNEL_SRCS)) $(CUDA_OBJS)
 GPU_WCFLAGS = $(WCFLAGS) -DDML_HAVE_CUDA -I$(CUDA_HOME)/include

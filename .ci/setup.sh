@@ -21,7 +21,7 @@ PKGS=(
 	python3-onnx python3-venv python3-torch
 )
 if [ "${1:-}" = "--bench" ]; then
-	PKGS+=(python3-torch)
+	PKGS+=(python3-torch python3-pandas liblinear-tools)
 fi
 
 missing=()

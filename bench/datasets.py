@@ -17,9 +17,11 @@ Connects with the PG* environment.  For each dataset it
      model => 'mlp' too: the kind is the one thing named), then scores the
      test table in SQL;
   4. checks: accuracy within 1 point of scikit-learn's (or better), R2 within
-     0.02, dml's wall time no more than scikit-learn's fit plus export (each
-     the best of 5 runs, with 4 ms for the noise of a shared machine).
-Prints one TAP line per check, and writes the comparison as JSON and Markdown.
+     0.02; and reports (never checks: no timing assertion in the tests)
+     whether dml's wall time is no more than scikit-learn's fit plus export
+     (each the best of 5 runs, with 4 ms for the noise of a shared machine).
+Prints one TAP line per check, a comment per time comparison, and writes the
+comparison as JSON and Markdown (bench section 9 reports the times).
 
 linnerud (3 targets, 20 rows) has no dml model kind: dml models one target.
 """
@@ -149,8 +151,10 @@ def run_one(conn, name, mlp, out):
     out.append(r)
     print(f"{'ok' if r['score_ok'] else 'not ok'} - {label}: dml {r['metric']} {dml_score:.4f} "
           f"within {tol} of scikit-learn's {sk_score:.4f}", flush=True)
-    print(f"{'ok' if r['time_ok'] else 'not ok'} - {label}: dml {t_dml:.4f} s no more than "
-          f"scikit-learn fit {t_fit:.4f} s + export {t_export:.4f} s (+ {TIME_SLACK} s)", flush=True)
+    # a comparison of times, not a check: speed is measured by make bench
+    # (section 9), never asserted by the test suite
+    print(f"# {label}: dml {t_dml:.4f} s, scikit-learn fit {t_fit:.4f} s + export {t_export:.4f} s "
+          f"({'no slower' if r['time_ok'] else 'slower'}, with {TIME_SLACK} s for noise)", flush=True)
 
 
 def markdown(rows):

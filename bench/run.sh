@@ -68,6 +68,26 @@ if [ ! -e "$(pg_config --sharedir)/extension/dml.control" ]; then
 	exit 1
 fi
 
+# --- the newest PyTorch from PyPI, beside Debian's (full mode) -------------------
+# A virtual environment under build/ (about 3 GB: PyPI's Linux wheel brings
+# its CUDA libraries); made once, used only as a peer.  DML_BENCH_TORCH_PYPI=0
+# leaves it out; quick mode never makes it.
+torch_args=()
+TORCH_PYPI=${DML_BENCH_TORCH_PYPI_VERSION:-2.15.0}
+if [ "$mode" = full ] && [ "${DML_BENCH_TORCH_PYPI:-1}" != 0 ]; then
+	tenv="$here/build/torchenv"
+	if ! "$tenv/bin/python" -c "import torch, numpy; assert torch.__version__.startswith('$TORCH_PYPI')" 2>/dev/null; then
+		echo "run.sh: making $tenv (torch==$TORCH_PYPI from PyPI)" >&2
+		rm -rf "$tenv"
+		$PY -m venv "$tenv" && "$tenv/bin/pip" install -q --disable-pip-version-check \
+			"torch==$TORCH_PYPI" numpy >"$out_dir/torchenv.log" 2>&1 ||
+			{ echo "run.sh: could not make $tenv (see $out_dir/torchenv.log); PyPI's PyTorch left out" >&2; rm -rf "$tenv"; }
+	fi
+	[ -x "$tenv/bin/python" ] && torch_args=(--torch-py "$tenv/bin/python")
+fi
+# or an interpreter named by the caller, in either mode
+[ -n "${DML_BENCH_TORCH_PY:-}" ] && torch_args=(--torch-py "$DML_BENCH_TORCH_PY")
+
 # --- micro benchmarks ---------------------------------------------------------
 bash bench/micro/build.sh "$here/build/micro" >"$out_dir/build-micro.log" 2>&1 || {
 	cat "$out_dir/build-micro.log" >&2; exit 1; }
@@ -133,6 +153,6 @@ EOF
 
 # --- the benchmarks -----------------------------------------------------------
 $PY bench/harness.py --mode "$mode" --out "$report" --micro "$here/build/micro" \
-	--workdir "$out_dir" --setup-json "$setup_json" "${baseline_args[@]}" 2>&1 | tee -a "$out_dir/run-$mode.log" >&2
+	--workdir "$out_dir" --setup-json "$setup_json" "${baseline_args[@]}" "${torch_args[@]}" 2>&1 | tee -a "$out_dir/run-$mode.log" >&2
 
 echo "run.sh: $mode done in $(( $(date +%s) - t_begin )) s; report: $report" >&2

@@ -74,7 +74,7 @@ typedef struct DmlJob
 	char	   *name;
 	Oid			relid;
 	char		relkind;
-	char	   *kind;			/* linear, logistic, softmax, mlp */
+	DmlKind		kind;			/* DML_KIND_AUTO until the plan settles it */
 	bool		classification;
 	DmlColumn	target;
 	List	   *features;		/* of DmlColumn * */
@@ -90,8 +90,8 @@ typedef struct DmlJob
 	int			noutputs;
 	int			nhidden;
 	int			hidden[16];
-	char	   *activation;
-	char	   *loss;
+	DmlAct		activation;
+	DmlLoss		loss;
 	DmlJobOptimizer optimizer;
 	double		learning_rate;
 	int			batch_size;
@@ -203,7 +203,6 @@ extern bool DmlFitInServer(DmlJob *job);
 extern void DmlFitSolve(DmlJob *job, DmlJobResult *result,
 						DmlProgressCallback cb, void *cb_arg);
 
-/* extension/train.c: how a job's workers are started and connect back */
 /* settings.c: how a job's workers are started and connect back */
 extern char *dml_mpirun;
 extern char *dml_worker_path;

@@ -17,6 +17,10 @@ static const char *const sync_names[] = {"allreduce", "ps", "ssp", "async", "gos
 static const char *const compression_names[] = {"none", "fp16", "topk", NULL};
 static const char *const nulls_names[] = {"error", "skip", "impute", NULL};
 static const char *const device_names[] = {"auto", "cpu", "gpu", NULL};
+static const char *const kind_names[] = {"linear", "logistic", "softmax", "mlp", "auto", NULL};
+/* kernels.h's DmlLoss and DmlAct, in the order of their values */
+static const char *const loss_names[] = {"mse", "bce", "softmax", NULL};
+static const char *const activation_names[] = {"identity", "relu", "tanh", "sigmoid", NULL};
 
 static const char *const *const lists[] = {
 	[DML_NAMES_OPTIMIZER] = optimizer_names,
@@ -25,6 +29,9 @@ static const char *const *const lists[] = {
 	[DML_NAMES_COMPRESSION] = compression_names,
 	[DML_NAMES_NULLS] = nulls_names,
 	[DML_NAMES_DEVICE] = device_names,
+	[DML_NAMES_KIND] = kind_names,
+	[DML_NAMES_LOSS] = loss_names,
+	[DML_NAMES_ACTIVATION] = activation_names,
 };
 
 /* the name of value in list which; "?" out of range */

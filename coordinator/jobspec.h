@@ -19,12 +19,12 @@
  * The coordinator writes the serialized job from the table
  * (coordinator/launch.c, job_settings), the workers read it back with the
  * same table (workers/spec.c), and the stored spec's hyperparameters are
- * written from it (extension/train.c, spec_json).  So a new setting is one
+ * written from it (extension/train_store.c, spec_json).  So a new setting is one
  * row here, one member in each of the two structs, its SQL argument, and
  * the code that uses it.
  *
  * Strings from SQL become these enums once, at the SQL boundary
- * (extension/train.c, with the user's error messages); nothing downstream
+ * (extension/train_args.c, with the user's error messages); nothing downstream
  * compares option strings.
  *
  * The serialized job is one line per setting, "key value", with "\\", "\n",
@@ -37,6 +37,9 @@
 #define DML_JOBSPEC_H
 
 #define DML_JOB_SETTINGS(X) \
+	X(ENUM, kind, 0, DML_NAMES_KIND) \
+	X(ENUM, loss, 0, DML_NAMES_LOSS) \
+	X(ENUM, activation, 0, DML_NAMES_ACTIVATION) \
 	X(ENUM, optimizer, 1, DML_NAMES_OPTIMIZER) \
 	X(DBL, learning_rate, 1, 0) \
 	X(DBL, momentum, 1, 0) \
@@ -76,8 +79,24 @@
 
 /*
  * The job's enums.  The first values of DmlJobOptimizer are kernels.h's
- * DmlOptimizer (the iterative ones); DmlSchedule is kernels.h's.
+ * DmlOptimizer (the iterative ones); DmlSchedule, DmlLoss (loss) and DmlAct
+ * (activation) are kernels.h's, named here (jobspec.c) in their order.
  */
+
+/*
+ * The kind of model: dml.models.kind and dml_train's model argument.
+ * DML_KIND_AUTO is the argument's 'auto' while the plan settles it
+ * (extension/train_plan.c); no job runs with it.
+ */
+typedef enum DmlKind
+{
+	DML_KIND_LINEAR,
+	DML_KIND_LOGISTIC,
+	DML_KIND_SOFTMAX,
+	DML_KIND_MLP,
+	DML_KIND_AUTO
+} DmlKind;
+
 typedef enum DmlJobOptimizer
 {
 	DML_JOB_OPT_SGD,
@@ -128,7 +147,10 @@ typedef enum DmlJobNames
 	DML_NAMES_SYNC,
 	DML_NAMES_COMPRESSION,
 	DML_NAMES_NULLS,
-	DML_NAMES_DEVICE
+	DML_NAMES_DEVICE,
+	DML_NAMES_KIND,
+	DML_NAMES_LOSS,				/* kernels.h's DmlLoss */
+	DML_NAMES_ACTIVATION		/* kernels.h's DmlAct */
 } DmlJobNames;
 
 /* the name of value in list which; "?" out of range */

@@ -142,7 +142,6 @@ spec_text_predict(DmlJob *job)
 	spec_put(&buf, "snapshot", job->snapshot);
 	spec_put(&buf, "role", job->role);
 	spec_putf(&buf, "world", "%d", job->workers);
-	spec_put(&buf, "kind", job->kind);
 	spec_putf(&buf, "outputs", "%d", job->noutputs);
 	spec_put(&buf, "device", dml_job_name(DML_NAMES_DEVICE, job->device));
 	spec_putf(&buf, "id", "%d", job->predict_id ? 1 : 0);
@@ -187,9 +186,6 @@ spec_text(DmlJob *job, bool resume)
 	spec_put(&buf, "snapshot", job->snapshot);
 	spec_put(&buf, "role", job->role);
 	spec_putf(&buf, "world", "%d", job->workers + job->servers);
-	spec_put(&buf, "kind", job->kind);
-	spec_put(&buf, "loss", job->loss);
-	spec_put(&buf, "activation", job->activation);
 	spec_putf(&buf, "outputs", "%d", job->noutputs);
 	for (int i = 0; i < job->nhidden; i++)
 		spec_putf(&buf, "hidden", "%d", job->hidden[i]);

@@ -323,8 +323,7 @@ DmlFitSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_
 	Fit			fit;
 	int			sizes[DML_MAX_LAYERS + 1];
 	int			nlayers = job->nhidden + 1;
-	DmlLoss		loss = strcmp(job->loss, "mse") == 0 ? DML_LOSS_MSE :
-		strcmp(job->loss, "bce") == 0 ? DML_LOSS_BCE : DML_LOSS_SOFTMAX;
+	DmlLoss		loss = job->loss;
 	TimestampTz start = GetCurrentTimestamp();
 	DmlLbfgs	lb;
 	DmlLbfgsProblem pb;
@@ -348,7 +347,7 @@ DmlFitSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_
 	fit_load(&fit);
 
 	memset(&lb, 0, sizeof(lb));
-	if (dml_model_alloc(&fit.m, nlayers, sizes, dml_act_parse(job->activation), loss) != DML_OK)
+	if (dml_model_alloc(&fit.m, nlayers, sizes, job->activation, loss) != DML_OK)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory for the model")));
 	PG_TRY();
 	{

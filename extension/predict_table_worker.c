@@ -347,7 +347,6 @@ DmlPredictTableInWorker(DmlPredictTarget *t, const char *device)
 	job->type = DML_JOB_PREDICT;
 	job->name = t->model;
 	job->relid = t->source;
-	job->kind = cm->kind;
 	job->features = spec_columns(cm);
 	job->ninputs = cm->model.net.sizes[0];
 	job->noutputs = cm->model.net.sizes[cm->model.net.nlayers];

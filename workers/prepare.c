@@ -223,7 +223,7 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 	for (int l = 0; l < spec->nhidden; l++)
 		sizes[l + 1] = spec->hidden[l];
 	sizes[nlayers] = spec->outputs;
-	if (dml_model_alloc(model, nlayers, sizes, spec->act, spec->loss) != DML_OK)
+	if (dml_model_alloc(model, nlayers, sizes, spec->activation, spec->loss) != DML_OK)
 		worker_fail("out of memory for the model");
 
 	for (int f = 0; f < nf; f++)

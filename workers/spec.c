@@ -207,13 +207,6 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 			spec->role = val;
 		else if (strcmp(key, "world") == 0)
 			spec->world = atoi(val);
-		else if (strcmp(key, "kind") == 0)
-			spec->kind = val;
-		else if (strcmp(key, "loss") == 0)
-			spec->loss = strcmp(val, "bce") == 0 ? DML_LOSS_BCE :
-				strcmp(val, "softmax") == 0 ? DML_LOSS_SOFTMAX : DML_LOSS_MSE;
-		else if (strcmp(key, "activation") == 0)
-			spec->act = dml_act_parse(val) < 0 ? DML_ACT_RELU : (DmlAct) dml_act_parse(val);
 		else if (strcmp(key, "outputs") == 0)
 			spec->outputs = atoi(val);
 		else if (strcmp(key, "hidden") == 0 && spec->nhidden < DML_MAX_LAYERS - 1)

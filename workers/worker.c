@@ -224,7 +224,7 @@ main(int argc, char **argv)
 	{
 		char		line[256];
 		int			n = snprintf(line, sizeof(line), "training %s on %s with %d worker%s",
-								 spec.kind, gpu >= 0 ? "gpu" : "cpu", worker_world,
+								 dml_job_name(DML_NAMES_KIND, spec.kind), gpu >= 0 ? "gpu" : "cpu", worker_world,
 								 worker_world == 1 ? "" : "s");
 
 		if (spec.sync != DML_SYNC_ALLREDUCE || spec.compression != DML_COMPRESS_NONE)

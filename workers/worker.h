@@ -57,9 +57,9 @@ typedef struct WorkerSpec
 	char	   *snapshot;
 	char	   *role;
 	int			world;
-	char	   *kind;
+	DmlKind		kind;
 	DmlLoss		loss;
-	DmlAct		act;
+	DmlAct		activation;
 	int			outputs;
 	int			nhidden;
 	int			hidden[DML_MAX_LAYERS];

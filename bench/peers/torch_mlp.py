@@ -18,13 +18,42 @@ cross-entropy on the last one; torch's default initialization.
 
 import argparse
 import os
+import resource
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+
+def pin_threads(argv):
+    """Hold the process to --threads cores before torch starts its pools.
+
+    torch.set_num_threads(1) alone does not make one core: Debian's torch
+    runs its BLAS on every core (CPU time / wall 1.96 on a 2048-cube matmul
+    at one thread).  So the cores themselves are limited (affinity, which
+    every thread pool started later inherits) and the pools are sized to
+    them; each epoch reports the cores it really used (CPU time / wall)."""
+    n = 1
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            n = int(argv[i + 1])
+        elif a.startswith("--threads="):
+            n = int(a.split("=", 1)[1])
+    n = max(n, 1)
+    for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[v] = str(n)
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:n])
+
+
+pin_threads(sys.argv)
+
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+
+
+def cpu_seconds():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 from fashion import emit, fail, load_fashion, standardize  # noqa: E402
 
@@ -141,8 +170,10 @@ def train_torch(cfg, xtr, ytr, xte, yte, peer, extra=None, xval=None, yval=None)
           "standardize": cfg.standardize, "torch": torch.__version__, **(extra or {})})
 
     total_train = 0.0
+    total_cpu = 0.0
     rec = {}
     for epoch in range(1, cfg.epochs + 1):
+        c0 = cpu_seconds()
         t0 = time.perf_counter()
         perm = torch.randperm(n, generator=gen) if bs < n else torch.arange(n)
         loss_sum = 0.0
@@ -156,11 +187,14 @@ def train_torch(cfg, xtr, ytr, xte, yte, peer, extra=None, xval=None, yval=None)
             opt.step()
             loss_sum += loss.item() * yb.shape[0]
         secs = time.perf_counter() - t0
+        cpu = cpu_seconds() - c0
         total_train += secs
+        total_cpu += cpu
         t1 = time.perf_counter()
         test_loss, test_acc = evaluate(model, xte_t, yte_t) if len(yte) else (None, None)
         rec = {"peer": peer, "event": "epoch", "epoch": epoch, "seconds": round(secs, 4),
-               "samples_per_s": round(n / secs, 1), "loss": round(loss_sum / n, 6),
+               "samples_per_s": round(n / secs, 1), "cores": round(cpu / secs, 2),
+               "loss": round(loss_sum / n, 6),
                "test_loss": None if test_loss is None else round(test_loss, 6),
                "test_acc": test_acc}
         if xval is not None:
@@ -171,6 +205,7 @@ def train_torch(cfg, xtr, ytr, xte, yte, peer, extra=None, xval=None, yval=None)
         emit(rec)
     done = {"peer": peer, "event": "done", "train_s": round(total_train, 4),
             "samples_per_s": round(n * cfg.epochs / total_train, 1) if total_train else None,
+            "cores": round(total_cpu / total_train, 2) if total_train else None,
             "loss": rec.get("loss"), "test_acc": rec.get("test_acc")}
     emit(done)
     return done

@@ -4,8 +4,9 @@
 # digits, diabetes; digits also as an MLP), loaded as tables and trained
 # with defaults only (name, relation, target), against scikit-learn's
 # defaults on the same split in the same run: accuracy within 1 point, R2
-# within 0.02, wall time no more than scikit-learn's fit plus the export of
-# the table to Python.  Runs against the cluster regress/run.sh started.
+# within 0.02.  The times (dml against scikit-learn's fit plus the export
+# of the table to Python) are printed as comments, not checked: speed is
+# make bench's (section 9).  Runs against the cluster regress/run.sh started.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source regress/pgcluster.sh
