@@ -134,5 +134,16 @@ rm -f "$f"
 	echo
 	echo "- through the page cache: $dd_cached"
 	echo "- O_DIRECT (the device): $dd_direct"
+	echo
+	echo "## Notes"
+	echo
+	echo "rows/s is dml.epochs.rows_per_second: rows over the epoch's training seconds (steps and"
+	echo "synchronization; not the load, not the validation pass).  In memory, each step gathers"
+	echo "its rows at random from the rank's whole slice; streamed, from a window of a few blocks"
+	echo "that stays in the CPU's caches: likely (not profiled) why a streamed epoch can beat an in-memory one"
+	echo "when the model is small (logistic regression) and cost about the same when compute"
+	echo "dominates (the MLP).  The spill read rate counts only the time inside pread(), on the"
+	echo "read-ahead thread; the spill was freshly written and fits the page cache here, so it is"
+	echo "compared with dd through the page cache as well as with O_DIRECT."
 } >"$report"
 cat "$report"
