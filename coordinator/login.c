@@ -50,7 +50,6 @@
 #include "utils/timestamp.h"
 
 #include "coordinator.h"
-#include "dml.h"
 
 #define DML_LOGIN_TIMEOUT_MS	30000
 
@@ -58,9 +57,9 @@
 static Oid	checked_role = InvalidOid;
 static char *checked_conninfo = NULL;
 
-/* a conninfo value, single-quoted */
-static void
-append_conn_value(StringInfo buf, const char *key, const char *value)
+/* key='value' for a libpq connection string, the value quoted as libpq reads it */
+void
+DmlAppendConnValue(StringInfo buf, const char *key, const char *value)
 {
 	appendStringInfo(buf, "%s='", key);
 	for (const char *p = value; *p; p++)
@@ -95,17 +94,17 @@ DmlWorkerConninfo(Oid role)
 
 		while (first && *first == ' ')
 			first++;
-		append_conn_value(&buf, "host", first && *first ? first : "127.0.0.1");
+		DmlAppendConnValue(&buf, "host", first && *first ? first : "127.0.0.1");
 		appendStringInfo(&buf, "port=%d ", PostPortNumber);
 	}
-	append_conn_value(&buf, "user", GetUserNameFromId(role, false));
-	append_conn_value(&buf, "dbname", get_database_name(MyDatabaseId));
+	DmlAppendConnValue(&buf, "user", GetUserNameFromId(role, false));
+	DmlAppendConnValue(&buf, "dbname", get_database_name(MyDatabaseId));
 	initStringInfo(&opts);
 	appendStringInfoString(&opts, "-c search_path=pg_catalog,pg_temp "
 						   "-c default_transaction_read_only=on");
 	if (StatementTimeout > 0)
 		appendStringInfo(&opts, " -c statement_timeout=%d", StatementTimeout);
-	append_conn_value(&buf, "options", opts.data);
+	DmlAppendConnValue(&buf, "options", opts.data);
 	appendStringInfoString(&buf, "application_name='dml-worker'");
 	return buf.data;
 }

@@ -78,8 +78,8 @@ leaf_blocks(Oid relid, char relkind)
  * row-level security (a leaf read directly would skip the parent's
  * policies).  Otherwise the parent is read whole by rank 0.
  */
-static bool
-leaves_readable(Oid relid)
+bool
+DmlLeavesReadable(Oid relid)
 {
 	List	   *rels;
 	ListCell   *lc;
@@ -114,7 +114,7 @@ DmlPlanSlices(Oid relid, char relkind, int nranks, BlockNumber max_blocks)
 	uint64		total = 0;
 	uint64		pos = 0;
 
-	if (relkind == RELKIND_PARTITIONED_TABLE && !leaves_readable(relid))
+	if (relkind == RELKIND_PARTITIONED_TABLE && !DmlLeavesReadable(relid))
 		relkind = RELKIND_VIEW;
 	if (relkind == RELKIND_VIEW || relkind == RELKIND_FOREIGN_TABLE)
 	{
@@ -190,6 +190,8 @@ DmlSliceQuery(DmlJob *job, DmlSlice *slice)
 	char	   *nsp = get_namespace_name(get_rel_namespace(slice->relid));
 	char	   *rel = get_rel_name(slice->relid);
 
+	if (slice->query)
+		return slice->query;	/* a shard's, built by shards.c */
 	if (nsp == NULL || rel == NULL)
 		elog(ERROR, "relation %u vanished while planning", slice->relid);
 	initStringInfo(&buf);
@@ -199,14 +201,14 @@ DmlSliceQuery(DmlJob *job, DmlSlice *slice)
 		appendStringInfo(&buf, "SELECT dml.%s(%s", job->pack_wide ? "pack_rows64" : "pack_rows",
 						 job->pack_target);
 		foreach(lc, job->features)
-			appendStringInfo(&buf, ", %s", ((DmlColumn *) lfirst(lc))->expr);
+			appendStringInfo(&buf, ", %s", ((DmlFeature *) lfirst(lc))->expr);
 		appendStringInfoChar(&buf, ')');
 	}
 	else
 	{
 		appendStringInfo(&buf, "SELECT %s", job->target.expr);
 		foreach(lc, job->features)
-			appendStringInfo(&buf, ", %s", ((DmlColumn *) lfirst(lc))->expr);
+			appendStringInfo(&buf, ", %s", ((DmlFeature *) lfirst(lc))->expr);
 	}
 	appendStringInfo(&buf, " FROM %s", quote_qualified_identifier(nsp, rel));
 	if (!slice->whole)

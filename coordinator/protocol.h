@@ -38,13 +38,16 @@
  *	 ERROR     text: what failed, for the user's errmsg/errdetail
  *	 LOG       text: a line for a NOTICE
  *	 PREDICTIONS  a predict job's block of rows, in the order they were read:
- *	           uint32 rows B, uint32 outputs K, float32 out[B * K] (the
- *	           model's predictions as dml_model_predict gives them), then
+ *	           uint32 rows B, uint32 outputs K, uint32 bytes per value V
+ *	           (4, or 8 for a float64 model), out[B * K] (the model's
+ *	           predictions as dml_model_predict or, in float64,
+ *	           dml_model_predict64 gives them), then
  *	           when the job has an id column, per row an int32 length (-1
  *	           for NULL) and the id in its type's binary format
  *	 DONE      a predict job's end: int64 rows sent in all
  *	 CLASSES   the labels the workers listed (the job asked them to:
  *	           discover_classes), one per line, in output order
+ *	 STEP      DmlStep: where rank 0 is within the epoch it runs
  *
  * The socket is the job's lifeline: when the coordinator closes it, rank 0
  * ends the whole job.
@@ -77,7 +80,8 @@ typedef enum DmlMsgType
 	DML_MSG_PREDICTIONS = 7,
 	DML_MSG_DONE = 8,
 	DML_MSG_CLASSES = 9,
-	DML_MSG_JOB = 10
+	DML_MSG_JOB = 10,
+	DML_MSG_STEP = 11
 } DmlMsgType;
 
 /* One epoch's figures, reduced over every rank by rank 0 */
@@ -95,6 +99,19 @@ typedef struct DmlProgress
 	double		bytes_across;	/* ... of which between hosts */
 	double		staleness;		/* ssp/async/ps: most staleness seen; NaN: n/a */
 } DmlProgress;
+
+/*
+ * Where rank 0 is within an epoch (STEP), sent at most every
+ * DML_STEP_REPORT_S seconds while it steps: dml.progress's step column
+ */
+#define DML_STEP_REPORT_S	0.5
+
+typedef struct DmlStep
+{
+	int32_t		epoch;			/* 1-based: the epoch being run */
+	int32_t		step;			/* steps of it done */
+	int32_t		steps;			/* steps per epoch */
+} DmlStep;
 
 /* What a training job did: MODEL's fixed part, all ranks' figures */
 typedef struct DmlResult

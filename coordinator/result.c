@@ -15,6 +15,7 @@
 #include "utils/json.h"
 
 #include "coordinator.h"
+#include "shards.h"
 
 /*
  * DmlResultJson
@@ -65,6 +66,7 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 						 "\"spill_read_bytes\": %.0f, \"spill_read_seconds\": %.4f, ",
 						 r->spill_bytes, r->window, r->spill_read_bytes, r->spill_read_seconds);
 	}
+	DmlShardsJson(job, &buf, true);
 	if (job->rank_hosts != NIL)
 	{
 		/* each rank's host, as rank 0 said at the start (HELLO) */

@@ -2,8 +2,9 @@
  *
  * settings.c
  *	  How a job's workers start and connect back: the launch settings
- *	  (dml.mpirun, dml.worker_path, dml.conninfo, dml.hosts, dml.mpi_options, registered by
- *	  extension/dml.c), the worker program for a device, the connection
+ *	  (dml.mpirun, dml.worker_path, dml.conninfo, dml.hosts, dml.mpi_options)
+ *	  and the limits (dml.max_workers_total, dml.max_jobs_per_role), all
+ *	  declared in settings.h and registered by extension/dml.c; the worker program for a device, the connection
  *	  string and role, and the probes of this host's GPUs.
  *
  *-------------------------------------------------------------------------
@@ -30,6 +31,9 @@ char	   *dml_worker_path = NULL;
 char	   *dml_conninfo = NULL;
 char	   *dml_hosts = NULL;
 char	   *dml_mpi_options = NULL;
+char	   *dml_spill_dir = NULL;
+int			dml_max_workers_total = DML_DEFAULT_MAX_WORKERS;
+int			dml_max_jobs_per_role = DML_DEFAULT_MAX_JOBS_PER_ROLE;
 
 /*
  * DmlBuildHasCuda

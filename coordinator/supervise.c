@@ -86,6 +86,7 @@ typedef struct ActiveJob
 static ActiveJob active_job = {.listen_fd = -1,.conn_fd = -1};
 
 DmlCheckpointHookType DmlCheckpointHook = NULL;
+DmlStepHookType DmlStepHook = NULL;
 const char *DmlResumeCheckpoint = NULL;
 uint32		DmlResumeCheckpointLen = 0;
 static bool exit_hook_registered = false;
@@ -378,6 +379,17 @@ handle_message(JobRun *run, uint32 type, const char *payload, uint32 len)
 				run->result->final_loss = p.loss;
 				if (run->cb)
 					run->cb(&p, run->cb_arg);
+				break;
+			}
+		case DML_MSG_STEP:
+			{
+				DmlStep		st;
+
+				if (len != sizeof(DmlStep))
+					elog(ERROR, "dml: malformed STEP from rank 0. Please report a bug.");
+				memcpy(&st, payload, sizeof(st));
+				if (DmlStepHook)
+					DmlStepHook(st.epoch, st.step, st.steps);
 				break;
 			}
 		case DML_MSG_CHECKPOINT:

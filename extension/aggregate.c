@@ -203,6 +203,7 @@ PG_FUNCTION_INFO_V1(dml_qr_trans);
 Datum
 dml_xtx_trans(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	return xtx_array_trans(fcinfo, false);
 }
 
@@ -210,6 +211,7 @@ dml_xtx_trans(PG_FUNCTION_ARGS)
 Datum
 dml_qr_trans(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	return xtx_array_trans(fcinfo, true);
 }
 
@@ -284,6 +286,7 @@ PG_FUNCTION_INFO_V1(dml_qr_cols_trans);
 Datum
 dml_xtx_cols_trans(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	return xtx_cols_trans(fcinfo, false);
 }
 
@@ -291,6 +294,7 @@ dml_xtx_cols_trans(PG_FUNCTION_ARGS)
 Datum
 dml_qr_cols_trans(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	return xtx_cols_trans(fcinfo, true);
 }
 
@@ -300,6 +304,7 @@ PG_FUNCTION_INFO_V1(dml_xtx_combine);
 Datum
 dml_xtx_combine(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	MemoryContext aggcxt;
 	XtxState   *a,
 			   *b;
@@ -383,6 +388,7 @@ PG_FUNCTION_INFO_V1(dml_xtx_serialize);
 Datum
 dml_xtx_serialize(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	XtxState   *st = (XtxState *) PG_GETARG_POINTER(0);
 	int			p = st->d + 1;
 	StringInfoData buf;
@@ -408,6 +414,7 @@ PG_FUNCTION_INFO_V1(dml_xtx_deserialize);
 Datum
 dml_xtx_deserialize(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	bytea	   *b = PG_GETARG_BYTEA_PP(0);
 	MemoryContext aggcxt;
 	StringInfoData buf;
@@ -442,6 +449,7 @@ PG_FUNCTION_INFO_V1(dml_xtx_final);
 Datum
 dml_xtx_final(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	PG_RETURN_ARRAYTYPE_P(xtx_flatten((XtxState *) PG_GETARG_POINTER(0)));
@@ -460,6 +468,7 @@ PG_FUNCTION_INFO_V1(dml_vec_bytes);
 Datum
 dml_vec_bytes(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(0);
 	Oid			elt = ARR_ELEMTYPE(arr);
 	int			n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
@@ -532,6 +541,7 @@ PG_FUNCTION_INFO_V1(dml_num_bytes);
 Datum
 dml_num_bytes(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	int			n = PG_NARGS();
 	int			nbitmap = (n + 7) / 8;
 	bool		hasnull = false;
@@ -763,6 +773,7 @@ PG_FUNCTION_INFO_V1(dml_pack_rows64_trans);
 Datum
 dml_pack_rows_trans(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	return pack_rows_trans(fcinfo, false);
 }
 
@@ -770,6 +781,7 @@ dml_pack_rows_trans(PG_FUNCTION_ARGS)
 Datum
 dml_pack_rows64_trans(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	return pack_rows_trans(fcinfo, true);
 }
 
@@ -778,6 +790,7 @@ PG_FUNCTION_INFO_V1(dml_pack_rows_final);
 Datum
 dml_pack_rows_final(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	PackState  *st;
 	Size		total;
 	bytea	   *out;

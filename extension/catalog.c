@@ -40,6 +40,7 @@
 #include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -47,12 +48,122 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/rel.h"
 #include "utils/syscache.h"
 
 #include "dml.h"
+#include "jobs.h"
 
 /* bumped by every catalog write in this backend, seen by the model cache */
 uint64		dml_catalog_generation = 1;
+
+/*
+ * The schema version check (dml.h): a database whose extension is at
+ * another version than the library's fails every function with a hint,
+ * instead of some SQL error about a missing column (or worse: an older
+ * dml_train's SQL declaration passes fewer arguments than this library
+ * reads).  The answer "right version" is cached for the backend; dropping
+ * and re-creating the extension drops schema dml, and every update script
+ * creates or replaces functions, so a change of either kind (NAMESPACEOID,
+ * PROCOID invalidations, from any session) has the next call read
+ * pg_extension again.  A wrong version is never cached: the call after
+ * ALTER EXTENSION dml UPDATE works.  Inside CREATE/ALTER EXTENSION's own
+ * scripts the check is skipped (the row already names the target version).
+ */
+#ifndef DML_SCHEMA_VERSION
+#error "DML_SCHEMA_VERSION must be defined (the Makefile's EXTVERSION)"
+#endif
+
+bool		dml_schema_ok = false;
+
+static void
+schema_changed(Datum arg, int cacheid, uint32 hashvalue)
+{
+	dml_schema_ok = false;
+}
+
+/* the installed version of extension dml, palloc'd, or NULL when it is not installed */
+static char *
+installed_version(void)
+{
+	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	char	   *version = NULL;
+
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("dml"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, Anum_pg_extension_extversion,
+									 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			version = text_to_cstring(DatumGetTextPP(d));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return version;
+}
+
+/* is version a older than b?  (major.minor, compared as numbers) */
+static bool
+version_before(const char *a, const char *b)
+{
+	int			amaj = 0,
+				amin = 0,
+				bmaj = 0,
+				bmin = 0;
+
+	(void) sscanf(a, "%d.%d", &amaj, &amin);
+	(void) sscanf(b, "%d.%d", &bmaj, &bmin);
+	return amaj < bmaj || (amaj == bmaj && amin < bmin);
+}
+
+/*
+ * DmlCheckSchemaVersion
+ *		Error unless extension dml in this database is at the library's
+ *		version; DML_REQUIRE_SCHEMA() calls it until it has said yes.
+ */
+void
+DmlCheckSchemaVersion(void)
+{
+	static bool registered = false;
+	char	   *version;
+
+	if (creating_extension || IsBinaryUpgrade || !IsTransactionState())
+		return;
+	if (!registered)
+	{
+		CacheRegisterSyscacheCallback(NAMESPACEOID, schema_changed, (Datum) 0);
+		CacheRegisterSyscacheCallback(PROCOID, schema_changed, (Datum) 0);
+		registered = true;
+	}
+	version = installed_version();
+	if (version == NULL)
+		return;					/* the function's own look-ups say so */
+	if (strcmp(version, DML_SCHEMA_VERSION) == 0)
+	{
+		dml_schema_ok = true;
+		return;
+	}
+	if (version_before(version, DML_SCHEMA_VERSION))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"dml\" is at version %s, but its library needs version %s",
+						version, DML_SCHEMA_VERSION),
+				 errhint("Run ALTER EXTENSION dml UPDATE in this database.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("extension \"dml\" is at version %s, but its library needs version %s",
+					version, DML_SCHEMA_VERSION),
+			 errhint("Install the library of dml %s in this server.", version)));
+}
 
 /*
  * DmlExtensionOwner
@@ -273,6 +384,7 @@ PG_FUNCTION_INFO_V1(dml_can_use);
 Datum
 dml_can_use(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	Oid			owner = PG_GETARG_OID(0);
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(1));
 
@@ -285,6 +397,7 @@ PG_FUNCTION_INFO_V1(dml_can_see_details);
 Datum
 dml_can_see_details(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	Oid			owner = PG_GETARG_OID(0);
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(1));
 
@@ -481,6 +594,26 @@ DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 	values[12] = PointerGetDatum(construct_array(hosts, nhosts, TEXTOID, -1, false, TYPALIGN_INT));
 	if (nhosts == 0)
 		nulls[12] = 'n';
+
+	/* a background job's row is seen at once (dml_job_epochs), the table's at commit */
+	if (DmlCurrentJobId != 0)
+	{
+		DmlJobEpoch e;
+
+		memset(&e, 0, sizeof(e));
+		e.restarts = restarts;
+		e.epoch = epoch;
+		e.loss = loss;
+		e.val_loss = val_loss;
+		e.val_metric = val_metric;
+		e.rows_per_second = rows_per_second;
+		e.seconds = seconds;
+		e.bytes_sent = bytes_sent;
+		e.bytes_across = bytes_across;
+		e.staleness = staleness;
+		e.recorded = GetCurrentTimestamp();
+		DmlJobEpochRecord(&e);
+	}
 
 	SPI_connect();
 	{

@@ -30,15 +30,12 @@ PG_MODULE_MAGIC;
 
 int			dml_workers = DML_DEFAULT_WORKERS;
 int			dml_max_workers = DML_DEFAULT_MAX_WORKERS;
-int			dml_max_workers_total = DML_DEFAULT_MAX_WORKERS;
-int			dml_max_jobs_per_role = DML_DEFAULT_MAX_JOBS_PER_ROLE;
 int			dml_max_model_parameters = DML_DEFAULT_MAX_MODEL_PARAMETERS;
 char	   *dml_device = NULL;
 int			dml_max_restarts = 2;
 int			dml_checkpoint_every = 1;
 bool		dml_test_hooks = false;
 int			dml_worker_memory = 1024 * 1024;	/* kB; _PG_init sets the default */
-char	   *dml_spill_dir = NULL;
 int			dml_spill_limit = -1;
 
 void		_PG_init(void);

@@ -15,33 +15,33 @@
 #include "fmgr.h"
 #include "utils/jsonb.h"
 
+#include "jobspec.h"
 #include "kernels.h"
+#include "settings.h"
 
-/* Settings (dml.c) */
+/* Settings (dml.c; those the coordinator reads are in coordinator/settings.h) */
 #define DML_DEFAULT_WORKERS		2
-#define DML_MIN_WORKERS			1
-#define DML_MAX_WORKERS			1024
-#define DML_DEFAULT_MAX_WORKERS	64
-#define DML_DEFAULT_MAX_JOBS_PER_ROLE	4
 #define DML_DEFAULT_MAX_MODEL_PARAMETERS	50000000	/* 200 MB of float32 */
 
 extern int	dml_workers;
 extern int	dml_max_workers;
-extern int	dml_max_workers_total;
-extern int	dml_max_jobs_per_role;
 extern int	dml_max_model_parameters;
 extern char *dml_device;
 extern int	dml_max_restarts;
 extern int	dml_checkpoint_every;
 extern bool dml_test_hooks;
 extern int	dml_worker_memory;	/* kB */
-extern char *dml_spill_dir;
 extern int	dml_spill_limit;	/* kB; -1: no limit */
 
 /* exact.c: linear least squares in one pass inside the server */
 struct DmlJob;
 struct DmlJobResult;
 extern bool DmlExactInServer(struct DmlJob *job);
+extern void DmlCheckCovType(struct DmlJob *job);
+extern void DmlCheckL1Ratio(struct DmlJob *job, double l1_ratio);
+/* class_weight.c */
+extern void DmlClassWeight(struct DmlJob *job, const char *arg);
+extern float *DmlClassWeightValues(struct DmlJob *job, const float *y, int64 n);
 extern bool DmlInServerData(struct DmlJob *job);
 
 /* catalog.c: every access runs as the extension's owner */
@@ -60,6 +60,19 @@ typedef enum DmlAccess
 	DML_ACCESS_DETAILS,			/* also read statistics, vocabularies, metrics */
 	DML_ACCESS_OWNER			/* also train versions, deploy, drop, grant */
 } DmlAccess;
+
+/*
+ * The library needs the schema of its own version (DML_SCHEMA_VERSION, the
+ * Makefile's EXTVERSION): every SQL-callable function begins with
+ * DML_REQUIRE_SCHEMA(), before it reads an argument (an older schema's
+ * function may pass fewer), so a database still at an older version gets
+ * one clear error naming ALTER EXTENSION dml UPDATE.  Checked once per
+ * backend, again after a schema or function changes anywhere (catalog.c).
+ */
+extern bool dml_schema_ok;
+extern void DmlCheckSchemaVersion(void);
+#define DML_REQUIRE_SCHEMA() \
+	do { if (unlikely(!dml_schema_ok)) DmlCheckSchemaVersion(); } while (0)
 
 extern Oid	DmlExtensionOwner(void);
 extern Oid	DmlExtensionSchema(void);
@@ -94,23 +107,6 @@ extern void DmlInstallRoleHooks(void);
 extern void DmlForgetName(const char *name, Oid owner);
 
 /* modelcache.c: parsed models by name, revalidated once per snapshot */
-typedef enum DmlFeatKind
-{
-	DML_FEAT_NUM,
-	DML_FEAT_VEC,
-	DML_FEAT_CAT
-} DmlFeatKind;
-
-typedef struct DmlFeature
-{
-	char	   *name;
-	DmlFeatKind kind;
-	int			width;			/* inputs it becomes */
-	int			nlevels;
-	char	  **levels;			/* DML_FEAT_CAT, sorted by strcmp for bsearch */
-	int		   *level_index;	/* position of levels[i] in the one-hot */
-} DmlFeature;
-
 typedef struct DmlCachedModel
 {
 	char		name[NAMEDATALEN * 4];

@@ -75,6 +75,7 @@ PG_FUNCTION_INFO_V1(dml_evaluate);
 Datum
 dml_evaluate(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	Oid			relid = PG_GETARG_OID(1);
 	DmlCachedModel *cm = DmlGetModel(name);

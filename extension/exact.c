@@ -55,16 +55,47 @@ DmlInServerData(DmlJob *job)
 		job->no_in_server)
 		return false;
 	foreach(lc, job->features)
-		if (((DmlColumn *) lfirst(lc))->kind != DML_COL_NUM)
+		if (((DmlFeature *) lfirst(lc))->kind != DML_FEAT_NUM)
 			return false;
 	return true;
 }
 
-/* whether job can take the in-server path */
+/*
+ * whether job can take the in-server path: robust standard errors need a
+ * second pass over the rows (the residuals), which the workers make
+ */
 bool
 DmlExactInServer(DmlJob *job)
 {
-	return job->optimizer == DML_JOB_OPT_EXACT && DmlInServerData(job);
+	return job->optimizer == DML_JOB_OPT_EXACT && job->cov_type == DML_COV_NONROBUST &&
+		DmlInServerData(job);
+}
+
+/*
+ * DmlCheckCovType
+ *		options => '{"cov": "HC0" | "HC1"}' applies to the fits that have
+ *		standard errors: linear regression by the exact solver and binary
+ *		logistic regression by Newton, HC0 only there (HC1's n / (n - p)
+ *		is least squares' small-sample factor; statsmodels' Logit gives
+ *		HC0's figures for it).
+ */
+void
+DmlCheckCovType(DmlJob *job)
+{
+	if (job->cov_type == DML_COV_NONROBUST)
+		return;
+	if (job->cov_type == DML_COV_HC1 && job->optimizer == DML_JOB_OPT_NEWTON &&
+		job->loss == DML_LOSS_BCE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"cov\" for logistic regression must be \"nonrobust\" or \"HC0\""),
+				 errhint("HC1's small-sample factor is defined for least squares.")));
+	if (!((job->optimizer == DML_JOB_OPT_EXACT && !job->classification) ||
+		  (job->optimizer == DML_JOB_OPT_NEWTON && job->loss == DML_LOSS_BCE)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"cov\" applies only to linear regression by optimizer => 'exact' and logistic regression by optimizer => 'newton'"),
+				 errhint("Other models have no standard errors to make robust.")));
 }
 
 /* the user's mistake, reported as the workers would */
@@ -79,7 +110,7 @@ static const char *
 term_name(DmlJob *job, int j)
 {
 	return j < list_length(job->features) ?
-		((DmlColumn *) list_nth(job->features, j))->name : "(Intercept)";
+		((DmlFeature *) list_nth(job->features, j))->name : "(Intercept)";
 }
 
 /* the error for collinear features, naming the columns the solve found dependent */
@@ -163,7 +194,7 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	else
 		appendStringInfo(&sql, "SELECT dml.qr(ARRAY[%s", job->target.expr);
 	foreach(lc, job->features)
-		appendStringInfo(&sql, ", %s", ((DmlColumn *) lfirst(lc))->expr);
+		appendStringInfo(&sql, ", %s", ((DmlFeature *) lfirst(lc))->expr);
 	appendStringInfo(&sql, "%s), count(*)::float8 FROM %s", d + 2 <= FUNC_MAX_ARGS ? "" : "]", rel);
 	/* no row limit: the executor runs a plan in parallel only without one */
 	if (SPI_execute(sql.data, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
@@ -194,7 +225,7 @@ DmlExactSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *c
 	/* the same checks, in the same order, as the workers' prepare_data */
 	for (int i = 1; i < p; i++)
 	{
-		const char *col = ((DmlColumn *) list_nth(job->features, i - 1))->name;
+		const char *col = ((DmlFeature *) list_nth(job->features, i - 1))->name;
 
 		if (nulls[i] >= total_rows)
 			data_error(ERRCODE_NULL_VALUE_NOT_ALLOWED, "Leave the column out of features.",

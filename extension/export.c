@@ -178,6 +178,7 @@ PG_FUNCTION_INFO_V1(dml_export);
 Datum
 dml_export(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	char	   *format = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	DmlCachedModel *cm;
@@ -291,16 +292,11 @@ check_spec(const char *spec, const DmlModel *m, const char *what)
 static const char *
 kind_of(const DmlModel *m)
 {
-	if (m->net.nlayers > 1)
-		return "mlp";
-	return m->net.loss == DML_LOSS_MSE ? "linear" :
-		m->net.loss == DML_LOSS_BCE ? "logistic" : "softmax";
-}
+	DmlKind		kind = m->net.nlayers > 1 ? DML_KIND_MLP :
+		m->net.loss == DML_LOSS_MSE ? DML_KIND_LINEAR :
+		m->net.loss == DML_LOSS_BCE ? DML_KIND_LOGISTIC : DML_KIND_SOFTMAX;
 
-static const char *
-loss_name(DmlLoss loss)
-{
-	return loss == DML_LOSS_MSE ? "mse" : loss == DML_LOSS_BCE ? "bce" : "softmax";
+	return dml_job_name(DML_NAMES_KIND, kind);
 }
 
 /* a text[] argument as C strings (NULL elements refused) */
@@ -420,7 +416,7 @@ onnx_spec(const DmlModel *m, const DmlOnnxImport *info, ArrayType *inputs,
 	appendStringInfo(&s, ", \"label_type\": %u, \"target\": ", label_type);
 	escape_json(&s, target ? target : "target");
 	appendStringInfo(&s, ", \"inputs\": %d, \"outputs\": %d, \"loss\": \"%s\", \"hidden\": [",
-					 C, K, loss_name(net->loss));
+					 C, K, dml_job_name(DML_NAMES_LOSS, net->loss));
 	for (int l = 1; l < net->nlayers; l++)
 		appendStringInfo(&s, "%s%d", l > 1 ? ", " : "", net->sizes[l]);
 	appendStringInfo(&s, "], \"activation\": \"%s\"}", dml_act_name(net->act));
@@ -508,6 +504,7 @@ PG_FUNCTION_INFO_V1(dml_import);
 Datum
 dml_import(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	char	   *name;
 	bytea	   *data;
 	char	   *format;
@@ -591,8 +588,10 @@ dml_import(PG_FUNCTION_ARGS)
 		metrics = pnstrdup((const char *) p.part[DML_PACKAGE_METRICS], p.len[DML_PACKAGE_METRICS]);
 		PG_TRY();
 		{
-			if (strcmp(pkind, "linear") != 0 && strcmp(pkind, "logistic") != 0 &&
-				strcmp(pkind, "softmax") != 0 && strcmp(pkind, "mlp") != 0)
+			int			k = dml_job_parse(DML_NAMES_KIND, pkind);
+
+			/* a stored model's kind: any but the model argument's 'auto' */
+			if (k < 0 || k == DML_KIND_AUTO)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("data is not a dml model dml can import"),

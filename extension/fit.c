@@ -42,6 +42,37 @@ DmlFitInServer(DmlJob *job)
 		DmlInServerData(job);
 }
 
+/*
+ * DmlCheckL1Ratio
+ *		l1_ratio (0 to 1): the share of weight_decay that goes on the
+ *		weights' L1 norm (elastic net, as scikit-learn's l1_ratio), the
+ *		rest on half their squares.  L-BFGS minimizes it as OWL-QN, for
+ *		linear, logistic and softmax regression; the other optimizers have
+ *		no L1 term.
+ */
+void
+DmlCheckL1Ratio(DmlJob *job, double l1_ratio)
+{
+	if (!(l1_ratio >= 0 && l1_ratio <= 1))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("l1_ratio is out of range"),
+				 errhint("It is the share of weight_decay on the L1 norm, from 0 (ridge) to 1 (lasso).")));
+	job->l1_ratio = l1_ratio;
+	if (l1_ratio == 0)
+		return;
+	if (job->optimizer != DML_JOB_OPT_LBFGS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("l1_ratio needs optimizer \"lbfgs\", not \"%s\"",
+						dml_job_name(DML_NAMES_OPTIMIZER, job->optimizer)),
+				 errhint("Leave optimizer out, or pass optimizer => 'lbfgs'.")));
+	if (job->kind == DML_KIND_MLP)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("l1_ratio applies to linear, logistic and softmax regression")));
+}
+
 /* the user's mistake, reported as the workers would */
 static void
 fit_error(int sqlstate, const char *hint, const char *msg)
@@ -136,7 +167,7 @@ fit_load(Fit *fit)
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT %s", job->target.expr);
 	foreach(lc, job->features)
-		appendStringInfo(&sql, ", %s", ((DmlColumn *) lfirst(lc))->expr);
+		appendStringInfo(&sql, ", %s", ((DmlFeature *) lfirst(lc))->expr);
 	appendStringInfo(&sql, " FROM %s",
 					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(job->relid)),
 												get_rel_name(job->relid)));
@@ -190,7 +221,7 @@ fit_load(Fit *fit)
 		}
 		for (int c = 0; c < d && keep; c++)
 		{
-			const char *col = ((DmlColumn *) list_nth(job->features, c))->name;
+			const char *col = ((DmlFeature *) list_nth(job->features, c))->name;
 			double		f = DatumGetFloat8(SPI_getbinval(tup, td, c + 2, &isnull));
 
 			if (isnull)
@@ -339,7 +370,8 @@ DmlFitSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_
 	fit.job = job;
 	fit.cb = cb;
 	fit.cb_arg = cb_arg;
-	fit.lambda = job->weight_decay;
+	/* elastic net: l1_ratio of weight_decay on |W|_1 (OWL-QN), the rest on |W|^2 / 2 */
+	fit.lambda = job->weight_decay * (1 - job->l1_ratio);
 	sizes[0] = job->ninputs;
 	for (int l = 0; l < job->nhidden; l++)
 		sizes[l + 1] = job->hidden[l];
@@ -357,6 +389,8 @@ DmlFitSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_
 			dml_lbfgs_alloc(&lb, net->nparams, DML_LBFGS_DEFAULT_M) != DML_OK)
 			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 		fit_standardize(&fit);
+		if (job->class_weight)
+			fit.work.class_weight = DmlClassWeightValues(job, fit.y, fit.n);
 		fit.grads = palloc(sizeof(float) * net->nparams);
 		x = palloc(sizeof(double) * net->nparams);
 		/* as the workers: linear models from zero, networks at random */
@@ -373,6 +407,14 @@ DmlFitSolve(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_
 		pb.owner = true;
 		pb.max_iter = job->epochs;
 		pb.gtol = job->tolerance;
+		if (job->l1_ratio > 0)
+		{
+			unsigned char *mask = palloc(net->nparams);
+
+			dml_net_weight_mask(net, mask);
+			pb.l1 = job->weight_decay * job->l1_ratio;
+			pb.l1_mask = mask;
+		}
 		fit.iter_start = fit.start = GetCurrentTimestamp();
 		if (dml_lbfgs_minimize(&pb, &lb, x, &out) != DML_OK)
 			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));

@@ -18,13 +18,23 @@
  * shared_preload_libraries needed).  The worker logs in as the caller
  * (BackgroundWorkerInitializeConnectionByOid with the caller's role, so
  * its session user is the caller), waits for the submitting transaction
- * to end, and claims its job if the job is the oldest queued one and
- * fewer than dml.max_concurrent_jobs run; otherwise it exits and the job
- * waits.  Claims are serialized by a transaction-level advisory lock.
- * Every worker, after claiming or not, starts a worker for the next
- * queued job while there is room, so the queue drains in order as jobs
- * end; dml_wait kicks the queue too, in case a worker could not be
- * registered (max_worker_processes).
+ * to end, and claims its job if the job is the oldest queued one of its
+ * database and it gets one of the dml.max_concurrent_jobs run slots,
+ * which bound the jobs running in the whole cluster (session advisory
+ * locks in database 0, coordinator/limits.c: a dead worker's slot frees
+ * itself); otherwise it exits and the job waits.  Claims in a database are
+ * serialized by a transaction-level advisory lock.  Every worker, after
+ * claiming or not, starts a worker for the next queued job while a slot
+ * is free, so the queue drains in order as jobs end.  A database whose
+ * queue found every slot taken notes itself in shared memory (progress.c)
+ * before it tries, and a job that ends, having freed its slot, starts a
+ * short worker in each database noted (dml_kick_main), so a slot freed in
+ * one database moves the queue of another.  dml_wait kicks its queue too,
+ * in case a worker could not be registered (max_worker_processes).
+ *
+ * While a job runs, its epochs' dml.epochs rows also go to a live file
+ * (checkpoint.c) that dml_job_epochs reads, for the roles that may see
+ * the job; the table's rows commit with the model, as dml_train's do.
  *
  * A claimed job commits "running", then runs dml_train in a transaction
  * of its own that stores the model and the job's end together; an error
@@ -81,7 +91,7 @@
 #include "dml.h"
 #include "jobs.h"
 
-#define DML_TRAIN_NARGS		27
+#define DML_TRAIN_NARGS		29
 #define DML_JOB_POLL_MS		250
 #define DML_CANCEL_WAIT_S	10
 #define DML_KICK_EVERY_MS	1000
@@ -105,7 +115,7 @@ static const Oid train_argtypes[DML_TRAIN_NARGS] = {
 	TEXTOID, REGCLASSOID, TEXTOID, TEXTARRAYOID, TEXTOID, INT4ARRAYOID, TEXTOID,
 	TEXTOID, FLOAT8OID, INT4OID, INT4OID, FLOAT8OID, FLOAT8OID, INT4OID, TEXTOID,
 	INT4OID, TEXTOID, INT8OID, JSONBOID, TEXTOID, INT4OID, INT4OID, INT4OID,
-	TEXTOID, FLOAT8OID, FLOAT8OID, TEXTARRAYOID
+	TEXTOID, FLOAT8OID, FLOAT8OID, TEXTARRAYOID, TEXTOID, FLOAT8OID
 };
 #define DML_ARG_RELATION	1
 
@@ -135,6 +145,7 @@ typedef struct DmlClaimedJob
 } DmlClaimedJob;
 
 PGDLLEXPORT void dml_job_main(Datum main_arg);
+PGDLLEXPORT void dml_kick_main(Datum main_arg);
 
 /* ---------------------------------------------------------------------
  * Catalog access as the extension's owner
@@ -434,24 +445,24 @@ jobs_claim_and_kick(int64 job, DmlClaimedJob *out)
 	bool		claimed = false;
 	bool		isnull;
 	int64		head = 0;
-	int64		running;
 	Oid			head_owner = InvalidOid;
 
 	owner_begin(&o);
 	spi_run(DML_LOCK_CLAIM, 0, NULL, NULL, NULL, SPI_OK_SELECT);
 	jobs_settle();
-	spi_run("SELECT (SELECT pg_catalog.count(*) FROM dml.job_runs WHERE state = 'running'), "
-			"id, owner FROM dml.job_runs WHERE state = 'queued' ORDER BY id LIMIT 2",
+	spi_run("SELECT id, owner FROM dml.job_runs WHERE state = 'queued' ORDER BY id LIMIT 1",
 			0, NULL, NULL, NULL, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 	{
 		owner_end(&o);
 		return false;
 	}
-	running = DatumGetInt64(spi_col(0, 1, &isnull));
-	head = DatumGetInt64(spi_col(0, 2, &isnull));
-	head_owner = DatumGetObjectId(spi_col(0, 3, &isnull));
-	if (job != 0 && head == job && running < dml_max_concurrent_jobs)
+	head = DatumGetInt64(spi_col(0, 1, &isnull));
+	head_owner = DatumGetObjectId(spi_col(0, 2, &isnull));
+	if (job != 0 && head == job)
+		DmlJobsNoteWaiting();
+	/* a run slot of dml.max_concurrent_jobs, cluster-wide (coordinator/limits.c) */
+	if (job != 0 && head == job && DmlAcquireRunSlot(dml_max_concurrent_jobs))
 	{
 		Oid			types[2] = {INT8OID, INT4OID};
 		Datum		values[2] = {Int64GetDatum(job), Int32GetDatum(MyProcPid)};
@@ -471,7 +482,6 @@ jobs_claim_and_kick(int64 job, DmlClaimedJob *out)
 			out->name = TextDatumGetCString(spi_col(0, 4, &isnull));
 			MemoryContextSwitchTo(old);
 			claimed = true;
-			running++;
 			/* the next in line, if any */
 			spi_run("SELECT id, owner FROM dml.job_runs WHERE state = 'queued' ORDER BY id LIMIT 1",
 					0, NULL, NULL, NULL, SPI_OK_SELECT);
@@ -482,11 +492,17 @@ jobs_claim_and_kick(int64 job, DmlClaimedJob *out)
 				head_owner = DatumGetObjectId(spi_col(0, 2, &isnull));
 			}
 		}
+		else
+			DmlReleaseRunSlot();
 	}
 	owner_end(&o);
 	/* it waits for our commit on the claim lock */
-	if (head != 0 && head != job && running < dml_max_concurrent_jobs)
-		launch_worker(head, head_owner, InvalidTransactionId);
+	if (head != 0 && head != job)
+	{
+		DmlJobsNoteWaiting();
+		if (DmlRunSlotFree(dml_max_concurrent_jobs))
+			launch_worker(head, head_owner, InvalidTransactionId);
+	}
 	return claimed;
 }
 
@@ -500,12 +516,8 @@ jobs_kick(void)
 	Oid			owner = InvalidOid;
 
 	owner_begin(&o);
-	spi_run("SELECT id, owner FROM dml.job_runs WHERE state = 'queued' "
-			"AND (SELECT pg_catalog.count(*) FROM dml.job_runs WHERE state = 'running' "
-			"     AND dml.job_lost(pid, owner, server_started) IS NULL) < $1 "
-			"ORDER BY id LIMIT 1",
-			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(dml_max_concurrent_jobs)}, NULL,
-			SPI_OK_SELECT);
+	spi_run("SELECT id, owner FROM dml.job_runs WHERE state = 'queued' ORDER BY id LIMIT 1",
+			0, NULL, NULL, NULL, SPI_OK_SELECT);
 	if (SPI_processed == 1)
 	{
 		head = DatumGetInt64(spi_col(0, 1, &isnull));
@@ -513,7 +525,49 @@ jobs_kick(void)
 	}
 	owner_end(&o);
 	if (head != 0)
-		launch_worker(head, owner, InvalidTransactionId);
+	{
+		DmlJobsNoteWaiting();
+		if (DmlRunSlotFree(dml_max_concurrent_jobs))
+			launch_worker(head, owner, InvalidTransactionId);
+	}
+}
+
+/* start the queue of another database, as the bootstrap superuser (dml_kick_main) */
+static void
+launch_kick(Oid database)
+{
+	BackgroundWorker w;
+
+	DmlBgworkerSetup(&w, "dml_kick_main", "dml queue", BGW_NEVER_RESTART);
+	snprintf(w.bgw_name, BGW_MAXLEN, "dml queue of database %u", database);
+	w.bgw_main_arg = ObjectIdGetDatum(database);
+	if (!RegisterDynamicBackgroundWorker(&w, NULL))
+		ereport(DEBUG1,
+				(errmsg("dml: no background worker slot to start the queue of database %u", database)));
+}
+
+/*
+ * dml_kick_main
+ *		A job ended in another database and freed a run slot: if this
+ *		database's oldest queued job can run, start its worker.  Runs only
+ *		dml's catalog SQL, as the extension's owner.
+ */
+void
+dml_kick_main(Datum main_arg)
+{
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid, 0);
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (OidIsValid(DmlExtensionSchema()))
+	{
+		DML_REQUIRE_SCHEMA();
+		jobs_kick();
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	proc_exit(0);
 }
 
 /*
@@ -761,13 +815,21 @@ dml_job_main(Datum main_arg)
 
 	if (claimed)
 	{
+		Oid		   *dbs;
+		int			n;
+
 		run_job(&cj);
-		/* our place is free: the next in line */
+		/* our place is free: the next in line here, then in the databases waiting */
+		DmlReleaseRunSlot();
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		jobs_claim_and_kick(0, &cj);
 		PopActiveSnapshot();
 		CommitTransactionCommand();
+		dbs = DmlJobsTakeWaiting(&n);
+		for (int i = 0; i < n; i++)
+			if (dbs[i] != MyDatabaseId)
+				launch_kick(dbs[i]);
 	}
 	proc_exit(0);
 }
@@ -836,6 +898,7 @@ PG_FUNCTION_INFO_V1(dml_train_async);
 Datum
 dml_train_async(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	Oid			owner = GetUserId();
 	Oid			fn = train_function();
 	char	  **names = train_argnames(fn);
@@ -894,6 +957,7 @@ PG_FUNCTION_INFO_V1(dml_resume);
 Datum
 dml_resume(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	int64		job = PG_GETARG_INT64(0);
 	Oid			owner;
 	char	   *state;
@@ -933,6 +997,7 @@ PG_FUNCTION_INFO_V1(dml_cancel);
 Datum
 dml_cancel(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	int64		job = PG_GETARG_INT64(0);
 	Oid			owner;
 	char	   *state;
@@ -1010,6 +1075,7 @@ PG_FUNCTION_INFO_V1(dml_wait);
 Datum
 dml_wait(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	int64		job;
 	TimestampTz deadline = 0;
 	TimestampTz last_kick = GetCurrentTimestamp();
@@ -1085,12 +1151,116 @@ dml_wait(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(result);
 }
 
+#define DML_JOB_EPOCH_COLS	14
+
+/* order of live rows: by restarts, then epoch, then as they came */
+static int
+cmp_job_epoch(const void *a, const void *b)
+{
+	const DmlJobEpoch *x = a;
+	const DmlJobEpoch *y = b;
+
+	if (x->restarts != y->restarts)
+		return x->restarts < y->restarts ? -1 : 1;
+	if (x->epoch != y->epoch)
+		return x->epoch < y->epoch ? -1 : 1;
+	return x->recorded < y->recorded ? -1 : x->recorded > y->recorded ? 1 : 0;
+}
+
+/* a float8 column, NULL for NaN */
+static void
+epoch_float(Datum *values, bool *nulls, int i, double v)
+{
+	nulls[i] = isnan(v);
+	values[i] = Float8GetDatum(v);
+}
+
+/*
+ * dml_job_epochs(job)
+ *		A job's dml.epochs rows, for the roles that may see the job: while
+ *		it runs (or after it failed), the rows its worker has written so
+ *		far, from the live file (checkpoint.c); once it succeeded, its
+ *		model's rows in dml.epochs, which its commit stored.
+ */
+PG_FUNCTION_INFO_V1(dml_job_epochs);
+
+Datum
+dml_job_epochs(PG_FUNCTION_ARGS)
+{
+	DML_REQUIRE_SCHEMA();
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int64		job = PG_GETARG_INT64(0);
+	Oid			owner;
+	char	   *state;
+	int			pid;
+
+	InitMaterializedSRF(fcinfo, 0);
+	read_job(job, &owner, &state, &pid);
+	if (strcmp(state, "succeeded") == 0)
+	{
+		OwnerSpi	o;
+
+		owner_begin(&o);
+		spi_run("SELECT e.restarts, e.epoch, e.loss, e.val_loss, e.val_metric, e.rows_per_second, "
+				"e.seconds, e.bytes_sent, e.staleness, e.recorded, e.stopped, e.bytes_within, "
+				"e.bytes_across, e.hosts FROM dml.epochs e JOIN dml.job_runs j "
+				"ON j.model_id OPERATOR(pg_catalog.=) e.model_id "
+				"WHERE j.id OPERATOR(pg_catalog.=) $1 ORDER BY e.restarts, e.epoch",
+				1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(job)}, NULL, SPI_OK_SELECT);
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			Datum		values[DML_JOB_EPOCH_COLS];
+			bool		nulls[DML_JOB_EPOCH_COLS];
+
+			heap_deform_tuple(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, values, nulls);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		owner_end(&o);
+	}
+	else
+	{
+		int			n;
+		DmlJobEpoch *rows = DmlJobEpochsRead(job, &n);
+
+		if (n > 1)
+			qsort(rows, n, sizeof(DmlJobEpoch), cmp_job_epoch);
+		for (int r = 0; r < n; r++)
+		{
+			DmlJobEpoch *e = &rows[r];
+			Datum		values[DML_JOB_EPOCH_COLS];
+			bool		nulls[DML_JOB_EPOCH_COLS] = {0};
+
+			/* a restart's repeated row: the first stays, as in dml.epochs */
+			if (r > 0 && e->restarts == rows[r - 1].restarts && e->epoch == rows[r - 1].epoch)
+				continue;
+			values[0] = Int32GetDatum(e->restarts);
+			values[1] = Int32GetDatum(e->epoch);
+			epoch_float(values, nulls, 2, e->loss);
+			epoch_float(values, nulls, 3, e->val_loss);
+			epoch_float(values, nulls, 4, e->val_metric);
+			epoch_float(values, nulls, 5, e->rows_per_second);
+			epoch_float(values, nulls, 6, e->seconds);
+			values[7] = Int64GetDatum((int64) e->bytes_sent);
+			values[8] = Int32GetDatum(isnan(e->staleness) ? 0 : (int32) e->staleness);
+			nulls[8] = isnan(e->staleness);
+			values[9] = TimestampTzGetDatum(e->recorded);
+			nulls[10] = true;	/* stopped: written on the last epoch at the end */
+			values[11] = Int64GetDatum((int64) (e->bytes_sent - e->bytes_across));
+			values[12] = Int64GetDatum((int64) e->bytes_across);
+			nulls[13] = true;	/* hosts: in dml.epochs once stored */
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+	return (Datum) 0;
+}
+
 /* dml.job_visible(owner): may the caller see a job of owner? */
 PG_FUNCTION_INFO_V1(dml_job_visible);
 
 Datum
 dml_job_visible(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	PG_RETURN_BOOL(has_privs_of_role(GetUserId(), PG_GETARG_OID(0)));
 }
 
@@ -1103,6 +1273,7 @@ PG_FUNCTION_INFO_V1(dml_job_lost);
 Datum
 dml_job_lost(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	PGPROC	   *proc;
 
 	if (PG_ARGISNULL(2) || PG_GETARG_TIMESTAMPTZ(2) != PgStartTime)
@@ -1121,7 +1292,7 @@ void
 DmlJobsInit(void)
 {
 	DefineCustomIntVariable("dml.max_concurrent_jobs",
-							"Most background training jobs that run at once in a database; the rest wait in order.",
+							"Most background training jobs that run at once in the cluster, all databases together; the rest wait, in order within a database.",
 							NULL,
 							&dml_max_concurrent_jobs,
 							DML_DEFAULT_MAX_CONCURRENT_JOBS, DML_MIN_MAX_CONCURRENT_JOBS,

@@ -13,6 +13,7 @@
 
 #include "coordinator.h"
 #include "postmaster/bgworker.h"
+#include "utils/timestamp.h"
 
 /* Settings (jobs.c) */
 #define DML_DEFAULT_MAX_CONCURRENT_JOBS	2
@@ -42,11 +43,29 @@ extern void DmlBgworkerSetup(BackgroundWorker *w, const char *function,
 extern bool dml_resume_after_restart;
 extern void DmlLauncherInit(void);
 
+/* one epoch's dml.epochs row of a running job, as its live file keeps it */
+typedef struct DmlJobEpoch
+{
+	int32		restarts;
+	int32		epoch;
+	double		loss;			/* NaN: NULL, as in the columns below */
+	double		val_loss;
+	double		val_metric;
+	double		rows_per_second;
+	double		seconds;
+	double		bytes_sent;
+	double		bytes_across;
+	double		staleness;
+	TimestampTz recorded;
+} DmlJobEpoch;
+
 /* checkpoint.c: durable checkpoints of the job DmlCurrentJobId */
 extern int	DmlCheckpointBegin(void);
 extern void DmlCheckpointEnd(void);
 extern void DmlCheckpointDrop(int64 job);
 extern List *DmlCheckpointJobs(void);
+extern void DmlJobEpochRecord(const DmlJobEpoch *e);
+extern DmlJobEpoch *DmlJobEpochsRead(int64 job, int *n);
 
 /* progress.c */
 extern void DmlProgressInit(void);
@@ -56,6 +75,8 @@ extern void DmlProgressEnd(void);
 extern int	DmlJobWaitBegin(int64 job);
 extern void DmlJobWaitEnd(int handle);
 extern void DmlJobWakeWaiters(int64 job);
+extern void DmlJobsNoteWaiting(void);
+extern Oid *DmlJobsTakeWaiting(int *n);
 extern void DmlProgressLast(int *epoch, int *epochs, double *loss, double *metric,
 							double *rows_per_second);
 

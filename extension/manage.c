@@ -74,6 +74,7 @@ PG_FUNCTION_INFO_V1(dml_deploy);
 Datum
 dml_deploy(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	char	   *name = name_arg(fcinfo);
 	Oid			owner = DmlCheckAccess(name, DML_ACCESS_OWNER);
 	Oid			argtypes[3] = {TEXTOID, OIDOID, INT4OID};
@@ -103,6 +104,7 @@ PG_FUNCTION_INFO_V1(dml_drop_model);
 Datum
 dml_drop_model(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	char	   *name = name_arg(fcinfo);
 	Oid			owner = DmlCheckAccess(name, DML_ACCESS_OWNER);
 	Oid			argtypes[3] = {TEXTOID, OIDOID, INT4OID};
@@ -169,6 +171,7 @@ PG_FUNCTION_INFO_V1(dml_grant);
 Datum
 dml_grant(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	char	   *name = name_arg(fcinfo);
 	Oid			owner = DmlCheckAccess(name, DML_ACCESS_OWNER);
 	Oid			argtypes[4] = {TEXTOID, OIDOID, OIDOID, BOOLOID};
@@ -190,6 +193,7 @@ PG_FUNCTION_INFO_V1(dml_revoke);
 Datum
 dml_revoke(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	char	   *name = name_arg(fcinfo);
 	Oid			owner = DmlCheckAccess(name, DML_ACCESS_OWNER);
 	Oid			argtypes[3] = {TEXTOID, OIDOID, OIDOID};

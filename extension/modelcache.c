@@ -173,7 +173,7 @@ DmlParseSpec(DmlCachedModel *cm, Jsonb *spec, MemoryContext cxt)
 											  &f->nlevels);
 
 			f->levels = palloc(sizeof(char *) * Max(f->nlevels, 1));
-			f->level_index = palloc(sizeof(int) * Max(f->nlevels, 1));
+			f->level_slot = palloc(sizeof(int) * Max(f->nlevels, 1));
 			/* levels sorted bytewise for bsearch, remembering each one's slot */
 			for (int j = 0; j < f->nlevels; j++)
 				f->levels[j] = sorted[j] ? sorted[j] : "";
@@ -181,7 +181,7 @@ DmlParseSpec(DmlCachedModel *cm, Jsonb *spec, MemoryContext cxt)
 			for (int j = 0; j < f->nlevels; j++)
 				for (int k = 0; k < f->nlevels; k++)
 					if (strcmp(f->levels[j], sorted[k] ? sorted[k] : "") == 0)
-						f->level_index[j] = k;
+						f->level_slot[j] = k;
 		}
 	}
 	cm->classes = spec_strings(spec_get(root, "classes", &buf), &cm->nclasses);

@@ -103,13 +103,18 @@ typedef struct GraphBuilder
 	int			ninits;
 } GraphBuilder;
 
-/* a float initializer (little-endian raw data), dims d0 or (d0, d1) when d1 >= 0 */
+/*
+ * An initializer (little-endian raw data), dims d0 or (d0, d1) when d1 >= 0:
+ * float from v, or double from v64 when it is not NULL (a float64 model's)
+ */
 static void
-add_float_init(GraphBuilder *g, const char *name, const float *v, int64_t d0, int64_t d1)
+add_init(GraphBuilder *g, const char *name, const float *v, const double *v64,
+		 int64_t d0, int64_t d1)
 {
 	Onnx__TensorProto *t = arena_alloc(g->a, sizeof(*t));
 	size_t		n = (size_t) d0 * (size_t) (d1 >= 0 ? d1 : 1);
-	unsigned char *raw = arena_alloc(g->a, 4 * n);
+	size_t		width = v64 ? 8 : 4;
+	unsigned char *raw = arena_alloc(g->a, width * n);
 	int64_t    *dims = arena_alloc(g->a, 2 * sizeof(int64_t));
 
 	if (!t || !raw || !dims)
@@ -121,19 +126,27 @@ add_float_init(GraphBuilder *g, const char *name, const float *v, int64_t d0, in
 	t->n_dims = d1 >= 0 ? 2 : 1;
 	t->dims = dims;
 	t->has_data_type = 1;
-	t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+	t->data_type = v64 ? ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE : ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
 	for (size_t i = 0; i < n; i++)
 	{
-		uint32_t	u;
+		if (v64)
+		{
+			uint64_t	u;
 
-		memcpy(&u, &v[i], 4);
-		raw[4 * i] = u & 0xFF;
-		raw[4 * i + 1] = (u >> 8) & 0xFF;
-		raw[4 * i + 2] = (u >> 16) & 0xFF;
-		raw[4 * i + 3] = (u >> 24) & 0xFF;
+			memcpy(&u, &v64[i], 8);
+			dml_put_le32(raw + 8 * i, (uint32_t) u);
+			dml_put_le32(raw + 8 * i + 4, (uint32_t) (u >> 32));
+		}
+		else
+		{
+			uint32_t	u;
+
+			memcpy(&u, &v[i], 4);
+			dml_put_le32(raw + 4 * i, u);
+		}
 	}
 	t->has_raw_data = 1;
-	t->raw_data.len = 4 * n;
+	t->raw_data.len = width * n;
 	t->raw_data.data = raw;
 	g->inits[g->ninits++] = t;
 }
@@ -293,9 +306,14 @@ dml_onnx_write(const DmlModel *m, const DmlOnnxExport *info,
 				next[32];
 	float		one = 1.0f,
 				half = 0.5f;
+	double		one64 = 1.0,
+				half64 = 0.5;
 	size_t		size;
 	unsigned char *buf;
 	bool		classifier = net->loss != DML_LOSS_MSE;
+	/* a float64 model's graph computes in double, so it answers as dml_predict does */
+	bool		wide = m->precision == 64;
+	int			elem = wide ? ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE : ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
 
 	if (classifier && (info->classes == NULL ||
 					   info->nclasses != (net->loss == DML_LOSS_BCE ? 2 : K)))
@@ -304,8 +322,8 @@ dml_onnx_write(const DmlModel *m, const DmlOnnxExport *info,
 	memset(&g, 0, sizeof(g));
 	g.a = &a;
 
-	add_float_init(&g, "in_mean", m->in_mean, C, -1);
-	add_float_init(&g, "in_scale", m->in_scale, C, -1);
+	add_init(&g, "in_mean", m->in_mean, wide ? m->in_mean64 : NULL, C, -1);
+	add_init(&g, "in_scale", m->in_scale, wide ? m->in_scale64 : NULL, C, -1);
 	add_node(&g, "Sub", "centered", 2, "features", "in_mean", NULL, NULL, NULL);
 	add_node(&g, "Mul", "standardized", 2, "centered", "in_scale", NULL, NULL, NULL);
 	strcpy(cur, "standardized");
@@ -317,9 +335,11 @@ dml_onnx_write(const DmlModel *m, const DmlOnnxExport *info,
 		snprintf(w, sizeof(w), "W%d", l);
 		snprintf(b, sizeof(b), "b%d", l);
 		/* W (OC, C) as dml keeps it: Gemm with transB = 1 */
-		add_float_init(&g, w, net->params + dml_net_weight_offset(net, l),
-					   net->sizes[l + 1], net->sizes[l]);
-		add_float_init(&g, b, net->params + dml_net_bias_offset(net, l), net->sizes[l + 1], -1);
+		add_init(&g, w, net->params + dml_net_weight_offset(net, l),
+				 wide ? m->params64 + dml_net_weight_offset(net, l) : NULL,
+				 net->sizes[l + 1], net->sizes[l]);
+		add_init(&g, b, net->params + dml_net_bias_offset(net, l),
+				 wide ? m->params64 + dml_net_bias_offset(net, l) : NULL, net->sizes[l + 1], -1);
 		snprintf(next, sizeof(next), "z%d", l);
 		add_node(&g, "Gemm", next, 3, cur, w, b, attr_int(&g, "transB", 1), NULL);
 		strcpy(cur, next);
@@ -334,16 +354,16 @@ dml_onnx_write(const DmlModel *m, const DmlOnnxExport *info,
 	switch (net->loss)
 	{
 		case DML_LOSS_MSE:
-			add_float_init(&g, "out_scale", m->out_scale, K, -1);
-			add_float_init(&g, "out_mean", m->out_mean, K, -1);
+			add_init(&g, "out_scale", m->out_scale, wide ? m->out_scale64 : NULL, K, -1);
+			add_init(&g, "out_mean", m->out_mean, wide ? m->out_mean64 : NULL, K, -1);
 			add_node(&g, "Mul", "scaled", 2, cur, "out_scale", NULL, NULL, NULL);
 			add_node(&g, "Add", "prediction", 2, "scaled", "out_mean", NULL, NULL, NULL);
-			outputs[0] = value_info(&a, "prediction", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, K);
+			outputs[0] = value_info(&a, "prediction", elem, K);
 			graph.n_output = 1;
 			break;
 		case DML_LOSS_BCE:
-			add_float_init(&g, "one", &one, 1, -1);
-			add_float_init(&g, "half", &half, 1, -1);
+			add_init(&g, "one", &one, wide ? &one64 : NULL, 1, -1);
+			add_init(&g, "half", &half, wide ? &half64 : NULL, 1, -1);
 			add_string_init(&g, "classes", info->classes, 2);
 			add_node(&g, "Sigmoid", "probability", 1, cur, NULL, NULL, NULL, NULL);
 			add_node(&g, "Sub", "probability0", 2, "one", "probability", NULL, NULL, NULL);
@@ -355,8 +375,8 @@ dml_onnx_write(const DmlModel *m, const DmlOnnxExport *info,
 					 attr_int(&g, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT64), NULL);
 			add_node(&g, "Gather", "label", 2, "classes", "class_index", NULL,
 					 attr_int(&g, "axis", 0), NULL);
-			outputs[0] = value_info(&a, "probability", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1);
-			outputs[1] = value_info(&a, "probabilities", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2);
+			outputs[0] = value_info(&a, "probability", elem, 1);
+			outputs[1] = value_info(&a, "probabilities", elem, 2);
 			outputs[2] = value_info(&a, "label", ONNX__TENSOR_PROTO__DATA_TYPE__STRING, 1);
 			graph.n_output = 3;
 			break;
@@ -368,12 +388,12 @@ dml_onnx_write(const DmlModel *m, const DmlOnnxExport *info,
 					 attr_int(&g, "axis", 1), attr_int(&g, "keepdims", 1));
 			add_node(&g, "Gather", "label", 2, "classes", "class_index", NULL,
 					 attr_int(&g, "axis", 0), NULL);
-			outputs[0] = value_info(&a, "probabilities", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, K);
+			outputs[0] = value_info(&a, "probabilities", elem, K);
 			outputs[1] = value_info(&a, "label", ONNX__TENSOR_PROTO__DATA_TYPE__STRING, 1);
 			graph.n_output = 2;
 			break;
 	}
-	inputs[0] = value_info(&a, "features", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, C);
+	inputs[0] = value_info(&a, "features", elem, C);
 
 	meta = arena_alloc(&a, (info->nmeta + 1) * sizeof(*meta));
 	for (int i = 0; meta && i < info->nmeta; i++)
@@ -434,19 +454,20 @@ dml_onnx_write(const DmlModel *m, const DmlOnnxExport *info,
 #define MAX_DIMS		8
 #define MAX_ELEMENTS	((int64_t) 1 << 28)
 
-/* a constant tensor as floats */
+/* a constant tensor's values, float or double, as doubles */
 typedef struct Const
 {
 	int			ndims;
 	int64_t		dims[MAX_DIMS];
 	int64_t		n;
-	float	   *v;				/* in the arena */
+	double	   *v;				/* in the arena */
 } Const;
 
 typedef struct Reader
 {
 	Arena		a;
 	Onnx__GraphProto *g;
+	int			wide;			/* the input is double: a float64 model if it can be */
 	char	   *errbuf;
 	size_t		errlen;
 } Reader;
@@ -457,8 +478,7 @@ typedef struct Reader
 static float
 le_float(const uint8_t *p)
 {
-	uint32_t	u = (uint32_t) p[0] | ((uint32_t) p[1] << 8) |
-		((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
+	uint32_t	u = dml_get_le32(p);
 	float		f;
 
 	memcpy(&f, &u, 4);
@@ -477,7 +497,7 @@ le_double(const uint8_t *p)
 	return d;
 }
 
-/* a TensorProto's values as floats, every size checked first */
+/* a TensorProto's values as doubles, every size checked first */
 static DmlStatus
 tensor_floats(Reader *r, const Onnx__TensorProto *t, const char *what, Const *c)
 {
@@ -500,7 +520,7 @@ tensor_floats(Reader *r, const Onnx__TensorProto *t, const char *what, Const *c)
 			RFAIL("tensor \"%s\" has more than %lld elements", what, (long long) MAX_ELEMENTS);
 	}
 	c->n = n;
-	c->v = arena_alloc(&r->a, (size_t) n * sizeof(float));
+	c->v = arena_alloc(&r->a, (size_t) n * sizeof(double));
 	if (c->v == NULL)
 		return DML_ERR_NOMEM;
 	if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
@@ -518,7 +538,8 @@ tensor_floats(Reader *r, const Onnx__TensorProto *t, const char *what, Const *c)
 			if (t->n_float_data != (size_t) n)
 				RFAIL("tensor \"%s\" has %zu values for %lld elements", what,
 					  t->n_float_data, (long long) n);
-			memcpy(c->v, t->float_data, (size_t) n * sizeof(float));
+			for (int64_t i = 0; i < n; i++)
+				c->v[i] = t->float_data[i];
 		}
 	}
 	else if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
@@ -529,7 +550,7 @@ tensor_floats(Reader *r, const Onnx__TensorProto *t, const char *what, Const *c)
 				RFAIL("tensor \"%s\" has %zu bytes of data for %lld doubles", what,
 					  t->raw_data.len, (long long) n);
 			for (int64_t i = 0; i < n; i++)
-				c->v[i] = (float) le_double(t->raw_data.data + 8 * i);
+				c->v[i] = le_double(t->raw_data.data + 8 * i);
 		}
 		else
 		{
@@ -537,7 +558,7 @@ tensor_floats(Reader *r, const Onnx__TensorProto *t, const char *what, Const *c)
 				RFAIL("tensor \"%s\" has %zu values for %lld elements", what,
 					  t->n_double_data, (long long) n);
 			for (int64_t i = 0; i < n; i++)
-				c->v[i] = (float) t->double_data[i];
+				c->v[i] = t->double_data[i];
 		}
 	}
 	else
@@ -663,7 +684,7 @@ is_one_minus_concat(Reader *r, const Onnx__NodeProto *nd)
 		return 0;
 	one = find_const(r, sub->input[0]);
 	if (one == NULL || tensor_floats(r, one, sub->input[0], &c) != DML_OK || c.n != 1 ||
-		c.v[0] != 1.0f)
+		c.v[0] != 1.0)
 		return 0;
 	return 1;
 }
@@ -918,8 +939,9 @@ read_node(Reader *r, Build *b, const Onnx__NodeProto *nd, const char *data)
 	}
 	if (strcmp(op, "Cast") == 0)
 	{
-		if (attr_i(nd, "to", 0) != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-			RFAIL("Cast to element type %lld; dml computes in float", (long long) attr_i(nd, "to", 0));
+		if (attr_i(nd, "to", 0) != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT &&
+			attr_i(nd, "to", 0) != ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
+			RFAIL("Cast to element type %lld; dml computes in float or double", (long long) attr_i(nd, "to", 0));
 		return DML_OK;
 	}
 	if (strcmp(op, "Reshape") == 0)
@@ -1031,9 +1053,9 @@ read_node(Reader *r, Build *b, const Onnx__NodeProto *nd, const char *data)
 				RFAIL("BatchNormalization's scale, bias, mean and var differ in length");
 		}
 		mean.n = k.n = shift.n = n;
-		mean.v = arena_alloc(&r->a, n * sizeof(float));
-		k.v = arena_alloc(&r->a, n * sizeof(float));
-		shift.v = arena_alloc(&r->a, n * sizeof(float));
+		mean.v = arena_alloc(&r->a, n * sizeof(double));
+		k.v = arena_alloc(&r->a, n * sizeof(double));
+		shift.v = arena_alloc(&r->a, n * sizeof(double));
 		if (!mean.v || !k.v || !shift.v)
 			return DML_ERR_NOMEM;
 		for (int64_t i = 0; i < n; i++)
@@ -1046,12 +1068,12 @@ read_node(Reader *r, Build *b, const Onnx__NodeProto *nd, const char *data)
 			}
 			else
 			{
-				double		var = (double) c4.v[i] + attr_f(nd, "epsilon", 1e-5f);
+				double		var = c4.v[i] + attr_f(nd, "epsilon", 1e-5f);
 
 				if (!(var > 0))
 					RFAIL("BatchNormalization with a variance that is not positive");
 				mean.v[i] = c3.v[i];
-				k.v[i] = (float) (c1.v[i] / sqrt(var));
+				k.v[i] = c1.v[i] / sqrt(var);
 				shift.v[i] = c2.v[i];
 			}
 		}
@@ -1132,6 +1154,30 @@ finish(Reader *r, Build *b, DmlModel *m)
 			dml_model_free(&tmp);
 			RFAIL("the folded weights overflow a float");
 		}
+	/*
+	 * A graph that computes in double with one dense layer (a linear or
+	 * logistic model, dml's own float64 export among them) becomes a
+	 * float64 model: it predicts in double, as the graph does.  dml's
+	 * float64 models have one layer; deeper double graphs are rounded.
+	 */
+	if (r->wide && b->nlayers == 1)
+	{
+		Layer	   *L = &b->layers[0];
+
+		if (dml_model_make_f64(&tmp) != DML_OK)
+		{
+			dml_model_free(&tmp);
+			return DML_ERR_NOMEM;
+		}
+		memcpy(tmp.params64 + dml_net_weight_offset(&tmp.net, 0), L->w,
+			   (size_t) L->in * L->out * sizeof(double));
+		memcpy(tmp.params64 + dml_net_bias_offset(&tmp.net, 0), L->b, (size_t) L->out * sizeof(double));
+		for (int i = 0; i < C; i++)
+		{
+			tmp.in_mean64[i] = b->pre_a[b->npre == 1 ? 0 : i];
+			tmp.in_scale64[i] = b->pre_s[b->npre == 1 ? 0 : i];
+		}
+	}
 	*m = tmp;
 	return DML_OK;
 }
@@ -1191,14 +1237,19 @@ read_graph(Reader *r, Onnx__ModelProto *mp, DmlModel *m, DmlOnnxImport *info)
 				  input, name);
 		input = name;
 		if (g->input[i]->type && g->input[i]->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
-			g->input[i]->type->tensor_type && g->input[i]->type->tensor_type->has_elem_type &&
-			g->input[i]->type->tensor_type->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-			RFAIL("input \"%s\" has element type %d; dml feeds float", name,
-				  (int) g->input[i]->type->tensor_type->elem_type);
+			g->input[i]->type->tensor_type && g->input[i]->type->tensor_type->has_elem_type)
+		{
+			int			et = g->input[i]->type->tensor_type->elem_type;
+
+			if (et == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
+				r->wide = 1;
+			else if (et != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+				RFAIL("input \"%s\" has element type %d; dml feeds float or double", name, et);
+		}
 	}
 	if (input == NULL || input[0] == '\0')
 		RFAIL("the graph has no input");
-	/* the first output of floats (a label output of another type is skipped) */
+	/* the first output of floats or doubles (a label output of another type is skipped) */
 	for (size_t i = 0; i < g->n_output && output == NULL; i++)
 	{
 		const Onnx__ValueInfoProto *vi = g->output[i];
@@ -1207,12 +1258,13 @@ read_graph(Reader *r, Onnx__ModelProto *mp, DmlModel *m, DmlOnnxImport *info)
 			continue;
 		if (vi->type && vi->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
 			vi->type->tensor_type && vi->type->tensor_type->has_elem_type &&
-			vi->type->tensor_type->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+			vi->type->tensor_type->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT &&
+			vi->type->tensor_type->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
 			continue;
 		output = vi->name;
 	}
 	if (output == NULL)
-		RFAIL("the graph has no output of floats");
+		RFAIL("the graph has no output of floats or doubles");
 	snprintf(info->input_name, sizeof(info->input_name), "%s", input);
 
 	/* from that output back to the input */

@@ -15,22 +15,6 @@
 #define FAIL(st, ...) \
 	do { snprintf(errbuf, errlen, __VA_ARGS__); return (st); } while (0)
 
-static void
-put_u32(unsigned char *p, uint32_t v)
-{
-	p[0] = v & 0xFF;
-	p[1] = (v >> 8) & 0xFF;
-	p[2] = (v >> 16) & 0xFF;
-	p[3] = (v >> 24) & 0xFF;
-}
-
-static uint32_t
-get_u32(const unsigned char *p)
-{
-	return (uint32_t) p[0] | ((uint32_t) p[1] << 8) |
-		((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
-}
-
 size_t
 dml_package_size(const DmlPackage *p)
 {
@@ -47,17 +31,17 @@ dml_package_write(const DmlPackage *p, unsigned char *buf)
 	size_t		total = dml_package_size(p);
 	unsigned char *q = buf + 12;
 
-	put_u32(buf, DML_PACKAGE_MAGIC);
-	put_u32(buf + 4, DML_PACKAGE_VERSION);
-	put_u32(buf + 8, (uint32_t) total);
+	dml_put_le32(buf, DML_PACKAGE_MAGIC);
+	dml_put_le32(buf + 4, DML_PACKAGE_VERSION);
+	dml_put_le32(buf + 8, (uint32_t) total);
 	for (int i = 0; i < DML_PACKAGE_PARTS; i++)
 	{
-		put_u32(q, p->len[i]);
+		dml_put_le32(q, p->len[i]);
 		if (p->len[i] > 0)
 			memcpy(q + 4, p->part[i], p->len[i]);
 		q += 4 + p->len[i];
 	}
-	put_u32(q, dml_crc32(buf, total - 4));
+	dml_put_le32(q, dml_crc32(buf, total - 4));
 }
 
 DmlStatus
@@ -70,20 +54,20 @@ dml_package_read(DmlPackage *p, const unsigned char *buf, size_t len,
 
 	if (len < 12 + 4 * DML_PACKAGE_PARTS + 4)
 		FAIL(DML_ERR_FORMAT, "package is %zu bytes, shorter than any header", len);
-	if (get_u32(buf) != DML_PACKAGE_MAGIC)
-		FAIL(DML_ERR_FORMAT, "not a dml package (magic 0x%08X)", get_u32(buf));
-	if (get_u32(buf + 4) < 1 || get_u32(buf + 4) > DML_PACKAGE_VERSION)
+	if (dml_get_le32(buf) != DML_PACKAGE_MAGIC)
+		FAIL(DML_ERR_FORMAT, "not a dml package (magic 0x%08X)", dml_get_le32(buf));
+	if (dml_get_le32(buf + 4) < 1 || dml_get_le32(buf + 4) > DML_PACKAGE_VERSION)
 		FAIL(DML_ERR_FORMAT, "unsupported package version %u (this build reads 1 to %d)",
-			 get_u32(buf + 4), DML_PACKAGE_VERSION);
-	if (get_u32(buf + 8) != len)
-		FAIL(DML_ERR_FORMAT, "package states %u bytes but has %zu", get_u32(buf + 8), len);
+			 dml_get_le32(buf + 4), DML_PACKAGE_VERSION);
+	if (dml_get_le32(buf + 8) != len)
+		FAIL(DML_ERR_FORMAT, "package states %u bytes but has %zu", dml_get_le32(buf + 8), len);
 	for (int i = 0; i < DML_PACKAGE_PARTS; i++)
 	{
 		uint32_t	n;
 
 		if (len - 4 - off < 4)
 			FAIL(DML_ERR_FORMAT, "package truncated before its %s", names[i]);
-		n = get_u32(buf + off);
+		n = dml_get_le32(buf + off);
 		off += 4;
 		if (n > len - 4 - off)
 			FAIL(DML_ERR_FORMAT, "package's %s of %u bytes runs past its end", names[i], n);
@@ -95,7 +79,7 @@ dml_package_read(DmlPackage *p, const unsigned char *buf, size_t len,
 	}
 	if (off != len - 4)
 		FAIL(DML_ERR_FORMAT, "package has %zu bytes after its parts", len - 4 - off);
-	if (dml_crc32(buf, len - 4) != get_u32(buf + len - 4))
+	if (dml_crc32(buf, len - 4) != dml_get_le32(buf + len - 4))
 		FAIL(DML_ERR_CHECKSUM, "checksum mismatch: package is corrupted");
 	*p = tmp;
 	return DML_OK;

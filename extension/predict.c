@@ -180,7 +180,7 @@ DmlFeatureInputs(const DmlFeature *f, float *dst, Datum value, bool isnull, Oid 
 				hit = bsearch(s, f->levels, f->nlevels, sizeof(char *), cmp_level);
 				/* a level never seen in training is all zeros */
 				if (hit)
-					dst[f->level_index[hit - f->levels]] = 1.0f;
+					dst[f->level_slot[hit - f->levels]] = 1.0f;
 				break;
 			}
 	}
@@ -653,6 +653,7 @@ PG_FUNCTION_INFO_V1(dml_predict_proba_cols);
 Datum
 dml_predict_array(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	DmlCachedModel *cm = model_arg(fcinfo);
 
 	inputs_from_array(cm, PG_GETARG_ARRAYTYPE_P(1));
@@ -662,6 +663,7 @@ dml_predict_array(PG_FUNCTION_ARGS)
 Datum
 dml_predict_record(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	DmlCachedModel *cm = model_arg(fcinfo);
 
 	inputs_from_record(fcinfo, cm, PG_GETARG_HEAPTUPLEHEADER(1));
@@ -671,6 +673,7 @@ dml_predict_record(PG_FUNCTION_ARGS)
 Datum
 dml_predict_class_array(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	DmlCachedModel *cm = model_arg(fcinfo);
 
 	inputs_from_array(cm, PG_GETARG_ARRAYTYPE_P(1));
@@ -680,6 +683,7 @@ dml_predict_class_array(PG_FUNCTION_ARGS)
 Datum
 dml_predict_class_record(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	DmlCachedModel *cm = model_arg(fcinfo);
 
 	inputs_from_record(fcinfo, cm, PG_GETARG_HEAPTUPLEHEADER(1));
@@ -689,6 +693,7 @@ dml_predict_class_record(PG_FUNCTION_ARGS)
 Datum
 dml_predict_proba_array(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	DmlCachedModel *cm = model_arg(fcinfo);
 
 	inputs_from_array(cm, PG_GETARG_ARRAYTYPE_P(1));
@@ -698,6 +703,7 @@ dml_predict_proba_array(PG_FUNCTION_ARGS)
 Datum
 dml_predict_proba_record(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	DmlCachedModel *cm = model_arg(fcinfo);
 
 	inputs_from_record(fcinfo, cm, PG_GETARG_HEAPTUPLEHEADER(1));
@@ -727,6 +733,7 @@ columns_model_arg(FunctionCallInfo fcinfo, const char *record_form)
 Datum
 dml_predict_cols(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	DmlCachedModel *cm = columns_model_arg(fcinfo, "dml_predict");
 
 	if (cm == NULL)
@@ -738,6 +745,7 @@ dml_predict_cols(PG_FUNCTION_ARGS)
 Datum
 dml_predict_class_cols(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	DmlCachedModel *cm = columns_model_arg(fcinfo, "dml_predict_class");
 
 	if (cm == NULL)
@@ -749,6 +757,7 @@ dml_predict_class_cols(PG_FUNCTION_ARGS)
 Datum
 dml_predict_proba_cols(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	DmlCachedModel *cm = columns_model_arg(fcinfo, "dml_predict_proba");
 
 	if (cm == NULL)

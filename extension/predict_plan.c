@@ -227,6 +227,7 @@ PG_FUNCTION_INFO_V1(dml_predict_support);
 Datum
 dml_predict_support(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	Node	   *req = (Node *) PG_GETARG_POINTER(0);
 
 	if (!IsA(req, SupportRequestSimplify))

@@ -346,6 +346,8 @@ DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 		MemoryContextReset(w->cxt);
 		w->done += n;
 		out += (size_t) n * w->K;
+		if (out64)
+			out64 += (size_t) n * w->K;
 		if (ids)
 		{
 			ids += n;
@@ -679,6 +681,7 @@ PG_FUNCTION_INFO_V1(dml_predict_table);
 Datum
 dml_predict_table(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	DmlPredictTarget t;
 	char	   *device;
 	const char *worker_device = NULL;	/* NULL: in the backend */

@@ -110,8 +110,8 @@ feature_expr(const DmlFeature *f, Oid typid)
 }
 
 /*
- * The feature columns for the spec, each with its one-hot levels in output
- * order (the cached model keeps them sorted for bsearch).
+ * The feature columns for the spec: the cached model's own (the coordinator
+ * writes each one's levels in one-hot order)
  */
 static List *
 spec_columns(DmlCachedModel *cm)
@@ -119,25 +119,7 @@ spec_columns(DmlCachedModel *cm)
 	List	   *cols = NIL;
 
 	for (int i = 0; i < cm->nfeatures; i++)
-	{
-		const DmlFeature *f = &cm->features[i];
-		DmlColumn  *col = palloc0(sizeof(DmlColumn));
-
-		col->name = f->name;
-		col->width = f->width;
-		col->kind = f->kind == DML_FEAT_NUM ? DML_COL_NUM :
-			f->kind == DML_FEAT_VEC ? DML_COL_VEC : DML_COL_CAT;
-		if (f->kind == DML_FEAT_CAT)
-		{
-			char	  **ordered = palloc0(sizeof(char *) * Max(f->nlevels, 1));
-
-			for (int j = 0; j < f->nlevels; j++)
-				ordered[f->level_index[j]] = f->levels[j];
-			for (int j = 0; j < f->nlevels; j++)
-				col->vocab = lappend(col->vocab, ordered[j]);
-		}
-		cols = lappend(cols, col);
-	}
+		cols = lappend(cols, &cm->features[i]);
 	return cols;
 }
 
@@ -166,6 +148,8 @@ typedef struct BlockSink
 	FmgrInfo	id_recv;		/* the id type's binary input function */
 	Oid			id_ioparam;
 	float	   *out;			/* aligned copy of a block's outputs */
+	double	   *out64;			/* a float64 model's */
+	bool		wide;			/* the model is float64: outputs come as float64 */
 	int			cap;			/* rows out, ids, idnulls hold */
 	Datum	   *ids;
 	bool	   *idnulls;
@@ -215,8 +199,9 @@ static void
 on_block(const char *payload, uint32 len, void *arg)
 {
 	BlockSink  *s = arg;
-	uint32		hdr[2];
+	uint32		hdr[3];
 	uint32		B;
+	size_t		vsize = s->wide ? sizeof(double) : sizeof(float);
 	size_t		outbytes;
 	const char *p;
 	const char *end = payload + len;
@@ -226,22 +211,31 @@ on_block(const char *payload, uint32 len, void *arg)
 		elog(ERROR, "dml: malformed PREDICTIONS from the worker. Please report a bug.");
 	memcpy(hdr, payload, sizeof(hdr));
 	B = hdr[0];
-	if (hdr[1] != (uint32) s->K || B == 0 || B > (uint32) (MaxAllocSize / sizeof(float) / s->K))
+	if (hdr[1] != (uint32) s->K || hdr[2] != vsize || B == 0 ||
+		B > (uint32) (MaxAllocSize / vsize / s->K))
 		elog(ERROR, "dml: malformed PREDICTIONS from the worker. Please report a bug.");
-	outbytes = sizeof(float) * (size_t) B * s->K;
+	outbytes = vsize * (size_t) B * s->K;
 	if (len - sizeof(hdr) < outbytes)
 		elog(ERROR, "dml: malformed PREDICTIONS from the worker. Please report a bug.");
 	if ((int) B > s->cap)
 	{
 		/* the payload is not aligned for floats: they are copied */
 		s->cap = B;
-		s->out = s->out ? repalloc(s->out, outbytes) : MemoryContextAlloc(s->keep, outbytes);
+		size_t		fbytes = sizeof(float) * (size_t) B * s->K;
+
+		if (s->wide)
+			s->out64 = s->out64 ? repalloc(s->out64, outbytes) : MemoryContextAlloc(s->keep, outbytes);
+		s->out = s->out ? repalloc(s->out, fbytes) : MemoryContextAlloc(s->keep, fbytes);
 		s->ids = s->ids ? repalloc(s->ids, sizeof(Datum) * B) :
 			MemoryContextAlloc(s->keep, sizeof(Datum) * B);
 		s->idnulls = s->idnulls ? repalloc(s->idnulls, sizeof(bool) * B) :
 			MemoryContextAlloc(s->keep, sizeof(bool) * B);
 	}
-	memcpy(s->out, payload + sizeof(hdr), outbytes);
+	memcpy(s->wide ? (void *) s->out64 : (void *) s->out, payload + sizeof(hdr), outbytes);
+	/* as the backend's path: float64 outputs written, their float32 rounding picks the class */
+	if (s->wide)
+		for (size_t i = 0; i < (size_t) B * s->K; i++)
+			s->out[i] = (float) s->out64[i];
 	p = payload + sizeof(hdr) + outbytes;
 
 	old = MemoryContextSwitchTo(s->cxt);
@@ -267,7 +261,8 @@ on_block(const char *payload, uint32 len, void *arg)
 		elog(ERROR, "dml: malformed PREDICTIONS from the worker. Please report a bug.");
 	MemoryContextSwitchTo(old);
 
-	DmlPredictWriterPut(s->w, s->has_id ? s->ids : NULL, s->idnulls, s->out, NULL, (int) B);
+	DmlPredictWriterPut(s->w, s->has_id ? s->ids : NULL, s->idnulls, s->out,
+						s->wide ? s->out64 : NULL, (int) B);
 	MemoryContextReset(s->cxt);
 	CHECK_FOR_INTERRUPTS();
 }
@@ -367,6 +362,7 @@ DmlPredictTableInWorker(DmlPredictTarget *t, const char *device)
 	sink.w = &w;
 	sink.K = job->noutputs;
 	sink.has_id = t->id_column != NULL;
+	sink.wide = cm->model.precision == 64;
 	sink.id_type = t->id_type;
 	sink.keep = CurrentMemoryContext;
 	sink.cxt = AllocSetContextCreate(CurrentMemoryContext, "dml predict block",

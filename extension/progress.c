@@ -66,7 +66,7 @@
 #define DML_PROGRESS_SLOTS	64
 #define DML_PROGRESS_NAME	201		/* model names have at most 200 bytes */
 #define DML_PROGRESS_HOSTS	64
-#define DML_PROGRESS_COLS	17
+#define DML_PROGRESS_COLS	19
 
 typedef struct DmlProgressSlot
 {
@@ -80,6 +80,8 @@ typedef struct DmlProgressSlot
 	int			ranks;			/* 0: solved inside the server */
 	int			epoch;			/* last finished epoch, 0 before the first */
 	int			epochs;
+	int			step;			/* steps done of the epoch after it (rank 0's) */
+	int			steps;			/* steps per epoch, 0 until rank 0 says */
 	int			restarts;
 	double		loss;
 	double		metric;			/* validation accuracy or R2, NaN without */
@@ -101,6 +103,8 @@ typedef struct DmlProgressTable
 	DmlProgressSlot slots[DML_PROGRESS_SLOTS];
 	slock_t		waiters_mutex;
 	DmlJobWaiter waiters[DML_PROGRESS_SLOTS];
+	/* databases with a queued job that found every run slot taken */
+	Oid			waiting_dbs[DML_PROGRESS_SLOTS];
 } DmlProgressTable;
 
 static DmlProgressTable *progress_table = NULL;
@@ -135,6 +139,7 @@ progress_attach_locked(void)
 			SpinLockInit(&progress_table->slots[i].mutex);
 			progress_table->slots[i].pid = 0;
 			progress_table->waiters[i].job = 0;
+			progress_table->waiting_dbs[i] = InvalidOid;
 		}
 		SpinLockInit(&progress_table->waiters_mutex);
 	}
@@ -239,11 +244,17 @@ progress_report_activity(DmlProgressSlot *s)
 {
 	char		buf[DML_PROGRESS_NAME + 128];
 
-	if (s->epoch == 0)
+	if (s->epoch == 0 && s->steps == 0)
 		snprintf(buf, sizeof(buf), "dml: training \"%s\", starting", s->name);
-	else
+	else if (s->epoch == 0)
+		snprintf(buf, sizeof(buf), "dml: training \"%s\", epoch 1 of %d: step %d of %d",
+				 s->name, s->epochs, s->step, s->steps);
+	else if (s->steps == 0 || s->epoch >= s->epochs)
 		snprintf(buf, sizeof(buf), "dml: training \"%s\", epoch %d of %d, loss %.6g",
 				 s->name, s->epoch, s->epochs, s->loss);
+	else
+		snprintf(buf, sizeof(buf), "dml: training \"%s\", epoch %d of %d, loss %.6g; epoch %d: step %d of %d",
+				 s->name, s->epoch, s->epochs, s->loss, s->epoch + 1, s->step, s->steps);
 	pgstat_report_activity(STATE_RUNNING, buf);
 }
 
@@ -315,6 +326,8 @@ DmlProgressBegin(const DmlJob *job, bool in_server)
 	s->ranks = in_server ? 0 : job->workers;
 	s->epoch = 0;
 	s->epochs = job->epochs;
+	s->step = 0;
+	s->steps = 0;
 	s->restarts = 0;
 	s->loss = NAN;
 	s->metric = NAN;
@@ -339,6 +352,7 @@ DmlProgressEpoch(const DmlProgress *p, double rows_per_second)
 		return;
 	SpinLockAcquire(&s->mutex);
 	s->epoch = p->epoch;
+	s->step = 0;				/* of the next epoch */
 	s->restarts = p->restarts;
 	s->loss = p->loss;
 	s->metric = p->val_metric;
@@ -346,6 +360,31 @@ DmlProgressEpoch(const DmlProgress *p, double rows_per_second)
 	s->updated = GetCurrentTimestamp();
 	SpinLockRelease(&s->mutex);
 	progress_report_activity(s);
+}
+
+/*
+ * DmlProgressStep: rank 0 is step steps into epoch (1-based), of steps
+ * (the coordinator's DmlStepHook)
+ */
+static void
+progress_step(int epoch, int step, int steps)
+{
+	DmlProgressSlot *s = my_slot;
+	bool		changed = false;
+
+	if (s == NULL || steps <= 0 || step < 0 || step > steps)
+		return;
+	SpinLockAcquire(&s->mutex);
+	/* a late message of an epoch already reported changes nothing */
+	if (epoch == s->epoch + 1)
+	{
+		s->step = step;
+		s->steps = steps;
+		changed = true;
+	}
+	SpinLockRelease(&s->mutex);
+	if (changed)
+		progress_report_activity(s);
 }
 
 /* DmlProgressEnd: the training finished (its model is stored) */
@@ -403,6 +442,57 @@ DmlJobWaitEnd(int handle)
 	SpinLockRelease(&progress_table->waiters_mutex);
 }
 
+/*
+ * DmlJobsNoteWaiting
+ *		This database has a queued job that may find no run slot: the next
+ *		job to end, in any database, starts its queue (DmlJobsTakeWaiting).
+ *		Noted before the slot is tried, so an end between the two is seen.
+ */
+void
+DmlJobsNoteWaiting(void)
+{
+	DmlProgressTable *t = progress_get();
+	int			free_at = -1;
+
+	if (t == NULL)
+		return;
+	SpinLockAcquire(&t->waiters_mutex);
+	for (int i = 0; i < DML_PROGRESS_SLOTS; i++)
+	{
+		if (t->waiting_dbs[i] == MyDatabaseId)
+		{
+			free_at = -2;
+			break;
+		}
+		if (free_at == -1 && !OidIsValid(t->waiting_dbs[i]))
+			free_at = i;
+	}
+	if (free_at >= 0)
+		t->waiting_dbs[free_at] = MyDatabaseId;
+	SpinLockRelease(&t->waiters_mutex);
+}
+
+/* DmlJobsTakeWaiting: the databases noted, forgotten; *n of them */
+Oid *
+DmlJobsTakeWaiting(int *n)
+{
+	DmlProgressTable *t = progress_get();
+	Oid		   *dbs = palloc(sizeof(Oid) * DML_PROGRESS_SLOTS);
+
+	*n = 0;
+	if (t == NULL)
+		return dbs;
+	SpinLockAcquire(&t->waiters_mutex);
+	for (int i = 0; i < DML_PROGRESS_SLOTS; i++)
+		if (OidIsValid(t->waiting_dbs[i]))
+		{
+			dbs[(*n)++] = t->waiting_dbs[i];
+			t->waiting_dbs[i] = InvalidOid;
+		}
+	SpinLockRelease(&t->waiters_mutex);
+	return dbs;
+}
+
 /* DmlJobWakeWaiters: job's end is committed */
 void
 DmlJobWakeWaiters(int64 job)
@@ -448,6 +538,7 @@ PG_FUNCTION_INFO_V1(dml_progress);
 Datum
 dml_progress(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	DmlProgressTable *t;
 	Oid			user = GetUserId();
@@ -499,6 +590,10 @@ dml_progress(PG_FUNCTION_ARGS)
 		}
 		else
 			nulls[16] = true;
+		/* steps done of the epoch being run; NULL until rank 0 has said */
+		values[17] = Int32GetDatum(s.step);
+		values[18] = Int32GetDatum(s.steps);
+		nulls[17] = nulls[18] = s.steps == 0;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
@@ -511,6 +606,7 @@ dml_progress(PG_FUNCTION_ARGS)
 void
 DmlProgressInit(void)
 {
+	DmlStepHook = progress_step;
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 	prev_shmem_request_hook = shmem_request_hook;

@@ -38,7 +38,7 @@
 typedef struct Statistics
 {
 	Jsonb	   *json;			/* metrics -> 'statistics' */
-	char	   *method;			/* "ols" or "logit" */
+	char	   *method;			/* "ols", "logit" or "mnlogit" */
 } Statistics;
 
 /*
@@ -73,7 +73,7 @@ model_statistics(const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("model \"%s\" has no statistics of its fit", name),
-				 errhint("dml_summary covers linear regression by optimizer => 'exact' and binary logistic regression by optimizer => 'newton'; train the model again with this version of dml if it is one.")));
+				 errhint("dml_summary covers linear regression by optimizer => 'exact' and logistic and softmax regression by optimizer => 'newton'; train the model again with this version of dml if it is one.")));
 	s.json = DatumGetJsonbP(json);
 	{
 		JsonbValue *v = getKeyJsonValueFromContainer(&s.json->root, "method", 6, NULL);
@@ -92,6 +92,16 @@ stat_number(const Statistics *s, const char *key)
 	if (v == NULL || v->type != jbvNumeric)
 		return NAN;
 	return DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v->val.numeric)));
+}
+
+/* whether the statistics' key is the string value */
+static bool
+stat_is(const Statistics *s, const char *key, const char *value)
+{
+	JsonbValue *v = getKeyJsonValueFromContainer(&s->json->root, key, strlen(key), NULL);
+
+	return v != NULL && v->type == jbvString && v->val.string.len == strlen(value) &&
+		memcmp(v->val.string.val, value, v->val.string.len) == 0;
 }
 
 /* element i of an array of the statistics: a number (NaN for null), or *text for strings */
@@ -127,44 +137,67 @@ PG_FUNCTION_INFO_V1(dml_summary);
  * dml_summary(model text)
  *		One row per coefficient, the intercept first: term, coefficient (on
  *		the raw scale), std_error, statistic (t for least squares, z for
- *		logistic regression), p_value (two-sided), odds_ratio (logistic).
+ *		logistic regression), p_value (two-sided), odds_ratio (logistic),
+ *		and class: for softmax ("mnlogit"), the class whose equation
+ *		against the reference class (the first) the row belongs to, the
+ *		equations one after another as statsmodels' MNLogit lists them;
+ *		NULL otherwise.
  */
 Datum
 dml_summary(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	Statistics	s = model_statistics(name);
-	bool		logit = strcmp(s.method, "logit") == 0;
+	bool		mnlogit = strcmp(s.method, "mnlogit") == 0;
+	bool		logit = mnlogit || strcmp(s.method, "logit") == 0;
+	/* robust standard errors: normal p-values for least squares too (statsmodels) */
+	bool		z = logit || stat_is(&s, "statistic", "z");
 	double		df = stat_number(&s, "df_resid");
 	JsonbValue *terms = getKeyJsonValueFromContainer(&s.json->root, "terms", 5, NULL);
-	int			nterms;
+	JsonbValue *classes = mnlogit ?
+		getKeyJsonValueFromContainer(&s.json->root, "classes", 7, NULL) : NULL;
+	int			nterms,
+				nequations = 1;
 
 	if (terms == NULL || terms->type != jbvBinary)
 		elog(ERROR, "dml: model statistics lack \"terms\"");
 	nterms = JsonContainerSize(terms->val.binary.data);
-	InitMaterializedSRF(fcinfo, 0);
-	for (int i = 0; i < nterms; i++)
+	if (mnlogit)
 	{
-		Datum		values[6];
-		bool		nulls[6] = {false};
-		char	   *term = NULL;
-		double		coef,
-					se,
-					stat;
-
-		stat_element(&s, "terms", i, &term);
-		coef = stat_element(&s, "coefficients", i, NULL);
-		se = stat_element(&s, "std_errors", i, NULL);
-		stat = se > 0 ? coef / se : NAN;
-		values[0] = CStringGetTextDatum(term ? term : "");
-		values[1] = float_or_null(coef, &nulls[1]);
-		values[2] = float_or_null(se, &nulls[2]);
-		values[3] = float_or_null(stat, &nulls[3]);
-		values[4] = float_or_null(logit ? dml_z_pvalue(stat) : dml_t_pvalue(stat, df), &nulls[4]);
-		values[5] = float_or_null(logit ? exp(coef) : NAN, &nulls[5]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		if (classes == NULL || classes->type != jbvBinary)
+			elog(ERROR, "dml: model statistics lack \"classes\"");
+		nequations = JsonContainerSize(classes->val.binary.data);
 	}
+	InitMaterializedSRF(fcinfo, 0);
+	for (int j = 0; j < nequations; j++)
+		for (int i = 0; i < nterms; i++)
+		{
+			Datum		values[7];
+			bool		nulls[7] = {false};
+			char	   *term = NULL,
+					   *cls = NULL;
+			double		coef,
+						se,
+						stat;
+
+			stat_element(&s, "terms", i, &term);
+			coef = stat_element(&s, "coefficients", j * nterms + i, NULL);
+			se = stat_element(&s, "std_errors", j * nterms + i, NULL);
+			stat = se > 0 ? coef / se : NAN;
+			values[0] = CStringGetTextDatum(term ? term : "");
+			values[1] = float_or_null(coef, &nulls[1]);
+			values[2] = float_or_null(se, &nulls[2]);
+			values[3] = float_or_null(stat, &nulls[3]);
+			values[4] = float_or_null(z ? dml_z_pvalue(stat) : dml_t_pvalue(stat, df), &nulls[4]);
+			values[5] = float_or_null(logit ? exp(coef) : NAN, &nulls[5]);
+			if (mnlogit)
+				stat_element(&s, "classes", j, &cls);
+			values[6] = cls ? CStringGetTextDatum(cls) : (Datum) 0;
+			nulls[6] = cls == NULL;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
 	return (Datum) 0;
 }
 
@@ -179,6 +212,7 @@ PG_FUNCTION_INFO_V1(dml_summary_fit);
 Datum
 dml_summary_fit(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	Statistics	s = model_statistics(name);

@@ -25,6 +25,7 @@
 #include "utils/builtins.h"
 
 #include "coordinator.h"
+#include "shards.h"
 #include "dml.h"
 #include "jobs.h"
 #include "train.h"
@@ -83,6 +84,7 @@ train_run(DmlJob *job, DmlJobResult *result, int64 *model_id)
 	bool		in_server;
 
 	/* how to run it: one pass or a small fit in the server, or a job of workers */
+	job->no_in_server |= DmlShardsIs(job->relid);	/* shards are read where they are */
 	fit_in_server = DmlFitInServer(job);
 	if (fit_in_server && job->discover_classes)
 	{
@@ -93,6 +95,8 @@ train_run(DmlJob *job, DmlJobResult *result, int64 *model_id)
 	DmlJobSetLaunch(job, !in_server,
 					"dml_train in a subtransaction: workers read with a snapshot taken at job start");
 	if (!in_server)
+		job->slices = DmlShardsPlan(job, job->pack_target ? DML_SLICE_BLOCKS_PACKED : DML_SLICE_BLOCKS_COPY);
+	if (!in_server && job->slices == NIL)
 		job->slices = DmlPlanSlices(job->relid, job->relkind, job->workers,
 									job->pack_target ? DML_SLICE_BLOCKS_PACKED : DML_SLICE_BLOCKS_COPY);
 
@@ -147,6 +151,7 @@ PG_FUNCTION_INFO_V1(dml_train);
 Datum
 dml_train(PG_FUNCTION_ARGS)
 {
+	DML_REQUIRE_SCHEMA();
 	DmlJob	   *job = palloc0(sizeof(DmlJob));
 	TrainArgs	args;
 	DmlJobResult result;

@@ -75,7 +75,7 @@ extern void apply_options(DmlJob *job, Jsonb *options);
 extern void choose_sync(DmlJob *job, FunctionCallInfo fcinfo);
 
 /* train_columns.c */
-extern void resolve_column(Oid relid, const char *name, DmlColumn *col, const char *what);
+extern void resolve_column(Oid relid, const char *name, DmlFeature *col, const char *what);
 extern char *rel_sql_name(Oid relid);
 extern List *spi_text_column(const char *sql, int limit);
 extern void train_resolve_features(DmlJob *job, TrainArgs *args);
@@ -83,7 +83,7 @@ extern void train_prepare_features(DmlJob *job);
 
 /* train_plan.c */
 extern void train_plan(DmlJob *job, TrainArgs *args, FunctionCallInfo fcinfo);
-extern List *target_classes(Oid relid, DmlColumn *target, int limit);
+extern List *target_classes(Oid relid, DmlFeature *target, int limit);
 extern void set_classes(DmlJob *job, List *classes);
 
 /* train_store.c */

@@ -170,6 +170,19 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 		job->rank_min_norm = strcmp(str, "min_norm") == 0;
 		return;
 	}
+	if (strcmp(key, "cov") == 0)
+	{
+		/* statsmodels' names; the solvers that can use it are checked later (DmlCheckCovType) */
+		int			cov = str ? dml_job_parse(DML_NAMES_COV, str) : -1;
+
+		if (cov < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"cov\" must be \"nonrobust\", \"HC0\" or \"HC1\""),
+					 errhint("HC0 and HC1 are heteroskedasticity-robust standard errors, as statsmodels' cov_type gives them.")));
+		job->cov_type = (DmlCovType) cov;
+		return;
+	}
 	if (strcmp(key, "load") == 0)
 	{
 		if (str == NULL || (strcmp(str, "auto") != 0 && strcmp(str, "copy") != 0))
@@ -235,7 +248,7 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unrecognized option \"%s\"", key),
-			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, shared_memory, rank_deficient, memory, window, spill, fault and straggler.")));
+			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, shared_memory, rank_deficient, cov, memory, window, spill, fault and straggler.")));
 }
 
 void

@@ -26,6 +26,7 @@
 #include "utils/syscache.h"
 
 #include "coordinator.h"
+#include "shards.h"
 #include "dml.h"
 #include "train.h"
 
@@ -37,7 +38,7 @@
 
 /* attribute of relid by name, with SELECT checked for the caller */
 void
-resolve_column(Oid relid, const char *name, DmlColumn *col, const char *what)
+resolve_column(Oid relid, const char *name, DmlFeature *col, const char *what)
 {
 	AttrNumber	attnum = get_attnum(relid, name);
 	Oid			typid;
@@ -90,20 +91,20 @@ spi_text_column(const char *sql, int limit)
 
 /* Set up a feature column: its kind, width, vocabulary and SQL expression */
 static void
-prepare_feature(Oid relid, DmlColumn *col)
+prepare_feature(Oid relid, DmlFeature *col)
 {
 	const char *qcol = quote_identifier(col->name);
 	char	   *rel = rel_sql_name(relid);
 
 	if (type_is_numeric(col->typid))
 	{
-		col->kind = DML_COL_NUM;
+		col->kind = DML_FEAT_NUM;
 		col->width = 1;
 		col->expr = psprintf("%s::float8", qcol);
 	}
 	else if (col->typid == BOOLOID)
 	{
-		col->kind = DML_COL_NUM;
+		col->kind = DML_FEAT_NUM;
 		col->width = 1;
 		col->expr = psprintf("%s::int4::float8", qcol);
 	}
@@ -111,7 +112,7 @@ prepare_feature(Oid relid, DmlColumn *col)
 	{
 		List	   *w;
 
-		col->kind = DML_COL_VEC;
+		col->kind = DML_FEAT_VEC;
 		col->expr = psprintf("dml.vec_bytes(%s::float4[])", qcol);
 		w = spi_text_column(psprintf("SELECT cardinality(%s) FROM %s WHERE %s IS NOT NULL LIMIT 1",
 									 qcol, rel, qcol), 1);
@@ -129,17 +130,30 @@ prepare_feature(Oid relid, DmlColumn *col)
 	}
 	else if (type_is_text(col->typid))
 	{
-		col->kind = DML_COL_CAT;
+		List	   *vocab;
+		ListCell   *lv;
+
+		col->kind = DML_FEAT_CAT;
 		col->expr = psprintf("%s::text", qcol);
-		col->vocab = spi_text_column(psprintf("SELECT v FROM (SELECT DISTINCT %s::text AS v FROM %s "
-											  "WHERE %s IS NOT NULL) s ORDER BY v COLLATE \"C\"",
-											  qcol, rel, qcol), DML_MAX_LEVELS + 1);
-		if (list_length(col->vocab) > DML_MAX_LEVELS)
+		if (!DmlShardsDistinct(relid, col->name, DML_MAX_LEVELS, false, &vocab))	/* on each shard */
+			vocab = spi_text_column(psprintf("SELECT v FROM (SELECT DISTINCT %s::text AS v FROM %s "
+											 "WHERE %s IS NOT NULL) s ORDER BY v COLLATE \"C\"",
+											 qcol, rel, qcol), DML_MAX_LEVELS + 1);
+		if (list_length(vocab) > DML_MAX_LEVELS)
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("column \"%s\" has more than %d distinct values", col->name, DML_MAX_LEVELS),
 					 errhint("One-hot encoding is for categories; leave this column out of features.")));
-		col->width = Max(list_length(col->vocab), 1);
+		/* in "C" order, which is strcmp's: each level's slot is its place */
+		col->nlevels = list_length(vocab);
+		col->levels = palloc(sizeof(char *) * Max(col->nlevels, 1));
+		col->level_slot = palloc(sizeof(int) * Max(col->nlevels, 1));
+		foreach(lv, vocab)
+		{
+			col->levels[foreach_current_index(lv)] = lfirst(lv);
+			col->level_slot[foreach_current_index(lv)] = foreach_current_index(lv);
+		}
+		col->width = Max(col->nlevels, 1);
 	}
 	else
 		ereport(ERROR,
@@ -185,6 +199,7 @@ train_resolve_features(DmlJob *job, TrainArgs *args)
 {
 	List	   *feature_names = args->feature_names;
 	ListCell   *lc;
+	int64		probe_rows;
 
 	if (feature_names == NIL && args->features_null)
 		feature_names = default_features(job->relid, job->target.attnum);
@@ -195,7 +210,7 @@ train_resolve_features(DmlJob *job, TrainArgs *args)
 				 errhint("Name the features, or give the relation numeric columns besides the target.")));
 	foreach(lc, feature_names)
 	{
-		DmlColumn  *col = palloc0(sizeof(DmlColumn));
+		DmlFeature *col = palloc0(sizeof(DmlFeature));
 		ListCell   *lc2;
 
 		resolve_column(job->relid, lfirst(lc), col, "feature");
@@ -204,17 +219,21 @@ train_resolve_features(DmlJob *job, TrainArgs *args)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("column \"%s\" is both the target and a feature", col->name)));
 		foreach(lc2, job->features)
-			if (((DmlColumn *) lfirst(lc2))->attnum == col->attnum)
+			if (((DmlFeature *) lfirst(lc2))->attnum == col->attnum)
 				ereport(ERROR,
 						(errcode(ERRCODE_DUPLICATE_COLUMN),
 						 errmsg("feature \"%s\" is listed twice", col->name)));
 		job->features = lappend(job->features, col);
 	}
 
-	/* empty relation: say so before launching anything */
-	if (SPI_execute(psprintf("SELECT 1 FROM %s LIMIT 1", rel_sql_name(job->relid)), true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "dml: probing the relation failed");
-	if (SPI_processed == 0)
+	/* empty relation: say so before launching anything (shards: on their servers) */
+	if (!DmlShardsCountRows(job->relid, 1, &probe_rows))
+	{
+		if (SPI_execute(psprintf("SELECT 1 FROM %s LIMIT 1", rel_sql_name(job->relid)), true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "dml: probing the relation failed");
+		probe_rows = (int64) SPI_processed;
+	}
+	if (probe_rows == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("relation \"%s\" has no rows", get_rel_name(job->relid)),
@@ -229,7 +248,7 @@ train_prepare_features(DmlJob *job)
 
 	foreach(lc, job->features)
 	{
-		DmlColumn  *col = lfirst(lc);
+		DmlFeature *col = lfirst(lc);
 
 		prepare_feature(job->relid, col);
 		job->ninputs += col->width;

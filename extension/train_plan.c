@@ -20,6 +20,7 @@
 #include "utils/lsyscache.h"
 
 #include "coordinator.h"
+#include "shards.h"
 #include "dml.h"
 #include "train.h"
 
@@ -68,10 +69,13 @@
 
 /* Distinct labels of the target, in the type's order, as text */
 List *
-target_classes(Oid relid, DmlColumn *target, int limit)
+target_classes(Oid relid, DmlFeature *target, int limit)
 {
 	const char *qcol = quote_identifier(target->name);
+	List	   *sharded;
 
+	if (DmlShardsDistinct(relid, target->name, limit, true, &sharded))
+		return sharded;			/* listed on each shard's server */
 	return spi_text_column(psprintf("SELECT s.v::text FROM (SELECT DISTINCT %s AS v FROM %s "
 									"WHERE %s IS NOT NULL) s ORDER BY s.v",
 									qcol, rel_sql_name(relid), qcol), limit);
@@ -221,16 +225,16 @@ choose_packing(DmlJob *job)
 	const char *qcol = quote_identifier(job->target.name);
 
 	job->pack_target = NULL;
-	/* exact least squares and Newton's logistic read float64 rows: dml.pack_rows64 */
+	/* exact least squares and Newton's logistic and softmax read float64 rows: dml.pack_rows64 */
 	job->pack_wide = (job->optimizer == DML_JOB_OPT_EXACT && !job->classification) ||
-		(job->optimizer == DML_JOB_OPT_NEWTON && job->loss == DML_LOSS_BCE);
+		job->optimizer == DML_JOB_OPT_NEWTON;
 	if (job->load_copy)
 		return;
 	/* dml.pack_rows takes its state, the target and the features as arguments */
 	if (list_length(job->features) + 2 > FUNC_MAX_ARGS)
 		return;
 	foreach(lc, job->features)
-		if (((DmlColumn *) lfirst(lc))->kind != DML_COL_NUM)
+		if (((DmlFeature *) lfirst(lc))->kind != DML_FEAT_NUM)
 			return;
 	if (!job->classification)
 		job->pack_target = psprintf("%s::float8", qcol);
@@ -273,6 +277,10 @@ check_model_size(DmlJob *job)
 static int64
 count_rows_upto(Oid relid, int64 limit)
 {
+	int64		sharded;
+
+	if (DmlShardsCountRows(relid, limit, &sharded))
+		return sharded;			/* counted on each shard's server */
 	if (SPI_execute(psprintf("SELECT count(*) FROM (SELECT FROM %s LIMIT " INT64_FORMAT ") s",
 							 rel_sql_name(relid), limit), true, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
@@ -300,8 +308,13 @@ choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
 		bool		small = (double) rows * job->ninputs <= DML_FIT_MAX_VALUES;
 		/* a learning rate or batch size asks for minibatches */
 		bool		minibatch = !PG_ARGISNULL(8) || !PG_ARGISNULL(9);
+		/* class_weight and l1_ratio (27, 28) are L-BFGS's, not Newton's or exact's */
+		bool		lbfgs_only = (PG_NARGS() > 27 && !PG_ARGISNULL(27)) ||
+			(PG_NARGS() > 28 && !PG_ARGISNULL(28) && PG_GETARG_FLOAT8(28) > 0);
 
-		if (linear && job->ninputs <= DML_EXACT_MAX_INPUTS)
+		if (lbfgs_only && (linear || glm))
+			optimizer = minibatch ? "adam" : "lbfgs";
+		else if (linear && job->ninputs <= DML_EXACT_MAX_INPUTS)
 			optimizer = "exact";
 		else if (glm && nparams <= DML_NEWTON_MAX_PARAMS && !small)
 			optimizer = "newton";
@@ -440,6 +453,11 @@ train_plan(DmlJob *job, TrainArgs *args, FunctionCallInfo fcinfo)
 	check_model_size(job);
 	choose_optimizer(job, args->optimizer, fcinfo);
 	apply_options(job, PG_ARGISNULL(18) ? NULL : PG_GETARG_JSONB_P(18));
+	DmlCheckCovType(job);
+	/* 27 class_weight, 28 l1_ratio (issue 15) */
+	DmlClassWeight(job, PG_NARGS() > 27 && !PG_ARGISNULL(27) ?
+				   text_to_cstring(PG_GETARG_TEXT_PP(27)) : NULL);
+	DmlCheckL1Ratio(job, PG_NARGS() > 28 && !PG_ARGISNULL(28) ? PG_GETARG_FLOAT8(28) : 0);
 	choose_sync(job, fcinfo);
 	if (job->discover_classes && job->servers > 0)
 	{

@@ -17,6 +17,7 @@
 #include "utils/json.h"
 
 #include "coordinator.h"
+#include "shards.h"
 #include "dml.h"
 #include "train.h"
 
@@ -51,30 +52,29 @@ spec_json(DmlJob *job, const DmlModel *m)
 	appendStringInfoString(&buf, ", \"features\": [");
 	foreach(lc, job->features)
 	{
-		DmlColumn  *col = lfirst(lc);
+		DmlFeature *col = lfirst(lc);
 
 		appendStringInfoString(&buf, first ? "{" : ", {");
 		first = false;
 		appendStringInfoString(&buf, "\"name\": ");
 		json_str(&buf, col->name);
 		appendStringInfo(&buf, ", \"kind\": \"%s\", \"width\": %d",
-						 col->kind == DML_COL_NUM ? "num" : col->kind == DML_COL_VEC ? "vec" : "cat",
+						 col->kind == DML_FEAT_NUM ? "num" : col->kind == DML_FEAT_VEC ? "vec" : "cat",
 						 col->width);
-		if (col->kind == DML_COL_NUM && m != NULL)
+		if (col->kind == DML_FEAT_NUM && m != NULL)
 			appendStringInfo(&buf, ", \"mean\": %.9g, \"std\": %.9g",
 							 m->in_mean[pos], m->in_scale[pos] > 0 ? 1.0 / m->in_scale[pos] : 0.0);
-		if (col->kind == DML_COL_CAT)
+		if (col->kind == DML_FEAT_CAT)
 		{
-			ListCell   *lv;
-			bool		f2 = true;
+			const char **order = palloc(sizeof(char *) * Max(col->nlevels, 1));
 
+			dml_feature_levels_in_order(col, order);
 			appendStringInfoString(&buf, ", \"levels\": [");
-			foreach(lv, col->vocab)
+			for (int i = 0; i < col->nlevels; i++)
 			{
-				if (!f2)
+				if (i > 0)
 					appendStringInfoString(&buf, ", ");
-				f2 = false;
-				json_str(&buf, lfirst(lv));
+				json_str(&buf, order[i]);
 			}
 			appendStringInfoChar(&buf, ']');
 		}
@@ -143,6 +143,7 @@ spec_json(DmlJob *job, const DmlModel *m)
 	appendStringInfoChar(&buf, '}');
 	appendStringInfoString(&buf, ", \"snapshot\": ");
 	json_str(&buf, job->snapshot);
+	DmlShardsJson(job, &buf, false);
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
 }
@@ -167,9 +168,9 @@ note_constant_features(DmlJob *job, const DmlModel *m, char *metrics)
 	initStringInfo(&json);
 	foreach(lc, job->features)
 	{
-		DmlColumn  *col = lfirst(lc);
+		DmlFeature *col = lfirst(lc);
 
-		if (col->kind == DML_COL_NUM && m->in_scale[pos] == 0)
+		if (col->kind == DML_FEAT_NUM && m->in_scale[pos] == 0)
 		{
 			appendStringInfo(&names, "%s%s", count ? ", " : "", quote_identifier(col->name));
 			appendStringInfoString(&json, count ? ", " : "");

@@ -176,22 +176,6 @@ dml_model_serialized_size(const DmlModel *m)
 		(wide ? 8 : 4) * body_values(&m->net) + 4;
 }
 
-static void
-put_u32(unsigned char *p, uint32_t v)
-{
-	p[0] = v & 0xFF;
-	p[1] = (v >> 8) & 0xFF;
-	p[2] = (v >> 16) & 0xFF;
-	p[3] = (v >> 24) & 0xFF;
-}
-
-static uint32_t
-get_u32(const unsigned char *p)
-{
-	return (uint32_t) p[0] | ((uint32_t) p[1] << 8) |
-		((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
-}
-
 static unsigned char *
 put_floats(unsigned char *p, const float *f, size_t n)
 {
@@ -200,7 +184,7 @@ put_floats(unsigned char *p, const float *f, size_t n)
 		uint32_t	u;
 
 		memcpy(&u, &f[i], 4);
-		put_u32(p, u);
+		dml_put_le32(p, u);
 	}
 	return p;
 }
@@ -213,8 +197,8 @@ put_doubles(unsigned char *p, const double *f, size_t n)
 		uint64_t	u;
 
 		memcpy(&u, &f[i], 8);
-		put_u32(p, (uint32_t) u);
-		put_u32(p + 4, (uint32_t) (u >> 32));
+		dml_put_le32(p, (uint32_t) u);
+		dml_put_le32(p + 4, (uint32_t) (u >> 32));
 	}
 	return p;
 }
@@ -224,7 +208,7 @@ get_doubles(double *f, const unsigned char *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++, p += 8)
 	{
-		uint64_t	u = (uint64_t) get_u32(p) | ((uint64_t) get_u32(p + 4) << 32);
+		uint64_t	u = (uint64_t) dml_get_le32(p) | ((uint64_t) dml_get_le32(p + 4) << 32);
 
 		memcpy(&f[i], &u, 8);
 	}
@@ -236,7 +220,7 @@ get_floats(float *f, const unsigned char *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++, p += 4)
 	{
-		uint32_t	u = get_u32(p);
+		uint32_t	u = dml_get_le32(p);
 
 		memcpy(&f[i], &u, 4);
 	}
@@ -255,20 +239,20 @@ dml_model_serialize(const DmlModel *m, unsigned char *buf)
 
 	int			wide = m->precision == 64;
 
-	put_u32(p, DML_FORMAT_MAGIC);
-	put_u32(p + 4, wide ? DML_FORMAT_VERSION : DML_FORMAT_VERSION_F32);
-	put_u32(p + 8, (uint32_t) total);
-	put_u32(p + 12, (uint32_t) net->nlayers);
-	put_u32(p + 16, (uint32_t) net->act);
-	put_u32(p + 20, (uint32_t) net->loss);
+	dml_put_le32(p, DML_FORMAT_MAGIC);
+	dml_put_le32(p + 4, wide ? DML_FORMAT_VERSION : DML_FORMAT_VERSION_F32);
+	dml_put_le32(p + 8, (uint32_t) total);
+	dml_put_le32(p + 12, (uint32_t) net->nlayers);
+	dml_put_le32(p + 16, (uint32_t) net->act);
+	dml_put_le32(p + 20, (uint32_t) net->loss);
 	p += 24;
 	if (wide)
 	{
-		put_u32(p, 64);
+		dml_put_le32(p, 64);
 		p += 4;
 	}
 	for (int l = 0; l <= net->nlayers; l++, p += 4)
-		put_u32(p, (uint32_t) net->sizes[l]);
+		dml_put_le32(p, (uint32_t) net->sizes[l]);
 	if (wide)
 	{
 		p = put_doubles(p, m->in_mean64, C);
@@ -285,7 +269,7 @@ dml_model_serialize(const DmlModel *m, unsigned char *buf)
 		p = put_floats(p, m->out_scale, K);
 		p = put_floats(p, net->params, net->nparams);
 	}
-	put_u32(p, dml_crc32(buf, total - 4));
+	dml_put_le32(p, dml_crc32(buf, total - 4));
 }
 
 #define FAIL(st, ...) \
@@ -309,18 +293,18 @@ dml_model_parse(DmlModel *m, const unsigned char *buf, size_t len,
 
 	if (len < 28)
 		FAIL(DML_ERR_FORMAT, "model is %zu bytes, shorter than any header", len);
-	if (get_u32(buf) != DML_FORMAT_MAGIC)
-		FAIL(DML_ERR_FORMAT, "bad magic number 0x%08X", get_u32(buf));
-	version = get_u32(buf + 4);
+	if (dml_get_le32(buf) != DML_FORMAT_MAGIC)
+		FAIL(DML_ERR_FORMAT, "bad magic number 0x%08X", dml_get_le32(buf));
+	version = dml_get_le32(buf + 4);
 	if (version < 1 || version > DML_FORMAT_VERSION)
 		FAIL(DML_ERR_FORMAT, "unsupported format version %u (this build reads 1 to %d)",
 			 version, DML_FORMAT_VERSION);
-	total = get_u32(buf + 8);
+	total = dml_get_le32(buf + 8);
 	if (total != len)
 		FAIL(DML_ERR_FORMAT, "model states %u bytes but has %zu", total, len);
-	nlayers = get_u32(buf + 12);
-	act = get_u32(buf + 16);
-	loss = get_u32(buf + 20);
+	nlayers = dml_get_le32(buf + 12);
+	act = dml_get_le32(buf + 16);
+	loss = dml_get_le32(buf + 20);
 	if (nlayers < 1 || nlayers > DML_MAX_LAYERS)
 		FAIL(DML_ERR_FORMAT, "layer count %u out of range 1..%d", nlayers, DML_MAX_LAYERS);
 	if (act > DML_ACT_SIGMOID)
@@ -329,7 +313,7 @@ dml_model_parse(DmlModel *m, const unsigned char *buf, size_t len,
 		FAIL(DML_ERR_FORMAT, "unknown loss code %u", loss);
 	if (version >= 2)
 	{
-		precision = get_u32(buf + 24);
+		precision = dml_get_le32(buf + 24);
 		if (precision != 32 && precision != 64)
 			FAIL(DML_ERR_FORMAT, "unknown precision %u", precision);
 		if (precision == 64 && nlayers != 1)
@@ -340,7 +324,7 @@ dml_model_parse(DmlModel *m, const unsigned char *buf, size_t len,
 	p = buf + (version >= 2 ? 28 : 24);
 	for (uint32_t l = 0; l <= nlayers; l++, p += 4)
 	{
-		uint32_t	s = get_u32(p);
+		uint32_t	s = dml_get_le32(p);
 
 		if (s < 1 || s > DML_MAX_WIDTH)
 			FAIL(DML_ERR_FORMAT, "layer size %u out of range 1..%d", s, DML_MAX_WIDTH);
@@ -356,7 +340,7 @@ dml_model_parse(DmlModel *m, const unsigned char *buf, size_t len,
 						   dml_net_param_count(nlayers, sizes)) + 4;
 	if (need != len)
 		FAIL(DML_ERR_FORMAT, "model shapes need %zu bytes but it has %zu", need, len);
-	if (dml_crc32(buf, len - 4) != get_u32(buf + len - 4))
+	if (dml_crc32(buf, len - 4) != dml_get_le32(buf + len - 4))
 		FAIL(DML_ERR_CHECKSUM, "checksum mismatch: model is corrupted");
 
 	if (dml_model_alloc(&tmp, nlayers, sizes, act, loss) != DML_OK)

@@ -227,6 +227,11 @@ typedef struct DmlWork
 	int			maxB;
 	float	   *acts[DML_MAX_LAYERS + 1];	/* acts[l] (maxB, sizes[l]); acts[0] unused */
 	float	   *dacts[2];		/* ping-pong gradient buffers (maxB, max width) */
+	/*
+	 * classification: each row's loss times class_weight[its label] in
+	 * the gradients (NULL: every weight 1); not owned
+	 */
+	const float *class_weight;
 } DmlWork;
 
 extern size_t dml_net_param_count(int nlayers, const int *sizes);
@@ -311,10 +316,33 @@ extern void dml_lsq_free(DmlLsq *ls);
 extern double dml_logit_stats(double *g, double *H, const double *X, const double *y,
 							  const unsigned char *skip, int64_t n, int d,
 							  const double *beta);
-/* cov = H^-1 or NULL (penalized: no standard errors); returns the length needed */
-extern size_t dml_logit_json(const double *beta, const double *cov, int d, double n,
-							 double llf, double llnull, const char *const *terms,
-							 char *buf, size_t len);
+/*
+ * cov = H^-1 or NULL (penalized: no standard errors), or a robust one
+ * named by cov_type (NULL: model-based); returns the length needed
+ */
+extern size_t dml_logit_json(const double *beta, const double *cov, const char *cov_type,
+							 int d, double n, double llf, double llnull,
+							 const char *const *terms, char *buf, size_t len);
+/* multinomial: beta (K-1, d+1), class K-1 the reference; g, H += as above */
+extern double dml_mnlogit_stats(double *g, double *H, const double *X, const int *label,
+								const unsigned char *skip, int64_t n, int d, int K,
+								const double *beta);
+/* the fit with classes[0] as the reference, as statsmodels' MNLogit reports it */
+extern size_t dml_mnlogit_json(const double *b, const double *cov, int d, int K, double n,
+							   double llf, double llnull, const char *const *terms,
+							   const char *const *classes, char *buf, size_t len);
+
+/* ---------------------------------------------------------------------
+ * Heteroskedasticity-robust covariances (robust.c): HC0 and HC1
+ * --------------------------------------------------------------------- */
+
+/* M (d+1, d+1) += sum_i r_i^2 [x_i, 1][x_i, 1]' over the rows not skipped */
+extern DmlStatus dml_hc_meat(double *M, const double *X, const double *r,
+							 const unsigned char *skip, int64_t n, int d);
+/* V = scale C M C */
+extern DmlStatus dml_sandwich(double *V, const double *C, const double *M, int p, double scale);
+/* the slopes' Wald F against V: b_s' V_ss^-1 b_s / d (intercept last) */
+extern double dml_wald_f(const double *b, const double *V, int d);
 
 /* ---------------------------------------------------------------------
  * Distributions for the statistics of a fit (stats.c)
@@ -386,6 +414,14 @@ typedef struct DmlLbfgsProblem
 	bool		owner;			/* this replica keeps the history */
 	int			max_iter;
 	double		gtol;			/* stop when every |g_i| <= gtol */
+	/*
+	 * l1 > 0: minimize objective + l1 sum |x_i| over the x_i where
+	 * l1_mask[i], by OWL-QN (the L-BFGS of Andrew and Gao): the
+	 * pseudo-gradient steers, steps stay in one orthant, and an x_i the
+	 * step would move across zero is set to exactly 0
+	 */
+	double		l1;
+	const unsigned char *l1_mask;	/* (n) */
 } DmlLbfgsProblem;
 
 typedef struct DmlLbfgsResult
@@ -401,6 +437,8 @@ extern DmlStatus dml_lbfgs_minimize(const DmlLbfgsProblem *pb, DmlLbfgs *lb, dou
 extern double dml_net_full_gradient(const DmlNet *net, DmlWork *work, float *grads,
 									const float *X, const float *y, int64_t n, int maxB);
 extern double dml_net_penalty(const DmlNet *net, double lambda, const double *x, double *g);
+/* mask (nparams) = 1 on every layer's weights, 0 on the biases: what the penalties cover */
+extern void dml_net_weight_mask(const DmlNet *net, unsigned char *mask);
 
 /* ---------------------------------------------------------------------
  * The model blob (format.c): what dml.models.weights holds
@@ -489,6 +527,27 @@ extern void dml_model_finish(const DmlModel *m, float *out, int B);
 
 extern uint32_t dml_crc32(const unsigned char *buf, size_t len);
 
+/*
+ * Little-endian uint32 at p, whatever the host's order: the weights format
+ * (format.c), dml's export package (extension/package.c) and the fuzzers'
+ * repairs all write and read their fields with these two.
+ */
+static inline void
+dml_put_le32(unsigned char *p, uint32_t v)
+{
+	p[0] = v & 0xFF;
+	p[1] = (v >> 8) & 0xFF;
+	p[2] = (v >> 16) & 0xFF;
+	p[3] = (v >> 24) & 0xFF;
+}
+
+static inline uint32_t
+dml_get_le32(const unsigned char *p)
+{
+	return (uint32_t) p[0] | ((uint32_t) p[1] << 8) |
+		((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
+}
+
 /* ---------------------------------------------------------------------
  * A least-squares fit from its TSQR factor (lsq.c): R (d+2, d+2) of the
  * rows [x, 1, y]; shared by the in-server solver and the workers
@@ -506,6 +565,8 @@ typedef struct DmlLsqFit
 	double		rss;			/* residual sum of squares, penalty excluded */
 	double		tss;			/* total sum of squares about the mean */
 	bool		penalized;		/* ridge: no standard errors */
+	double	   *robust;			/* (d+1, d+1) HC covariance, or NULL (malloc'd) */
+	const char *cov_type;		/* "HC0" or "HC1" with robust */
 } DmlLsqFit;
 
 /* moments and tss from R; then check the inputs (sd 0: constant), then dml_lsq_fit */

@@ -153,7 +153,54 @@ dml_lbfgs_reset(DmlLbfgs *lb)
  *		lowers it by less than DML_LBFGS_FTOL of itself ("converged"), when
  *		pb->iterate asks to (its reason), or after pb->max_iter iterations
  *		("max epochs").  out->iterations counts the steps taken.
+ *
+ *		With pb->l1 > 0 it is OWL-QN (Andrew and Gao, 2007): the objective
+ *		gains l1 |x|_1 over the masked entries, the pseudo-gradient takes
+ *		the gradient's place in the direction, the convergence test and the
+ *		Armijo condition, the direction is kept to the pseudo-gradient's
+ *		descent entry by entry, and each trial point is projected onto the
+ *		orthant it starts in, so an entry the step would carry across zero
+ *		is exactly 0; the curvature pairs use the smooth part's gradient.
  */
+/* OWL-QN: the L1 term l1 sum |x_i| over the masked entries */
+static double
+l1_term(const DmlLbfgsProblem *pb, const double *x)
+{
+	double		sum = 0;
+
+	if (!(pb->l1 > 0))
+		return 0;
+	for (size_t i = 0; i < pb->n; i++)
+		if (pb->l1_mask[i])
+			sum += fabs(x[i]);
+	return pb->l1 * sum;
+}
+
+/*
+ * OWL-QN's pseudo-gradient pg (n) of f + l1 |x|_1 at x, g = f's gradient:
+ * the one-sided derivative that descends, or 0 where neither side does
+ * (x_i = 0 and |g_i| <= l1); g itself off the mask.
+ */
+static void
+pseudo_gradient(const DmlLbfgsProblem *pb, double *pg, const double *x, const double *g)
+{
+	for (size_t i = 0; i < pb->n; i++)
+	{
+		if (!(pb->l1 > 0) || !pb->l1_mask[i])
+			pg[i] = g[i];
+		else if (x[i] > 0)
+			pg[i] = g[i] + pb->l1;
+		else if (x[i] < 0)
+			pg[i] = g[i] - pb->l1;
+		else if (g[i] + pb->l1 < 0)
+			pg[i] = g[i] + pb->l1;
+		else if (g[i] - pb->l1 > 0)
+			pg[i] = g[i] - pb->l1;
+		else
+			pg[i] = 0;
+	}
+}
+
 DmlStatus
 dml_lbfgs_minimize(const DmlLbfgsProblem *pb, DmlLbfgs *lb, double *x, DmlLbfgsResult *out)
 {
@@ -164,17 +211,20 @@ dml_lbfgs_minimize(const DmlLbfgsProblem *pb, DmlLbfgs *lb, double *x, DmlLbfgsR
 	double	   *dir = malloc(sizeof(double) * (n + 2));
 	double	   *s = malloc(sizeof(double) * n);
 	double	   *yv = malloc(sizeof(double) * n);
+	double	   *pg = malloc(sizeof(double) * n);	/* OWL-QN's pseudo-gradient, or g */
+	bool		owl = pb->l1 > 0;
 	double		f,
 				fn = 0;
 	int			iter;
 
 	memset(out, 0, sizeof(*out));
-	if (!g || !xn || !gn || !dir || !s || !yv)
+	if (!g || !xn || !gn || !dir || !s || !yv || !pg)
 	{
-		free(g), free(xn), free(gn), free(dir), free(s), free(yv);
+		free(g), free(xn), free(gn), free(dir), free(s), free(yv), free(pg);
 		return DML_ERR_NOMEM;
 	}
-	f = pb->objective(pb->arg, x, g);
+	/* f is the whole objective, the L1 term included; g the smooth part's gradient */
+	f = pb->objective(pb->arg, x, g) + l1_term(pb, x);
 	out->reason = DML_STOP_MAX_EPOCHS;
 	for (iter = 1; iter <= pb->max_iter; iter++)
 	{
@@ -182,7 +232,9 @@ dml_lbfgs_minimize(const DmlLbfgsProblem *pb, DmlLbfgs *lb, double *x, DmlLbfgsR
 		bool		ok = false;
 		DmlStopReason why;
 
-		/* the owner's direction; dir[n] = g'dir, dir[n + 1] = 1: gradient small */
+		/* every rank: x and g are the same everywhere, so is pg */
+		pseudo_gradient(pb, pg, x, g);
+		/* the owner's direction; dir[n] = pg'dir, dir[n + 1] = 1: gradient small */
 		if (pb->owner)
 		{
 			double		gd = 0,
@@ -191,17 +243,22 @@ dml_lbfgs_minimize(const DmlLbfgsProblem *pb, DmlLbfgs *lb, double *x, DmlLbfgsR
 
 			for (size_t i = 0; i < n; i++)
 			{
-				gmax = fmax(gmax, fabs(g[i]));
-				gnorm += g[i] * g[i];
+				gmax = fmax(gmax, fabs(pg[i]));
+				gnorm += pg[i] * pg[i];
 			}
-			dml_lbfgs_direction(lb, dir, g);
+			dml_lbfgs_direction(lb, dir, pg);
+			/* OWL-QN: no move against the pseudo-gradient's descent */
+			if (owl)
+				for (size_t i = 0; i < n; i++)
+					if (dir[i] * pg[i] >= 0)
+						dir[i] = 0;
 			for (size_t i = 0; i < n; i++)
-				gd += g[i] * dir[i];
+				gd += pg[i] * dir[i];
 			if (!(gd < 0))
 			{
 				/* not a descent direction: start the history afresh */
 				dml_lbfgs_reset(lb);
-				dml_lbfgs_direction(lb, dir, g);
+				dml_lbfgs_direction(lb, dir, pg);
 				gd = -gnorm;
 			}
 			dir[n] = gd;
@@ -221,10 +278,28 @@ dml_lbfgs_minimize(const DmlLbfgsProblem *pb, DmlLbfgs *lb, double *x, DmlLbfgsR
 
 		for (int trial = 0; trial < DML_LBFGS_MAX_TRIALS && !ok; trial++)
 		{
+			double		decrease = step * dir[n];
+
 			for (size_t i = 0; i < n; i++)
 				xn[i] = x[i] + step * dir[i];
-			fn = pb->objective(pb->arg, xn, gn);
-			ok = isfinite(fn) && fn <= f + DML_LBFGS_C1 * step * dir[n];
+			if (owl)
+			{
+				/* stay in x's orthant (pg's side where x_i = 0): crossing zero stops at 0 */
+				decrease = 0;
+				for (size_t i = 0; i < n; i++)
+				{
+					if (pb->l1_mask[i])
+					{
+						double		side = x[i] != 0 ? x[i] : -pg[i];
+
+						if (xn[i] * side <= 0)
+							xn[i] = 0;
+					}
+					decrease += pg[i] * (xn[i] - x[i]);
+				}
+			}
+			fn = pb->objective(pb->arg, xn, gn) + l1_term(pb, xn);
+			ok = isfinite(fn) && fn <= f + DML_LBFGS_C1 * decrease;
 			if (!ok)
 				step /= 2;
 		}
@@ -265,8 +340,20 @@ dml_lbfgs_minimize(const DmlLbfgsProblem *pb, DmlLbfgs *lb, double *x, DmlLbfgsR
 		}
 	}
 	out->objective = f;
-	free(g), free(xn), free(gn), free(dir), free(s), free(yv);
+	free(g), free(xn), free(gn), free(dir), free(s), free(yv), free(pg);
 	return DML_OK;
+}
+
+/*
+ * The weights' mask (nparams): 1 on every layer's weights, 0 on the biases.
+ */
+void
+dml_net_weight_mask(const DmlNet *net, unsigned char *mask)
+{
+	memset(mask, 0, net->nparams);
+	for (int l = 0; l < net->nlayers; l++)
+		memset(mask + dml_net_weight_offset(net, l), 1,
+			   dml_net_bias_offset(net, l) - dml_net_weight_offset(net, l));
 }
 
 /*

@@ -182,6 +182,7 @@ void
 dml_lsq_fit_free(DmlLsqFit *fit)
 {
 	dml_lsq_free(&fit->ls);
+	free(fit->robust);
 	free(fit->mu);
 	free(fit->sd);
 	memset(fit, 0, sizeof(*fit));
@@ -287,12 +288,19 @@ dml_lsq_fit_json(const DmlLsqFit *fit, const char *const *terms, char *buf, size
 	double		r2 = fit->tss > 0 ? 1 - fit->rss / fit->tss : NAN;
 	double		f = df_model > 0 && fit->rss > 0 && !fit->penalized ?
 		((fit->tss - fit->rss) / df_model) / sigma2 : NAN;
+	bool		robust = fit->robust && !fit->penalized;
 	double		llf = fit->rss > 0 ? -n / 2 * (log(2 * M_PI) + log(fit->rss / n) + 1) : NAN;
 
 	if (len > 0)
 		buf[0] = '\0';
+	/* a robust covariance: z p-values and the slopes' Wald F, as statsmodels gives them */
+	if (robust)
+		f = df_model == d ? dml_wald_f(ls->coef, fit->robust, d) : NAN;
 	dml_json_coefficients(buf, len, &pos, "ols", "tsqr", terms, d, ls->coef,
-						  fit->penalized ? NULL : ls->cov, sigma2);
+						  fit->penalized ? NULL : robust ? fit->robust : ls->cov,
+						  robust ? 1.0 : sigma2);
+	if (robust)
+		dml_json_add(buf, len, &pos, ", \"cov_type\": \"%s\", \"statistic\": \"z\"", fit->cov_type);
 	dml_json_add(buf, len, &pos, ", \"n\": %.0f, \"rank\": %d, \"df_model\": %.0f, \"df_resid\": %.0f",
 		 n, ls->rank, df_model, df_resid);
 	dml_json_num(buf, len, &pos, ", \"rss\": ", fit->rss);

@@ -215,10 +215,28 @@ forward_backward(const DmlNet *net, DmlWork *work, float *grads, const float *X,
 			loss = mse_forward_backward(dout, logits, y, B, K);
 			break;
 		case DML_LOSS_BCE:
-			loss = bce_forward_backward(dout, logits, y, B);
-			break;
 		case DML_LOSS_SOFTMAX:
-			loss = softmax_forward_backward(dout, NULL, logits, y, B, K);
+			if (work->class_weight)
+			{
+				/* class weights: each row's loss and gradient times its class's weight */
+				for (int b = 0; b < B; b++)
+				{
+					float		w = y[b] >= 0 && y[b] < (net->loss == DML_LOSS_BCE ? 2 : K) ?
+						work->class_weight[(int) y[b]] : NAN;
+					float	   *d = dout + (size_t) b * K;
+					const float *z = logits + (size_t) b * K;
+
+					loss += w * (net->loss == DML_LOSS_BCE ?
+								 bce_forward_backward(d, z, y + b, 1) :
+								 softmax_forward_backward(d, NULL, z, y + b, 1, K));
+					for (int k = 0; k < K; k++)
+						d[k] *= w;
+				}
+			}
+			else if (net->loss == DML_LOSS_BCE)
+				loss = bce_forward_backward(dout, logits, y, B);
+			else
+				loss = softmax_forward_backward(dout, NULL, logits, y, B, K);
 			break;
 	}
 	if (scale != 1.0f)

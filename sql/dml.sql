@@ -142,7 +142,9 @@ CREATE FUNCTION @extschema@.dml_train(
 	compression		text DEFAULT 'none',
 	topk_ratio		float8 DEFAULT 0.01,
 	max_seconds		float8 DEFAULT NULL,
-	hosts			text[] DEFAULT NULL)
+	hosts			text[] DEFAULT NULL,
+	class_weight	text DEFAULT NULL,
+	l1_ratio		float8 DEFAULT NULL)
 RETURNS dml.train_result
 AS 'MODULE_PATHNAME', 'dml_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -403,7 +405,7 @@ CREATE SEQUENCE dml.jobs_id_seq;
 CREATE TABLE dml.job_runs (
 	id				bigint PRIMARY KEY DEFAULT nextval('dml.jobs_id_seq'),
 	name			text NOT NULL,
-	owner			oid NOT NULL,
+	owner			regrole NOT NULL,	/* regrole: a dump names the role, not its oid */
 	state			text NOT NULL DEFAULT 'queued'
 					CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
 	relation		oid NOT NULL,
@@ -449,19 +451,21 @@ CREATE FUNCTION dml.progress_rows(
 	OUT phase text, OUT ranks integer, OUT hosts text, OUT epoch integer,
 	OUT epochs integer, OUT restarts integer, OUT loss float8, OUT metric float8,
 	OUT rows_per_second float8, OUT started timestamptz, OUT updated timestamptz,
-	OUT eta interval)
+	OUT eta interval, OUT step integer, OUT steps integer)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dml_progress' LANGUAGE C VOLATILE;
 
 /*
  * dml.progress: one row per running training (dml_train or a job) that the
  * calling role may see: its own and those of roles whose privileges it
- * has; every one with pg_read_all_stats.
+ * has; every one with pg_read_all_stats.  epoch is the last finished one;
+ * step of steps is how far rank 0 is into the next (NULL until it says,
+ * and for the solvers that take whole passes: exact, Newton, L-BFGS).
  */
 CREATE VIEW dml.progress AS
 SELECT p.pid, p.job, d.datname AS database, p.owner::regrole AS owner, p.name, p.phase,
 	   p.ranks, p.hosts, p.epoch, p.epochs, p.restarts, p.loss, p.metric,
-	   p.rows_per_second, p.started, p.updated, p.eta
+	   p.rows_per_second, p.started, p.updated, p.eta, p.step, p.steps
 FROM dml.progress_rows() p
 LEFT JOIN pg_catalog.pg_database d ON d.oid = p.database;
 
@@ -471,7 +475,7 @@ LEFT JOIN pg_catalog.pg_database d ON d.oid = p.database;
  * process is gone reads as failed, with the reason.
  */
 CREATE VIEW dml.jobs WITH (security_barrier) AS
-SELECT j.id, j.name, j.owner::regrole AS owner,
+SELECT j.id, j.name, j.owner,
 	   CASE WHEN l.lost IS NOT NULL THEN 'failed' ELSE j.state END AS state,
 	   j.args, j.submitted, j.started,
 	   CASE WHEN l.lost IS NOT NULL THEN NULL ELSE j.finished END AS finished,
@@ -517,7 +521,9 @@ CREATE FUNCTION @extschema@.dml_train_async(
 	compression		text DEFAULT 'none',
 	topk_ratio		float8 DEFAULT 0.01,
 	max_seconds		float8 DEFAULT NULL,
-	hosts			text[] DEFAULT NULL)
+	hosts			text[] DEFAULT NULL,
+	class_weight	text DEFAULT NULL,
+	l1_ratio		float8 DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'dml_train_async'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -534,6 +540,19 @@ AS 'MODULE_PATHNAME', 'dml_cancel' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION @extschema@.dml_wait(job bigint, timeout interval DEFAULT NULL)
 RETURNS dml.jobs
 AS 'MODULE_PATHNAME', 'dml_wait' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+/*
+ * A job's dml.epochs rows, for the roles that may see the job: while it
+ * runs, each epoch's row as soon as the epoch ends (dml.epochs has them
+ * only once the job's model commits); once it succeeded, its model's rows.
+ */
+CREATE FUNCTION @extschema@.dml_job_epochs(job bigint,
+	OUT restarts integer, OUT epoch integer, OUT loss float8, OUT val_loss float8,
+	OUT val_metric float8, OUT rows_per_second float8, OUT seconds float8,
+	OUT bytes_sent bigint, OUT staleness integer, OUT recorded timestamptz,
+	OUT stopped text, OUT bytes_within bigint, OUT bytes_across bigint, OUT hosts text[])
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dml_job_epochs' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 GRANT EXECUTE ON FUNCTION dml.job_visible(oid), dml.job_lost(integer, oid, timestamptz),
 	dml.progress_rows() TO PUBLIC;
@@ -590,12 +609,14 @@ GRANT EXECUTE ON FUNCTION dml.pack_rows64_trans(internal, "any") TO PUBLIC;
  * coefficient, the intercept first, on the raw scale of the features;
  * statistic is t for least squares and z for logistic regression;
  * odds_ratio = exp(coefficient) for logistic regression, else NULL.
+ * For softmax, one equation per class against the first class (as
+ * statsmodels' MNLogit), class naming it; NULL for other models.
  * dml_summary_fit: one row of model-level figures.  Both read the
  * deployed (else newest) version, with dml_predict's access rule.
  */
 CREATE FUNCTION @extschema@.dml_summary(model text)
 RETURNS TABLE (term text, coefficient float8, std_error float8, statistic float8,
-			   p_value float8, odds_ratio float8)
+			   p_value float8, odds_ratio float8, class text)
 AS 'MODULE_PATHNAME', 'dml_summary'
 LANGUAGE C STABLE STRICT;
 

@@ -102,9 +102,9 @@ add_onehot_ridge(double *A, int p, int Kf, const WorkerSpec *spec, double n)
 
 	for (int f = 0; f < spec->nfeatures; f++)
 	{
-		const SpecFeature *ft = &spec->features[f];
+		const DmlFeature *ft = &spec->features[f];
 
-		if (ft->kind != FEAT_CAT)
+		if (ft->kind != DML_FEAT_CAT)
 			continue;
 		for (int k = 0; k < Kf; k++)
 			for (int c = ft->offset; c < ft->offset + ft->width; c++)
@@ -126,9 +126,9 @@ add_onehot_ridge_scaled(double *A, int p, const WorkerSpec *spec, double n, cons
 {
 	for (int f = 0; f < spec->nfeatures; f++)
 	{
-		const SpecFeature *ft = &spec->features[f];
+		const DmlFeature *ft = &spec->features[f];
 
-		if (ft->kind == FEAT_CAT)
+		if (ft->kind == DML_FEAT_CAT)
 			for (int c = ft->offset; c < ft->offset + ft->width; c++)
 				A[(size_t) c * p + c] += 1e-6 * n / (scale[c] * scale[c]);
 	}
@@ -195,13 +195,13 @@ input_name(const WorkerSpec *spec, int c)
 
 	for (int f = 0; f < spec->nfeatures; f++)
 	{
-		const SpecFeature *ft = &spec->features[f];
+		const DmlFeature *ft = &spec->features[f];
 
 		if (c < ft->offset || c >= ft->offset + ft->width)
 			continue;
-		if (ft->kind == FEAT_NUM)
+		if (ft->kind == DML_FEAT_NUM)
 			return strdup(ft->name);
-		if (ft->kind == FEAT_VEC)
+		if (ft->kind == DML_FEAT_VEC)
 			snprintf(buf, sizeof(buf), "%s[%d]", ft->name, c - ft->offset + 1);
 		else
 		{
@@ -213,6 +213,53 @@ input_name(const WorkerSpec *spec, int c)
 		return strdup(buf);
 	}
 	return strdup("?");
+}
+
+/*
+ * robust_cov
+ *		The HC0 or HC1 covariance (kernels/robust.c) of a fit b (d + 1, the
+ *		intercept last) with model-based covariance C (d + 1, d + 1) and
+ *		rank parameters: one more pass over this rank's float64 rows for
+ *		the residuals' meat, all-reduced.  y - fitted for least squares;
+ *		for logistic regression (y01 the 0/1 labels) y - p, the score's
+ *		factor.  *V gets a malloc'd (d + 1, d + 1) matrix.
+ */
+static void
+robust_cov(const Dataset *ds, const WorkerSpec *spec, const double *b, const double *C,
+		   int rank, const double *y01, double **V)
+{
+	int			d = ds->d,
+				p = d + 1;
+	double	   *r = malloc(sizeof(double) * (ds->n ? ds->n : 1));
+	double	   *M = calloc((size_t) p * p + 1, sizeof(double));
+	double		n = 0;
+
+	*V = malloc(sizeof(double) * p * p);
+	if (!r || !M || !*V)
+		worker_fail("out of memory for a %d x %d covariance", p, p);
+	for (int64_t i = 0; i < ds->n; i++)
+	{
+		const double *x = ds->Xd + (size_t) i * d;
+		double		eta = b[d];
+
+		for (int c = 0; c < d; c++)
+			eta += b[c] * x[c];
+		if (y01)
+			r[i] = y01[i] - (eta >= 0 ? 1.0 / (1.0 + exp(-eta)) : exp(eta) / (1.0 + exp(eta)));
+		else
+			r[i] = ds->yd[i] - eta;
+		n += ds->val[i] ? 0 : 1;
+	}
+	if (dml_hc_meat(M, ds->Xd, r, ds->val, ds->n, d) != DML_OK)
+		worker_fail("out of memory for a %d x %d covariance", p, p);
+	M[(size_t) p * p] = n;
+	comm_allreduce_double(M, (size_t) p * p + 1);
+	n = M[(size_t) p * p];
+	/* HC1: n / (n - rank), statsmodels' small-sample factor */
+	if (dml_sandwich(*V, C, M, p, spec->cov_type == DML_COV_HC1 && n > rank ? n / (n - rank) : 1.0) != DML_OK)
+		worker_fail("out of memory for a %d x %d covariance", p, p);
+	free(r);
+	free(M);
 }
 
 /*
@@ -277,7 +324,7 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		}
 	}
 	for (int f = 0; f < spec->nfeatures; f++)
-		if (spec->features[f].kind == FEAT_CAT)
+		if (spec->features[f].kind == DML_FEAT_CAT)
 			for (int c = spec->features[f].offset;
 				 c < spec->features[f].offset + spec->features[f].width; c++)
 				penalty[c] += 1e-6 * n;
@@ -302,6 +349,9 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	}
 	if (st != DML_OK)
 		worker_fail("least-squares solve failed: %s", dml_status_string(st));
+	if (spec->cov_type != DML_COV_NONROBUST && !fit.penalized)
+		robust_cov(ds, spec, fit.ls.coef, fit.ls.cov, fit.ls.rank, NULL, &fit.robust);
+	fit.cov_type = dml_job_name(DML_NAMES_COV, spec->cov_type);
 	if (dml_lsq_fit_model(&fit, m) != DML_OK)
 		worker_fail("out of memory for the model");
 	{
@@ -784,7 +834,7 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 	for (int64_t i = 0; i < ds->n; i++)
 		y[i] = ds->y[i];
 	for (int f = 0; f < spec->nfeatures; f++)
-		penalized |= spec->features[f].kind == FEAT_CAT;
+		penalized |= spec->features[f].kind == DML_FEAT_CAT;
 	/* theta is on (x - mean) * scale: the raw slopes and intercept */
 	beta[d] = theta[d];
 	for (int c = 0; c < d; c++)
@@ -850,20 +900,29 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 		double		llnull = n * (ybar > 0 ? ybar * log(ybar) : 0) +
 			n * (ybar < 1 ? (1 - ybar) * log(1 - ybar) : 0);
 		bool		inverted = !penalized && dml_spd_inverse(H, p) == DML_OK;
+		double	   *V = NULL;
+		const char *cov_type = NULL;
 		size_t		len;
 
+		/* robust: H^-1 (sum_i (y_i - p_i)^2 z_i z_i') H^-1 */
+		if (inverted && spec->cov_type != DML_COV_NONROBUST)
+		{
+			robust_cov(ds, spec, beta, H, p, y, &V);
+			cov_type = dml_job_name(DML_NAMES_COV, spec->cov_type);
+		}
 		for (int c = 0; c < d; c++)
 			terms[c] = input_name(spec, c);
-		len = dml_logit_json(beta, inverted ? H : NULL, d, n, llf, llnull,
+		len = dml_logit_json(beta, V ? V : inverted ? H : NULL, cov_type, d, n, llf, llnull,
 							 (const char *const *) terms, NULL, 0);
 		res->statistics_json = malloc(len);
 		if (!res->statistics_json)
 			worker_fail("out of memory");
-		dml_logit_json(beta, inverted ? H : NULL, d, n, llf, llnull,
+		dml_logit_json(beta, V ? V : inverted ? H : NULL, cov_type, d, n, llf, llnull,
 					   (const char *const *) terms, res->statistics_json, len);
 		for (int c = 0; c < d; c++)
 			free(terms[c]);
 		free(terms);
+		free(V);
 	}
 	res->final_loss = -llf / n;
 	free(beta);
@@ -872,6 +931,178 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 	free(L);
 	free(delta);
 	free(y);
+}
+
+/* the label of output index k, for the statistics */
+static char *
+class_name(const WorkerSpec *spec, int k)
+{
+	char		buf[32];
+
+	for (int i = 0; i < spec->nclasses; i++)
+		if (spec->class_index && spec->class_index[i] == k && spec->classes[i])
+			return strdup(spec->classes[i]);
+	snprintf(buf, sizeof(buf), "%d", k);
+	return strdup(buf);
+}
+
+/*
+ * newton_polish64_mn
+ *		newton_polish64 for softmax: theta (K-1, p) on standardized inputs,
+ *		class K-1 the reference, to b on the raw float64 rows by full
+ *		Newton steps (kernels/logit.c's dml_mnlogit_stats), the same
+ *		penalty and safeguards as the float32 iterations; then the float64
+ *		model and the statistics, which dml_mnlogit_json turns to the first
+ *		class as the reference, as statsmodels' MNLogit reports them.  A
+ *		constant input (scale 0) keeps slope 0 in every class.
+ */
+static void
+newton_polish64_mn(const Dataset *ds, const WorkerSpec *spec, const double *theta, double n,
+				   TrainResult *res)
+{
+	DmlModel   *m = &res->model;
+	int			d = ds->d,
+				p = d + 1,
+				K = m->net.sizes[1],
+				Kf = K - 1;
+	size_t		q = (size_t) Kf * p;
+	double	   *b = malloc(sizeof(double) * q);
+	double	   *G = malloc(sizeof(double) * (q + 1 + K));	/* gradient, loss, class counts */
+	double	   *H = malloc(sizeof(double) * q * q);
+	double	   *L = malloc(sizeof(double) * q * q);
+	double	   *delta = malloc(sizeof(double) * q);
+	int		   *label = malloc(sizeof(int) * (ds->n ? ds->n : 1));
+	double		lambda = n * spec->weight_decay;
+	bool		penalized = spec->weight_decay > 0;
+	double		llf = 0,
+				llnull = 0;
+
+	if (!b || !G || !H || !L || !delta || !label || dml_model_make_f64(m) != DML_OK)
+		worker_fail("out of memory for a %zu x %zu Hessian", q, q);
+	for (int64_t i = 0; i < ds->n; i++)
+		label[i] = (int) ds->y[i];
+	for (int f = 0; f < spec->nfeatures; f++)
+		penalized |= spec->features[f].kind == DML_FEAT_CAT;
+	for (int k = 0; k < Kf; k++)
+	{
+		const double *t = theta + (size_t) k * p;
+		double	   *bk = b + (size_t) k * p;
+
+		bk[d] = t[d];
+		for (int c = 0; c < d; c++)
+		{
+			bk[c] = t[c] * m->in_scale64[c];
+			bk[d] -= bk[c] * m->in_mean64[c];
+		}
+	}
+	for (int iter = 0; iter < 10; iter++)
+	{
+		double		decrement = 0;
+
+		memset(G, 0, sizeof(double) * (q + 1 + K));
+		memset(H, 0, sizeof(double) * q * q);
+		G[q] = dml_mnlogit_stats(G, H, ds->Xd, label, ds->val, ds->n, d, K, b);
+		for (int64_t i = 0; i < ds->n; i++)
+			if (!ds->val[i])
+				G[q + 1 + label[i]] += 1;
+		comm_allreduce_double(G, q + 1 + K);
+		comm_allreduce_double(H, q * q);
+		for (int k = 0; k < Kf; k++)
+			for (int c = 0; c < d; c++)
+			{
+				size_t		a = (size_t) k * p + c;
+				double		s2 = m->in_scale64[c] * m->in_scale64[c];
+
+				if (s2 == 0)
+				{
+					/* a constant input: its slope stays 0 (an identity row) */
+					memset(H + a * q, 0, sizeof(double) * q);
+					for (size_t r = 0; r < q; r++)
+						H[r * q + a] = 0;
+					H[a * q + a] = 1;
+					G[a] = 0;
+					continue;
+				}
+				G[q] += lambda / 2 * b[a] * b[a] / s2;
+				G[a] += lambda * b[a] / s2;
+				H[a * q + a] += lambda / s2;
+			}
+		llf = -G[q];
+		memcpy(L, H, sizeof(double) * q * q);
+		memcpy(delta, G, sizeof(double) * q);
+		for (int k = 0; k < Kf; k++)
+		{
+			double	   *Lk = L + ((size_t) k * p) * q + (size_t) k * p;
+
+			add_onehot_ridge_scaled(Lk, (int) q, spec, n, m->in_scale64);
+			for (int c = 0; c < d; c++)
+				if (m->in_scale64[c] > 0)
+					Lk[(size_t) c * q + c] += 1e-10 * n / (m->in_scale64[c] * m->in_scale64[c]);
+			Lk[(size_t) d * q + d] += 1e-10 * n;
+		}
+		if (dml_cholesky_solve(L, delta, (int) q) != DML_OK)
+		{
+			penalized = true;
+			break;
+		}
+		for (size_t a = 0; a < q; a++)
+			decrement += G[a] * delta[a] / 2;
+		if (!(decrement > 1e-15 * fmax(fabs(G[q]), 1e-300)))
+			break;
+		for (size_t a = 0; a < q; a++)
+			b[a] -= delta[a];
+	}
+	for (int k = 0; k < K; k++)
+		if (G[q + 1 + k] > 0)
+			llnull += G[q + 1 + k] * log(G[q + 1 + k] / n);
+	/* the model: class k's weights on (x - mean) * scale and its bias; the last class 0 */
+	memset(m->params64, 0, sizeof(double) * m->net.nparams);
+	for (int k = 0; k < Kf; k++)
+	{
+		const double *bk = b + (size_t) k * p;
+		double	   *bias = m->params64 + (size_t) K * d + k;
+
+		*bias = bk[d];
+		for (int c = 0; c < d; c++)
+		{
+			m->params64[(size_t) k * d + c] = m->in_scale64[c] > 0 ? bk[c] / m->in_scale64[c] : 0;
+			*bias += bk[c] * m->in_mean64[c];
+		}
+	}
+	dml_model_sync_f32(m);
+	{
+		char	  **terms = malloc(sizeof(char *) * (d ? d : 1));
+		char	  **classes = malloc(sizeof(char *) * K);
+		bool		inverted = !penalized && dml_spd_inverse(H, (int) q) == DML_OK;
+		size_t		len;
+
+		for (int c = 0; c < d; c++)
+			terms[c] = input_name(spec, c);
+		for (int k = 0; k < K; k++)
+			classes[k] = class_name(spec, k);
+		len = dml_mnlogit_json(b, inverted ? H : NULL, d, K, n, llf, llnull,
+							   (const char *const *) terms, (const char *const *) classes,
+							   NULL, 0);
+		res->statistics_json = malloc(len);
+		if (!res->statistics_json)
+			worker_fail("out of memory");
+		dml_mnlogit_json(b, inverted ? H : NULL, d, K, n, llf, llnull,
+						 (const char *const *) terms, (const char *const *) classes,
+						 res->statistics_json, len);
+		for (int c = 0; c < d; c++)
+			free(terms[c]);
+		for (int k = 0; k < K; k++)
+			free(classes[k]);
+		free(terms);
+		free(classes);
+	}
+	res->final_loss = -llf / n;
+	free(b);
+	free(G);
+	free(H);
+	free(L);
+	free(delta);
+	free(label);
 }
 
 /*
@@ -994,9 +1225,12 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			break;
 		}
 	}
-	if (ds->wide && nw.binary)
+	if (ds->wide)
 	{
-		newton_polish64(ds, spec, theta, nw.n, res);
+		if (nw.binary)
+			newton_polish64(ds, spec, theta, nw.n, res);
+		else
+			newton_polish64_mn(ds, spec, theta, nw.n, res);
 		goto done;
 	}
 	/* into the network: free logits from theta, the reference class zero */

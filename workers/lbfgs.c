@@ -204,7 +204,8 @@ train_lbfgs(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	}
 	ob.n = ntrain;
 	comm_allreduce_double(&ob.n, 1);
-	ob.lambda = spec->weight_decay;
+	/* elastic net: l1_ratio of weight_decay on |W|_1 (OWL-QN), the rest on |W|^2 / 2 */
+	ob.lambda = spec->weight_decay * (1 - spec->l1_ratio);
 	ob.fgrad = malloc(sizeof(float) * np);
 	ob.buf = malloc(sizeof(double) * (np + 1));
 	ob.res = res;
@@ -212,6 +213,7 @@ train_lbfgs(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	ob.ds = ds;
 	if (!x || !ob.fgrad || !ob.buf || dml_work_alloc(&ob.work, net, EVAL_ROWS) != DML_OK)
 		worker_fail("out of memory");
+	ob.work.class_weight = ds->class_weight;
 	memset(&lb, 0, sizeof(lb));
 	if (worker_rank == 0 && dml_lbfgs_alloc(&lb, np, DML_LBFGS_DEFAULT_M) != DML_OK)
 		worker_fail("out of memory for the L-BFGS history (%zu parameters)", np);
@@ -234,10 +236,21 @@ train_lbfgs(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	pb.owner = worker_rank == 0;
 	pb.max_iter = spec->epochs;
 	pb.gtol = spec->tolerance;
+	if (spec->l1_ratio > 0)
+	{
+		unsigned char *mask = malloc(np);
+
+		if (!mask)
+			worker_fail("out of memory");
+		dml_net_weight_mask(net, mask);
+		pb.l1 = spec->weight_decay * spec->l1_ratio;
+		pb.l1_mask = mask;
+	}
 	ob.t_iter = ob.start = dml_clock_seconds();
 	ob.bytes_iter = comm_job_bytes();
 	if (dml_lbfgs_minimize(&pb, &lb, x, &out) != DML_OK)
 		worker_fail("out of memory");
+	free((void *) pb.l1_mask);
 	res->stopped = out.reason;
 
 	for (size_t i = 0; i < np; i++)

@@ -196,7 +196,7 @@ field_text(const char *p, int len)
 
 /* a categorical field as its one-hot block; a level never seen in training is all zeros */
 void
-feature_onehot(const SpecFeature *ft, const char *p, int len, float *dst)
+feature_onehot(const DmlFeature *ft, const char *p, int len, float *dst)
 {
 	char	  **hit = bsearch(field_text(p, len), ft->levels, ft->nlevels, sizeof(char *), cmp_key);
 
@@ -234,7 +234,7 @@ le_floats(float *dst, const char *p, size_t n)
  * The coordinator asks for dml.vec_bytes(col): little-endian float32s.
  */
 static int
-decode_vector(const SpecFeature *ft, float *dst, const char *p, int len, Dataset *ds, int fi)
+decode_vector(const DmlFeature *ft, float *dst, const char *p, int len, Dataset *ds, int fi)
 {
 	if (len != 4 * ft->width)
 		return -1;
@@ -264,10 +264,10 @@ decode_packed(Dataset *ds, const WorkerSpec *spec, float *x, const char *p, int 
 		le_floats(x, p, packing.nnum);	/* the usual layout: one copy */
 	for (fi = 0; fi < spec->nfeatures; fi++)
 	{
-		const SpecFeature *ft = &spec->features[fi];
+		const DmlFeature *ft = &spec->features[fi];
 		float	   *dst = x + ft->offset;
 
-		if (ft->kind != FEAT_NUM)
+		if (ft->kind != DML_FEAT_NUM)
 			continue;
 		if (!packing.contiguous)
 			le_floats(dst, p + 4 * k, 1);
@@ -285,7 +285,7 @@ decode_packed(Dataset *ds, const WorkerSpec *spec, float *x, const char *p, int 
 
 /* the float64 copy of a feature's inputs that float32 holds exactly (NULLs, one-hot, vectors) */
 static void
-wide_inputs(Dataset *ds, const SpecFeature *ft, const float *src)
+wide_inputs(Dataset *ds, const DmlFeature *ft, const float *src)
 {
 	double	   *dst = ds->Xd + (size_t) ds->n * ds->d + ft->offset;
 
@@ -366,10 +366,10 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 	}
 	for (int fi = 0; fi < spec->nfeatures; fi++)
 	{
-		const SpecFeature *ft = &spec->features[fi];
+		const DmlFeature *ft = &spec->features[fi];
 		float	   *dst = x + ft->offset;
 
-		if (ft->kind == FEAT_NUM && packing.nnum > 0)
+		if (ft->kind == DML_FEAT_NUM && packing.nnum > 0)
 			continue;			/* came packed */
 		if (p + 4 > end)
 			worker_fail("truncated COPY row");
@@ -386,7 +386,7 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 		}
 		switch (ft->kind)
 		{
-			case FEAT_NUM:
+			case DML_FEAT_NUM:
 				{
 					double		v = be_double(p);
 
@@ -397,7 +397,7 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 						ds->Xd[(size_t) ds->n * ds->d + ft->offset] = v;
 					break;
 				}
-			case FEAT_VEC:
+			case DML_FEAT_VEC:
 				if (decode_vector(ft, dst, p, len, ds, fi) != 0)
 				{
 					ds->width_errors[fi]++;
@@ -405,11 +405,11 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 						dst[i] = 0;
 				}
 				break;
-			case FEAT_CAT:
+			case DML_FEAT_CAT:
 				feature_onehot(ft, p, len, dst);
 				break;
 		}
-		if (ds->wide && ft->kind != FEAT_NUM)
+		if (ds->wide && ft->kind != DML_FEAT_NUM)
 			wide_inputs(ds, ft, dst);
 		p += len;
 	}
@@ -436,14 +436,14 @@ packed_query(const WorkerSpec *spec, const char *query)
 		worker_fail("out of memory");
 	len = snprintf(sql, cap, "COPY (SELECT s.a0, dml.num_bytes(");
 	for (int fi = 0; fi < spec->nfeatures; fi++)
-		if (spec->features[fi].kind == FEAT_NUM)
+		if (spec->features[fi].kind == DML_FEAT_NUM)
 		{
 			len += snprintf(sql + len, cap - len, "%ss.a%d", first ? "" : ", ", fi + 1);
 			first = 0;
 		}
 	len += snprintf(sql + len, cap - len, ")");
 	for (int fi = 0; fi < spec->nfeatures; fi++)
-		if (spec->features[fi].kind != FEAT_NUM)
+		if (spec->features[fi].kind != DML_FEAT_NUM)
 			len += snprintf(sql + len, cap - len, ", s.a%d", fi + 1);
 	len += snprintf(sql + len, cap - len, " FROM (%s) AS s(a0", query);
 	for (int fi = 0; fi < spec->nfeatures; fi++)
@@ -544,6 +544,21 @@ copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		worker_fail_query(conn, res, "COPY");
 	PQclear(res);
+}
+
+/*
+ * load_copy_plain
+ *		One COPY of a query whose columns are plain (a shard's server need
+ *		not have dml: no dml.num_bytes packing), decoded as copy_slice does.
+ */
+void
+load_copy_plain(void *pgconn, Dataset *ds, const WorkerSpec *spec, const char *query)
+{
+	int			nnum = packing.nnum;
+
+	packing.nnum = 0;
+	copy_slice(pgconn, ds, spec, query);
+	packing.nnum = nnum;
 }
 
 /* an int8 label key as its output index, or -1 for a label not listed */
@@ -934,7 +949,7 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	packing.nnum = 0;
 	packing.contiguous = 1;
 	for (int fi = 0; fi < spec->nfeatures && !ds->wide; fi++)
-		if (spec->features[fi].kind == FEAT_NUM)
+		if (spec->features[fi].kind == DML_FEAT_NUM)
 		{
 			if (spec->features[fi].offset != packing.nnum)
 				packing.contiguous = 0;
@@ -983,7 +998,7 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 		maybe_inject_fault(spec, 0, conn);
 		for (int i = 0; i < spec->nslices; i++)
 		{
-			if (spec->slices[i].rank != rank)
+			if (spec->slices[i].rank != rank || spec->slices[i].shard > 0)
 				continue;
 			if (spec->load_block && !spec->slices[i].whole)
 				block_slice(conn, ds, spec, spec->slices[i].query);
@@ -993,6 +1008,7 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 		exec_ok(conn, "COMMIT");
 		PQfinish(conn);
 	}
+	load_shard_slices(ds, spec, rank);
 	if (ds->spill)
 	{
 		/* every row in the spill; the staging block goes */

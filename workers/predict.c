@@ -20,6 +20,12 @@
  * dml_model_predict runs on the same 1,024-row batches as in the backend,
  * so only a GPU's network in between can round differently.
  *
+ * A float64 model (the exact solvers', weights format 2) is predicted as
+ * dml_predict predicts it: inputs kept in float64, dml_model_predict64,
+ * and the outputs sent as float64, on the CPU.  The GPU kernels are
+ * float32, so a float64 model asked onto a GPU runs on the worker's CPU
+ * instead, and the job's log line says so; one layer is cheap there.
+ *
  *-------------------------------------------------------------------------
  */
 #include <errno.h>
@@ -52,8 +58,10 @@ typedef struct Predictor
 	int			block;			/* rows per block */
 	int			B;				/* rows in the block */
 	float	   *X;				/* (block, C) raw inputs */
-	char	   *msg;			/* 8-byte header, then out (block, K) */
-	float	   *out;
+	double	   *Xd;				/* float64 model: (block, C) raw inputs in float64 */
+	char	   *msg;			/* 12-byte header, then out or out64 copied */
+	float	   *out;			/* (block, K) */
+	double	   *out64;			/* float64 model: (block, K) */
 	float	   *scratch;		/* CPU: dml_model_predict's */
 	char	   *ids;			/* per row: int32 length, bytes */
 	size_t		idlen;
@@ -70,14 +78,14 @@ typedef struct Predictor
  * --------------------------------------------------------------------- */
 
 static void
-feature_null(const SpecFeature *ft)
+feature_null(const DmlFeature *ft)
 {
 	worker_user_error("22004|Replace NULLs before predicting, e.g. with coalesce().|"
 					  "feature \"%s\" is NULL", ft->name);
 }
 
 static void
-feature_not_finite(const SpecFeature *ft)
+feature_not_finite(const DmlFeature *ft)
 {
 	worker_user_error("22023|Models predict from finite numbers only.|"
 					  "feature \"%s\" is NaN or infinite", ft->name);
@@ -112,9 +120,9 @@ ids_reserve(Predictor *pr, size_t n)
 		worker_fail("out of memory for %zu bytes of row ids", pr->idcap);
 }
 
-/* a float8[] in array_send's format into dst (width floats) */
+/* a float8[] in array_send's format into dst (width floats), and widened into dstd */
 static void
-decode_vector(const SpecFeature *ft, float *dst, const char *p, int len)
+decode_vector(const DmlFeature *ft, float *dst, double *dstd, const char *p, int len)
 {
 	const char *end = p + len;
 	int			ndim;
@@ -152,6 +160,12 @@ decode_vector(const SpecFeature *ft, float *dst, const char *p, int len)
 		if (!isfinite(v))
 			feature_not_finite(ft);
 		dst[i] = (float) v;
+		/*
+		 * float64 models see vector elements in float32, widened: so they
+		 * were loaded for training (load.c) and dml_predict reads them
+		 */
+		if (dstd)
+			dstd[i] = dst[i];
 	}
 }
 
@@ -161,6 +175,7 @@ decode_row(Predictor *pr, const char *p, const char *end)
 {
 	const WorkerSpec *spec = pr->spec;
 	float	   *x = pr->X + (size_t) pr->B * pr->C;
+	double	   *xd = pr->Xd ? pr->Xd + (size_t) pr->B * pr->C : NULL;
 	int			len;
 
 	if (spec->has_id)
@@ -180,8 +195,9 @@ decode_row(Predictor *pr, const char *p, const char *end)
 	}
 	for (int fi = 0; fi < spec->nfeatures; fi++)
 	{
-		const SpecFeature *ft = &spec->features[fi];
+		const DmlFeature *ft = &spec->features[fi];
 		float	   *dst = x + ft->offset;
+		double	   *dstd = xd ? xd + ft->offset : NULL;
 
 		if (end - p < 4)
 			worker_fail("truncated COPY row");
@@ -193,7 +209,7 @@ decode_row(Predictor *pr, const char *p, const char *end)
 			worker_fail("truncated COPY row");
 		switch (ft->kind)
 		{
-			case FEAT_NUM:
+			case DML_FEAT_NUM:
 				{
 					double		v;
 
@@ -203,13 +219,18 @@ decode_row(Predictor *pr, const char *p, const char *end)
 					if (!isfinite(v))
 						feature_not_finite(ft);
 					dst[0] = (float) v;
+					if (dstd)
+						dstd[0] = v;
 					break;
 				}
-			case FEAT_VEC:
-				decode_vector(ft, dst, p, len);
+			case DML_FEAT_VEC:
+				decode_vector(ft, dst, dstd, p, len);
 				break;
-			case FEAT_CAT:
+			case DML_FEAT_CAT:
 				feature_onehot(ft, p, len, dst);
+				if (dstd)
+					for (int w = 0; w < ft->width; w++)
+						dstd[w] = dst[w];	/* 0 or 1 */
 				break;
 		}
 		p += len;
@@ -287,10 +308,14 @@ gpu_forward(Predictor *pr)
 static void
 flush_block(Predictor *pr)
 {
-	uint32_t	hdr[2];
+	uint32_t	hdr[3];
+	size_t		vsize = pr->Xd ? sizeof(double) : sizeof(float);
 
 	if (pr->B == 0)
 		return;
+	if (pr->Xd)
+		dml_model_predict64(&pr->m, pr->out64, pr->Xd, pr->B);
+	else
 #ifdef DML_HAVE_CUDA
 	if (pr->gpu >= 0)
 		gpu_forward(pr);
@@ -305,8 +330,11 @@ flush_block(Predictor *pr)
 		}
 	hdr[0] = (uint32_t) pr->B;
 	hdr[1] = (uint32_t) pr->K;
+	hdr[2] = (uint32_t) vsize;
 	memcpy(pr->msg, hdr, sizeof(hdr));
-	control_send(DML_MSG_PREDICTIONS, pr->msg, sizeof(hdr) + sizeof(float) * (size_t) pr->B * pr->K,
+	memcpy(pr->msg + sizeof(hdr), pr->Xd ? (void *) pr->out64 : (void *) pr->out,
+		   vsize * (size_t) pr->B * pr->K);
+	control_send(DML_MSG_PREDICTIONS, pr->msg, sizeof(hdr) + vsize * (size_t) pr->B * pr->K,
 				 pr->ids, pr->idlen);
 	pr->sent += pr->B;
 	pr->B = 0;
@@ -444,6 +472,7 @@ predict_run(const WorkerSpec *spec)
 	char		line[512];
 	int			n;
 	size_t		row_bytes;
+	bool		wide;
 
 	if (worker_world != 1)
 		worker_fail("a predict job runs on one rank, not %d", worker_world);
@@ -451,9 +480,19 @@ predict_run(const WorkerSpec *spec)
 	pr.spec = spec;
 	read_model(&pr);
 	pr.gpu = choose_device(spec);
+	wide = pr.m.precision == 64;
+	if (wide && pr.gpu >= 0)
+	{
+		n = snprintf(line, sizeof(line), "dml_predict_table: the model is float64 and the GPU kernels are float32: predicting on the worker's cpu in float64 instead of gpu %d",
+					 pr.gpu);
+		control_send(DML_MSG_LOG, line, n < (int) sizeof(line) ? n : (int) sizeof(line) - 1, NULL, 0);
+		pr.gpu = -1;
+	}
 
 	/* blocks as big as BLOCK_BYTES of inputs and outputs allow */
 	row_bytes = sizeof(float) * ((size_t) pr.C + pr.K);
+	if (wide)
+		row_bytes += sizeof(double) * ((size_t) pr.C + 2 * pr.K);
 	pr.block = (int) (BLOCK_BYTES / row_bytes);
 	if (pr.block > BLOCK_MAX_ROWS)
 		pr.block = BLOCK_MAX_ROWS;
@@ -464,10 +503,12 @@ predict_run(const WorkerSpec *spec)
 		gpu_fit_block(&pr);
 #endif
 	pr.X = malloc(sizeof(float) * (size_t) pr.block * pr.C);
-	pr.msg = malloc(8 + sizeof(float) * (size_t) pr.block * pr.K);
-	pr.out = (float *) (pr.msg + 8);
+	pr.Xd = wide ? malloc(sizeof(double) * (size_t) pr.block * pr.C) : NULL;
+	pr.out = malloc(sizeof(float) * (size_t) pr.block * pr.K);
+	pr.out64 = wide ? malloc(sizeof(double) * (size_t) pr.block * pr.K) : NULL;
+	pr.msg = malloc(12 + (wide ? sizeof(double) : sizeof(float)) * (size_t) pr.block * pr.K);
 	pr.scratch = malloc(sizeof(float) * dml_model_scratch_floats(&pr.m, CPU_ROWS));
-	if (!pr.X || !pr.msg || !pr.scratch)
+	if (!pr.X || (wide && (!pr.Xd || !pr.out64)) || !pr.out || !pr.msg || !pr.scratch)
 		worker_fail("out of memory for blocks of %d rows", pr.block);
 #ifdef DML_HAVE_CUDA
 	if (pr.gpu >= 0)
@@ -482,8 +523,8 @@ predict_run(const WorkerSpec *spec)
 	}
 	else
 #endif
-		n = snprintf(line, sizeof(line), "dml_predict_table: predicting on cpu in a worker, %d rows per block",
-					 pr.block);
+		n = snprintf(line, sizeof(line), "dml_predict_table: predicting on cpu in a worker%s, %d rows per block",
+					 wide ? " in float64" : "", pr.block);
 	control_send(DML_MSG_LOG, line, n < (int) sizeof(line) ? n : (int) sizeof(line) - 1, NULL, 0);
 
 	conn = connect_as_caller(spec);
@@ -503,6 +544,9 @@ predict_run(const WorkerSpec *spec)
 #endif
 	dml_model_free(&pr.m);
 	free(pr.X);
+	free(pr.Xd);
+	free(pr.out);
+	free(pr.out64);
 	free(pr.msg);
 	free(pr.scratch);
 	free(pr.ids);

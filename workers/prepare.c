@@ -120,6 +120,48 @@ prepare_block(Dataset *v, void *arg)
 }
 
 /*
+ * class_weights
+ *		ds->class_weight from class_weight => ...: the backend's weights by
+ *		output index, or 'balanced' as scikit-learn defines it, n / (K n_k)
+ *		over the training rows of every rank (validation rows left out).
+ */
+static void
+class_weights(Dataset *ds, const WorkerSpec *spec)
+{
+	int			K = spec->nclasses;
+	double	   *count = calloc(K + 1, sizeof(double));
+
+	ds->class_weight = malloc(sizeof(float) * K);
+	if (!count || !ds->class_weight)
+		worker_fail("out of memory");
+	if (strcmp(spec->class_weight, "balanced") != 0)
+	{
+		const char *p = spec->class_weight;
+
+		for (int k = 0; k < K; k++)
+		{
+			char	   *end;
+
+			ds->class_weight[k] = (float) strtod(p, &end);
+			if (end == p || (*end != ',' && *end != '\0'))
+				worker_fail("malformed class_weight \"%s\"", spec->class_weight);
+			p = *end ? end + 1 : end;
+		}
+		free(count);
+		return;
+	}
+	for (int64_t i = 0; i < ds->n; i++)
+		if (!ds->val[i] && ds->y[i] >= 0 && ds->y[i] < K)
+			count[(int) ds->y[i]] += 1;
+	for (int k = 0; k < K; k++)
+		count[K] += count[k];
+	comm_allreduce_double(count, K + 1);
+	for (int k = 0; k < K; k++)
+		ds->class_weight[k] = count[k] > 0 ? (float) (count[K] / (K * count[k])) : 0.0f;
+	free(count);
+}
+
+/*
  * prepare_data
  *		Check and clean the rows, then standardize them in place; the
  *		statistics go into the model (allocated here).
@@ -166,7 +208,7 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 			worker_user_error("22000|Leave such rows out with a view, e.g. WHERE %s NOT IN ('NaN', 'Infinity', '-Infinity'), or scale the column: it must fit a float32.|"
 							  "column \"%s\" has %.0f NaN, infinite or out-of-range values",
 							  spec->features[f].name, spec->features[f].name, counts[nf + f]);
-		if (counts[f] >= counts[3 * nf + 3] && spec->features[f].kind != FEAT_VEC)
+		if (counts[f] >= counts[3 * nf + 3] && spec->features[f].kind != DML_FEAT_VEC)
 			worker_user_error("22004|Leave the column out of features.|"
 							  "column \"%s\" is NULL in every row", spec->features[f].name);
 		if (counts[f] > 0 && !skip && !impute)
@@ -228,7 +270,7 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 
 	for (int f = 0; f < nf; f++)
 	{
-		const SpecFeature *ft = &spec->features[f];
+		const DmlFeature *ft = &spec->features[f];
 
 		for (int c = ft->offset; c < ft->offset + ft->width; c++)
 		{
@@ -295,4 +337,6 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 	}
 	free(counts);
 	free(stats);
+	if (spec->class_weight && spec->classification)
+		class_weights(ds, spec);
 }

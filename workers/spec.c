@@ -160,7 +160,7 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 	size_t		cap = 0;
 	ssize_t		len;
 	int			ended = 0;
-	SpecFeature *cur = NULL;
+	DmlFeature *cur = NULL;
 
 	memset(spec, 0, sizeof(*spec));
 	spec->average_every = 1;
@@ -232,12 +232,12 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 		}
 		else if (strncmp(key, "feature_", 8) == 0)
 		{
-			GROW(spec->features, spec->nfeatures, SpecFeature);
+			GROW(spec->features, spec->nfeatures, DmlFeature);
 			cur = &spec->features[spec->nfeatures++];
 			memset(cur, 0, sizeof(*cur));
 			if (strcmp(key, "feature_num") == 0)
 			{
-				cur->kind = FEAT_NUM;
+				cur->kind = DML_FEAT_NUM;
 				cur->width = 1;
 				cur->name = val;
 			}
@@ -245,17 +245,17 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 			{
 				char	   *sp = strchr(val, ' ');
 
-				cur->kind = FEAT_VEC;
+				cur->kind = DML_FEAT_VEC;
 				cur->width = atoi(val);
 				cur->name = sp ? sp + 1 : val;
 			}
 			else
 			{
-				cur->kind = FEAT_CAT;
+				cur->kind = DML_FEAT_CAT;
 				cur->name = val;
 			}
 		}
-		else if (strcmp(key, "level") == 0 && cur && cur->kind == FEAT_CAT)
+		else if (strcmp(key, "level") == 0 && cur && cur->kind == DML_FEAT_CAT)
 		{
 			GROW(cur->levels, cur->nlevels, char *);
 			cur->levels[cur->nlevels++] = val;
@@ -269,7 +269,54 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 			s = &spec->slices[spec->nslices++];
 			s->rank = (int) strtol(p, &p, 10);
 			s->whole = (int) strtol(p, &p, 10);
+			s->shard = 0;
 			s->query = p + (*p == ' ');
+		}
+		else if (strcmp(key, "shard_slice") == 0)
+		{
+			/* "server rank query": a slice read from shard server k */
+			SpecSlice  *s;
+			char	   *p = val;
+
+			GROW(spec->slices, spec->nslices, SpecSlice);
+			s = &spec->slices[spec->nslices++];
+			s->shard = (int) strtol(p, &p, 10);
+			s->rank = (int) strtol(p, &p, 10);
+			s->whole = 0;
+			s->query = p + (*p == ' ');
+			if (s->shard < 1 || s->shard > spec->nshards)
+			{
+				snprintf(err, errlen, "the job has a slice of an unknown shard server");
+				fclose(f);
+				return -1;
+			}
+		}
+		else if (strcmp(key, "shard_server") == 0 || strcmp(key, "shard_name") == 0 ||
+				 strcmp(key, "shard_snapshot") == 0)
+		{
+			/* "k value": shard servers are numbered 1, 2, ... in order */
+			char	   *p = val;
+			int			k = (int) strtol(p, &p, 10);
+
+			p += (*p == ' ');
+			if (strcmp(key, "shard_server") == 0 && k == spec->nshards + 1)
+			{
+				GROW(spec->shards, spec->nshards, SpecShard);
+				memset(&spec->shards[spec->nshards], 0, sizeof(SpecShard));
+				spec->nshards++;
+			}
+			if (k < 1 || k > spec->nshards)
+			{
+				snprintf(err, errlen, "the job names an unknown shard server");
+				fclose(f);
+				return -1;
+			}
+			if (strcmp(key, "shard_server") == 0)
+				spec->shards[k - 1].conninfo = p;
+			else if (strcmp(key, "shard_name") == 0)
+				spec->shards[k - 1].name = p;
+			else
+				spec->shards[k - 1].snapshot = p;
 		}
 		else if (strcmp(key, "end") == 0)
 			ended = 1;
@@ -293,9 +340,9 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 	spec->ninputs = 0;
 	for (int i = 0; i < spec->nfeatures; i++)
 	{
-		SpecFeature *ft = &spec->features[i];
+		DmlFeature *ft = &spec->features[i];
 
-		if (ft->kind == FEAT_CAT)
+		if (ft->kind == DML_FEAT_CAT)
 		{
 			ft->width = ft->nlevels > 0 ? ft->nlevels : 1;
 			ft->level_slot = malloc(sizeof(int) * (ft->nlevels ? ft->nlevels : 1));

@@ -276,6 +276,31 @@ train_plan_steps(StepPlan *plan, int ntrain, int batch_size)
 			plan->steps = (int) ((plan->rows[r] + batch_size - 1) / batch_size);
 }
 
+/*
+ * train_report_step
+ *		Rank 0, after a step: tell the coordinator where it is within the
+ *		epoch (dml.progress's step), at most every DML_STEP_REPORT_S.
+ */
+void
+train_report_step(int epoch, int step, int steps)
+{
+	static double last = 0;
+	double		now;
+	DmlStep		st;
+
+	if (worker_rank != 0)
+		return;
+	now = dml_clock_seconds();
+	/* (the epoch's own PROGRESS message says when it is done) */
+	if (now - last < DML_STEP_REPORT_S)
+		return;
+	last = now;
+	st.epoch = epoch;
+	st.step = step;
+	st.steps = steps;
+	control_send(DML_MSG_STEP, &st, sizeof(st), NULL, 0);
+}
+
 /* rows rank takes per step: ceil(its rows / steps) */
 int
 train_step_rows(const StepPlan *plan, int rank)
@@ -563,6 +588,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	}
 	if (dml_work_alloc(&work, net, chunk > EVAL_ROWS ? chunk : EVAL_ROWS) != DML_OK)
 		worker_fail("out of memory for activations of %d rows", chunk);
+	work.class_weight = ds->class_weight;
 	Xb = malloc(sizeof(float) * (size_t) (chunk ? chunk : 1) * ds->d);
 	yb = malloc(sizeof(float) * (chunk ? chunk : 1));
 	if (!grads || !Xb || !yb)
@@ -655,6 +681,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 				train_note_out_of_time(spec, res, epoch, s + 1);
 			sync_step(&sy, spec, net->params, grads, &opt, lr, B, total,
 					  !async && (s == plan.steps - 1 || res->out_of_time));
+			train_report_step(epoch, s + 1 < plan.steps ? s + 1 : plan.steps, plan.steps);
 			if (res->out_of_time)
 				break;
 		}

@@ -168,6 +168,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 				gpuCheck(dml_gpu_net_step(&g, &gopt, 1.0f / (float) total, errbuf, sizeof(errbuf)));
 			if (s % POLL_STEPS == POLL_STEPS - 1)
 				gpuCheck(dml_nccl_poll(nccl, errbuf, sizeof(errbuf)));
+			train_report_step(epoch, s + 1, plan.steps);
 		}
 		gpuCheck(dml_nccl_wait(nccl, g.stream, NCCL_TIMEOUT_S, errbuf, sizeof(errbuf)));
 		gpuCheck(dml_gpu_net_take_loss(&g, &sums[0], errbuf, sizeof(errbuf)));

@@ -24,30 +24,23 @@
  * Job spec (spec.c), as the coordinator wrote it
  * --------------------------------------------------------------------- */
 
-typedef enum FeatKind
-{
-	FEAT_NUM,
-	FEAT_VEC,
-	FEAT_CAT
-} FeatKind;
-
-typedef struct SpecFeature
-{
-	char	   *name;
-	FeatKind	kind;
-	int			width;			/* inputs it becomes */
-	int			nlevels;
-	char	  **levels;			/* sorted bytewise, for bsearch */
-	int		   *level_slot;		/* one-hot position of levels[i] */
-	int			offset;			/* first input of this feature */
-} SpecFeature;
+/* each feature is a DmlFeature (jobspec.h) */
 
 typedef struct SpecSlice
 {
 	int			rank;
 	int			whole;			/* read by rank 0 and scattered */
+	int			shard;			/* 0: the coordinating server; k: shard server k */
 	char	   *query;
 } SpecSlice;
+
+/* a shard's server (shard_read.c), numbered from 1 */
+typedef struct SpecShard
+{
+	char	   *conninfo;		/* may hold the user mapping's password: never printed */
+	char	   *name;			/* the foreign server's name, for messages */
+	char	   *snapshot;		/* exported on that server by the coordinator */
+} SpecShard;
 
 typedef struct WorkerSpec
 {
@@ -79,6 +72,9 @@ typedef struct WorkerSpec
 	double		max_seconds;	/* time budget of training, rank 0's clock; 0: none */
 	double		weight_decay;
 	int			rank_min_norm;	/* exact: rank_deficient => min_norm */
+	DmlCovType	cov_type;		/* exact, Newton: robust standard errors */
+	char	   *class_weight;	/* "balanced", or "w0,w1,..." by output index; or NULL */
+	double		l1_ratio;		/* L-BFGS: share of weight_decay on |W|_1 (OWL-QN) */
 	double		validation;
 	int			patience;
 	DmlNulls	nulls;
@@ -114,11 +110,13 @@ typedef struct WorkerSpec
 	int		   *class_key_index;	/* output index of class_keys[i] */
 
 	int			nfeatures;
-	SpecFeature *features;
+	DmlFeature *features;
 	int			ninputs;
 
 	int			nslices;
 	SpecSlice  *slices;
+	int			nshards;
+	SpecShard  *shards;			/* shards[k - 1]: shard server k */
 
 	/*
 	 * Rank 0 only: what came with the job after its text: the checkpoint to
@@ -130,7 +128,7 @@ typedef struct WorkerSpec
 
 extern int	spec_parse(WorkerSpec *spec, const char *text, size_t len, char *err, size_t errlen);
 /*
- * exact least squares and binary logistic regression by Newton: their rows
+ * exact least squares and logistic/softmax regression by Newton: their rows
  * are loaded, and their models kept, in float64
  */
 static inline bool
@@ -138,7 +136,7 @@ spec_float64(const WorkerSpec *spec)
 {
 	return !spec->predict &&
 		((spec->optimizer == DML_JOB_OPT_EXACT && spec->loss == DML_LOSS_MSE) ||
-		 (spec->optimizer == DML_JOB_OPT_NEWTON && spec->loss == DML_LOSS_BCE));
+		 spec->optimizer == DML_JOB_OPT_NEWTON);
 }
 extern int	cmp_int64(const void *a, const void *b);
 extern int	label_text_key(const char *label_keys, const char *text, int64_t *key);
@@ -155,6 +153,7 @@ typedef struct Dataset
 	float	   *X;				/* (n, d); NaN marks a NULL feature */
 	float	   *y;				/* (n); NaN marks a NULL target */
 	unsigned char *val;			/* (n); 1 = held out for validation */
+	float	   *class_weight;	/* (classes) the loss's weights (prepare.c), or NULL */
 	/* exact least squares (spec_float64): the rows again, raw, in float64 */
 	int			wide;
 	double	   *Xd;				/* (n, d); NaN marks a NULL feature */
@@ -207,6 +206,10 @@ extern StreamEpoch *stream_epoch_new(Spill *sp, int window);
 extern void stream_epoch_begin(StreamEpoch *e, uint64_t seed, int epoch);
 extern int	stream_epoch_take(StreamEpoch *e, int B, float *Xb, float *yb);
 extern void stream_epoch_free(StreamEpoch *e);
+extern void load_copy_plain(void *pgconn, Dataset *ds, const WorkerSpec *spec, const char *query);
+
+/* shard_read.c: this rank's slices of shards, each from its own server */
+extern void load_shard_slices(Dataset *ds, const WorkerSpec *spec, int rank);
 /* runtime.c: a connection as the job's caller, checked, or the job ends */
 struct pg_conn;
 extern struct pg_conn *worker_login(const WorkerSpec *spec);
@@ -235,7 +238,7 @@ typedef const char *(*CopyRowFn) (void *arg, const char *p, const char *end);
 extern int	copy_rows(void *pgconn, int nfields, CopyRowFn row, void *arg, double *bytes);
 extern const char *field_text(const char *p, int len);
 extern int	cmp_key(const void *key, const void *elem);
-extern void feature_onehot(const SpecFeature *ft, const char *p, int len, float *dst);
+extern void feature_onehot(const DmlFeature *ft, const char *p, int len, float *dst);
 
 /* ---------------------------------------------------------------------
  * Training (train.c, exact.c)
@@ -319,6 +322,7 @@ extern bool train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *s
 extern void train_log_finish(EpochLog *log, TrainResult *res);
 extern bool train_out_of_time(const WorkerSpec *spec, double start);
 extern void train_note_out_of_time(const WorkerSpec *spec, TrainResult *res, int epoch, int step);
+extern void train_report_step(int epoch, int step, int steps);
 extern void train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device);
 extern void train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_lbfgs(Dataset *ds, const WorkerSpec *spec, TrainResult *res);

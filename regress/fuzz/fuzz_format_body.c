@@ -18,22 +18,6 @@ size_t		LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
 size_t		LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
 									size_t max_size, unsigned int seed);
 
-static uint32_t
-body_get_u32(const uint8_t *p)
-{
-	return (uint32_t) p[0] | ((uint32_t) p[1] << 8) |
-		((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
-}
-
-static void
-body_put_u32(uint8_t *p, uint32_t v)
-{
-	p[0] = v & 0xFF;
-	p[1] = (v >> 8) & 0xFF;
-	p[2] = (v >> 16) & 0xFF;
-	p[3] = (v >> 24) & 0xFF;
-}
-
 /* xorshift32 on the mutation's seed: which repairs to make */
 static uint32_t
 body_rand(uint32_t *s)
@@ -77,18 +61,18 @@ body_fixup(uint8_t *data, size_t size, size_t max_size, uint32_t seed)
 		memset(data + size, 0, 28 + 8 - size);
 		size = 28 + 8;
 	}
-	body_put_u32(data, DML_FORMAT_MAGIC);
-	body_put_u32(data + 4, DML_FORMAT_VERSION_F32);
+	dml_put_le32(data, DML_FORMAT_MAGIC);
+	dml_put_le32(data + 4, DML_FORMAT_VERSION_F32);
 
 	/* pull the header into range three times in four */
-	nlayers = body_get_u32(data + 12);
+	nlayers = dml_get_le32(data + 12);
 	if (body_rand(&r) % 4 != 0)
 	{
 		if (nlayers < 1 || nlayers > DML_MAX_LAYERS)
 			nlayers = 1 + nlayers % 4;
-		body_put_u32(data + 12, nlayers);
-		body_put_u32(data + 16, body_get_u32(data + 16) % (DML_ACT_SIGMOID + 1));
-		body_put_u32(data + 20, body_get_u32(data + 20) % (DML_LOSS_SOFTMAX + 1));
+		dml_put_le32(data + 12, nlayers);
+		dml_put_le32(data + 16, dml_get_le32(data + 16) % (DML_ACT_SIGMOID + 1));
+		dml_put_le32(data + 20, dml_get_le32(data + 20) % (DML_LOSS_SOFTMAX + 1));
 	}
 	if (nlayers < 1 || nlayers > DML_MAX_LAYERS ||
 		24 + 4 * (size_t) (nlayers + 1) + 4 > max_size)
@@ -105,12 +89,12 @@ body_fixup(uint8_t *data, size_t size, size_t max_size, uint32_t seed)
 		}
 		for (uint32_t l = 0; l <= nlayers; l++)
 		{
-			uint32_t	s = body_get_u32(data + 24 + 4 * l);
+			uint32_t	s = dml_get_le32(data + 24 + 4 * l);
 
 			if (clamp && (s < 1 || s > DML_MAX_WIDTH))
 			{
 				s = 1 + s % 16;
-				body_put_u32(data + 24 + 4 * l, s);
+				dml_put_le32(data + 24 + 4 * l, s);
 			}
 			if (s < 1 || s > DML_MAX_WIDTH)
 				shapes_ok = 0;
@@ -135,7 +119,7 @@ body_fixup(uint8_t *data, size_t size, size_t max_size, uint32_t seed)
 			for (uint32_t l = 0; l <= nlayers; l++)
 			{
 				sizes[l] = 1 + (sizes[l] - 1) % 16;
-				body_put_u32(data + 24 + 4 * l, (uint32_t) sizes[l]);
+				dml_put_le32(data + 24 + 4 * l, (uint32_t) sizes[l]);
 			}
 			need = body_need(nlayers, sizes);
 		}
@@ -150,13 +134,13 @@ body_fixup(uint8_t *data, size_t size, size_t max_size, uint32_t seed)
 				uint32_t	u;
 
 				memcpy(&u, &f, 4);
-				body_put_u32(data + i, u);
+				dml_put_le32(data + i, u);
 			}
 			size = need;
 		}
 	}
-	body_put_u32(data + 8, (uint32_t) size);
-	body_put_u32(data + size - 4, dml_crc32(data, size - 4));
+	dml_put_le32(data + 8, (uint32_t) size);
+	dml_put_le32(data + size - 4, dml_crc32(data, size - 4));
 	return size;
 }
 

@@ -31,7 +31,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 FUZZ=regress/fuzz
 BUILD=build/fuzz
-KERNELS="kernels/format.c kernels/net.c kernels/common.c kernels/layers.c kernels/losses.c kernels/optim.c kernels/solve.c kernels/metrics.c kernels/lsq.c kernels/stats.c"
+KERNELS="kernels/format.c kernels/net.c kernels/common.c kernels/layers.c kernels/losses.c kernels/optim.c kernels/solve.c kernels/metrics.c kernels/lsq.c kernels/robust.c kernels/stats.c"
 LIBS="-lopenblas -lm"
 TARGETS="fuzz_format fuzz_format_body fuzz_import"
 # what fuzz_import links besides the kernels: the readers, protobuf-c's

@@ -37,7 +37,8 @@ SELECT name, kind FROM dml_train('wreg', 'wp', 'y', features => '{x1,x2,n,flag,v
 								 model => 'mlp', hidden => '{16,8}', epochs => 3, workers => 1);
 SELECT name, kind FROM dml_train('wcls', 'wp', 'band', features => '{x1,x2,n,flag,v,color}',
 								 model => 'mlp', hidden => '{16}', epochs => 3, workers => 1);
-SELECT name, kind FROM dml_train('wbin', 'wp', 'yes', features => '{x1,x2,color}', workers => 1);
+SELECT name, kind FROM dml_train('wbin', 'wp', 'yes', features => '{x1,x2,color}', workers => 1,
+								 optimizer => 'newton');
 
 -- regression, by id: the worker says where it runs, then the same rows and values
 SET client_min_messages = notice;
@@ -62,15 +63,37 @@ SELECT (SELECT count(*) FROM wcls_wrk) AS rows,
 FROM wcls_cpu c FULL JOIN wcls_wrk w ON w.tid = c.tid LEFT JOIN wp p ON p.tid = w.tid;
 
 -- logistic on a boolean, rows numbered in scan order; Newton's model is
--- float64: the backend computes it in float64, the worker in float32 (from
--- the model's float32 rounding), so probabilities agree to 1e-5, not 1e-6
+-- float64: the worker computes it in float64 as the backend does (inputs
+-- read at full precision), so probabilities agree to 1e-12
 CALL dml_predict_table('wbin', 'wp', 'wbin_cpu');
+SET client_min_messages = notice;
 CALL dml_predict_table('wbin', 'wp', 'wbin_wrk', device => 'worker-cpu');
+SET client_min_messages = warning;
 SELECT (SELECT count(*) FROM wbin_wrk) AS rows,
 	   count(*) FILTER (WHERE c.row_number IS NULL OR w.row_number IS NULL) AS unmatched,
 	   bool_and(c.prediction = w.prediction) AS same_class,
-	   bool_and(abs(c.probability - w.probability) <= 1e-5) AS same_probability
+	   bool_and(abs(c.probability - w.probability) <= 1e-12) AS same_probability
 FROM wbin_cpu c FULL JOIN wbin_wrk w ON w.row_number = c.row_number;
+
+-- float64 models in the worker: exact least squares and softmax by Newton,
+-- against dml_predict / dml_predict_proba (both float64) to 1e-12; a
+-- float32 rounding anywhere would show as 1e-8 or more
+SELECT name FROM dml_train('wlin', 'wp', 'y', features => '{x1,x2,n,v}', optimizer => 'exact');
+SELECT name FROM dml_train('wsm', 'wp', 'band', features => '{x1,x2,n}', model => 'softmax',
+						   optimizer => 'newton', weight_decay => 0.01, workers => 1);
+SET client_min_messages = notice;
+CALL dml_predict_table('wlin', 'wp', 'wlin_wrk', 'i', device => 'worker-cpu');
+SET client_min_messages = warning;
+CALL dml_predict_table('wsm', 'wp', 'wsm_wrk', 'i', device => 'worker-cpu');
+SELECT count(*) AS rows,
+	   bool_and(abs(w.prediction - dml_predict('wlin', p)) <=
+				1e-12 * (1 + abs(w.prediction))) AS linear_equals_dml_predict
+FROM wlin_wrk w JOIN wp p ON p.i = w.i;
+SELECT count(*) AS rows,
+	   bool_and(w.prediction = dml_predict_class('wsm', p)) AS same_class,
+	   bool_and(abs(w.probability - (SELECT max(v) FROM unnest(dml_predict_proba('wsm', p)) v))
+				<= 1e-12) AS softmax_equals_dml_predict_proba
+FROM wsm_wrk w JOIN wp p ON p.i = w.i;
 
 -- NULL ids stay NULL; numeric and integer columns are read as numbers; an
 -- unseen category is all zeros, in both paths

@@ -8,6 +8,8 @@
 #   2. pg_dumpall into a new cluster does the same there, where the roles
 #      have other oids: owners and grantees follow the role names.
 #   3. every table and sequence of schema dml is marked for pg_dump.
+#   A job's record (dml.job_runs, owner a regrole) follows its owner's name
+#   into the new cluster too: the owner sees it there, another role not.
 # Starts two clusters of its own.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,6 +43,21 @@ check "four model versions, a deployment and a grant to dump" \
 	'[ "$(pgc_psql -t -A -c "SELECT count(*) FROM dml.models")" = 4 ] &&
 	 [ "$(pgc_psql -t -A -c "SELECT count(*) FROM dml.deployments") $(pgc_psql -t -A -c "SELECT count(*) FROM dml.grants")" = "1 1" ]'
 
+# a job of bk_alice's, ended, so dumped (its owner must follow the role's name)
+job=$(pgc_psql -t -A -c "SET ROLE bk_alice" -c "SELECT dml_train_async('bk_job', 'bk', 'r',
+	features => '{x1,x2}', model => 'linear', workers => 1)" 2>>"$T/backup-train.log")
+pgc_psql -c "SET ROLE bk_alice" -c "SELECT dml_wait($job, '120 s')" >/dev/null 2>>"$T/backup-train.log"
+check "bk_alice's job $job succeeded" \
+	'[ "$(pgc_psql -t -A -c "SELECT state, owner FROM dml.job_runs WHERE id = ${job:-0}")" = "succeeded|bk_alice" ]'
+# who sees which job, as a role and through dml_wait's row
+jobs_seen() {	# database
+	for r in bk_alice bk_carol; do
+		pgc_psql -d "$1" -t -A -c "SET ROLE $r" \
+			-c "SELECT '$r', string_agg(id || ' ' || name || ' ' || owner::text || ' ' || state, ',') FROM dml.jobs"
+	done
+	pgc_psql -d "$1" -t -A -c "SET ROLE bk_alice" -c "SELECT (w).owner, (w).state FROM dml_wait($job) w" 2>&1
+}
+
 # everything a restore must keep, and what the models answer
 snapshot() {	# database
 	pgc_psql -d "$1" -t -A \
@@ -50,6 +67,7 @@ snapshot() {	# database
 		-c "SELECT name, version FROM dml.deployments ORDER BY name" \
 		-c "SELECT name, grantee::text FROM dml.grants ORDER BY name, grantee::text" \
 		-c "SELECT name, version, owner::text, deployed FROM dml_models ORDER BY id" \
+		-c "SELECT id, name, owner::text, state, model_id, args FROM dml.job_runs ORDER BY id" \
 		-c "SELECT string_agg(pg_catalog.format('%s %s %s %s %s', i, dml_predict('bk_lin', t),
 				dml_predict_class('bk_cls', t), dml_predict_proba('bk_cls', ARRAY[x1, x2]),
 				dml_predict('bk_mlp', ARRAY[x1, x2])), E'\n' ORDER BY i) FROM bk t WHERE i <= 30" \
@@ -111,6 +129,10 @@ snapshot bk_src >"$T/backup-new.txt"
 check "new cluster: every model, epoch, deployment, grant and prediction equal (bk_alice oid $old_oid there, $new_oid here)" \
 	'[ "$old_oid" != "$new_oid" ] && cmp -s "$T/backup-src.txt" "$T/backup-new.txt"'
 check "new cluster: a role with no grant is still refused" 'refused bk_src'
+jobs_seen bk_src >"$T/backup-jobs-new.txt"
+check "new cluster: the job's owner is bk_alice still: she sees it (also through dml_wait), bk_carol does not" \
+	'[ "$(cat "$T/backup-jobs-new.txt")" = "$(printf "bk_alice|$job bk_job bk_alice succeeded\nbk_carol|\nbk_alice|succeeded")" ]' ||
+	cat "$T/backup-jobs-new.txt"
 pgc_psql -c "SET ROLE bk_alice" -c "SELECT name FROM dml_train('bk_cls', 'bk', 'lab',
 	features => '{x1,x2}', model => 'softmax', workers => 1)" >/dev/null 2>>"$T/backup-train.log"
 check "new cluster: the owner adds a version (2), the sequence continues past $maxid" \

@@ -26,6 +26,16 @@ Run by regress/t/certified.sh against the cluster regress/run.sh started
 5. dml_summary and dml_summary_fit follow the access rule: a model the role
    may not use reads as one that does not exist; a grant without details
    does not show the statistics.
+6. Softmax regression by Newton (float64 on the raw rows) on anes96 (7
+   classes, and 3): coefficients, standard errors, z, p-values, relative
+   risk ratios, log-likelihood, pseudo R^2, AIC, BIC and the predicted
+   probabilities against statsmodels' MNLogit, 1e-6 relative, with the
+   first class as the reference; the summary's coefficients (17 digits
+   through jsonb) reproduce dml_predict_proba's float64 output to 1e-12.
+7. options => '{"cov": "HC0" | "HC1"}': heteroskedasticity-robust standard
+   errors, z, normal p-values and the robust Wald F against statsmodels'
+   OLS(cov_type=...) and Logit(cov_type='HC0'), 1e-6; refused where it
+   does not apply.
 """
 import math
 import os
@@ -303,6 +313,132 @@ def logit_datasets():
                 str(bad[:3]))
 
 
+# --- 6. statsmodels MNLogit (softmax by Newton, float64) --------------------------
+
+def mnlogit_datasets():
+    an = smd.anes96.load_pandas().data
+    sets = [("anes96", an["PID"].astype(int), an[["logpopul", "selfLR", "age", "educ", "income"]]),
+            # three classes from the same survey: fewer equations, other features
+            ("anes96_vote3", (an["PID"] // 3).astype(int), an[["TVnews", "ClinLR", "DoleLR", "age"]])]
+    for name, y, X in sets:
+        table = "mnlogit_" + name
+        feats = ["x_" + c.lower() for c in X.columns]
+        rows = [[int(yy)] + [float(v) for v in xx] for yy, xx in zip(y.values, X.values)]
+        cols = "y int, " + ", ".join("%s float8" % c for c in feats)
+        values = ",\n".join("(%d, %s, %d)" % (r[0], ", ".join(repr(v) for v in r[1:]), i)
+                            for i, r in enumerate(rows))
+        psql("DROP TABLE IF EXISTS %s; CREATE TABLE %s (%s, i int); INSERT INTO %s (y, %s, i) VALUES %s"
+             % (table, table, cols, table, ", ".join(feats), values))
+        ref = sm.MNLogit(y.values, sm.add_constant(X.values.astype(float), prepend=True)).fit(
+            disp=0, method="newton", tol=1e-12, maxiter=100)
+        labels = [str(v) for v in np.unique(y.values)]
+        # statsmodels: params (p, K-1), the first class the reference; ours equation by equation
+        want = {"coefficients": np.asarray(ref.params).T.ravel(), "std errors": np.asarray(ref.bse).T.ravel(),
+                "z": np.asarray(ref.tvalues).T.ravel(), "p-values": np.asarray(ref.pvalues).T.ravel()}
+        for mode, extra in [("1 worker", ", workers => 1"), ("3 workers", ", workers => 3")]:
+            model = "%s_%s" % (table, mode.replace(" ", "_"))
+            psql("SELECT dml_drop_model(name) FROM dml_models WHERE name = '%s'" % model)
+            psql("SELECT name FROM dml_train('%s', '%s', 'y', features => '{%s}', model => 'softmax', "
+                 "optimizer => 'newton', weight_decay => 0%s)" % (model, table, ",".join(feats), extra))
+            rows_s = psql("SELECT class, term, coefficient, std_error, statistic, p_value, odds_ratio "
+                          "FROM dml_summary('%s')" % model)
+            est = np.array([[num(x) for x in r[2:]] for r in rows_s])
+            fit = psql("SELECT method, n, df_model, df_resid, r2, log_likelihood, aic, bic "
+                       "FROM dml_summary_fit('%s')" % model)[0]
+            tap(fit[0] == "mnlogit", "%s, %s: method mnlogit" % (name, mode), fit[0])
+            want_classes = [c for c in labels[1:] for _ in range(len(feats) + 1)]
+            tap([r[0] for r in rows_s] == want_classes and
+                [r[1] for r in rows_s] == (["(Intercept)"] + feats) * (len(labels) - 1),
+                "%s, %s: one equation per class against class %s" % (name, mode, labels[0]),
+                str([r[:2] for r in rows_s[:3]]))
+            checks = [(k, est[:, i], want[k]) for i, k in enumerate(["coefficients", "std errors", "z", "p-values"])]
+            checks += [
+                ("relative risk ratios", est[:, 4], np.exp(want["coefficients"])),
+                ("log-likelihood, pseudo R^2, AIC, BIC",
+                 [num(fit[5]), num(fit[4]), num(fit[6]), num(fit[7])],
+                 [ref.llf, ref.prsquared, ref.aic, ref.bic]),
+                ("n and df", [num(fit[1]), num(fit[2]), num(fit[3])], [ref.nobs, ref.df_model, ref.df_resid]),
+            ]
+            for what, got, wnt in checks:
+                bad = [(g, w) for g, w in zip(got, wnt) if not close(g, w)]
+                tap(len(got) == len(wnt) and not bad, "%s (%d x %d, %d classes), %s: %s within 1e-6 of statsmodels MNLogit"
+                    % (name, len(rows), len(feats), len(labels), mode, what), str(bad[:3]))
+            pred = np.array([[float(v) for v in r[0].strip("{}").split(",")] for r in
+                             psql("SELECT dml_predict_proba('%s', ARRAY[%s]) FROM %s ORDER BY i"
+                                  % (model, ", ".join(feats), table))])
+            refp = ref.predict()
+            tap(pred.shape == refp.shape and np.all(np.abs(pred - refp) <= 1e-6 * np.abs(refp) + 1e-12),
+                "%s, %s: predicted probabilities within 1e-6 of statsmodels" % (name, mode),
+                str(np.max(np.abs(pred - refp))) if pred.shape == refp.shape else str(pred.shape))
+            # the statistics travel as text (17 digits) into jsonb: the coefficients
+            # read back give dml_predict_proba's float64 probabilities to 1e-12
+            B = est[:, 0].reshape(len(labels) - 1, len(feats) + 1)
+            Xa = np.column_stack([np.ones(len(rows)), np.array([r[1:] for r in rows])])
+            eta = np.column_stack([np.zeros(len(rows)), Xa @ B.T])
+            eta -= eta.max(axis=1, keepdims=True)
+            mine = np.exp(eta) / np.exp(eta).sum(axis=1, keepdims=True)
+            tap(pred.shape == mine.shape and np.max(np.abs(pred - mine)) <= 1e-12,
+                "%s, %s: the summary's coefficients reproduce the float64 model to 1e-12" % (name, mode),
+                str(np.max(np.abs(pred - mine))) if pred.shape == mine.shape else "")
+
+
+# --- 7. heteroskedasticity-robust standard errors (options => '{"cov": ...}') -------
+
+def robust():
+    for name in ["stackloss", "ccard", "statecrime"]:
+        table = "real_" + name      # loaded by real_datasets()
+        cols = [r[0] for r in psql("SELECT attname FROM pg_attribute WHERE attrelid = '%s'::regclass "
+                                   "AND attnum > 0 AND attname LIKE 'x\\_%%' ORDER BY attnum" % table)]
+        data = np.array([[float(v) for v in r] for r in psql("SELECT y, %s FROM %s ORDER BY i" % (", ".join(cols), table))])
+        for cov in ["HC0", "HC1"]:
+            ref = sm.OLS(data[:, 0], sm.add_constant(data[:, 1:], prepend=True)).fit(cov_type=cov)
+            for mode, extra in [("default path", ""), ("3 workers", ", workers => 3")]:
+                model = "robust_%s_%s_%s" % (name, cov.lower(), mode.replace(" ", "_"))
+                train(model, table, "y", cols, extra + ", options => '{\"cov\": \"%s\"}'" % cov)
+                terms, est, fit = summary(model)
+                est = np.array(est)
+                checks = [("coefficients", est[:, 0], ref.params), ("std errors", est[:, 1], ref.bse),
+                          ("z", est[:, 2], ref.tvalues), ("p-values (normal)", est[:, 3], ref.pvalues),
+                          ("robust Wald F and its p-value", [fit["f"], fit["f_p"]], [ref.fvalue, ref.f_pvalue])]
+                for what, got, want in checks:
+                    bad = [(g, w) for g, w in zip(got, want) if not close(g, w)]
+                    tap(len(got) == len(want) and not bad, "OLS %s, cov %s, %s: %s within 1e-6 of statsmodels"
+                        % (name, cov, mode, what), str(bad[:3]))
+        # the robust errors differ from the model-based ones (the check can fail)
+        ref0 = sm.OLS(data[:, 0], sm.add_constant(data[:, 1:], prepend=True)).fit()
+        tap(not np.allclose(ref0.bse, ref.bse, rtol=1e-3),
+            "OLS %s: its HC1 and model-based errors differ, so the checks above discriminate" % name)
+    for name in ["spector", "ccard_ownrent"]:
+        table = "logit_" + name     # loaded by logit_datasets()
+        cols = [r[0] for r in psql("SELECT attname FROM pg_attribute WHERE attrelid = '%s'::regclass "
+                                   "AND attnum > 0 AND attname LIKE 'x\\_%%' ORDER BY attnum" % table)]
+        data = np.array([[float(v) for v in r] for r in psql("SELECT y, %s FROM %s ORDER BY i" % (", ".join(cols), table))])
+        ref = sm.Logit(data[:, 0], sm.add_constant(data[:, 1:], prepend=True)).fit(
+            disp=0, method="newton", tol=1e-12, maxiter=100, cov_type="HC0")
+        for mode, extra in [("1 worker", ", workers => 1"), ("3 workers", ", workers => 3")]:
+            model = "robust_%s_%s" % (table, mode.replace(" ", "_"))
+            psql("SELECT dml_drop_model(name) FROM dml_models WHERE name = '%s'" % model)
+            psql("SELECT name FROM dml_train('%s', '%s', 'y', features => '{%s}', model => 'logistic', "
+                 "optimizer => 'newton', weight_decay => 0, options => '{\"cov\": \"HC0\"}'%s)"
+                 % (model, table, ",".join(cols), extra))
+            est = np.array([[num(x) for x in r] for r in
+                            psql("SELECT coefficient, std_error, statistic, p_value FROM dml_summary('%s')" % model)])
+            for what, got, want in [("std errors", est[:, 1], ref.bse), ("z", est[:, 2], ref.tvalues),
+                                    ("p-values", est[:, 3], ref.pvalues)]:
+                bad = [(g, w) for g, w in zip(got, want) if not close(g, w)]
+                tap(len(got) == len(want) and not bad, "Logit %s, cov HC0, %s: %s within 1e-6 of statsmodels"
+                    % (name, mode, what), str(bad[:3]))
+    for sql, want in [
+            ("SELECT dml_train('rb', 'real_stackloss', 'y', options => '{\"cov\": \"HC9\"}')",
+             'option "cov" must be'),
+            ("SELECT dml_train('rb', 'logit_spector', 'y', model => 'logistic', optimizer => 'newton', "
+             "options => '{\"cov\": \"HC1\"}')", 'must be "nonrobust" or "HC0"'),
+            ("SELECT dml_train('rb', 'real_stackloss', 'y', optimizer => 'lbfgs', options => '{\"cov\": \"HC0\"}')",
+             'option "cov" applies only')]:
+        rc, err = psql_error(sql)
+        tap(rc != 0 and want in err, "cov: refused where it does not apply (%s)" % want, err.strip())
+
+
 # --- 5. who may read the statistics -------------------------------------------------
 
 def access():
@@ -328,4 +464,6 @@ certified()
 real_datasets()
 rank_deficient()
 logit_datasets()
+mnlogit_datasets()
+robust()
 access()

@@ -1,8 +1,10 @@
 #!/bin/bash
 # jobs.sh: training as a background job (dml_train_async), followed live
-# from other sessions (dml.jobs, dml.progress), cancelled, queued under
-# dml.max_concurrent_jobs, isolated between roles, and marked failed after
-# an immediate restart.  Runs against the cluster regress/run.sh started.
+# from other sessions (dml.jobs, dml.progress with the step within the
+# epoch, dml_job_epochs with each epoch's row before the commit), cancelled,
+# queued under dml.max_concurrent_jobs (across databases too), isolated
+# between roles, and marked failed after an immediate restart.  Runs
+# against the cluster regress/run.sh started.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source regress/pgcluster.sh
@@ -44,6 +46,17 @@ wait_until 30 '[ "$(q -c "SELECT epoch FROM dml.progress WHERE job = $id")" -gt 
 check "dml.progress shows the job, epochs advancing, 2 ranks, a loss and time left" \
 	'[ "$(q -c "SELECT ranks = 2 AND loss IS NOT NULL AND eta IS NOT NULL AND epoch > ${p1:-0}
 		AND name = '"'jobs_follow'"' FROM dml.progress WHERE job = $id")" = t ]'
+# the step within the epoch: rank 0's, at most every 0.5 s
+wait_until 30 '[ "$(q -c "SELECT steps > 1 AND step BETWEEN 0 AND steps FROM dml.progress WHERE job = $id")" = t ]'
+s1=$(q -c "SELECT epoch * 1000000 + step FROM dml.progress WHERE job = $id")
+wait_until 10 '[ "$(q -c "SELECT epoch * 1000000 + step FROM dml.progress WHERE job = $id")" -gt "${s1:-0}" ]'
+check "dml.progress shows the step within the epoch, advancing ($(q -c "SELECT 'epoch ' || epoch + 1 || ': step ' || step || ' of ' || steps FROM dml.progress WHERE job = $id"))" \
+	'[ "$(q -c "SELECT steps > 1 AND step BETWEEN 0 AND steps AND epoch * 1000000 + step > ${s1:-0} FROM dml.progress WHERE job = $id")" = t ]'
+# each epoch's row while the job runs, though dml.epochs gets them only with the model
+wait_until 30 '[ "$(q -c "SELECT count(*) FROM dml_job_epochs($id)")" -ge 2 ]'
+check "dml_job_epochs shows the running job's epochs, 1 to n with losses; dml.epochs has none yet" \
+	'[ "$(q -c "SELECT min(epoch) = 1 AND max(epoch) = count(*) AND count(loss) = count(*) FROM dml_job_epochs($id)")" = t ] &&
+	 [ "$(q -c "SELECT count(*) FROM dml_epochs WHERE name = '"'jobs_follow'"'")" = 0 ]'
 check "pg_stat_activity names the training of the job's worker" \
 	'q -c "SELECT query FROM pg_stat_activity WHERE backend_type = '"'dml job'"'" | grep -q "training \"jobs_follow\", epoch"'
 check "the job's session user is the caller, not a superuser SET ROLE" \
@@ -92,6 +105,11 @@ check "8 jobs, dml.max_concurrent_jobs = 2: never more than 2 running (seen $mos
 check "all 8 succeeded, each with a model" \
 	'[ "$(q -c "SELECT count(*) FROM dml.jobs j JOIN dml_models m ON m.id = j.model_id
 		WHERE j.id IN ($ids) AND j.state = '"'succeeded'"'")" = 8 ]'
+check "dml_job_epochs of a succeeded job is its model's dml.epochs rows" \
+	'[ "$(q -c "SELECT count(*) FROM dml_job_epochs(${ids%%,*})")" = 40 ] &&
+	 [ "$(q -c "SELECT count(*) FROM (SELECT restarts, epoch, loss, recorded, stopped FROM dml_job_epochs(${ids%%,*})
+		EXCEPT SELECT e.restarts, e.epoch, e.loss, e.recorded, e.stopped FROM dml.epochs e
+		JOIN dml.job_runs j ON j.model_id = e.model_id WHERE j.id = ${ids%%,*}) d")" = 0 ]'
 check "they started in the order they were queued" \
 	'[ "$(q -c "SELECT string_agg(id::text, '"','"' ORDER BY started) FROM dml.job_runs WHERE id IN ($ids)")" = "$ids" ]'
 
@@ -108,6 +126,10 @@ check "bob sees neither her job nor its progress, nor any of postgres's jobs" \
 	'[ "$(q -U j_bob -c "SELECT (SELECT count(*) FROM dml.jobs) + (SELECT count(*) FROM dml.progress)")" = 0 ]'
 check "bob cannot cancel it" \
 	'err -U j_bob -c "SELECT dml_cancel($aid)" | grep -q "job $aid does not exist"'
+check "bob cannot read its epochs" \
+	'err -U j_bob -c "SELECT count(*) FROM dml_job_epochs($aid)" | grep -q "job $aid does not exist"'
+check "the member reads its epochs" \
+	'[ "$(q -U j_alice_member -c "SELECT count(*) > 0 FROM dml_job_epochs($aid)")" = t ]'
 check "bob cannot wait for it" \
 	'err -U j_bob -c "SELECT state FROM dml_wait($aid, interval '"'1 s'"')" | grep -q "job $aid does not exist"'
 check "bob cannot read the table under it" \
@@ -142,6 +164,27 @@ check "the job of a dropped role failed: $(job $did error_message)" \
 	'[ "$(job $did error_message)" = "the role that submitted the job was dropped" ]'
 check "the job of a dropped relation failed: $(job $gid error_message)" \
 	'[ "$(job $gid error_sqlstate)" = 42P01 ]'
+
+# -- 5b. dml.max_concurrent_jobs bounds the cluster, not a database: a job of
+#        another database waits for the one running here, and starts when
+#        it ends (the ending job starts that database's queue)
+q -d postgres -c "DROP DATABASE IF EXISTS jobs_db2" -c "CREATE DATABASE jobs_db2" >/dev/null
+q -d jobs_db2 -c "CREATE EXTENSION dml" -c "CREATE TABLE t2 AS SELECT random() AS x, random() AS y
+	FROM generate_series(1, 500)" >/dev/null
+hold=$(q -c "SELECT dml_train_async('jobs_hold2', 'jobs_data', 'y', $LONG)")
+wait_until 60 '[ "$(job $hold state)" = running ] && [ "$(job $hold epoch)" -ge 1 ]'
+other=$(q -d jobs_db2 -c "SELECT dml_train_async('jobs_db2', 't2', 'y', epochs => 2, workers => 1)")
+# its worker tried and left: no job process in jobs_db2, while the one here ran on two more epochs
+e0=$(job $hold epoch)
+wait_until 60 '[ "$(job $hold epoch)" -ge $((e0 + 2)) ] &&
+	[ "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE datname = '"'jobs_db2'"' AND backend_type = '"'dml job'"'")" = 0 ]'
+check "max_concurrent_jobs = 1: a job of another database stays queued while one runs here" \
+	'[ "$(q -d jobs_db2 -c "SELECT state FROM dml.jobs WHERE id = $other")" = queued ]'
+q -c "SELECT dml_cancel($hold)" >/dev/null
+wait_until 60 '[ "$(q -d jobs_db2 -c "SELECT state FROM dml.jobs WHERE id = $other")" = succeeded ]'
+check "when it ends, the other database's job starts by itself and succeeds" \
+	'[ "$(q -d jobs_db2 -c "SELECT state FROM dml.jobs WHERE id = $other")" = succeeded ]'
+q -d postgres -c "DROP DATABASE jobs_db2" >/dev/null
 
 # -- 6. a synchronous dml_train is in dml.progress from another session
 pgc_psql -c "SELECT * FROM dml_train('jobs_sync', 'jobs_data', 'y', $LONG)" >$T/jobs-sync.log 2>&1 &
@@ -190,6 +233,10 @@ check "a cancelled job keeps its checkpoint (epoch $(job $cid epoch) of 30)" \
 check "bob cannot resume it" 'err -U j_bob -c "SELECT dml_resume($cid)" | grep -q "job $cid does not exist"'
 check "dml_resume finishes it" \
 	'[ "$(q -c "SELECT dml_resume($cid)")" = $cid ] && [ "$(q -c "SELECT state || resumes FROM dml_wait($cid, interval '"'120 s'"')")" = succeeded1 ]'
+check "dml_job_epochs of the resumed job: the epochs after its checkpoint, as dml.epochs has them" \
+	'[ "$(q -c "SELECT count(*) FROM (SELECT epoch, loss FROM dml_job_epochs($cid)
+		EXCEPT SELECT epoch, loss FROM dml_epochs WHERE name = '"'jobs_cancel_resume'"') d")" = 0 ] &&
+	 [ "$(q -c "SELECT max(epoch) FROM dml_job_epochs($cid)")" = 30 ]'
 check "it went on after its checkpoint, not from the start" \
 	'[ "$(q -c "SELECT min(epoch) > 1 AND max(epoch) = 30 FROM dml_epochs WHERE name = '"'jobs_cancel_resume'"'")" = t ]'
 check "its model is the uninterrupted run's, to 1e-6" 'same_model jobs_cancel_resume'
@@ -209,6 +256,20 @@ check "dml_resume finishes it, and the dead run is written down" \
 	'[ "$(q -c "SELECT dml_resume($rid)")" = $rid ] && [ "$(q -c "SELECT state FROM dml_wait($rid, interval '"'120 s'"')")" = succeeded ]'
 check "its model is the uninterrupted run's, to 1e-6" 'same_model jobs_crash'
 check "the killed job's directory went with the next job" '[ "$(pgc_job_dirs)" -eq 0 ]'
+
+# the live rows of a running job are the rows its commit stores
+lid=$(q -c "SELECT dml_train_async('jobs_live', 'jobs_small', 'y', $RESUMABLE)")
+wait_until 60 '[ "$(q -c "SELECT count(*) FROM dml_job_epochs($lid)")" -ge 3 ] && [ "$(job $lid state)" = running ]'
+live="SELECT e.restarts, e.epoch, e.loss, e.val_loss, e.val_metric, e.rows_per_second, e.seconds,
+	e.bytes_sent, e.staleness, e.bytes_within, e.bytes_across"
+q -c "$live FROM dml_job_epochs($lid) e ORDER BY 1, 2" >$T/jobs-live.txt
+q -c "SELECT state FROM dml_wait($lid, interval '120 s')" >/dev/null
+q -c "$live FROM dml.epochs e JOIN dml.job_runs j ON j.model_id = e.model_id WHERE j.id = $lid
+	ORDER BY 1, 2 LIMIT $(wc -l <$T/jobs-live.txt)" >$T/jobs-committed.txt
+check "the $(wc -l <$T/jobs-live.txt) rows dml_job_epochs showed while it ran are the rows dml.epochs got at its commit" \
+	'[ "$(job $lid state)" = succeeded ] && [ "$(wc -l <$T/jobs-live.txt)" -ge 3 ] &&
+	 cmp -s $T/jobs-live.txt $T/jobs-committed.txt' || diff $T/jobs-live.txt $T/jobs-committed.txt | head -5
+check "a job id no one has is an error" 'err -c "SELECT * FROM dml_job_epochs(-1)" | grep -q "job -1 does not exist"'
 
 # -- 9. dml.checkpoint_retention: failed jobs keep the newest checkpoints only
 q -c "LOAD 'dml'" -c "ALTER SYSTEM SET dml.checkpoint_retention = 1" -c "SELECT pg_reload_conf()" >/dev/null

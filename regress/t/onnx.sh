@@ -3,10 +3,12 @@
 #   1. dml_export of linear, logistic, softmax and MLP models: onnx.checker
 #      (Debian's python3-onnx) accepts every graph; ONNX Runtime (PyPI)
 #      gives dml_predict's values and probabilities to 1e-5 and the same
-#      labels.
+#      labels.  Float64 models (the exact linear and Newton logistic fits,
+#      weights format 2) export in double: ONNX Runtime gives dml_predict's
+#      values to 1e-12.
 #   2. round trips: an exported ONNX graph imported back predicts as the
 #      model (1e-5); dml's own package imported back is the same model
-#      byte for byte.
+#      byte for byte; a double graph comes back as a float64 model (1e-12).
 #   3. a PyTorch MLP (BatchNormalization, Gemm, Relu, Softmax; and Tanh
 #      regression) exported with torch.onnx.export, and scikit-learn
 #      models converted by skl2onnx (Scaler, MatMul/Add, Reshape; Tanh,
@@ -59,18 +61,19 @@ pgc_psql -c "CREATE ROLE ox_alice LOGIN" -c "CREATE ROLE ox_bob LOGIN" \
 		2 * sin(i * 0.37) - cos(i * 0.11) + 0.1 * sin(i) AS r, sin(i * 0.37) > cos(i * 0.11) AS pos,
 		CASE WHEN sin(i * 0.37) > 0.3 THEN 'up' WHEN cos(i * 0.11) > 0 THEN 'flat' ELSE 'down' END AS lab
 		FROM generate_series(1, 800) i" >/dev/null
-for spec in "ox_lin|r|linear|" "ox_log|pos|logistic|" "ox_cls|lab|softmax|" \
+for spec in "ox_lin|r|linear|" "ox_log|pos|logistic|" "ox_nlog|pos|logistic|, optimizer => 'newton'" "ox_cls|lab|softmax|" \
 	"ox_mlp|lab|mlp|, hidden => '{8,4}', epochs => 30, learning_rate => 0.01" \
 	"ox_mreg|r|mlp|, hidden => '{6}', activation => 'tanh', epochs => 20"; do
 	IFS='|' read -r name target kind extra <<<"$spec"
 	pgc_psql -c "SELECT name FROM dml_train('$name', 'ox_data', '$target', features => '{x1,x2}',
 		model => '$kind', workers => 1 $extra)" >/dev/null 2>>"$T/onnx-train.log"
 done
-check "five models to export" \
-	'[ "$(pgc_psql -t -A -c "SELECT count(DISTINCT name) FROM dml.models WHERE name LIKE '"'ox\_%'"'")" = 5 ]'
+check "six models to export" \
+	'[ "$(pgc_psql -t -A -c "SELECT count(DISTINCT name) FROM dml.models WHERE name LIKE '"'ox\_%'"'")" = 6 ]'
 
 # --- 1. export, checked by onnx.checker and ONNX Runtime -------------------
-for m in ox_lin ox_log ox_cls ox_mlp ox_mreg; do
+wide=
+for m in ox_lin ox_log ox_nlog ox_cls ox_mlp ox_mreg; do
 	export_to $m onnx "$O/$m.onnx"
 	if [ "$(pgc_psql -t -A -c "SELECT kind FROM dml_models WHERE name = '$m'")" = linear ] ||
 		[ $m = ox_mreg ]; then
@@ -86,10 +89,20 @@ for m in ox_lin ox_log ox_cls ox_mlp ox_mreg; do
 	err=$(echo "$res" | awk '{print $4}')
 	check "$m: ONNX Runtime gives dml_predict's answers on 800 rows ($res)" \
 		'small "$err" && [ "$(echo "$res" | awk "{print \$2}")" = 800 ] && [ "$(echo "$res" | awk "{print \$6}")" = 0 ]'
+	# float64 models (weights format 2: the exact linear and Newton logistic fits)
+	# export a graph in double, which ONNX Runtime runs to dml_predict's value
+	if [ "$(pgc_psql -t -A -c "SELECT DISTINCT get_byte(weights, 4) FROM dml.models WHERE name = '$m'")" = 2 ]; then
+		wide+=" $m"
+		check "$m (float64): its graph takes and computes in double, to 1e-12 of dml_predict ($res)" \
+			'[ "$(echo "$res" | awk "{print \$8}")" = "tensor(double)" ] &&
+			 [ "$(echo "$err" | awk "{print (\$1 <= 1e-12)}")" = 1 ]'
+	fi
 done
+check "the exact linear and Newton logistic models are float64 ones (format 2:${wide:-none})" \
+	'[ "$wide" = " ox_lin ox_nlog" ]'
 
 # --- 2. round trips ---------------------------------------------------------
-for m in ox_lin ox_log ox_cls ox_mlp ox_mreg; do
+for m in ox_lin ox_log ox_nlog ox_cls ox_mlp ox_mreg; do
 	import_file ${m}_rt "$O/$m.onnx" onnx >"$O/$m.rt.log"
 	if [ $m = ox_lin ] || [ $m = ox_mreg ]; then
 		d=$(rel_diff "ARRAY[dml_predict('${m}_rt', ARRAY[x1, x2])]" "ARRAY[dml_predict('$m', ARRAY[x1, x2])]")
@@ -97,6 +110,11 @@ for m in ox_lin ox_log ox_cls ox_mlp ox_mreg; do
 		d=$(rel_diff "dml_predict_proba('${m}_rt', t)" "dml_predict_proba('$m', t)")
 	fi
 	check "$m: its ONNX export imported back predicts the same, by row (largest difference $d)" 'small "$d"'
+	if [[ " $wide " == *" $m "* ]]; then
+		check "$m (float64): the double graph imports as a float64 model (format 2), equal to 1e-12 ($d)" \
+			'[ "$(pgc_psql -t -A -c "SELECT get_byte(weights, 4) FROM dml.models WHERE name = '"'${m}_rt'"'")" = 2 ] &&
+			 [ "$(echo "$d" | awk "{print (\$1 <= 1e-12)}")" = 1 ]'
+	fi
 	export_to $m dml "$O/$m.dmlp"
 	import_file ${m}_nat "$O/$m.dmlp" dml >"$O/$m.nat.log"
 	same=$(pgc_psql -t -A -c "SELECT a.weights = b.weights AND a.spec = b.spec AND a.kind = b.kind

@@ -8,6 +8,9 @@
 #      says to train on the primary (dml_export works); dml_predict_table into a table there is PostgreSQL's
 #      read-only error (a standby cannot create tables, temporary ones
 #      included), and nothing is left behind.
+#   3. a background job ended on the primary: dml.jobs and dml_job_epochs
+#      give the same on the standby; dml.progress answers there;
+#      dml_train_async there is dml_train's error.
 # Starts a primary and a standby of its own.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,6 +42,13 @@ answers() {
 		-c "SELECT dml_evaluate('sb_cls', 'sb'), dml_evaluate('sb_lin', 'sb')"
 }
 answers >"$T/standby-primary.txt"
+# a background job, ended on the primary: its record and epochs reach the standby
+job=$(pgc_psql -t -A -c "SELECT dml_train_async('sb_job', 'sb', 'r', features => '{x1,x2}',
+	model => 'mlp', hidden => '{4}', epochs => 3, workers => 1)" 2>>"$T/standby-train.log")
+pgc_psql -t -A -c "SELECT state FROM dml_wait(${job:-0}, interval '120 s')" >/dev/null 2>>"$T/standby-train.log"
+jobrows() { pgc_psql -t -A -c "SELECT state, owner FROM dml.jobs WHERE id = ${job:-0}" \
+	-c "SELECT * FROM dml_job_epochs(${job:-0})" 2>&1; }
+jobrows >"$T/standby-job-primary.txt"
 
 pgc_start_standby || { notok "standby started"; exit 1; }
 pgc_save STANDBY
@@ -50,6 +60,13 @@ check "predict, predict_class, predict_proba and evaluate on the standby equal t
 	'[ -s "$T/standby-primary.txt" ] && cmp -s "$T/standby-primary.txt" "$T/standby-standby.txt"'
 check "the standby's answers are numbers, not errors" \
 	'! grep -q ERROR "$T/standby-standby.txt" && [ "$(wc -l <"$T/standby-standby.txt")" -ge 40 ]'
+
+check "the job's record and dml_job_epochs (3 epochs) on the standby equal the primary's" \
+	'[ "$(head -1 "$T/standby-job-primary.txt")" = "succeeded|postgres" ] &&
+	 [ "$(wc -l <"$T/standby-job-primary.txt")" = 4 ] &&
+	 [ "$(jobrows)" = "$(cat "$T/standby-job-primary.txt")" ]'
+check "dml.progress answers on the standby (nothing runs there)" \
+	'[ "$(pgc_psql -t -A -c "SELECT count(*) FROM dml.progress")" = 0 ]'
 
 # --- a new version on the primary is used on the standby ------------------
 before=$(pgc_psql -t -A -c "SELECT dml_predict('sb_lin', ARRAY[0.3, 0.4])")
@@ -72,6 +89,11 @@ check "dml_train on the standby: SQLSTATE 25006, says it is a hot standby" \
 check "dml_train on the standby: the hint says to train on the primary" \
 	"grep -q 'HINT:  Train on the primary' '$T/standby-trainerr.log'"
 check "dml_train on the standby started no job" '[ "$(pgc_job_procs)" = 0 ] && [ "$(pgc_job_dirs)" = 0 ]'
+pgc_psql -c "SELECT dml_train_async('sb_new', 'sb', 'r', features => '{x1,x2}', workers => 1)" \
+	>"$T/standby-async.log" 2>&1
+check "dml_train_async on the standby: dml_train's error, nothing queued" \
+	"grep -q 'cannot train a model on a hot standby' '$T/standby-async.log'"
+
 pgc_psql -c "SELECT dml_import('sb_copy', dml_export('sb_lin', 'dml'), 'dml')" >"$T/standby-import.log" 2>&1
 check "dml_import on the standby: SQLSTATE 25006, import on the primary" \
 	"grep -q 'cannot import a model on a hot standby' '$T/standby-import.log'"

@@ -7,9 +7,12 @@
 #      and a grant to another role, in 1.0's tables.  Update to the newest
 #      version: every stored answer, the owner, the deployment and the
 #      grant hold, and the owner trains a next version.  (The library is
-#      the newest one; it needs the newest schema, so nothing calls it
-#      between the install of 1.0 and the update.)
-#   2. the objects of an install updated from 1.0 equal those of a fresh
+#      the newest one and needs the newest schema: before the update every
+#      call is refused with the versions and ALTER EXTENSION dml UPDATE.)
+#   2. at 1.1 too, dml_train and dml_wait are refused until the same
+#      session updates; a backend that saw the right version sees the
+#      extension re-created at 1.1 and refuses again.
+#   3. the objects of an install updated from 1.0 equal those of a fresh
 #      install of the newest version (regress/travel/shape.sql), while
 #      1.0's differ from them (the comparison can fail).  (0.1.0's install
 #      script is not installed; its update to 1.0 changes nothing.)
@@ -59,6 +62,14 @@ pgc_psql -c "GRANT SELECT ON up_expected TO PUBLIC" >/dev/null
 check "the stored answers to check (20 of them)" \
 	'[ "$(pgc_psql -t -A -c "SELECT count(*) FROM up_expected")" = 20 ]'
 
+# before the update, the library refuses the old schema with one clear error
+out=$(pgc_psql -c "SELECT dml_predict('v10_lin', ARRAY[0.5, -0.25])" 2>&1)
+check "at 1.0: dml_predict says to run ALTER EXTENSION dml UPDATE, with both versions" \
+	'grep -q "extension \"dml\" is at version 1.0, but its library needs version $newest" <<<"$out" &&
+	 grep -q "HINT:  Run ALTER EXTENSION dml UPDATE" <<<"$out"' || echo "# $out"
+out=$(pgc_psql -c "SELECT count(*) FROM dml_models" 2>&1)
+check "at 1.0: so does the dml_models view (its access check is a dml function)" \
+	'grep -q "is at version 1.0, but its library needs version $newest" <<<"$out"' || echo "# $out"
 pgc_psql -c "ALTER EXTENSION dml UPDATE" >"$T/upgrade-update.log" 2>&1
 check "ALTER EXTENSION dml UPDATE succeeds" '[ $? = 0 ]' || cat "$T/upgrade-update.log"
 check "the extension is at $newest" \
@@ -82,8 +93,29 @@ check "after the update: the owner trains version 3" \
 pgc_psql -d up_fresh -c "CREATE EXTENSION dml" >/dev/null
 pgc_psql -d up_v10 -c "CREATE EXTENSION dml VERSION '1.0'" >/dev/null
 # an install of 1.1 (the second wave's release) updated in one step
-pgc_psql -d up_v11 -c "CREATE EXTENSION dml VERSION '1.1'" -c "ALTER EXTENSION dml UPDATE" >"$T/upgrade-v11.log" 2>&1
-check "1.1 updates to $newest" '[ $? = 0 ]' || cat "$T/upgrade-v11.log"
+pgc_psql -d up_v11 -c "CREATE EXTENSION dml VERSION '1.1'" >/dev/null
+pgc_psql -d up_v11 -c "CREATE TABLE t11 AS SELECT i::float8 AS x, 2.0 * i AS y FROM generate_series(1, 50) i" >/dev/null
+# one session: refused at 1.1 (dml_train and a job), updated, then it trains
+pgc_psql -d up_v11 -v ON_ERROR_STOP=0 \
+	-c "SELECT name FROM dml_train('m11', 't11', 'y', model => 'linear', workers => 1)" \
+	-c "SELECT dml_wait(1)" \
+	-c "ALTER EXTENSION dml UPDATE" \
+	-c "SELECT name FROM dml_train('m11', 't11', 'y', model => 'linear', workers => 1)" >"$T/upgrade-v11.log" 2>&1
+check "at 1.1: dml_train and dml_wait are refused, naming 1.1, $newest and ALTER EXTENSION dml UPDATE" \
+	'[ "$(grep -c "extension \"dml\" is at version 1.1, but its library needs version $newest" "$T/upgrade-v11.log")" = 2 ] &&
+	 [ "$(grep -c "HINT:  Run ALTER EXTENSION dml UPDATE" "$T/upgrade-v11.log")" = 2 ]' || cat "$T/upgrade-v11.log"
+check "1.1 updates to $newest, and the same session then trains" \
+	'[ "$(pgc_psql -d up_v11 -t -A -c "SELECT count(*) FROM dml.models WHERE name = '"'m11'"'")" = 1 ]' ||
+	cat "$T/upgrade-v11.log"
+# the backend's "right version" is forgotten when the extension is re-created older
+pgc_psql -d up_v11 -v ON_ERROR_STOP=0 -c "SELECT dml_predict('m11', ARRAY[1.0])" \
+	-c "DROP EXTENSION dml CASCADE" -c "CREATE EXTENSION dml VERSION '1.1'" \
+	-c "SELECT dml_predict('m11', ARRAY[1.0])" >"$T/upgrade-recreate.log" 2>&1
+check "one session: predicts at $newest, refused once the extension is re-created at 1.1" \
+	'grep -q "^(1 row)" "$T/upgrade-recreate.log" &&
+	 grep -q "is at version 1.1, but its library needs version $newest" "$T/upgrade-recreate.log"' ||
+	cat "$T/upgrade-recreate.log"
+pgc_psql -d up_v11 -c "ALTER EXTENSION dml UPDATE" >>"$T/upgrade-v11.log" 2>&1
 for db in up_fresh up_old up_v10 up_v11; do
 	pgc_psql -d $db -t -A -f regress/travel/shape.sql >"$T/upgrade-shape-$db.txt" 2>&1
 done

@@ -6,7 +6,7 @@ SET client_min_messages = warning;
 LOAD 'dml';
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(61);
+SELECT plan(63);
 
 -- schema and catalog
 SELECT has_schema('dml');
@@ -31,12 +31,14 @@ SELECT has_view('dml_models', 'dml_models view exists');
 SELECT has_function('dml_train', ARRAY['text', 'regclass', 'text', 'text[]', 'text', 'integer[]',
 	'text', 'text', 'double precision', 'integer', 'integer', 'double precision',
 	'double precision', 'integer', 'text', 'integer', 'text', 'bigint', 'jsonb',
-	'text', 'integer', 'integer', 'integer', 'text', 'double precision', 'double precision', 'text[]'],
-	'dml_train(name, relation, target, features, model, hidden, activation, optimizer, learning_rate, batch_size, epochs, weight_decay, validation, patience, nulls, workers, device, seed, options, sync, servers, staleness, average_every, compression, topk_ratio, max_seconds, hosts)');
+	'text', 'integer', 'integer', 'integer', 'text', 'double precision', 'double precision', 'text[]',
+	'text', 'double precision'],
+	'dml_train(name, relation, target, features, model, hidden, activation, optimizer, learning_rate, batch_size, epochs, weight_decay, validation, patience, nulls, workers, device, seed, options, sync, servers, staleness, average_every, compression, topk_ratio, max_seconds, hosts, class_weight, l1_ratio)');
 SELECT function_returns('dml_train', ARRAY['text', 'regclass', 'text', 'text[]', 'text', 'integer[]',
 	'text', 'text', 'double precision', 'integer', 'integer', 'double precision',
 	'double precision', 'integer', 'text', 'integer', 'text', 'bigint', 'jsonb',
-	'text', 'integer', 'integer', 'integer', 'text', 'double precision', 'double precision', 'text[]'],
+	'text', 'integer', 'integer', 'integer', 'text', 'double precision', 'double precision', 'text[]',
+	'text', 'double precision'],
 	'dml.train_result');
 SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
 		   WHERE attrelid = 'dml.train_result'::regclass AND attnum > 0),
@@ -51,6 +53,10 @@ SELECT is((SELECT proargnames[26] FROM pg_proc WHERE proname = 'dml_train'),
 		  'max_seconds', 'dml_train time budget argument name');
 SELECT is((SELECT proargnames[27] FROM pg_proc WHERE proname = 'dml_train'),
 		  'hosts', 'dml_train hosts argument name');
+SELECT is((SELECT proargnames[28] FROM pg_proc WHERE proname = 'dml_train'),
+		  'class_weight', 'dml_train class_weight argument name');
+SELECT is((SELECT proargnames[29] FROM pg_proc WHERE proname = 'dml_train'),
+		  'l1_ratio', 'dml_train l1_ratio argument name');
 SELECT has_function('dml_predict', ARRAY['text', 'double precision[]']);
 SELECT function_returns('dml_predict', ARRAY['text', 'double precision[]'], 'double precision');
 SELECT has_function('dml_predict', ARRAY['text', 'record']);

@@ -6,7 +6,9 @@ with dml's answers.
 ANSWERS.tsv: one row per line, tab-separated: the features (comma-separated
 floats), dml's answer (comma-separated floats: the prediction, or the class
 probabilities) and dml's label (empty for regression).  Prints one line:
-"rows N max_error E labels_wrong W" (E over every value, |a - b| / (1 + |b|)).
+"rows N max_error E labels_wrong W input T" (E over every value,
+|a - b| / (1 + |b|); T the graph's input type: a float64 model's export
+takes tensor(double), and is fed the features in double).
 """
 import sys
 
@@ -24,7 +26,9 @@ def main(model, answers):
             labels.append(parts[2] if len(parts) > 2 else "")
     sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     inp = sess.get_inputs()[0].name
-    outs = sess.run(None, {inp: np.asarray(feats, dtype=np.float32)})
+    itype = sess.get_inputs()[0].type
+    dtype = np.float64 if itype == "tensor(double)" else np.float32
+    outs = sess.run(None, {inp: np.asarray(feats, dtype=dtype)})
     names = [o.name for o in sess.get_outputs()]
     # class probabilities where the graph has them, else its first output
     first = names.index("probabilities") if "probabilities" in names else 0
@@ -39,7 +43,7 @@ def main(model, answers):
         lab = outs[names.index("label")].reshape(-1)
         wrong = sum(1 for a, b in zip(lab, labels)
                     if (a.decode() if isinstance(a, bytes) else str(a)) != b)
-    print("rows %d max_error %.3g labels_wrong %d" % (len(feats), err, wrong))
+    print("rows %d max_error %.3g labels_wrong %d input %s" % (len(feats), err, wrong, itype))
     return 0
 
 

@@ -2,8 +2,8 @@
  *
  * compat.h
  *	  Server APIs that changed after PostgreSQL 15, behind one name each,
- *	  so the same source builds against 15 to 18 (regress/pg18.sh builds
- *	  and tests against 18).
+ *	  so the same source builds against 15 to 18 (regress/pgnew.sh builds
+ *	  and tests against 16 and 18; no PyPI wheel has 17's headers).
  *
  *-------------------------------------------------------------------------
  */
