@@ -1,13 +1,16 @@
 #!/bin/bash
 # stream.sh: data larger than memory (issue 18).  A table at least 8 times
 # a worker's memory budget trains streamed, with every rank's peak RSS
-# within the budget plus 64 MB and the accuracy of the in-memory run; the
-# exact solver gives the in-memory model; every sync mode, validation, a
-# restart from a checkpoint, an MLP with listed labels and a background job
-# stream; the job's spill directory is gone after success, error, cancel
-# and a killed worker; an unwritable or full spill directory, and a spill
-# past dml.spill_limit, are clear errors; an ordinary role can neither
-# point the spill anywhere nor raise the limit.
+# within the budget plus 64 MB and the accuracy of the in-memory run (an
+# fp16 spill too, with fewer bytes); the exact solver, full-batch gradient
+# descent and L-BFGS give the in-memory model to 1e-6; every sync mode,
+# validation, a restart from a checkpoint, an MLP with listed labels,
+# softmax on text labels with a one-hot feature (the COPY path) and a
+# background job stream; Newton refuses clearly; the job's spill directory
+# is gone after success, error, cancel and a killed worker; an unwritable or
+# full spill directory, a spill past dml.spill_limit and an fp16 spill of a
+# value past its range are clear errors; an ordinary role can neither point
+# the spill anywhere nor raise the limit.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source regress/pgcluster.sh
@@ -151,6 +154,21 @@ out=$(qa -c "SELECT model_id FROM dml_train('st_mlp', 'st_mid', 'y', features =>
 	optimizer => 'adam', epochs => 2, batch_size => 256, workers => 2, options => '{\"memory\": \"8MB\"}')" 2>&1)
 check "mlp with labels listed while loading: streamed, accuracy $(meta st_mlp "metrics->>'accuracy'")" \
 	'[ "$(meta st_mlp "metrics->>'"'"'streamed'"'"'")" -ge 1 ] && [ "$(echo "$(meta st_mlp "metrics->>'"'"'accuracy'"'"'") > 0.8" | bc -l)" = 1 ]'
+# text labels and a one-hot feature: the COPY path spills too
+pgc_psql -c "DROP TABLE IF EXISTS st_text" \
+	-c "CREATE TABLE st_text AS SELECT $(seq -s, -f 'x%g' 1 20),
+		CASE WHEN x1 + x2 > 0.3 THEN 'high' WHEN x1 + x2 < -0.3 THEN 'low' ELSE 'mid' END AS band,
+		(ARRAY['red', 'green', 'blue'])[1 + id % 3] AS colour FROM st_mid" \
+	-c "GRANT SELECT ON st_text TO st_alice" >/dev/null
+for mem in 1GB 8MB; do
+	qa -c "SELECT model_id FROM dml_train('st_text_$mem', 'st_text', 'band', features => '{$(seq -s, -f 'x%g' 1 20),colour}',
+		model => 'softmax', optimizer => 'adam', learning_rate => 0.01, epochs => 2, batch_size => 256, workers => 2,
+		options => '{\"memory\": \"$mem\"}')" >/dev/null 2>>$T/st-lin.err
+done
+t1=$(meta st_text_1GB "metrics->>'accuracy'")
+t2=$(meta st_text_8MB "metrics->>'accuracy'")
+check "softmax on text labels with a one-hot feature: streamed ($(meta st_text_8MB "metrics->>'streamed'") ranks, load $(meta st_text_8MB "metrics->>'load'")), accuracy $t2 against $t1 in memory" \
+	'[ "$(meta st_text_8MB "metrics->>'"'"'streamed'"'"'")" = 2 ] && [ "$(echo "d = (${t2:-0} - ${t1:-1}) * 100; if (d < 0) d = -d; d <= 1" | bc -l)" = 1 ]'
 out=$(qa -c "SELECT model_id FROM dml_train('st_newton', 'st_mid', 'y', features => $FEATS, model => 'logistic',
 	optimizer => 'newton', workers => 2, options => '{\"memory\": \"8MB\", \"in_server\": false}')" 2>&1)
 check "newton streamed: a clear error ($(grep ERROR <<<"$out"))" 'grep -q "needs its rows in memory" <<<"$out"'
