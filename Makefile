@@ -5,7 +5,8 @@
 #   make check            everything the test suite runs (regress/run.sh)
 #   make gpu-check        CUDA kernels against the CPU reference (needs a GPU)
 #   make bench            benchmarks, written to bench/RESULTS.md (and, across
-#                         namespace hosts, bench/MULTIHOST.md; model selection,
+#                         namespace hosts, bench/MULTIHOST.md; data larger
+#                         than memory, bench/STREAM.md; model selection,
 #                         bench/TUNE.md)
 #   make bench-quick      the same harness on small sizes
 #   make bench-jobs       a background job's overhead against dml_train alone
@@ -90,7 +91,8 @@ WLDLIBS = -L$(PQ_LIBDIR) -lpq $(BLAS_LIBS) -lm -lpthread
 
 WORKER_SRCS = workers/worker.c workers/runtime.c workers/spec.c coordinator/jobspec.c workers/load.c workers/comm.c \
 	workers/control.c workers/prepare.c workers/shard_read.c workers/train.c workers/train_gpu.c \
-	workers/exact.c workers/lbfgs.c workers/sync.c workers/server.c workers/predict.c workers/half.c
+	workers/exact.c workers/lbfgs.c workers/sync.c workers/server.c workers/predict.c workers/half.c \
+	workers/stream.c
 KERNEL_SRCS = $(KERNEL_OBJS:.o=.c)
 WORKER_OBJS = $(patsubst %.c,build/%.o,$(WORKER_SRCS) $(KERNEL_SRCS))
 
@@ -181,6 +183,7 @@ bench:
 	bash bench/run.sh full
 	bash bench/multihost.sh
 	bash bench/shards.sh
+	bash bench/stream.sh
 	bash bench/tune.sh full
 
 bench-quick:

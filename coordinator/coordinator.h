@@ -128,6 +128,11 @@ typedef struct DmlJob
 	DmlCovType	cov_type;		/* option cov: HC0/HC1 standard errors (exact, Newton) */
 	char	   *class_weight;	/* "balanced", or the weights in output order "w0,w1,..."; or NULL */
 	double		l1_ratio;		/* elastic net: share of weight_decay on |W|_1 (L-BFGS: OWL-QN) */
+	int64		memory;			/* bytes a rank may hold (jobspec.h) */
+	int			window;			/* blocks a streamed epoch mixes */
+	char	   *spill_dir;		/* the job's spill directory (set by DmlRunJob) */
+	int64		spill_limit;	/* bytes of spill for the job; 0: no limit */
+	int			spill_fp16;		/* options "spill": "fp16" */
 
 	/* synchronization (workers/sync.h) */
 	DmlSyncMode sync;
@@ -200,7 +205,7 @@ extern bool DmlGpuVisible(void);
 
 /* result.c: the metrics JSON of a training job's typed result */
 extern char *DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_staleness,
-						   const DmlMetrics *met, const unsigned char *blob,
+						   const double *peak_rss, const DmlMetrics *met, const unsigned char *blob,
 						   const char *statistics);
 
 /* login.c: workers log in as the calling role */

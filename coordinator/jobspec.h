@@ -74,6 +74,11 @@
 	X(DBL, topk_ratio, 1, 0) \
 	X(OPT, straggler, 0, 0) \
 	X(INT, attempt, 0, 0) \
+	X(I64, memory, 0, 0) \
+	X(INT, window, 0, 0) \
+	X(OPT, spill_dir, 0, 0) \
+	X(I64, spill_limit, 0, 0) \
+	X(INT, spill_fp16, 0, 0) \
 	X(INT, checkpoint_last, 0, 0)
 
 /*
@@ -209,5 +214,20 @@ extern int	dml_job_parse(DmlJobNames which, const char *name);
  * same step, and the metrics say "stopped": "max_seconds".
  */
 #define DML_MAX_SECONDS_MAX	(86400.0 * 365)
+
+/*
+ * memory: the bytes each rank may hold for its data, the model and the
+ * optimizer's state (dml.worker_memory, options "memory"); a slice that
+ * does not fit is spilled once and streamed (workers/stream.c).  window:
+ * the blocks a streamed epoch mixes rows across.  spill_dir: the job's own
+ * spill directory, made by the first rank that spills and removed by the
+ * coordinator when the job ends; spill_limit: bytes of spill the whole
+ * job may write (0: no limit), each data rank an equal share.  spill_fp16:
+ * the spill keeps the float32 inputs as IEEE half floats (options "spill":
+ * "fp16"; a value out of fp16's range is an error; float64 rows never).
+ */
+#define DML_MEMORY_MIN			(8 * 1024 * 1024LL)
+#define DML_WINDOW_DEFAULT		4
+#define DML_WINDOW_MAX			256
 
 #endif							/* DML_JOBSPEC_H */

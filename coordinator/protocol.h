@@ -132,6 +132,9 @@ typedef struct DmlResult
 	int32_t		stopped;		/* DmlStopReason */
 	int32_t		best_epoch;		/* the epoch whose weights the model holds */
 	uint32_t	stats_len;		/* bytes of the fit's statistics after the blob (exact solvers) */
+	int32_t		streamed;		/* data ranks whose slice was spilled and streamed */
+	int32_t		window;			/* blocks a streamed epoch mixed */
+	int32_t		spill_fp16;		/* the spills held half floats */
 	double		train_rows;
 	double		validation_rows;
 	double		final_loss;
@@ -141,6 +144,11 @@ typedef struct DmlResult
 	double		total_seconds;	/* rank 0's, from its start to the result */
 	double		bytes_sent;
 	double		consensus;		/* gossip: the replicas' distance from their mean */
+	double		spill_bytes;	/* spill written, all ranks */
+	double		memory;			/* the budget of each rank, bytes */
+	double		spill_read_bytes;	/* read back from the spills, all ranks */
+	double		spill_read_seconds; /* the reads' time, all ranks */
+	/* then (workers) doubles: each data rank's peak resident set, bytes */
 } DmlResult;
 
 #endif							/* DML_PROTOCOL_H */

@@ -26,7 +26,7 @@
  */
 char *
 DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_staleness,
-			  const DmlMetrics *met, const unsigned char *blob, const char *statistics)
+			  const double *peak_rss, const DmlMetrics *met, const unsigned char *blob, const char *statistics)
 {
 	StringInfoData buf;
 	size_t		mlen = dml_metrics_json(met, NULL, 0);
@@ -54,6 +54,18 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 					 r->blob_len > 4 && blob[4] >= 2 ? "float64" : "float32");
 	if (statistics)
 		appendStringInfo(&buf, "\"statistics\": %s, ", statistics);
+	/* the memory budget, each data rank's peak resident set, what was streamed */
+	appendStringInfo(&buf, "\"memory\": %.0f, \"peak_rss\": [", r->memory);
+	for (int j = 0; j < r->workers; j++)
+		appendStringInfo(&buf, "%s%.0f", j ? ", " : "", peak_rss[j]);
+	appendStringInfo(&buf, "], \"streamed\": %d, ", r->streamed);
+	if (r->streamed > 0)
+	{
+		appendStringInfo(&buf, "\"spill_format\": \"%s\", ", r->spill_fp16 ? "fp16" : "float32");
+		appendStringInfo(&buf, "\"spill_bytes\": %.0f, \"window\": %d, "
+						 "\"spill_read_bytes\": %.0f, \"spill_read_seconds\": %.4f, ",
+						 r->spill_bytes, r->window, r->spill_read_bytes, r->spill_read_seconds);
+	}
 	DmlShardsJson(job, &buf, true);
 	if (job->rank_hosts != NIL)
 	{

@@ -31,6 +31,7 @@ char	   *dml_worker_path = NULL;
 char	   *dml_conninfo = NULL;
 char	   *dml_hosts = NULL;
 char	   *dml_mpi_options = NULL;
+char	   *dml_spill_dir = NULL;
 int			dml_max_workers_total = DML_DEFAULT_MAX_WORKERS;
 int			dml_max_jobs_per_role = DML_DEFAULT_MAX_JOBS_PER_ROLE;
 

@@ -24,6 +24,9 @@ extern char *dml_conninfo;
 extern char *dml_hosts;
 extern char *dml_mpi_options;
 
+/* where ranks spill rows that do not fit dml.worker_memory (supervise.c) */
+extern char *dml_spill_dir;
+
 /* limits.c: the cluster-wide limits on running jobs */
 extern int	dml_max_workers_total;
 extern int	dml_max_jobs_per_role;

@@ -44,6 +44,8 @@
 #include "nodes/value.h"
 #include "pgstat.h"
 #include "port.h"
+#include "common/file_utils.h"	/* PG_TEMP_FILE_PREFIX on 16+ */
+#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
@@ -78,6 +80,7 @@ typedef struct ActiveJob
 	int			npids;
 	pid_t		pids[DML_MAX_LOCAL_PIDS];	/* workers, from HELLO */
 	char		dir[MAXPGPATH];
+	char		spill[MAXPGPATH];	/* the job's spill directory, made by the workers */
 } ActiveJob;
 
 static ActiveJob active_job = {.listen_fd = -1,.conn_fd = -1};
@@ -172,6 +175,45 @@ DmlKillActiveJob(void)
 	if (active_job.dir[0])
 		DmlRemoveJobDir(active_job.dir);
 	active_job.dir[0] = '\0';
+	if (active_job.spill[0])
+		DmlRemoveJobDir(active_job.spill);
+	active_job.spill[0] = '\0';
+}
+
+/*
+ * The job's spill directory (workers/stream.c makes it when a rank's slice
+ * does not fit dml.worker_memory): under dml.spill_dir, or by default in
+ * the data directory's base/pgsql_tmp, named with PostgreSQL's temporary
+ * file prefix so that a restart after a crash removes what a killed
+ * backend left.  Unique to this backend and job; removed on every way out
+ * (DmlKillActiveJob) and before each relaunch, so that restarted ranks
+ * spill afresh from PostgreSQL.
+ */
+static void
+spill_dir_for(DmlJob *job)
+{
+	static uint32 jobs = 0;
+	char	   *base;
+
+	if (dml_spill_dir != NULL && dml_spill_dir[0] != '\0')
+	{
+		if (!is_absolute_path(dml_spill_dir))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("dml.spill_dir must be an absolute path")));
+		base = dml_spill_dir;
+	}
+	else
+	{
+		base = psprintf("%s/base/%s", DataDir, PG_TEMP_FILES_DIR);
+		/* PostgreSQL makes it on first use; so do we */
+		if (MakePGDirectory(base) < 0 && errno != EEXIST)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not create directory \"%s\": %m", base)));
+	}
+	job->spill_dir = psprintf("%s/%sdml.%d.%u", base, PG_TEMP_FILE_PREFIX, MyProcPid, ++jobs);
+	strlcpy(active_job.spill, job->spill_dir, sizeof(active_job.spill));
 }
 
 static void
@@ -270,6 +312,7 @@ handle_model(JobRun *run, const char *payload, uint32 len)
 {
 	DmlResult	r;
 	int64	   *stale = NULL;
+	double	   *rss;
 	DmlMetrics	met;
 	size_t		slen,
 				mlen;
@@ -278,17 +321,19 @@ handle_model(JobRun *run, const char *payload, uint32 len)
 	if (len < sizeof(r) || run->job->type != DML_JOB_TRAIN)
 		elog(ERROR, "dml: malformed MODEL from rank 0. Please report a bug.");
 	memcpy(&r, payload, sizeof(r));
-	slen = sizeof(int64) * (size_t) Max(r.servers, 0);
+	slen = sizeof(int64) * (size_t) Max(r.servers, 0) + sizeof(double) * (size_t) Max(r.workers, 0);
 	mlen = sizeof(double) * (size_t) r.nmetrics;
-	if (r.servers < 0 || len != sizeof(r) + slen + mlen + r.blob_len + r.stats_len ||
+	if (r.servers < 0 || r.workers < 0 || len != sizeof(r) + slen + mlen + r.blob_len + r.stats_len ||
 		dml_metrics_init(&met, (DmlLoss) r.metrics_loss, r.metrics_k) != DML_OK ||
 		met.nvalues != r.nmetrics)
 		elog(ERROR, "dml: malformed MODEL from rank 0. Please report a bug.");
-	if (slen)
+	if (r.servers > 0)
 	{
-		stale = palloc(slen);
-		memcpy(stale, payload + sizeof(r), slen);
+		stale = palloc(sizeof(int64) * r.servers);
+		memcpy(stale, payload + sizeof(r), sizeof(int64) * r.servers);
 	}
+	rss = palloc(sizeof(double) * (r.workers + 1));
+	memcpy(rss, payload + sizeof(r) + sizeof(int64) * Max(r.servers, 0), sizeof(double) * r.workers);
 	memcpy(met.v, payload + sizeof(r) + slen, mlen);
 	w = palloc(VARHDRSZ + r.blob_len);
 	SET_VARSIZE(w, VARHDRSZ + r.blob_len);
@@ -300,7 +345,7 @@ handle_model(JobRun *run, const char *payload, uint32 len)
 	PG_TRY();
 	{
 		run->result->metrics_json =
-			DmlResultJson(run->job, &r, stale, &met, (unsigned char *) VARDATA(w),
+			DmlResultJson(run->job, &r, stale, rss, &met, (unsigned char *) VARDATA(w),
 						  r.stats_len ? pnstrdup(payload + sizeof(r) + slen + mlen + r.blob_len,
 												 r.stats_len) : NULL);
 	}
@@ -560,6 +605,9 @@ start_job(JobRun *run)
 	else
 		socket_path = psprintf("%s/ctl.sock", active_job.dir);
 	run->job->attempt = run->restarts;
+	/* a restarted job spills again from PostgreSQL, under the same snapshot */
+	if (active_job.spill[0])
+		DmlRemoveJobDir(active_job.spill);
 	active_job.pid = DmlLaunch(run->job, active_job.dir, socket_path);
 	run->state = JOB_LAUNCHED;
 	run->launched = GetCurrentTimestamp();
@@ -982,6 +1030,7 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 
 	active_job.active = true;
 	active_job.dir[0] = '\0';
+	active_job.spill[0] = '\0';
 	active_job.listen_fd = active_job.conn_fd = -1;
 	active_job.pid = 0;
 	active_job.npids = 0;
@@ -994,6 +1043,8 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 		DmlAcquireJobSlots(job->workers + job->servers);
 		dir = DmlMakeJobDir();
 		strlcpy(active_job.dir, dir, sizeof(active_job.dir));
+		if (job->type == DML_JOB_TRAIN)
+			spill_dir_for(job);
 		/* dml_resume: the first launch starts from the kept checkpoint */
 		if (job->type == DML_JOB_TRAIN && DmlResumeCheckpoint != NULL)
 			handle_checkpoint(&run, DmlResumeCheckpoint, DmlResumeCheckpointLen);

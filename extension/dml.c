@@ -7,7 +7,9 @@
  * connects back (dml.mpirun, dml.worker_path, dml.conninfo, dml.hosts) are
  * PGC_SUSET: a role that could set them could run any program as the
  * server's OS user.  The same goes for dml.test_hooks, which lets a caller
- * inject faults and delays into workers.
+ * inject faults and delays into workers.  dml.spill_dir and dml.spill_limit
+ * are PGC_SUSET too: workers write files as the server's OS user wherever
+ * the first points.
  *
  *-------------------------------------------------------------------------
  */
@@ -33,6 +35,8 @@ char	   *dml_device = NULL;
 int			dml_max_restarts = 2;
 int			dml_checkpoint_every = 1;
 bool		dml_test_hooks = false;
+int			dml_worker_memory = 1024 * 1024;	/* kB; _PG_init sets the default */
+int			dml_spill_limit = -1;
 
 void		_PG_init(void);
 
@@ -173,6 +177,38 @@ _PG_init(void)
 							 &dml_test_hooks,
 							 false,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
+
+	/*
+	 * A share of the machine for each rank: an eighth of its memory over
+	 * its cores, between 256 MB and 4 GB
+	 */
+	{
+		double		mem = (double) sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+		int			cores = Max(1, (int) sysconf(_SC_NPROCESSORS_ONLN));
+		double		kb = mem > 0 ? mem / 8 / cores / 1024 : 1024 * 1024;
+
+		dml_worker_memory = (int) Min(Max(kb, 256.0 * 1024), 4.0 * 1024 * 1024);
+	}
+	DefineCustomIntVariable("dml.worker_memory",
+							"Memory each worker rank may hold for its rows, the model and the optimizer's state.",
+							"A slice that does not fit is spilled once to a local file under dml.spill_dir and streamed block by block each epoch.",
+							&dml_worker_memory,
+							dml_worker_memory, (int) (DML_MEMORY_MIN / 1024), INT_MAX,
+							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
+
+	DefineCustomStringVariable("dml.spill_dir",
+							   "Directory under which training jobs spill the rows that do not fit dml.worker_memory; empty means base/pgsql_tmp in the data directory.",
+							   "Each job makes a private directory there and removes it when it ends.",
+							   &dml_spill_dir,
+							   "",
+							   PGC_SUSET, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("dml.spill_limit",
+							"Most spill one training job may write; -1 means no limit.",
+							NULL,
+							&dml_spill_limit,
+							-1, -1, INT_MAX,
+							PGC_SUSET, GUC_UNIT_KB, NULL, NULL, NULL);
 
 	DmlJobsInit();
 	DmlProgressInit();

@@ -30,6 +30,8 @@ extern char *dml_device;
 extern int	dml_max_restarts;
 extern int	dml_checkpoint_every;
 extern bool dml_test_hooks;
+extern int	dml_worker_memory;	/* kB */
+extern int	dml_spill_limit;	/* kB; -1: no limit */
 
 /* exact.c: linear least squares in one pass inside the server */
 struct DmlJob;

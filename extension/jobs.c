@@ -121,7 +121,7 @@ static const Oid train_argtypes[DML_TRAIN_NARGS] = {
 /* settings of the submitting session a job runs with */
 static const char *const carried_settings[] = {
 	"dml.workers", "dml.max_workers", "dml.device", "dml.max_restarts",
-	"dml.checkpoint_every", "dml.checkpoint_seconds", "dml.test_hooks"
+	"dml.checkpoint_every", "dml.checkpoint_seconds", "dml.test_hooks", "dml.worker_memory"
 };
 
 /* what a job's worker is started with (bgw_extra) */

@@ -17,6 +17,7 @@
 #include "catalog/pg_type.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 
@@ -105,6 +106,29 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	INTEGER_OPT("max_restarts", job->max_restarts, 0, 100);
 	INTEGER_OPT("checkpoint_every", job->checkpoint_every, 0, 1000000);
 	INTEGER_OPT("epoch_timeout", job->epoch_timeout, 0, 86400 * 7);
+	INTEGER_OPT("window", job->window, 1, DML_WINDOW_MAX);
+	if (strcmp(key, "memory") == 0)
+	{
+		int			kb;
+
+		if (str == NULL || !parse_int(str, &kb, GUC_UNIT_KB, NULL) ||
+			(int64) kb * 1024 < DML_MEMORY_MIN)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"memory\" must be an amount of memory of at least 8MB, such as \"512MB\"")));
+		job->memory = (int64) kb * 1024;
+		return;
+	}
+	if (strcmp(key, "spill") == 0)
+	{
+		if (str == NULL || (strcmp(str, "float32") != 0 && strcmp(str, "fp16") != 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"spill\" must be \"float32\" or \"fp16\""),
+					 errhint("\"fp16\" halves the spill of inputs that fit a half float (up to 65504 in magnitude, about 3 significant digits).")));
+		job->spill_fp16 = strcmp(str, "fp16") == 0;
+		return;
+	}
 	if (strcmp(key, "schedule") == 0)
 	{
 		int			sched = dml_job_parse(DML_NAMES_SCHEDULE, str);
@@ -224,7 +248,7 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unrecognized option \"%s\"", key),
-			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, shared_memory, rank_deficient, cov, fault and straggler.")));
+			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, shared_memory, rank_deficient, cov, memory, window, spill, fault and straggler.")));
 }
 
 void
@@ -475,6 +499,9 @@ train_read_settings(DmlJob *job, FunctionCallInfo fcinfo, TrainArgs *args)
 	job->tolerance = 1e-8;
 	job->max_restarts = dml_max_restarts;
 	job->checkpoint_every = dml_checkpoint_every;
+	job->memory = (int64) dml_worker_memory * 1024;
+	job->window = DML_WINDOW_DEFAULT;
+	job->spill_limit = dml_spill_limit < 0 ? 0 : (int64) dml_spill_limit * 1024;
 
 	/* features: NIL when NULL (train_columns.c takes the default ones) */
 	args->feature_names = NIL;

@@ -64,6 +64,30 @@ chunk_rows(const Dataset *ds, int64_t *pos, double *Z)
 	return B;
 }
 
+typedef struct ExactScan
+{
+	double	   *R;
+	double	   *Z;
+	int			q;
+	double		n;
+} ExactScan;
+
+/* a spilled block's training rows stacked into R, a chunk at a time */
+static void
+exact_block(const Dataset *v, void *arg)
+{
+	ExactScan  *es = arg;
+	int64_t		pos = 0;
+	int			B;
+
+	while ((B = chunk_rows(v, &pos, es->Z)) > 0)
+	{
+		if (dml_qr_stack(es->R, es->Z, B, es->q) != DML_OK)
+			worker_fail("out of memory in the QR factorization");
+		es->n += B;
+	}
+}
+
 /*
  * One-hot blocks sum to the intercept column, so the system is singular
  * by construction (the dummy-variable trap).  A tiny ridge on those inputs
@@ -266,6 +290,14 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 
 	if (!R || !Z || !penalty || !ds->wide)
 		worker_fail("out of memory for a %d x %d factor", q, q);
+	if (ds->spill)
+	{
+		/* a spilled slice: the same factorization, block by block */
+		ExactScan	es = {R, Z, q, 0};
+
+		stream_scan(ds->spill, 0, exact_block, &es);
+		n = es.n;
+	}
 	while ((B = chunk_rows(ds, &pos, Z)) > 0)
 	{
 		if (dml_qr_stack(R, Z, B, q) != DML_OK)

@@ -15,6 +15,10 @@
  * restarted job starts again from the same initial parameters and gives
  * the same model.
  *
+ * A spilled slice (stream.c) is read block by block at each evaluation,
+ * its training rows gathered into the same chunks of EVAL_ROWS rows in the
+ * same order as in memory, so the sums, and the model, are the same.
+ *
  *-------------------------------------------------------------------------
  */
 #include <math.h>
@@ -48,6 +52,54 @@ typedef struct Objective
 	double		bytes_iter;
 } Objective;
 
+typedef struct LbfgsScan
+{
+	Objective  *ob;
+	float	   *Xb;				/* (EVAL_ROWS, d) */
+	float	   *yb;
+	int			B;
+	double		loss;
+} LbfgsScan;
+
+/* a spilled block's training rows into the chunks of the full gradient */
+static void
+lbfgs_block(const Dataset *v, void *arg)
+{
+	LbfgsScan  *ls = arg;
+
+	for (int64_t i = 0; i < v->n; i++)
+	{
+		if (v->val[i])
+			continue;
+		memcpy(ls->Xb + (size_t) ls->B * v->d, v->X + (size_t) i * v->d, sizeof(float) * v->d);
+		ls->yb[ls->B++] = v->y[i];
+		if (ls->B == EVAL_ROWS)
+		{
+			ls->loss += dml_net_forward_backward(ls->ob->net, &ls->ob->work, ls->ob->fgrad,
+												 ls->Xb, ls->yb, ls->B);
+			ls->B = 0;
+		}
+	}
+}
+
+/* the loss sum and gradient (fgrad) over a spilled slice's training rows */
+static double
+stream_gradient(Objective *ob)
+{
+	LbfgsScan	ls = {ob, malloc(sizeof(float) * EVAL_ROWS * ob->ds->d),
+	malloc(sizeof(float) * EVAL_ROWS), 0, 0};
+
+	if (!ls.Xb || !ls.yb)
+		worker_fail("out of memory");
+	memset(ob->fgrad, 0, sizeof(float) * ob->net->nparams);
+	stream_scan(ob->ds->spill, 0, lbfgs_block, &ls);
+	if (ls.B > 0)
+		ls.loss += dml_net_forward_backward(ob->net, &ob->work, ob->fgrad, ls.Xb, ls.yb, ls.B);
+	free(ls.Xb);
+	free(ls.yb);
+	return ls.loss;
+}
+
 /* f(x) and g (np) at x (np), rank 0's figures on every rank */
 static double
 objective(void *arg, const double *x, double *g)
@@ -58,8 +110,8 @@ objective(void *arg, const double *x, double *g)
 
 	for (size_t i = 0; i < np; i++)
 		net->params[i] = (float) x[i];
-	ob->buf[np] = dml_net_full_gradient(net, &ob->work, ob->fgrad, ob->X, ob->y, ob->nt,
-										EVAL_ROWS);
+	ob->buf[np] = ob->ds->spill ? stream_gradient(ob) :
+		dml_net_full_gradient(net, &ob->work, ob->fgrad, ob->X, ob->y, ob->nt, EVAL_ROWS);
 	for (size_t i = 0; i < np; i++)
 		ob->buf[i] = ob->fgrad[i];
 	comm_allreduce_double(ob->buf, np + 1);
@@ -127,7 +179,9 @@ train_lbfgs(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	train_split_rows(ds, &train_idx, &ntrain, (int **) &ob.val_idx, &ob.nval);
 	ob.net = net;
 	ob.nt = ntrain;
-	if (ob.nval == 0)
+	if (ds->spill)
+		;						/* each evaluation reads the blocks */
+	else if (ob.nval == 0)
 	{
 		ob.X = ds->X;
 		ob.y = ds->y;

@@ -25,6 +25,11 @@
  *
  * A view has no blocks to split: rank 0 reads it and scatters the rows.
  *
+ * Rows are held within the job's memory budget (spec->memory): when a
+ * slice's rows would pass what it leaves for data, what was read so far
+ * goes to a local spill and the rest of the slice passes through a
+ * staging block into it (start_spill, stream.c); a view never spills.
+ *
  *-------------------------------------------------------------------------
  */
 #include <math.h>
@@ -73,11 +78,60 @@ held_out(const Dataset *ds, int64_t i, uint64_t seed, double fraction)
 	return (double) (h >> 11) * (1.0 / 9007199254740992.0) < fraction;
 }
 
+/* held_out, for a spilled slice's blocks (prepare.c) */
+bool
+load_held_out(const Dataset *ds, int64_t i, uint64_t seed, double fraction)
+{
+	return held_out(ds, i, seed, fraction) != 0;
+}
+
 /* bsearch over sorted strings (class labels, one-hot levels) */
 int
 cmp_key(const void *key, const void *elem)
 {
 	return strcmp((const char *) key, *(char *const *) elem);
+}
+
+/* this rank's memory budget while loading (stream.c) */
+static struct
+{
+	int			allowed;		/* the slice may be spilled (not a view read whole) */
+	int64_t		data;			/* bytes the budget leaves for rows */
+	int64_t		row;			/* bytes of one row in memory */
+	int			window;
+} budget;
+
+/*
+ * The rows no longer fit the budget: spill those held so far and keep a
+ * staging block of the spill's block size from now on.  A block is sized
+ * so that the window, the block read ahead, an evaluation pass's two and
+ * a chunk of a step's rows fit what the budget leaves for data.
+ */
+static void
+start_spill(Dataset *ds, const WorkerSpec *spec)
+{
+	int			half = spec->spill_fp16 && !ds->wide;
+	/* a half spill's buffers hold the half floats and their widened copy */
+	int64_t		rows = budget.data / ((budget.window + 4) * (budget.row + (half ? 2 * (int64_t) ds->d : 0)));
+
+	if (rows < 256)
+		rows = 256;
+	if (rows > 1 << 24)
+		rows = 1 << 24;
+	ds->spill = stream_open(spec, ds->d, ds->wide, spec->discover != 0, half, (int) rows);
+	memset(ds->val, 0, ds->n);
+	stream_flush(ds->spill, ds);
+	ds->cap = rows;
+	ds->X = realloc(ds->X, sizeof(float) * ds->cap * ds->d);
+	ds->y = realloc(ds->y, sizeof(float) * ds->cap);
+	ds->val = realloc(ds->val, ds->cap);
+	if (spec->discover)
+		ds->keys = realloc(ds->keys, sizeof(int64_t) * ds->cap);
+	if (ds->wide)
+	{
+		ds->Xd = realloc(ds->Xd, sizeof(double) * ds->cap * ds->d);
+		ds->yd = realloc(ds->yd, sizeof(double) * ds->cap);
+	}
 }
 
 /* room for n more rows (keys too while the labels are being listed) */
@@ -86,9 +140,26 @@ reserve(Dataset *ds, const WorkerSpec *spec, int64_t n)
 {
 	if (ds->n + n <= ds->cap)
 		return;
+	if (ds->spill)
+	{
+		/* the staging block is full: out to the spill */
+		memset(ds->val, 0, ds->n);
+		stream_flush(ds->spill, ds);
+		if (n <= ds->cap)
+			return;
+		worker_fail("%lld rows do not fit a spill block of %lld", (long long) n, (long long) ds->cap);
+	}
+	if (budget.allowed && (ds->n + n) * budget.row > budget.data)
+	{
+		start_spill(ds, spec);
+		reserve(ds, spec, n);
+		return;
+	}
 	ds->cap = ds->n + n;
 	if (n == 1)
 		ds->cap = ds->cap < 4096 ? 4096 : 2 * ds->cap;
+	if (budget.allowed && ds->cap * budget.row > budget.data)
+		ds->cap = budget.data / budget.row;	/* grow no further than the budget */
 	ds->X = realloc(ds->X, sizeof(float) * ds->cap * ds->d);
 	ds->y = realloc(ds->y, sizeof(float) * ds->cap);
 	ds->val = realloc(ds->val, ds->cap);
@@ -500,6 +571,13 @@ label_of_key(const WorkerSpec *spec, int64_t key)
 	return hit ? spec->class_key_index[hit - spec->class_keys] : -1;
 }
 
+/* label_of_key, for a spilled slice's blocks (prepare.c) */
+int
+load_label_of_key(const WorkerSpec *spec, int64_t key)
+{
+	return label_of_key(spec, key);
+}
+
 /*
  * A row's label key.  Listing the labels (spec->discover), the key is kept
  * and added to this rank's sorted set; otherwise it becomes the output
@@ -585,11 +663,16 @@ decode_block(Dataset *ds, const WorkerSpec *spec, const char *p, size_t len)
 		worker_fail("dml.pack_rows block does not match the job (%u rows of %u features)", nrows, nnum);
 	nulls = p + 24 + rowlen * nrows;
 	p += 24;
-	reserve(ds, spec, nrows);
+	if (!budget.allowed)
+		reserve(ds, spec, nrows);
 	for (uint32_t r = 0; r < nrows; r++, p += rowlen)
 	{
-		float	   *x = ds->X + (size_t) ds->n * ds->d;
-		float	   *yv = &ds->y[ds->n];
+		float	   *x;
+		float	   *yv;
+
+		reserve(ds, spec, 1);	/* may spill what came before */
+		x = ds->X + (size_t) ds->n * ds->d;
+		yv = &ds->y[ds->n];
 		uint64_t	u = (uint64_t) le32(p) | (uint64_t) le32(p + 4) << 32;
 		int			target_null = 0;
 
@@ -875,6 +958,11 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	/* dml.num_bytes is a function: beyond its argument limit, one field each */
 	if (packing.nnum > DML_FUNC_MAX_ARGS)
 		packing.nnum = 0;
+	/* a view is read whole by rank 0 and scattered: it never spills */
+	budget.allowed = spec->memory > 0 && !whole;
+	budget.data = stream_data_budget(spec);
+	budget.row = stream_row_cost(spec);
+	budget.window = spec->window > 0 ? spec->window : DML_WINDOW_DEFAULT;
 
 	if (!whole || rank == 0)
 	{
@@ -921,6 +1009,21 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 		PQfinish(conn);
 	}
 	load_shard_slices(ds, spec, rank);
+	if (ds->spill)
+	{
+		/* every row in the spill; the staging block goes */
+		memset(ds->val, 0, ds->n);
+		stream_flush(ds->spill, ds);
+		free(ds->X);
+		free(ds->y);
+		free(ds->val);
+		free(ds->Xd);
+		free(ds->yd);
+		ds->X = ds->y = NULL;
+		ds->Xd = ds->yd = NULL;
+		ds->val = NULL;
+		ds->cap = 0;
+	}
 	if (spec->discover)
 		discover_classes(ds, spec);
 	if (ds->n > 0)

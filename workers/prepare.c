@@ -3,7 +3,8 @@
  * prepare.c
  *	  Global feature preparation: the data checks, the NULL policy, and
  *	  standardization from statistics reduced over every rank (never one
- *	  rank's slice alone).
+ *	  rank's slice alone).  A spilled slice (stream.c) is prepared in one
+ *	  pass over its blocks and standardized as each block is read.
  *
  *-------------------------------------------------------------------------
  */
@@ -51,6 +52,71 @@ row_has_null(const Dataset *ds, int64_t i)
 		if (isnan(x[c]))
 			return 1;
 	return 0;
+}
+
+/* step 3's sums over ds's rows: inputs and target of the training rows, and every row */
+static void
+add_stats(const Dataset *ds, double *stats)
+{
+	int			d = ds->d;
+
+	for (int64_t i = 0; i < ds->n; i++)
+	{
+		const float *x = ds->X + (size_t) i * d;
+
+		stats[3 * d + 3] += 1;
+		if (ds->val[i])
+			continue;
+		/* branch-free, so the compiler vectorizes across columns */
+		for (int c = 0; c < d; c++)
+		{
+			int			ok = !isnan(x[c]);
+			double		v = ok ? x[c] : 0.0;
+
+			stats[c] += v;
+			stats[d + c] += v * v;
+			stats[2 * d + c] += ok;
+		}
+		stats[3 * d] += ds->y[i];
+		stats[3 * d + 1] += (double) ds->y[i] * ds->y[i];
+		stats[3 * d + 2] += 1;
+	}
+}
+
+typedef struct PrepBlock
+{
+	const WorkerSpec *spec;
+	double	   *stats;
+	int			skip;
+} PrepBlock;
+
+/*
+ * One spilled block, raw: label keys to output indices, validation
+ * membership, the NULL policy, the sums; the block keeps its kept rows.
+ */
+static void
+prepare_block(Dataset *v, void *arg)
+{
+	PrepBlock  *pb = arg;
+	const WorkerSpec *spec = pb->spec;
+	unsigned char *keep = malloc(v->n ? v->n : 1);
+
+	if (keep == NULL)
+		worker_fail("out of memory");
+	for (int64_t i = 0; i < v->n; i++)
+	{
+		if (v->keys && !isnan(v->y[i]))
+		{
+			v->y[i] = (float) load_label_of_key(spec, v->keys[i]);
+			if (v->wide)
+				v->yd[i] = v->y[i];
+		}
+		v->val[i] = spec->validation > 0 && load_held_out(v, i, spec->seed, spec->validation);
+		keep[i] = !isnan(v->y[i]) && !(pb->skip && row_has_null(v, i));
+	}
+	compact(v, keep);
+	free(keep);
+	add_stats(v, pb->stats);
 }
 
 /*
@@ -126,7 +192,7 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 	counts[3 * nf] = (double) ds->target_nulls;
 	counts[3 * nf + 1] = (double) ds->target_bad;
 	counts[3 * nf + 2] = (double) ds->unknown_labels;
-	counts[3 * nf + 3] = (double) ds->n;
+	counts[3 * nf + 3] = (double) (ds->spill ? stream_rows(ds->spill) : ds->n);
 	comm_allreduce_double(counts, nc);
 
 	if (counts[3 * nf + 3] == 0)
@@ -159,35 +225,28 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 		worker_user_error("40001|Train again: the table changed while the job started.|"
 						  "%.0f rows carry labels the coordinator did not see", counts[3 * nf + 2]);
 
-	/* 2. the NULL policy: rows without a target always go; skip drops the rest */
-	keep = malloc(ds->n ? ds->n : 1);
-	for (int64_t i = 0; i < ds->n; i++)
-		keep[i] = !isnan(ds->y[i]) && !(skip && row_has_null(ds, i));
-	compact(ds, keep);
-	free(keep);
-
-	/* 3. statistics over the training rows of every rank */
+	/*
+	 * 2. the NULL policy: rows without a target always go; skip drops the
+	 * rest.  3. statistics over the training rows of every rank.  A
+	 * spilled slice does both in one pass over its blocks, which first
+	 * maps listed label keys and holds rows out, as load_slices does in
+	 * memory.
+	 */
 	stats = calloc(3 * (size_t) d + 4, sizeof(double));
-	for (int64_t i = 0; i < ds->n; i++)
+	if (ds->spill)
 	{
-		const float *x = ds->X + (size_t) i * d;
+		PrepBlock	pb = {spec, stats, skip};
 
-		stats[3 * d + 3] += 1;
-		if (ds->val[i])
-			continue;
-		/* branch-free, so the compiler vectorizes across columns */
-		for (int c = 0; c < d; c++)
-		{
-			int			ok = !isnan(x[c]);
-			double		v = ok ? x[c] : 0.0;
-
-			stats[c] += v;
-			stats[d + c] += v * v;
-			stats[2 * d + c] += ok;
-		}
-		stats[3 * d] += ds->y[i];
-		stats[3 * d + 1] += (double) ds->y[i] * ds->y[i];
-		stats[3 * d + 2] += 1;
+		stream_rewrite(ds->spill, prepare_block, &pb);
+	}
+	else
+	{
+		keep = malloc(ds->n ? ds->n : 1);
+		for (int64_t i = 0; i < ds->n; i++)
+			keep[i] = !isnan(ds->y[i]) && !(skip && row_has_null(ds, i));
+		compact(ds, keep);
+		free(keep);
+		add_stats(ds, stats);
 	}
 	comm_allreduce_double(stats, 3 * (size_t) d + 4);
 	total = stats[3 * d + 3];
@@ -240,7 +299,25 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 		model->out_scale[0] = sd > 1e-12 ? (float) sd : 1.0f;
 	}
 
-	/* 5. impute, then standardize in place; float64 rows stay raw (the QR needs no scaling) */
+	/*
+	 * 5. impute, then standardize in place; float64 rows stay raw (the QR
+	 * needs no scaling).  A spilled slice is standardized as each block is
+	 * read, by the same operations.
+	 */
+	if (ds->spill)
+	{
+		double	   *impute = NULL;
+
+		if (ds->wide)
+		{
+			impute = malloc(sizeof(double) * (d ? d : 1));
+			if (impute == NULL)
+				worker_fail("out of memory");
+			for (int c = 0; c < d; c++)
+				impute[c] = stats[2 * d + c] > 0 ? stats[c] / stats[2 * d + c] : 0;
+		}
+		stream_set_transform(ds->spill, model, impute, spec->loss == DML_LOSS_MSE);
+	}
 	for (int64_t i = 0; i < ds->n; i++)
 	{
 		if (ds->wide)

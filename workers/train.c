@@ -13,7 +13,10 @@
  * training is full-batch gradient descent and gives the same model for
  * any number of ranks (up to float rounding).
  *
- * Data stay in memory: the slice is read once and iterated over.
+ * Data stay in memory: the slice is read once and iterated over.  A slice
+ * that did not fit the memory budget was spilled (stream.c): its epochs
+ * draw rows from a window of blocks in a new order each epoch, and a step
+ * larger than a block computes its gradient in chunks of a block.
  *
  *-------------------------------------------------------------------------
  */
@@ -30,10 +33,33 @@
 
 
 
+/*
+ * A spilled slice's rows have no indices: its lists hold one of these
+ * instead, and their counts are the blocks' (train_evaluate streams them).
+ */
+#define STREAM_TRAIN_ROWS	(-1)
+#define STREAM_VAL_ROWS		(-2)
+
 /* indices of the training and validation rows */
 void
 train_split_rows(const Dataset *ds, int **train, int *ntrain, int **val, int *nval)
 {
+	if (ds->spill)
+	{
+		int64_t		nt,
+					nv;
+
+		stream_counts(ds->spill, &nt, &nv);
+		*train = malloc(sizeof(int));
+		*val = malloc(sizeof(int));
+		if (!*train || !*val)
+			worker_fail("out of memory");
+		(*train)[0] = STREAM_TRAIN_ROWS;
+		(*val)[0] = STREAM_VAL_ROWS;
+		*ntrain = (int) nt;
+		*nval = (int) nv;
+		return;
+	}
 	*train = malloc(sizeof(int) * (ds->n ? ds->n : 1));
 	*val = malloc(sizeof(int) * (ds->n ? ds->n : 1));
 	*ntrain = *nval = 0;
@@ -57,6 +83,58 @@ gather(const Dataset *ds, const int *idx, int B, float *Xb, float *yb)
 	}
 }
 
+/* one batch of the metrics: the model's outputs, in the target's own units */
+static void
+eval_batch(const DmlModel *m, DmlWork *work, float *Xb, float *yb, int B, float *out,
+		   DmlMetrics *met)
+{
+	const DmlNet *net = &m->net;
+	int			K = net->sizes[net->nlayers];
+	const float *logits = dml_net_forward(net, work, Xb, B);
+
+	memcpy(out, logits, sizeof(float) * B * K);
+	dml_net_output(net, out, B);
+	if (net->loss == DML_LOSS_MSE)
+		for (int b = 0; b < B; b++)
+		{
+			out[(size_t) b * K] = out[(size_t) b * K] * m->out_scale[0] + m->out_mean[0];
+			yb[b] = yb[b] * m->out_scale[0] + m->out_mean[0];
+		}
+	dml_metrics_add(met, out, yb, B);
+}
+
+typedef struct EvalScan
+{
+	const DmlModel *m;
+	DmlWork    *work;
+	DmlMetrics *met;
+	int			want_val;
+	int			B;
+	float	   *Xb,
+			   *yb,
+			   *out;
+} EvalScan;
+
+/* a spilled block's held-out (or training) rows into the evaluation batches */
+static void
+eval_block(const Dataset *v, void *arg)
+{
+	EvalScan   *es = arg;
+
+	for (int64_t i = 0; i < v->n; i++)
+	{
+		if ((v->val[i] != 0) != es->want_val)
+			continue;
+		memcpy(es->Xb + (size_t) es->B * v->d, v->X + (size_t) i * v->d, sizeof(float) * v->d);
+		es->yb[es->B++] = v->y[i];
+		if (es->B == EVAL_ROWS)
+		{
+			eval_batch(es->m, es->work, es->Xb, es->yb, es->B, es->out, es->met);
+			es->B = 0;
+		}
+	}
+}
+
 /*
  * Metrics of the model over rows idx on every rank (reduced), in the
  * target's own units.
@@ -72,23 +150,23 @@ train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds, const int *i
 	float	   *out = malloc(sizeof(float) * EVAL_ROWS * K);
 
 	dml_metrics_reset(met);
-	for (int lo = 0; lo < n; lo += EVAL_ROWS)
+	if (ds->spill)
 	{
-		int			B = n - lo < EVAL_ROWS ? n - lo : EVAL_ROWS;
-		const float *logits;
+		EvalScan	es = {m, work, met, idx[0] == STREAM_VAL_ROWS, 0, Xb, yb, out};
 
-		gather(ds, idx + lo, B, Xb, yb);
-		logits = dml_net_forward(net, work, Xb, B);
-		memcpy(out, logits, sizeof(float) * B * K);
-		dml_net_output(net, out, B);
-		if (net->loss == DML_LOSS_MSE)
-			for (int b = 0; b < B; b++)
-			{
-				out[(size_t) b * K] = out[(size_t) b * K] * m->out_scale[0] + m->out_mean[0];
-				yb[b] = yb[b] * m->out_scale[0] + m->out_mean[0];
-			}
-		dml_metrics_add(met, out, yb, B);
+		if (n > 0)
+			stream_scan(ds->spill, 0, eval_block, &es);
+		if (es.B > 0)
+			eval_batch(m, work, Xb, yb, es.B, out, met);
 	}
+	else
+		for (int lo = 0; lo < n; lo += EVAL_ROWS)
+		{
+			int			B = n - lo < EVAL_ROWS ? n - lo : EVAL_ROWS;
+
+			gather(ds, idx + lo, B, Xb, yb);
+			eval_batch(m, work, Xb, yb, B, out, met);
+		}
 	comm_allreduce_double(met->v, met->nvalues);
 	free(Xb);
 	free(yb);
@@ -495,15 +573,25 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	bool		step_budget = spec->max_seconds > 0 &&
 		(spec->sync == DML_SYNC_ALLREDUCE || spec->sync == DML_SYNC_AVERAGE ||
 		 spec->sync == DML_SYNC_GOSSIP);
+	/* a spilled slice: each epoch's rows from the stream, a step in chunks */
+	StreamEpoch *se = NULL;
+	int			chunk;
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 	train_plan_steps(&plan, ntrain, spec->batch_size);
 	b = train_step_rows(&plan, worker_rank);
-	if (dml_work_alloc(&work, net, b > EVAL_ROWS ? b : EVAL_ROWS) != DML_OK)
-		worker_fail("out of memory for activations of %d rows", b);
+	chunk = b;
+	if (ds->spill)
+	{
+		se = stream_epoch_new(ds->spill, spec->window);
+		if (chunk > stream_block_rows(ds->spill))
+			chunk = stream_block_rows(ds->spill);
+	}
+	if (dml_work_alloc(&work, net, chunk > EVAL_ROWS ? chunk : EVAL_ROWS) != DML_OK)
+		worker_fail("out of memory for activations of %d rows", chunk);
 	work.class_weight = ds->class_weight;
-	Xb = malloc(sizeof(float) * (size_t) (b ? b : 1) * ds->d);
-	yb = malloc(sizeof(float) * (b ? b : 1));
+	Xb = malloc(sizeof(float) * (size_t) (chunk ? chunk : 1) * ds->d);
+	yb = malloc(sizeof(float) * (chunk ? chunk : 1));
 	if (!grads || !Xb || !yb)
 		worker_fail("out of memory");
 	for (int r = 0; r < worker_world; r++)
@@ -521,7 +609,8 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	opt.t = 0;
 	if (spec->resume)
 		first_epoch = train_resume(spec, m, &opt) + 1;
-	for (int e = 1; e < first_epoch; e++)
+	/* in memory each epoch shuffles the last one's order; a stream's orders stand alone */
+	for (int e = 1; e < first_epoch && se == NULL; e++)
 		train_shuffle(&rng, train_idx, ntrain, spec->seed, e);
 	sync_init(&sy, spec, np);
 	sync_start(&sy, net->params, &opt, all_rows);
@@ -543,7 +632,10 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		float	   *own = net->params;
 
 		maybe_inject_fault(spec, epoch, NULL);
-		train_shuffle(&rng, train_idx, ntrain, spec->seed, epoch);
+		if (se)
+			stream_epoch_begin(se, spec->seed, epoch);
+		else
+			train_shuffle(&rng, train_idx, ntrain, spec->seed, epoch);
 
 		for (int s = 0; async ? !sy.epoch_done : s < plan.steps; s++)
 		{
@@ -552,7 +644,24 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 
 			if (B < 0)
 				B = 0;
-			if (B > 0)
+			if (B > 0 && se)
+			{
+				float		scale = sync_grad_scale(&sy, B, total);
+
+				for (int done = 0; done < B;)
+				{
+					int			c = B - done < chunk ? B - done : chunk;
+
+					if (stream_epoch_take(se, c, Xb, yb) != c)
+						worker_fail("the spill gave fewer rows than its blocks hold");
+					sums[0] += done == 0 ?
+						dml_net_gradient(net, &work, grads, Xb, yb, c, scale) :
+						dml_net_forward_backward_scaled(net, &work, grads, Xb, yb, c, scale);
+					done += c;
+				}
+				sums[1] += B;
+			}
+			else if (B > 0)
 			{
 				gather(ds, train_idx + pos, B, Xb, yb);
 				sums[0] += dml_net_gradient(net, &work, grads, Xb, yb, B,
@@ -563,7 +672,11 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 				memset(grads, 0, sizeof(float) * np);
 			pos += B;
 			if (async && pos >= ntrain)
+			{
 				pos = 0;
+				if (se)
+					stream_epoch_begin(se, spec->seed, epoch);	/* around again */
+			}
 			straggler_step(&straggler);
 			if (step_budget && s < plan.steps - 1 && train_out_of_time(spec, start))
 				train_note_out_of_time(spec, res, epoch, s + 1);
@@ -599,6 +712,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	train_log_finish(&log, res);
 	sync_facts(res, &sy);
 	sync_free(&sy);
+	stream_epoch_free(se);
 	dml_work_free(&work);
 	free(grads);
 	free(Xb);
@@ -658,6 +772,21 @@ final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Train
 	out->load_seconds = ds->load_seconds;
 	out->bytes_sent = comm_job_bytes();
 	out->consensus = res->has_sync ? res->consensus : NAN;
+	{
+		/* the memory the ranks held, and what they spilled */
+		double		sums[4] = {ds->spill ? 1 : 0, ds->spill ? (double) stream_bytes(ds->spill) : 0, 0, 0};
+
+		if (ds->spill)
+			stream_read_figures(ds->spill, &sums[2], &sums[3]);
+		comm_allreduce_double(sums, 4);
+		out->streamed = (int32_t) sums[0];
+		out->spill_bytes = sums[1];
+		out->spill_read_bytes = sums[2];
+		out->spill_read_seconds = sums[3];
+		out->memory = (double) spec->memory;
+		out->window = spec->window;
+		out->spill_fp16 = spec->spill_fp16 && !ds->wide;
+	}
 	dml_work_free(&work);
 	free(train_idx);
 	free(val_idx);

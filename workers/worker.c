@@ -138,7 +138,7 @@ static void
 send_model(DmlResult *r, const TrainResult *res, const DmlMetrics *met, int gpu, double seconds)
 {
 	size_t		blen = dml_model_serialized_size(&res->model);
-	size_t		slen = sizeof(int64_t) * r->servers;
+	size_t		slen = sizeof(int64_t) * r->servers + sizeof(double) * r->workers;
 	size_t		mlen = sizeof(double) * met->nvalues;
 	size_t		tlen = res->statistics_json ? strlen(res->statistics_json) : 0;
 	size_t		len = sizeof(*r) + slen + mlen + blen + tlen;
@@ -151,8 +151,10 @@ send_model(DmlResult *r, const TrainResult *res, const DmlMetrics *met, int gpu,
 	r->blob_len = (uint32_t) blen;
 	r->stats_len = (uint32_t) tlen;
 	memcpy(msg, r, sizeof(*r));
-	if (slen)
-		memcpy(msg + sizeof(*r), res->server_stale, slen);
+	if (r->servers)
+		memcpy(msg + sizeof(*r), res->server_stale, sizeof(int64_t) * r->servers);
+	memcpy(msg + sizeof(*r) + sizeof(int64_t) * r->servers, res->peak_rss,
+		   sizeof(double) * r->workers);
 	memcpy(msg + sizeof(*r) + slen, met->v, mlen);
 	dml_model_serialize(&res->model, msg + sizeof(*r) + slen + mlen);
 	if (tlen)
@@ -242,6 +244,31 @@ main(int argc, char **argv)
 
 	memset(&res, 0, sizeof(res));
 	prepare_data(&ds, &spec, &res.model);
+	{
+		/*
+		 * A spilled slice streams through the exact least-squares solver,
+		 * L-BFGS and the CPU loop; the GPU loop and Newton's method hold
+		 * their rows in memory.  Every rank learns whether any spilled.
+		 */
+		double		spilled = ds.spill != NULL;
+
+		comm_allreduce_double(&spilled, 1);
+		if (spilled > 0 && spec.optimizer == DML_JOB_OPT_NEWTON)
+			worker_user_error("0A000|Give the job more memory (dml.worker_memory, options \"memory\"), or use an iterative optimizer such as adam.|"
+							  "the %s solver needs its rows in memory, and a worker's slice does not fit %lld MB",
+							  dml_job_name(DML_NAMES_OPTIMIZER, spec.optimizer),
+							  (long long) (spec.memory >> 20));
+		if (spilled > 0 && gpu >= 0)
+		{
+			gpu = -1;
+			if (worker_rank == 0)
+			{
+				const char *line = "a worker's slice does not fit its memory: training streams it on the CPU";
+
+				control_send(DML_MSG_LOG, line, strlen(line), NULL, 0);
+			}
+		}
+	}
 	if (spec.optimizer == DML_JOB_OPT_EXACT)
 		train_exact(&ds, &spec, &res);
 	else if (spec.optimizer == DML_JOB_OPT_NEWTON)
@@ -260,6 +287,12 @@ main(int argc, char **argv)
 		DmlMetrics	met;
 
 		final_result(&ds, &spec, &res.model, &res, &r, &met);
+		/* every data rank's peak resident set, measured by the kernel */
+		res.peak_rss = calloc(worker_world, sizeof(double));
+		if (res.peak_rss == NULL)
+			worker_fail("out of memory");
+		res.peak_rss[worker_rank] = stream_peak_rss();
+		comm_allreduce_double(res.peak_rss, worker_world);
 		if (worker_rank == 0)
 			send_model(&r, &res, &met, gpu >= 0, dml_clock_seconds() - t0);
 		dml_metrics_free(&met);

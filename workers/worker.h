@@ -92,6 +92,11 @@ typedef struct WorkerSpec
 	int			shared_memory;	/* allreduce may go through shared memory */
 	int			resume;			/* start from the checkpoint (rank 0 holds it) */
 	int			attempt;		/* 0 first launch, n after n restarts */
+	int64_t		memory;			/* bytes this rank may hold for data and model */
+	int			window;			/* blocks a streamed epoch mixes rows across */
+	char	   *spill_dir;		/* the job's spill directory */
+	int64_t		spill_limit;	/* bytes of spill for the job; 0: no limit */
+	int			spill_fp16;		/* spill float32 inputs as half floats */
 	int			checkpoint_last;	/* also checkpoint the last epoch (dml_tune's halving) */
 
 	int			classification;
@@ -169,9 +174,39 @@ typedef struct Dataset
 	int64_t    *seen;			/* distinct keys of this rank, sorted */
 	int			nseen;
 	int			seen_overflow;	/* more than spec->discover of them */
+	/* the slice did not fit spec->memory: its rows are in this spill (stream.c) */
+	struct Spill *spill;
 } Dataset;
 
 extern void load_slices(Dataset *ds, WorkerSpec *spec, int rank);
+extern bool load_held_out(const Dataset *ds, int64_t i, uint64_t seed, double fraction);
+extern int	load_label_of_key(const WorkerSpec *spec, int64_t key);
+
+/* ---------------------------------------------------------------------
+ * Slices larger than the memory budget, spilled and streamed (stream.c)
+ * --------------------------------------------------------------------- */
+
+typedef struct Spill Spill;
+typedef struct StreamEpoch StreamEpoch;
+
+extern int64_t stream_data_budget(const WorkerSpec *spec);
+extern int64_t stream_row_cost(const WorkerSpec *spec);
+extern double stream_peak_rss(void);
+extern Spill *stream_open(const WorkerSpec *spec, int d, int wide, int keys, int half, int rows);
+extern void stream_flush(Spill *sp, Dataset *ds);
+extern int64_t stream_rows(const Spill *sp);
+extern int64_t stream_bytes(const Spill *sp);
+extern int	stream_block_rows(const Spill *sp);
+extern void stream_read_figures(const Spill *sp, double *bytes, double *seconds);
+extern void stream_counts(const Spill *sp, int64_t *ntrain, int64_t *nval);
+extern void stream_rewrite(Spill *sp, void (*fn) (Dataset *view, void *arg), void *arg);
+extern void stream_set_transform(Spill *sp, const DmlModel *m, const double *impute,
+								 int standardize_y);
+extern void stream_scan(Spill *sp, int raw, void (*fn) (const Dataset *view, void *arg), void *arg);
+extern StreamEpoch *stream_epoch_new(Spill *sp, int window);
+extern void stream_epoch_begin(StreamEpoch *e, uint64_t seed, int epoch);
+extern int	stream_epoch_take(StreamEpoch *e, int B, float *Xb, float *yb);
+extern void stream_epoch_free(StreamEpoch *e);
 extern void load_copy_plain(void *pgconn, Dataset *ds, const WorkerSpec *spec, const char *query);
 
 /* shard_read.c: this rank's slices of shards, each from its own server */
@@ -229,6 +264,7 @@ typedef struct TrainResult
 	double		consensus;		/* gossip; NaN otherwise */
 	int			servers;
 	int64_t    *server_stale;	/* (servers) the most staleness each saw */
+	double	   *peak_rss;		/* (data ranks) rank 0: each one's peak resident set */
 } TrainResult;
 
 /* the optimizer settings of spec for a step at learning rate lr */

@@ -1,0 +1,258 @@
+#!/bin/bash
+# stream.sh: data larger than memory (issue 18).  A table at least 8 times
+# a worker's memory budget trains streamed, with every rank's peak RSS
+# within the budget plus 64 MB and the accuracy of the in-memory run (an
+# fp16 spill too, with fewer bytes); the exact solver, full-batch gradient
+# descent and L-BFGS give the in-memory model to 1e-6; every sync mode,
+# validation, a restart from a checkpoint, an MLP with listed labels,
+# softmax on text labels with a one-hot feature (the COPY path) and a
+# background job stream; Newton refuses clearly; the job's spill directory
+# is gone after success, error, cancel and a killed worker; an unwritable or
+# full spill directory, a spill past dml.spill_limit and an fp16 spill of a
+# value past its range are clear errors; an ordinary role can neither point
+# the spill anywhere nor raise the limit.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source regress/pgcluster.sh
+source regress/tap.sh
+
+SPILL=$PGC_DIR/data/base/pgsql_tmp
+FULL=$T/stream-full
+LOCKED=$T/stream-locked
+cleanup() {
+	mountpoint -q "$FULL" 2>/dev/null && umount "$FULL"
+	rm -rf "$FULL" "$LOCKED"
+}
+trap cleanup EXIT
+
+q() { pgc_psql -t -A "$@"; }
+qa() { pgc_psql -t -A -U st_alice "$@"; }
+spill_dirs() { ls -d "$SPILL"/pgsql_tmpdml.* 2>/dev/null | wc -l; }
+meta() { q -c "SELECT $2 FROM dml.models WHERE name = '$1' ORDER BY version DESC LIMIT 1"; }
+
+pgc_psql -c "SET client_min_messages = warning" -c "DROP ROLE IF EXISTS st_alice" \
+	-c "CREATE ROLE st_alice LOGIN" -c "GRANT USAGE ON SCHEMA dml TO st_alice" >/dev/null
+pgc_allow_role st_alice
+
+# ---------------------------------------------------------------------
+# The table: 800,000 rows of 20 float8 features and a 0/1 label, 67 MB as
+# float32 rows, over 8 times a budget of 8 MB
+# ---------------------------------------------------------------------
+pgc_psql -c "SELECT setseed(0.18)" -c "DROP TABLE IF EXISTS st_big" \
+	-c "CREATE TABLE st_big AS SELECT *, (x1 + 2 * x2 - x3 + 0.5 * x4 - x5 + 0.3 * (random() - 0.5) > 0)::int AS y
+		FROM (SELECT $(for i in $(seq 1 20); do printf 'random() - 0.5 AS x%d, ' $i; done) i AS id
+			  FROM generate_series(1, 800000) i) s" \
+	-c "GRANT SELECT ON st_big TO st_alice" >/dev/null
+pgc_psql -c "VACUUM ANALYZE st_big" >/dev/null
+FEATS="'{$(seq -s, -f 'x%g' 1 20)}'"
+rows=$(q -c "SELECT count(*) FROM st_big")
+budget=$((8 * 1024 * 1024))
+check "the table is at least 8 times the budget as float32 rows ($rows rows, $((rows * 21 * 4)) bytes)" \
+	'[ $((rows * 21 * 4)) -ge $((8 * budget)) ]'
+
+train_big() {	# name memory [more arguments]
+	qa -c "SELECT model_id FROM dml_train('$1', 'st_big', 'y', features => $FEATS, model => 'logistic',
+		optimizer => 'adam', learning_rate => 0.01, epochs => 2, batch_size => 512, workers => 2, seed => 7,
+		options => '{\"memory\": \"$2\", \"window\": 4, \"in_server\": false}'${3:+, $3})" 2>&1
+}
+out=$(train_big st_mem 1GB)
+check "in memory: trains as an ordinary role" 'grep -qE "^[0-9]+$" <<<"$out"'
+check "in memory: nothing streamed" '[ "$(meta st_mem "metrics->>'"'"'streamed'"'"'")" = 0 ]'
+out=$(train_big st_streamed 8MB)
+check "streamed: trains as an ordinary role ($(tail -1 <<<"$out"))" 'grep -qE "^[0-9]+$" <<<"$out"'
+check "streamed: both ranks spilled" '[ "$(meta st_streamed "metrics->>'"'"'streamed'"'"'")" = 2 ]'
+peaks=$(meta st_streamed "metrics->'peak_rss'")
+over=$(meta st_streamed "(SELECT count(*) FROM jsonb_array_elements_text(metrics->'peak_rss') p
+	WHERE p::float8 > $budget + 64 * 1024 * 1024)")
+nrss=$(meta st_streamed "jsonb_array_length(metrics->'peak_rss')")
+check "streamed: every rank's peak RSS is within the budget + 64 MB ($peaks)" '[ "$nrss" = 2 ] && [ "$over" = 0 ]'
+a_mem=$(meta st_mem "metrics->>'accuracy'")
+a_str=$(meta st_streamed "metrics->>'accuracy'")
+check "streamed: accuracy $a_str within 0.5 points of in memory ($a_mem)" \
+	'[ "$(echo "d = ($a_str - $a_mem) * 100; if (d < 0) d = -d; d <= 0.5" | bc -l)" = 1 ]'
+check "streamed: the spill directory is gone after success" '[ "$(spill_dirs)" = 0 ]'
+
+# an fp16 spill: half the bytes of the inputs, the same accuracy
+qa -c "SELECT model_id FROM dml_train('st_half', 'st_big', 'y', features => $FEATS, model => 'logistic',
+	optimizer => 'adam', learning_rate => 0.01, epochs => 2, batch_size => 512, workers => 2, seed => 7,
+	options => '{\"memory\": \"8MB\", \"window\": 4, \"spill\": \"fp16\", \"in_server\": false}')" >/dev/null 2>&1
+b32=$(meta st_streamed "metrics->>'spill_bytes'")
+b16=$(meta st_half "metrics->>'spill_bytes'")
+a16=$(meta st_half "metrics->>'accuracy'")
+check "fp16 spill: said so, $b16 bytes against $b32 in float32" \
+	'[ "$(meta st_half "metrics->>'"'"'spill_format'"'"'")" = fp16 ] && [ -n "$b16" ] && [ $((b16 * 10)) -lt $((b32 * 7)) ]'
+check "fp16 spill: accuracy $a16 within 0.5 points of in memory ($a_mem)" \
+	'[ "$(echo "d = (${a16:-0} - $a_mem) * 100; if (d < 0) d = -d; d <= 0.5" | bc -l)" = 1 ]'
+
+# validation rows and early stopping streamed: the same held-out rows as in memory
+out=$(train_big st_val_mem 1GB "validation => 0.2, patience => 5")
+out2=$(train_big st_val_str 8MB "validation => 0.2, patience => 5")
+v1=$(meta st_val_mem "metrics->>'validation_rows'")
+v2=$(meta st_val_str "metrics->>'validation_rows'")
+check "validation: the same $v1 rows held out streamed ($v2)" '[ -n "$v1" ] && [ "$v1" = "$v2" ]'
+check "validation: evaluated on them" '[ "$(meta st_val_str "metrics->>'"'"'evaluated_on'"'"'")" = validation ]'
+
+# ---------------------------------------------------------------------
+# Exact least squares streamed equals in memory to 1e-6
+# ---------------------------------------------------------------------
+pgc_psql -c "SELECT setseed(0.5)" -c "DROP TABLE IF EXISTS st_lin" \
+	-c "CREATE TABLE st_lin AS SELECT *, 3 * a - 0.25 * b + 7 * c + d + 0.1 * random() AS y
+		FROM (SELECT random() AS a, random() * 10 AS b, random() - 0.5 AS c, random() AS d
+			  FROM generate_series(1, 400000)) s" \
+	-c "GRANT SELECT ON st_lin TO st_alice" >/dev/null
+for mem in 1GB 8MB; do
+	qa -c "SELECT model_id FROM dml_train('st_lin_$mem', 'st_lin', 'y', model => 'linear', optimizer => 'exact',
+		workers => 2, options => '{\"memory\": \"$mem\", \"in_server\": false}')" >/dev/null 2>$T/st-lin.err
+done
+check "exact: the 8MB run streamed" '[ "$(meta st_lin_8MB "metrics->>'"'"'streamed'"'"'")" -ge 1 ]'
+diff=$(q -c "SELECT max(abs(dml_predict('st_lin_1GB', l) - dml_predict('st_lin_8MB', l)) / (1 + abs(dml_predict('st_lin_1GB', l))))
+	FROM (SELECT * FROM st_lin LIMIT 2000) l")
+close=$(q -c "SELECT $diff < 1e-6")
+check "exact: streamed predictions equal in-memory ones to 1e-6 (largest difference $diff)" '[ "$close" = t ]'
+
+# full-batch gradient descent: a step larger than a block computes in chunks
+for mem in 1GB 8MB; do
+	qa -c "SELECT model_id FROM dml_train('st_fb_$mem', 'st_lin', 'y', model => 'linear', optimizer => 'sgd',
+		learning_rate => 0.1, batch_size => 1000000, epochs => 10, workers => 2,
+		options => '{\"memory\": \"$mem\", \"in_server\": false}')" >/dev/null 2>>$T/st-lin.err
+done
+diff=$(q -c "SELECT max(abs(dml_predict('st_fb_1GB', l) - dml_predict('st_fb_8MB', l)) / (1 + abs(dml_predict('st_fb_1GB', l))))
+	FROM (SELECT * FROM st_lin LIMIT 2000) l")
+close=$(q -c "SELECT $diff < 1e-6")
+check "full batch: streamed ($(meta st_fb_8MB "metrics->>'streamed'") ranks) equals in memory to 1e-6 (largest difference $diff)" \
+	'[ "$(meta st_fb_8MB "metrics->>'"'"'streamed'"'"'")" -ge 1 ] && [ "$close" = t ]'
+
+# L-BFGS reads the blocks at each evaluation, in the in-memory chunks
+for mem in 1GB 8MB; do
+	qa -c "SELECT model_id FROM dml_train('st_lb_$mem', 'st_big', 'y', features => $FEATS, model => 'logistic',
+		optimizer => 'lbfgs', epochs => 15, workers => 2, validation => 0.1,
+		options => '{\"memory\": \"$mem\", \"in_server\": false}')" >/dev/null 2>>$T/st-lin.err
+done
+diff=$(q -c "SELECT max(abs(dml_predict('st_lb_1GB', b) - dml_predict('st_lb_8MB', b)))
+	FROM (SELECT * FROM st_big LIMIT 2000) b")
+close=$(q -c "SELECT $diff < 1e-6")
+check "L-BFGS: streamed ($(meta st_lb_8MB "metrics->>'streamed'") ranks) equals in memory to 1e-6 (largest difference $diff)" \
+	'[ "$(meta st_lb_8MB "metrics->>'"'"'streamed'"'"'")" = 2 ] && [ "$close" = t ]'
+
+# ---------------------------------------------------------------------
+# Every sync mode, an MLP with listed labels, a background job
+# ---------------------------------------------------------------------
+pgc_psql -c "DROP TABLE IF EXISTS st_mid" \
+	-c "CREATE TABLE st_mid AS SELECT * FROM st_big WHERE id <= 200000" \
+	-c "GRANT SELECT ON st_mid TO st_alice" >/dev/null
+for s in "ps servers => 1" "ssp servers => 1, staleness => 1" "async servers => 1" "gossip" "average average_every => 2"; do
+	mode=${s%% *}
+	args=${s#"$mode"}
+	out=$(qa -c "SELECT model_id FROM dml_train('st_sync_$mode', 'st_mid', 'y', features => $FEATS, model => 'logistic',
+		optimizer => 'sgd', learning_rate => 0.1, epochs => 2, batch_size => 256, workers => 2, sync => '$mode'
+		${args:+, ${args# }}, options => '{\"memory\": \"8MB\"}')" 2>&1)
+	acc=$(meta "st_sync_$mode" "metrics->>'accuracy'")
+	check "sync $mode: streamed ($(meta "st_sync_$mode" "metrics->>'streamed'") ranks), accuracy $acc" \
+		'[ "$(meta "st_sync_$mode" "metrics->>'"'"'streamed'"'"'")" -ge 1 ] && [ "$(echo "${acc:-0} > 0.8" | bc -l)" = 1 ]'
+done
+out=$(qa -c "SELECT model_id FROM dml_train('st_mlp', 'st_mid', 'y', features => $FEATS, model => 'mlp', hidden => '{16}',
+	optimizer => 'adam', epochs => 2, batch_size => 256, workers => 2, options => '{\"memory\": \"8MB\"}')" 2>&1)
+check "mlp with labels listed while loading: streamed, accuracy $(meta st_mlp "metrics->>'accuracy'")" \
+	'[ "$(meta st_mlp "metrics->>'"'"'streamed'"'"'")" -ge 1 ] && [ "$(echo "$(meta st_mlp "metrics->>'"'"'accuracy'"'"'") > 0.8" | bc -l)" = 1 ]'
+# text labels and a one-hot feature: the COPY path spills too
+pgc_psql -c "DROP TABLE IF EXISTS st_text" \
+	-c "CREATE TABLE st_text AS SELECT $(seq -s, -f 'x%g' 1 20),
+		CASE WHEN x1 + x2 > 0.3 THEN 'high' WHEN x1 + x2 < -0.3 THEN 'low' ELSE 'mid' END AS band,
+		(ARRAY['red', 'green', 'blue'])[1 + id % 3] AS colour FROM st_mid" \
+	-c "GRANT SELECT ON st_text TO st_alice" >/dev/null
+for mem in 1GB 8MB; do
+	qa -c "SELECT model_id FROM dml_train('st_text_$mem', 'st_text', 'band', features => '{$(seq -s, -f 'x%g' 1 20),colour}',
+		model => 'softmax', optimizer => 'adam', learning_rate => 0.01, epochs => 2, batch_size => 256, workers => 2,
+		options => '{\"memory\": \"$mem\"}')" >/dev/null 2>>$T/st-lin.err
+done
+t1=$(meta st_text_1GB "metrics->>'accuracy'")
+t2=$(meta st_text_8MB "metrics->>'accuracy'")
+check "softmax on text labels with a one-hot feature: streamed ($(meta st_text_8MB "metrics->>'streamed'") ranks, load $(meta st_text_8MB "metrics->>'load'")), accuracy $t2 against $t1 in memory" \
+	'[ "$(meta st_text_8MB "metrics->>'"'"'streamed'"'"'")" = 2 ] && [ "$(echo "d = (${t2:-0} - ${t1:-1}) * 100; if (d < 0) d = -d; d <= 1" | bc -l)" = 1 ]'
+out=$(qa -c "SELECT model_id FROM dml_train('st_newton', 'st_mid', 'y', features => $FEATS, model => 'logistic',
+	optimizer => 'newton', workers => 2, options => '{\"memory\": \"8MB\", \"in_server\": false}')" 2>&1)
+check "newton streamed: a clear error ($(grep ERROR <<<"$out"))" 'grep -q "needs its rows in memory" <<<"$out"'
+check "the spill directory is gone after the error" '[ "$(spill_dirs)" = 0 ]'
+
+id=$(qa -c "SELECT dml_train_async('st_async', 'st_mid', 'y', features => $FEATS, model => 'logistic',
+	optimizer => 'adam', epochs => 2, batch_size => 256, workers => 2, options => '{\"memory\": \"8MB\"}')")
+wait_until 300 '[ "$(q -c "SELECT state FROM dml.jobs WHERE id = $id")" = succeeded ]'
+check "background job: succeeded streamed" \
+	'[ "$(q -c "SELECT state FROM dml.jobs WHERE id = $id")" = succeeded ] && [ "$(meta st_async "metrics->>'"'"'streamed'"'"'")" -ge 1 ]'
+check "background job: its spill directory is gone" '[ "$(spill_dirs)" = 0 ]'
+
+# ---------------------------------------------------------------------
+# A killed worker: restarted from its checkpoint, spilling afresh; and
+# killed for good
+# ---------------------------------------------------------------------
+out=$(pgc_psql -t -A -c "SELECT model_id FROM dml_train('st_kill', 'st_mid', 'y', features => $FEATS, model => 'logistic',
+	optimizer => 'adam', epochs => 4, batch_size => 256, workers => 2,
+	options => '{\"memory\": \"8MB\", \"fault\": \"1:3:kill\", \"max_restarts\": 2}')" 2>&1)
+check "killed worker: the job restarts and succeeds streamed" \
+	'grep -qi "restart" <<<"$out" && [ "$(meta st_kill "metrics->>'"'"'streamed'"'"'")" -ge 1 ] && [ "$(meta st_kill "metrics->>'"'"'epochs'"'"'")" = 4 ]'
+check "killed worker: the spill directory is gone" '[ "$(spill_dirs)" = 0 ]'
+out=$(pgc_psql -t -A -c "SELECT model_id FROM dml_train('st_kill2', 'st_mid', 'y', features => $FEATS, model => 'logistic',
+	optimizer => 'adam', epochs => 4, batch_size => 256, workers => 2,
+	options => '{\"memory\": \"8MB\", \"fault\": \"1:2:kill\", \"max_restarts\": 0}')" 2>&1)
+check "killed worker, no restarts: the job fails" 'grep -q ERROR <<<"$out"'
+check "killed worker, no restarts: the spill directory is gone" '[ "$(spill_dirs)" = 0 ]'
+
+# ---------------------------------------------------------------------
+# Cancel: the spill directory exists while the job runs, and goes
+# ---------------------------------------------------------------------
+qa -c "SELECT dml_train('st_cancel', 'st_mid', 'y', features => $FEATS, model => 'logistic', optimizer => 'sgd',
+	epochs => 100000, batch_size => 64, workers => 2, options => '{\"memory\": \"8MB\"}')" >$T/st-cancel.log 2>&1 &
+client=$!
+wait_until 120 '[ "$(spill_dirs)" = 1 ] && grep -q "epoch 1:" $T/st-cancel.log'
+check "cancel: the job's spill directory exists while it trains" '[ "$(spill_dirs)" = 1 ]'
+q -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%st_cancel%' AND pid <> pg_backend_pid()" >/dev/null
+wait "$client"
+check "cancel: the client saw the cancel" 'grep -q "canceling statement due to user request" $T/st-cancel.log'
+check "cancel: the spill directory is gone" '[ "$(spill_dirs)" = 0 ]'
+
+# ---------------------------------------------------------------------
+# Where the spill may go: superuser only; unwritable, full, limited
+# ---------------------------------------------------------------------
+err=$(qa -c "SET dml.spill_dir = '/tmp'" 2>&1)
+check "an ordinary role cannot set dml.spill_dir ($err)" 'grep -q "permission denied" <<<"$err"'
+err=$(qa -c "SET dml.spill_limit = -1" 2>&1)
+check "an ordinary role cannot set dml.spill_limit" 'grep -q "permission denied" <<<"$err"'
+
+mkdir -p "$LOCKED" && chmod 700 "$LOCKED"	# root's, closed to the server's OS user
+out=$(pgc_psql -c "SET dml.spill_dir = '$LOCKED'" -c "SELECT model_id FROM dml_train('st_locked', 'st_mid', 'y',
+	features => $FEATS, model => 'logistic', optimizer => 'adam', epochs => 1, workers => 2,
+	options => '{\"memory\": \"8MB\"}')" 2>&1)
+check "an unwritable spill directory is a clear error ($(grep ERROR <<<"$out"))" \
+	'grep -q "could not create the job.s spill directory under dml.spill_dir: Permission denied" <<<"$out"'
+
+mkdir -p "$FULL"
+if mount -t tmpfs -o size=1m tmpfs "$FULL" 2>/dev/null; then
+	chown postgres "$FULL"
+	out=$(pgc_psql -v VERBOSITY=verbose -c "SET dml.spill_dir = '$FULL'" -c "SELECT model_id FROM dml_train('st_full', 'st_mid', 'y',
+		features => $FEATS, model => 'logistic', optimizer => 'adam', epochs => 1, workers => 2,
+		options => '{\"memory\": \"8MB\"}')" 2>&1)
+	check "a full spill disk is a clear error ($(grep ERROR <<<"$out"))" \
+		'grep -q "ERROR:  53100: could not write spill file.*No space left on device" <<<"$out"'
+	check "a full spill disk: the job's directory is gone" '[ -z "$(ls -A "$FULL")" ]'
+	umount "$FULL"
+else
+	ok "# SKIP a full spill disk: cannot mount a tmpfs here"
+	ok "# SKIP a full spill disk: the job's directory is gone"
+fi
+out=$(pgc_psql -v VERBOSITY=verbose -c "SET dml.spill_limit = '2MB'" -c "SELECT model_id FROM dml_train('st_limit', 'st_mid', 'y',
+	features => $FEATS, model => 'logistic', optimizer => 'adam', epochs => 1, workers => 2,
+	options => '{\"memory\": \"8MB\"}')" 2>&1)
+check "a spill past dml.spill_limit is a clear error ($(grep ERROR <<<"$out"))" \
+	'grep -q "ERROR:  53400: spill of this job passes dml.spill_limit" <<<"$out"'
+check "after the errors no spill directory is left" '[ "$(spill_dirs)" = 0 ]'
+pgc_psql -c "DROP TABLE IF EXISTS st_range" -c "CREATE TABLE st_range AS SELECT x1 * 1e6 AS x1, $(seq -s, -f 'x%g' 2 20), y FROM st_mid" \
+	-c "GRANT SELECT ON st_range TO st_alice" >/dev/null
+out=$(pgc_psql -v VERBOSITY=verbose -U st_alice -c "SELECT model_id FROM dml_train('st_range', 'st_range', 'y', features => $FEATS,
+	model => 'logistic', optimizer => 'adam', epochs => 1, workers => 2,
+	options => '{\"memory\": \"8MB\", \"spill\": \"fp16\"}')" 2>&1)
+check "fp16 spill of a value past its range: a clear error ($(grep ERROR <<<"$out"))" \
+	'grep -q "ERROR:  22003: a feature value .* does not fit the fp16 spill" <<<"$out"'
+err=$(qa -c "SELECT dml_train('st_badmem', 'st_mid', 'y', options => '{\"memory\": \"1kB\"}')" 2>&1)
+check "a memory option below 8MB is refused" 'grep -q "option \"memory\" must be an amount of memory" <<<"$err"'
+
+check "the server is still up" 'q -c "SELECT 1" | grep -q 1'
