@@ -316,6 +316,9 @@ extern void dml_lsq_free(DmlLsq *ls);
 extern double dml_logit_stats(double *g, double *H, const double *X, const double *y,
 							  const unsigned char *skip, int64_t n, int d,
 							  const double *beta);
+/* S (p, p) += the symmetric matrix whose lower half is L's (robust.c) */
+extern void dml_add_lower_sym(double *S, const double *L, int p);
+
 /*
  * cov = H^-1 or NULL (penalized: no standard errors), or a robust one
  * named by cov_type (NULL: model-based); returns the length needed

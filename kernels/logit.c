@@ -89,13 +89,7 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 		z[d] = sw;
 		B++;
 	}
-	for (int a = 0; a < p; a++)
-		for (int b = 0; b <= a; b++)
-		{
-			H[(size_t) a * p + b] += L[(size_t) a * p + b];
-			if (b < a)
-				H[(size_t) b * p + a] += L[(size_t) a * p + b];
-		}
+	dml_add_lower_sym(H, L, p);
 	free(Z);
 	free(L);
 	return nll;

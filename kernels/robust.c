@@ -64,16 +64,27 @@ dml_hc_meat(double *M, const double *X, const double *r, const unsigned char *sk
 		z[d] = r[i];
 		B++;
 	}
-	for (int a = 0; a < p; a++)
-		for (int b = 0; b <= a; b++)
-		{
-			M[(size_t) a * p + b] += L[(size_t) a * p + b];
-			if (b < a)
-				M[(size_t) b * p + a] += L[(size_t) a * p + b];
-		}
+	dml_add_lower_sym(M, L, p);
 	free(Z);
 	free(L);
 	return DML_OK;
+}
+
+/*
+ * dml_add_lower_sym
+ *		S (p, p, both halves) += the symmetric matrix whose lower half is L's
+ *		(what cblas_dsyrk accumulated with CblasLower).
+ */
+void
+dml_add_lower_sym(double *S, const double *L, int p)
+{
+	for (int a = 0; a < p; a++)
+		for (int b = 0; b <= a; b++)
+		{
+			S[(size_t) a * p + b] += L[(size_t) a * p + b];
+			if (b < a)
+				S[(size_t) b * p + a] += L[(size_t) a * p + b];
+		}
 }
 
 /* V (p, p) = scale * C M C for symmetric C and M */
