@@ -157,6 +157,21 @@ run_tag(LOCKTAG *tag, int slot)
 	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, DML_LOCK_KEY, (uint32) slot, DML_LOCK_RUN);
 }
 
+/* the first of max run slots this process could take (now taken), or -1 */
+static int
+take_run_slot(int max)
+{
+	LOCKTAG		tag;
+
+	for (int slot = 0; slot < max; slot++)
+	{
+		run_tag(&tag, slot);
+		if (try_slot(&tag))
+			return slot;
+	}
+	return -1;
+}
+
 /*
  * DmlAcquireRunSlot
  *		One of max run slots for the background job this process is about
@@ -166,20 +181,9 @@ run_tag(LOCKTAG *tag, int slot)
 bool
 DmlAcquireRunSlot(int max)
 {
-	LOCKTAG		tag;
-
-	if (held_run >= 0)
-		return true;
-	for (int slot = 0; slot < max; slot++)
-	{
-		run_tag(&tag, slot);
-		if (try_slot(&tag))
-		{
-			held_run = slot;
-			return true;
-		}
-	}
-	return false;
+	if (held_run < 0)
+		held_run = take_run_slot(max);
+	return held_run >= 0;
 }
 
 /* DmlReleaseRunSlot: the job ended (idempotent) */
@@ -200,17 +204,14 @@ bool
 DmlRunSlotFree(int max)
 {
 	LOCKTAG		tag;
+	int			slot;
 
 	if (held_run >= 0)
 		return true;
-	for (int slot = 0; slot < max; slot++)
-	{
-		run_tag(&tag, slot);
-		if (try_slot(&tag))
-		{
-			LockRelease(&tag, ExclusiveLock, true);
-			return true;
-		}
-	}
-	return false;
+	slot = take_run_slot(max);
+	if (slot < 0)
+		return false;
+	run_tag(&tag, slot);
+	LockRelease(&tag, ExclusiveLock, true);
+	return true;
 }
