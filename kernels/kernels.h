@@ -320,6 +320,24 @@ extern double dml_logit_stats(double *g, double *H, const double *X, const doubl
 extern void dml_add_lower_sym(double *S, const double *L, int p);
 
 /*
+ * The sum of z z' over rows z (p) written one at a time, put through one
+ * DSYRK per DML_SYRK_BLOCK rows (robust.c): dml_syrk_begin, then
+ * dml_syrk_row for each row (the place to write it), then dml_syrk_end,
+ * which adds the sum to S (p, p, full) and frees the buffers.
+ */
+#define DML_SYRK_BLOCK 256
+typedef struct DmlSyrkRows
+{
+	int			p;
+	int			B;				/* rows in Z not yet summed */
+	double	   *Z;				/* (DML_SYRK_BLOCK, p) */
+	double	   *L;				/* (p, p): the sum so far, lower half */
+} DmlSyrkRows;
+extern DmlStatus dml_syrk_begin(DmlSyrkRows *a, int p);
+extern double *dml_syrk_row(DmlSyrkRows *a);
+extern void dml_syrk_end(DmlSyrkRows *a, double *S);
+
+/*
  * cov = H^-1 or NULL (penalized: no standard errors), or a robust one
  * named by cov_type (NULL: model-based); returns the length needed
  */

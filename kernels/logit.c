@@ -39,19 +39,12 @@ double
 dml_logit_stats(double *g, double *H, const double *X, const double *y,
 				const unsigned char *skip, int64_t n, int d, const double *beta)
 {
-	int			p = d + 1;
 	double		nll = 0;
-	double	   *Z = malloc(sizeof(double) * LOGIT_BLOCK * p);	/* sqrt(w) [x, 1] */
-	double	   *L = calloc((size_t) p * p, sizeof(double));
-	int			B = 0;
+	DmlSyrkRows acc;			/* rows [x, 1] scaled by sqrt(p (1 - p)) */
 
-	if (Z == NULL || L == NULL)
-	{
-		free(Z);
-		free(L);
+	if (dml_syrk_begin(&acc, d + 1) != DML_OK)
 		return NAN;
-	}
-	for (int64_t i = 0; i <= n; i++)
+	for (int64_t i = 0; i < n; i++)
 	{
 		const double *x = X + (size_t) i * d;
 		double		eta,
@@ -61,13 +54,6 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 					sw;
 		double	   *z;
 
-		if (B == LOGIT_BLOCK || (i == n && B > 0))
-		{
-			cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, p, B, 1.0, Z, p, 1.0, L, p);
-			B = 0;
-		}
-		if (i == n)
-			break;
 		if (skip && skip[i])
 			continue;
 		eta = beta[d];
@@ -79,7 +65,7 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 		nll += (eta > 0 ? eta : 0) + log1p(u) - y[i] * eta;
 		r = pr - y[i];
 		sw = sqrt(pr * (1 - pr));
-		z = Z + (size_t) B * p;
+		z = dml_syrk_row(&acc);
 		for (int c = 0; c < d; c++)
 		{
 			g[c] += r * x[c];
@@ -87,11 +73,8 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 		}
 		g[d] += r;
 		z[d] = sw;
-		B++;
 	}
-	dml_add_lower_sym(H, L, p);
-	free(Z);
-	free(L);
+	dml_syrk_end(&acc, H);
 	return nll;
 }
 

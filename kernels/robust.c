@@ -22,8 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ROBUST_BLOCK 256		/* rows per SYRK of the meat */
-
 /*
  * dml_hc_meat
  *		M (p, p), p = d + 1, += sum over the rows i < n of X (n, d) not
@@ -34,40 +32,71 @@ DmlStatus
 dml_hc_meat(double *M, const double *X, const double *r, const unsigned char *skip,
 			int64_t n, int d)
 {
-	int			p = d + 1;
-	double	   *Z = malloc(sizeof(double) * ROBUST_BLOCK * p);
-	double	   *L = calloc((size_t) p * p, sizeof(double));
-	int			B = 0;
+	DmlSyrkRows acc;
 
-	if (Z == NULL || L == NULL)
-	{
-		free(Z);
-		free(L);
+	if (dml_syrk_begin(&acc, d + 1) != DML_OK)
 		return DML_ERR_NOMEM;
-	}
-	for (int64_t i = 0; i <= n; i++)
+	for (int64_t i = 0; i < n; i++)
 	{
 		double	   *z;
 
-		if (B == ROBUST_BLOCK || (i == n && B > 0))
-		{
-			cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, p, B, 1.0, Z, p, 1.0, L, p);
-			B = 0;
-		}
-		if (i == n)
-			break;
 		if (skip && skip[i])
 			continue;
-		z = Z + (size_t) B * p;
+		z = dml_syrk_row(&acc);
 		for (int c = 0; c < d; c++)
 			z[c] = r[i] * X[(size_t) i * d + c];
 		z[d] = r[i];
-		B++;
 	}
-	dml_add_lower_sym(M, L, p);
-	free(Z);
-	free(L);
+	dml_syrk_end(&acc, M);
 	return DML_OK;
+}
+
+/* buffers for rows of p; DML_ERR_NOMEM (and nothing held) when there is no memory */
+DmlStatus
+dml_syrk_begin(DmlSyrkRows *a, int p)
+{
+	a->p = p;
+	a->B = 0;
+	a->Z = malloc(sizeof(double) * DML_SYRK_BLOCK * p);
+	a->L = calloc((size_t) p * p, sizeof(double));
+	if (a->Z == NULL || a->L == NULL)
+	{
+		free(a->Z);
+		free(a->L);
+		a->Z = a->L = NULL;
+		return DML_ERR_NOMEM;
+	}
+	return DML_OK;
+}
+
+/* L += Z' Z over the rows in Z */
+static void
+syrk_flush(DmlSyrkRows *a)
+{
+	if (a->B > 0)
+		cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, a->p, a->B, 1.0, a->Z, a->p,
+					1.0, a->L, a->p);
+	a->B = 0;
+}
+
+/* where to write the next row (a full block is summed first) */
+double *
+dml_syrk_row(DmlSyrkRows *a)
+{
+	if (a->B == DML_SYRK_BLOCK)
+		syrk_flush(a);
+	return a->Z + (size_t) a->B++ * a->p;
+}
+
+/* S += the sum of the rows' outer products; frees the buffers */
+void
+dml_syrk_end(DmlSyrkRows *a, double *S)
+{
+	syrk_flush(a);
+	dml_add_lower_sym(S, a->L, a->p);
+	free(a->Z);
+	free(a->L);
+	a->Z = a->L = NULL;
 }
 
 /*
