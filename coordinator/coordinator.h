@@ -132,7 +132,7 @@ typedef struct DmlJob
 	int			window;			/* blocks a streamed epoch mixes */
 	char	   *spill_dir;		/* the job's spill directory (set by DmlRunJob) */
 	int64		spill_limit;	/* bytes of spill for the job; 0: no limit */
-	int			spill_fp16;		/* options "spill": "fp16" */
+	int			spill_format;	/* options "spill": DML_SPILL_* */
 
 	/* synchronization (workers/sync.h) */
 	DmlSyncMode sync;

@@ -78,7 +78,7 @@
 	X(INT, window, 0, 0) \
 	X(OPT, spill_dir, 0, 0) \
 	X(I64, spill_limit, 0, 0) \
-	X(INT, spill_fp16, 0, 0) \
+	X(INT, spill_format, 0, 0) \
 	X(INT, checkpoint_last, 0, 0)
 
 /*
@@ -222,10 +222,17 @@ extern int	dml_job_parse(DmlJobNames which, const char *name);
  * the blocks a streamed epoch mixes rows across.  spill_dir: the job's own
  * spill directory, made by the first rank that spills and removed by the
  * coordinator when the job ends; spill_limit: bytes of spill the whole
- * job may write (0: no limit), each data rank an equal share.  spill_fp16:
- * the spill keeps the float32 inputs as IEEE half floats (options "spill":
- * "fp16"; a value out of fp16's range is an error; float64 rows never).
+ * job may write (0: no limit), each data rank an equal share.
+ * spill_format (options "spill"): how the spill keeps the float32 inputs:
+ * as they are, as IEEE half floats ("fp16"; a value out of fp16's range is
+ * an error), or as one byte each ("int8": integer values, each block's
+ * column spanning at most 256 of them, stored exactly as an offset from
+ * the block's least; any other value is an error).  Float64 rows (the
+ * exact solvers) are always spilled as they are.
  */
+#define DML_SPILL_FLOAT32		0
+#define DML_SPILL_FP16			1
+#define DML_SPILL_INT8			2
 #define DML_MEMORY_MIN			(8 * 1024 * 1024LL)
 #define DML_WINDOW_DEFAULT		4
 #define DML_WINDOW_MAX			256

@@ -134,7 +134,9 @@ typedef struct DmlResult
 	uint32_t	stats_len;		/* bytes of the fit's statistics after the blob (exact solvers) */
 	int32_t		streamed;		/* data ranks whose slice was spilled and streamed */
 	int32_t		window;			/* blocks a streamed epoch mixed */
-	int32_t		spill_fp16;		/* the spills held half floats */
+	int32_t		spill_format;	/* DML_SPILL_*: what the spills held */
+	int32_t		spill_reused;	/* restarted ranks that found their spill intact */
+	int32_t		spill_recreated;	/* and those that spilled afresh */
 	double		train_rows;
 	double		validation_rows;
 	double		final_loss;

@@ -61,10 +61,14 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 	appendStringInfo(&buf, "], \"streamed\": %d, ", r->streamed);
 	if (r->streamed > 0)
 	{
-		appendStringInfo(&buf, "\"spill_format\": \"%s\", ", r->spill_fp16 ? "fp16" : "float32");
+		appendStringInfo(&buf, "\"spill_format\": \"%s\", ",
+						 r->spill_format == DML_SPILL_INT8 ? "int8" :
+						 r->spill_format == DML_SPILL_FP16 ? "fp16" : "float32");
 		appendStringInfo(&buf, "\"spill_bytes\": %.0f, \"window\": %d, "
 						 "\"spill_read_bytes\": %.0f, \"spill_read_seconds\": %.4f, ",
 						 r->spill_bytes, r->window, r->spill_read_bytes, r->spill_read_seconds);
+		appendStringInfo(&buf, "\"spill_reused\": %d, \"spill_recreated\": %d, ",
+						 r->spill_reused, r->spill_recreated);
 	}
 	DmlShardsJson(job, &buf, true);
 	if (job->rank_hosts != NIL)

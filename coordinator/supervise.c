@@ -186,8 +186,9 @@ DmlKillActiveJob(void)
  * the data directory's base/pgsql_tmp, named with PostgreSQL's temporary
  * file prefix so that a restart after a crash removes what a killed
  * backend left.  Unique to this backend and job; removed on every way out
- * (DmlKillActiveJob) and before each relaunch, so that restarted ranks
- * spill afresh from PostgreSQL.
+ * (DmlKillActiveJob), kept across a relaunch: a restarted rank reuses its
+ * spill when the description beside it and every block's checksum agree,
+ * and spills afresh from PostgreSQL otherwise.
  */
 static void
 spill_dir_for(DmlJob *job)
@@ -605,9 +606,10 @@ start_job(JobRun *run)
 	else
 		socket_path = psprintf("%s/ctl.sock", active_job.dir);
 	run->job->attempt = run->restarts;
-	/* a restarted job spills again from PostgreSQL, under the same snapshot */
-	if (active_job.spill[0])
-		DmlRemoveJobDir(active_job.spill);
+	/*
+	 * the spill directory stays: a restarted rank reuses its spill when it
+	 * is intact (workers/stream.c), and spills afresh otherwise
+	 */
 	active_job.pid = DmlLaunch(run->job, active_job.dir, socket_path);
 	run->state = JOB_LAUNCHED;
 	run->launched = GetCurrentTimestamp();

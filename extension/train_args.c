@@ -121,12 +121,17 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	}
 	if (strcmp(key, "spill") == 0)
 	{
-		if (str == NULL || (strcmp(str, "float32") != 0 && strcmp(str, "fp16") != 0))
+		if (str != NULL && strcmp(str, "float32") == 0)
+			job->spill_format = DML_SPILL_FLOAT32;
+		else if (str != NULL && strcmp(str, "fp16") == 0)
+			job->spill_format = DML_SPILL_FP16;
+		else if (str != NULL && strcmp(str, "int8") == 0)
+			job->spill_format = DML_SPILL_INT8;
+		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"spill\" must be \"float32\" or \"fp16\""),
-					 errhint("\"fp16\" halves the spill of inputs that fit a half float (up to 65504 in magnitude, about 3 significant digits).")));
-		job->spill_fp16 = strcmp(str, "fp16") == 0;
+					 errmsg("option \"spill\" must be \"float32\", \"fp16\" or \"int8\""),
+					 errhint("\"fp16\" halves the spill of inputs that fit a half float (up to 65504 in magnitude, about 3 significant digits); \"int8\" quarters it for integer-valued inputs such as pixels from 0 to 255, exactly.")));
 		return;
 	}
 	if (strcmp(key, "schedule") == 0)
@@ -207,15 +212,16 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 			char		how[8] = "";
 
 			if (str == NULL ||
-				sscanf(str, "%d:%d:%5[a-z]%n", &rank, &epoch, how, &used) != 3 ||
+				sscanf(str, "%d:%d:%7[a-z]%n", &rank, &epoch, how, &used) != 3 ||
 				(str[used] != '\0' && strcmp(str + used, "!") != 0) ||
 				(strcmp(how, "kill") != 0 && strcmp(how, "exit") != 0 &&
-				 strcmp(how, "drop") != 0 && strcmp(how, "hang") != 0) ||
+				 strcmp(how, "drop") != 0 && strcmp(how, "hang") != 0 &&
+				 strcmp(how, "spoil") != 0 && strcmp(how, "unspill") != 0) ||
 				rank < 0 || epoch < 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("option \"fault\" must look like \"rank:epoch:how\""),
-						 errhint("how is kill, exit, drop or hang, optionally followed by \"!\" to fault again after each restart.")));
+						 errhint("how is kill, exit, drop, hang, spoil (the rank's spill damaged, then kill) or unspill (its spill removed, then kill), optionally followed by \"!\" to fault again after each restart.")));
 		}
 		job->fault = str;
 		return;

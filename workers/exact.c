@@ -17,6 +17,14 @@
  * weight_decay / 2 times the squared standardized weights (not the
  * intercept's), the same penalty the gradient optimizers apply.
  *
+ * A slice spilled to disk (stream.c) is read block by block in row order
+ * wherever the rows in memory would be read: the QR, each Newton
+ * iteration's statistics and direction passes (newton_pass cuts the same
+ * chunks of training rows either way, so the sums are the same), the
+ * float64 polish and the robust covariance's meat.  Newton's per-row
+ * logits (eta, eta_d: 16 (K - 1) bytes a training row) and labels stay in
+ * memory.
+ *
  *-------------------------------------------------------------------------
  */
 #include <cblas.h>
@@ -215,27 +223,24 @@ input_name(const WorkerSpec *spec, int c)
 	return strdup("?");
 }
 
-/*
- * robust_cov
- *		The HC0 or HC1 covariance (kernels/robust.c) of a fit b (d + 1, the
- *		intercept last) with model-based covariance C (d + 1, d + 1) and
- *		rank parameters: one more pass over this rank's float64 rows for
- *		the residuals' meat, all-reduced.  y - fitted for least squares;
- *		for logistic regression (y01 the 0/1 labels) y - p, the score's
- *		factor.  *V gets a malloc'd (d + 1, d + 1) matrix.
- */
-static void
-robust_cov(const Dataset *ds, const WorkerSpec *spec, const double *b, const double *C,
-		   int rank, const double *y01, double **V)
+typedef struct MeatScan
 {
+	const double *b;
+	int			logistic;
+	double	   *M;				/* (p, p) and the row count after it */
+} MeatScan;
+
+/* the meat of the sandwich over rows in memory or a spilled block's */
+static void
+meat_rows(const Dataset *ds, void *arg)
+{
+	MeatScan   *ms = arg;
+	const double *b = ms->b;
 	int			d = ds->d,
 				p = d + 1;
 	double	   *r = malloc(sizeof(double) * (ds->n ? ds->n : 1));
-	double	   *M = calloc((size_t) p * p + 1, sizeof(double));
-	double		n = 0;
 
-	*V = malloc(sizeof(double) * p * p);
-	if (!r || !M || !*V)
+	if (!r)
 		worker_fail("out of memory for a %d x %d covariance", p, p);
 	for (int64_t i = 0; i < ds->n; i++)
 	{
@@ -244,21 +249,47 @@ robust_cov(const Dataset *ds, const WorkerSpec *spec, const double *b, const dou
 
 		for (int c = 0; c < d; c++)
 			eta += b[c] * x[c];
-		if (y01)
-			r[i] = y01[i] - (eta >= 0 ? 1.0 / (1.0 + exp(-eta)) : exp(eta) / (1.0 + exp(eta)));
+		if (ms->logistic)
+			r[i] = ds->y[i] - (eta >= 0 ? 1.0 / (1.0 + exp(-eta)) : exp(eta) / (1.0 + exp(eta)));
 		else
 			r[i] = ds->yd[i] - eta;
-		n += ds->val[i] ? 0 : 1;
+		ms->M[(size_t) p * p] += ds->val[i] ? 0 : 1;
 	}
-	if (dml_hc_meat(M, ds->Xd, r, ds->val, ds->n, d) != DML_OK)
+	if (dml_hc_meat(ms->M, ds->Xd, r, ds->val, ds->n, d) != DML_OK)
 		worker_fail("out of memory for a %d x %d covariance", p, p);
-	M[(size_t) p * p] = n;
+	free(r);
+}
+
+/*
+ * robust_cov
+ *		The HC0 or HC1 covariance (kernels/robust.c) of a fit b (d + 1, the
+ *		intercept last) with model-based covariance C (d + 1, d + 1) and
+ *		rank parameters: one more pass over this rank's float64 rows (or its
+ *		spill's blocks) for the residuals' meat, all-reduced.  y - fitted
+ *		for least squares; for logistic regression (y the 0/1 labels) y - p,
+ *		the score's factor.  *V gets a malloc'd (d + 1, d + 1) matrix.
+ */
+static void
+robust_cov(const Dataset *ds, const WorkerSpec *spec, const double *b, const double *C,
+		   int rank, int logistic, double **V)
+{
+	int			d = ds->d,
+				p = d + 1;
+	double	   *M = calloc((size_t) p * p + 1, sizeof(double));
+	double		n = 0;
+	MeatScan	ms = {b, logistic, M};
+
+	*V = malloc(sizeof(double) * p * p);
+	if (!M || !*V)
+		worker_fail("out of memory for a %d x %d covariance", p, p);
+	if (ds->spill)
+		stream_scan(ds->spill, 0, meat_rows, &ms);
+	meat_rows(ds, &ms);
 	comm_allreduce_double(M, (size_t) p * p + 1);
 	n = M[(size_t) p * p];
 	/* HC1: n / (n - rank), statsmodels' small-sample factor */
 	if (dml_sandwich(*V, C, M, p, spec->cov_type == DML_COV_HC1 && n > rank ? n / (n - rank) : 1.0) != DML_OK)
 		worker_fail("out of memory for a %d x %d covariance", p, p);
-	free(r);
 	free(M);
 }
 
@@ -350,7 +381,7 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	if (st != DML_OK)
 		worker_fail("least-squares solve failed: %s", dml_status_string(st));
 	if (spec->cov_type != DML_COV_NONROBUST && !fit.penalized)
-		robust_cov(ds, spec, fit.ls.coef, fit.ls.cov, fit.ls.rank, NULL, &fit.robust);
+		robust_cov(ds, spec, fit.ls.coef, fit.ls.cov, fit.ls.rank, 0, &fit.robust);
 	fit.cov_type = dml_job_name(DML_NAMES_COV, spec->cov_type);
 	if (dml_lsq_fit_model(&fit, m) != DML_OK)
 		worker_fail("out of memory for the model");
@@ -431,7 +462,7 @@ typedef struct Newton
 	int			binary;
 	size_t		q;				/* Kf * p */
 	int64_t		nt;				/* training rows of this rank */
-	int64_t    *rows;			/* (nt) their indexes in ds */
+	int64_t    *rows;			/* (nt) their indexes in ds; NULL when spilled */
 	int		   *label;			/* (nt) class index */
 	double	   *eta;			/* (nt, Kf) Z theta */
 	double	   *eta_d;			/* (nt, Kf) Z delta */
@@ -440,48 +471,122 @@ typedef struct Newton
 	int			precise;		/* Hessian blocks in double (after a float32 one failed) */
 } Newton;
 
-/* rows j0 .. j0 + B - 1 as [x, 1]: Zb (B, p) in float32 */
+/* what a pass does with training rows j0 .. j0 + B - 1, as [x, 1] in Zb (B, p) */
+typedef void (*NewtonChunkFn) (Newton *nw, int64_t j0, int B, const float *Zb, void *arg);
+
+typedef struct NewtonScan
+{
+	Newton	   *nw;
+	NewtonChunkFn fn;
+	void	   *arg;
+	float	   *Zb;
+	int			B;				/* rows in Zb */
+	int64_t		j0;				/* the training row Zb starts at */
+} NewtonScan;
+
+/* a spilled block's training rows, in order, into chunks of NEWTON_BLOCK */
 static void
-newton_block(const Newton *nw, int64_t j0, int B, float *Zb)
+newton_scan_block(const Dataset *v, void *arg)
+{
+	NewtonScan *ns = arg;
+	int			d = ns->nw->d,
+				p = ns->nw->p;
+
+	for (int64_t i = 0; i < v->n; i++)
+	{
+		if (v->val[i])
+			continue;
+		memcpy(ns->Zb + (size_t) ns->B * p, v->X + (size_t) i * d, sizeof(float) * d);
+		ns->Zb[(size_t) ns->B * p + d] = 1.0f;
+		if (++ns->B == NEWTON_BLOCK)
+		{
+			ns->fn(ns->nw, ns->j0, ns->B, ns->Zb, ns->arg);
+			ns->j0 += ns->B;
+			ns->B = 0;
+		}
+	}
+}
+
+/*
+ * newton_pass
+ *		fn on every chunk of NEWTON_BLOCK training rows (the last may be
+ *		short) as [x, 1] in float32, in row order: from memory, or read
+ *		from the spill block by block.  The chunks are the same either way,
+ *		so a streamed fit sums the same products in the same order.
+ */
+static void
+newton_pass(Newton *nw, NewtonChunkFn fn, void *arg)
 {
 	int			d = nw->d,
 				p = nw->p;
+	float	   *Zb = malloc(sizeof(float) * NEWTON_BLOCK * p);
 
-	for (int i = 0; i < B; i++)
+	if (!Zb)
+		worker_fail("out of memory");
+	if (nw->ds->spill)
 	{
-		memcpy(Zb + (size_t) i * p, nw->ds->X + (size_t) nw->rows[j0 + i] * d, sizeof(float) * d);
-		Zb[(size_t) i * p + d] = 1.0f;
+		NewtonScan	ns = {nw, fn, arg, Zb, 0, 0};
+
+		stream_scan(nw->ds->spill, 0, newton_scan_block, &ns);
+		if (ns.B > 0)
+			fn(nw, ns.j0, ns.B, Zb, arg);
+		if (ns.j0 + ns.B != nw->nt)
+			worker_fail("the spill gave %lld training rows, not %lld",
+						(long long) (ns.j0 + ns.B), (long long) nw->nt);
 	}
+	else
+		for (int64_t j0 = 0; j0 < nw->nt; j0 += NEWTON_BLOCK)
+		{
+			int			B = (int) (nw->nt - j0 < NEWTON_BLOCK ? nw->nt - j0 : NEWTON_BLOCK);
+
+			for (int i = 0; i < B; i++)
+			{
+				memcpy(Zb + (size_t) i * p, nw->ds->X + (size_t) nw->rows[j0 + i] * d, sizeof(float) * d);
+				Zb[(size_t) i * p + d] = 1.0f;
+			}
+			fn(nw, j0, B, Zb, arg);
+		}
+	free(Zb);
 }
 
 /*
  * out (nt, Kf) = Z v^T for v (Kf, p): float32 products of the float32 rows
  * (the direction's logits, which only move eta; see newton_stats)
  */
+typedef struct LogitsPass
+{
+	const float *vf;			/* (Kf, p) */
+	float	   *ob;				/* (NEWTON_BLOCK, Kf) */
+	double	   *out;
+} LogitsPass;
+
 static void
-newton_logits(const Newton *nw, const double *v, double *out)
+newton_logits_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
+{
+	LogitsPass *lp = arg;
+	int			p = nw->p,
+				Kf = nw->Kf;
+
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, Kf, p, 1.0f, Zb, p,
+				lp->vf, p, 0.0f, lp->ob, Kf);
+	for (size_t i = 0; i < (size_t) B * Kf; i++)
+		lp->out[(size_t) j0 * Kf + i] = lp->ob[i];
+}
+
+static void
+newton_logits(Newton *nw, const double *v, double *out)
 {
 	int			p = nw->p,
 				Kf = nw->Kf;
-	float	   *Zb = malloc(sizeof(float) * NEWTON_BLOCK * p);
 	float	   *vf = malloc(sizeof(float) * Kf * p);
 	float	   *ob = malloc(sizeof(float) * NEWTON_BLOCK * Kf);
+	LogitsPass	lp = {vf, ob, out};
 
-	if (!Zb || !vf || !ob)
+	if (!vf || !ob)
 		worker_fail("out of memory");
 	for (size_t i = 0; i < (size_t) Kf * p; i++)
 		vf[i] = (float) v[i];
-	for (int64_t j0 = 0; j0 < nw->nt; j0 += NEWTON_BLOCK)
-	{
-		int			B = (int) (nw->nt - j0 < NEWTON_BLOCK ? nw->nt - j0 : NEWTON_BLOCK);
-
-		newton_block(nw, j0, B, Zb);
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, Kf, p, 1.0f, Zb, p,
-					vf, p, 0.0f, ob, Kf);
-		for (size_t i = 0; i < (size_t) B * Kf; i++)
-			out[(size_t) j0 * Kf + i] = ob[i];
-	}
-	free(Zb);
+	newton_pass(nw, newton_logits_chunk, &lp);
 	free(vf);
 	free(ob);
 }
@@ -596,6 +701,49 @@ newton_hessian_block(const Newton *nw, int B, const double *P, const float *Zb,
  * blocks of the Hessian H (q, q), all-reduced, weight decay included.
  * Returns the loss when want_loss (the line search knows it otherwise).
  */
+typedef struct StatsPass
+{
+	double	   *Zd;				/* (NEWTON_BLOCK, p) when precise */
+	double	   *W;				/* weighted rows */
+	double	   *Hs;
+	double	   *P;				/* probabilities */
+	float	   *R;				/* residuals */
+	float	   *Gb;
+	double	   *G;
+	double	   *H;
+	double		loss;
+	int			want_loss;
+} StatsPass;
+
+/* one chunk's probabilities and loss in double; G (Kf, p) += R' Z; H += its block */
+static void
+newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
+{
+	StatsPass  *sp = arg;
+	int			p = nw->p,
+				Kf = nw->Kf;
+	size_t		q = nw->q;
+
+	for (int i = 0; i < B; i++)
+	{
+		int64_t		j = j0 + i;
+		double	   *pr = sp->P + (size_t) i * Kf;
+
+		sp->loss += newton_row(nw->eta + (size_t) j * Kf, Kf, nw->binary, nw->label[j], pr,
+							   sp->want_loss);
+		for (int k = 0; k < Kf; k++)
+			sp->R[(size_t) i * Kf + k] = (float) (pr[k] - newton_target(nw->binary, nw->label[j], k));
+	}
+	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Kf, p, B, 1.0f, sp->R, Kf, Zb, p,
+				0.0f, sp->Gb, p);
+	for (size_t i = 0; i < q; i++)
+		sp->G[i] += sp->Gb[i];
+	if (sp->Zd)
+		for (size_t i = 0; i < (size_t) B * p; i++)
+			sp->Zd[i] = Zb[i];
+	newton_hessian_block(nw, B, sp->P, Zb, sp->Zd, sp->W, sp->Hs, sp->H);
+}
+
 static double
 newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_loss)
 {
@@ -603,45 +751,25 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
 				p = nw->p,
 				Kf = nw->Kf;
 	size_t		q = nw->q;
-	float	   *Zb = malloc(sizeof(float) * NEWTON_BLOCK * p);	/* rows as [x, 1] */
-	double	   *Zd = nw->precise ? malloc(sizeof(double) * NEWTON_BLOCK * p) : NULL;
-	double	   *W = malloc(sizeof(double) * NEWTON_BLOCK * p);	/* weighted rows */
-	double	   *Hs = malloc(sizeof(double) * p * p);
-	double	   *P = malloc(sizeof(double) * NEWTON_BLOCK * Kf);	/* probabilities */
-	float	   *R = malloc(sizeof(float) * NEWTON_BLOCK * Kf);	/* residuals */
-	float	   *Gb = malloc(sizeof(float) * q);
-	double	   *G = calloc(q + 1, sizeof(double));
-	double		loss = 0;
+	StatsPass	sp;
+	double	   *G;
+	double		loss;
 
-	if (!Zb || (nw->precise && !Zd) || !W || !Hs || !P || !R || !Gb || !G)
+	memset(&sp, 0, sizeof(sp));
+	sp.Zd = nw->precise ? malloc(sizeof(double) * NEWTON_BLOCK * p) : NULL;
+	sp.W = malloc(sizeof(double) * NEWTON_BLOCK * p);
+	sp.Hs = malloc(sizeof(double) * p * p);
+	sp.P = malloc(sizeof(double) * NEWTON_BLOCK * Kf);
+	sp.R = malloc(sizeof(float) * NEWTON_BLOCK * Kf);
+	sp.Gb = malloc(sizeof(float) * q);
+	sp.G = G = calloc(q + 1, sizeof(double));
+	sp.H = H;
+	sp.want_loss = want_loss;
+	if ((nw->precise && !sp.Zd) || !sp.W || !sp.Hs || !sp.P || !sp.R || !sp.Gb || !G)
 		worker_fail("out of memory for the Newton statistics");
 	memset(H, 0, sizeof(double) * q * q);
-	for (int64_t j0 = 0; j0 < nw->nt; j0 += NEWTON_BLOCK)
-	{
-		int			B = (int) (nw->nt - j0 < NEWTON_BLOCK ? nw->nt - j0 : NEWTON_BLOCK);
-
-		/* probabilities and loss in double; G (Kf, p) += R' Z */
-		newton_block(nw, j0, B, Zb);
-		for (int i = 0; i < B; i++)
-		{
-			int64_t		j = j0 + i;
-			double	   *pr = P + (size_t) i * Kf;
-
-			loss += newton_row(nw->eta + (size_t) j * Kf, Kf, nw->binary, nw->label[j], pr,
-							   want_loss);
-			for (int k = 0; k < Kf; k++)
-				R[(size_t) i * Kf + k] = (float) (pr[k] - newton_target(nw->binary, nw->label[j], k));
-		}
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Kf, p, B, 1.0f, R, Kf, Zb, p,
-					0.0f, Gb, p);
-		for (size_t i = 0; i < q; i++)
-			G[i] += Gb[i];
-		if (Zd)
-			for (size_t i = 0; i < (size_t) B * p; i++)
-				Zd[i] = Zb[i];
-		newton_hessian_block(nw, B, P, Zb, Zd, W, Hs, H);
-	}
-	G[q] = loss;
+	newton_pass(nw, newton_stats_chunk, &sp);
+	G[q] = sp.loss;
 	comm_allreduce_double(G, q + 1);
 	comm_allreduce_double(H, q * q);
 	loss = G[q];
@@ -656,13 +784,12 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
 			H[((size_t) k * p + c) * q + (size_t) k * p + c] += nw->n * nw->lambda;
 		}
 	memcpy(g, G, sizeof(double) * q);
-	free(Zb);
-	free(Zd);
-	free(W);
-	free(Hs);
-	free(P);
-	free(R);
-	free(Gb);
+	free(sp.Zd);
+	free(sp.W);
+	free(sp.Hs);
+	free(sp.P);
+	free(sp.R);
+	free(sp.Gb);
 	free(G);
 	return loss;
 }
@@ -800,6 +927,69 @@ newton_search(const Newton *nw, const double *theta, const double *delta, double
 	return best_t;
 }
 
+typedef struct PolishScan
+{
+	double	   *G;				/* gradient (q), loss, then what else is summed */
+	double	   *H;
+	const double *beta;
+	int			K;				/* softmax: classes; 0: logistic */
+} PolishScan;
+
+/*
+ * One pass of the float64 polish over rows in memory or a spilled block's:
+ * logistic: G (p) += gradient, G[p] += loss, G[p + 1] += the labels' sum;
+ * softmax: G (q) += gradient, G[q] += loss, G[q + 1 + k] += class k's rows;
+ * H += the Hessian.
+ */
+static void
+polish_rows(const Dataset *ds, void *arg)
+{
+	PolishScan *ps = arg;
+	int			d = ds->d,
+				p = d + 1;
+	int64_t		n = ds->n;
+
+	if (ps->K == 0)
+	{
+		double	   *y = malloc(sizeof(double) * (n ? n : 1));
+
+		if (!y)
+			worker_fail("out of memory");
+		for (int64_t i = 0; i < n; i++)
+			y[i] = ds->y[i];
+		ps->G[p] += dml_logit_stats(ps->G, ps->H, ds->Xd, y, ds->val, n, d, ps->beta);
+		for (int64_t i = 0; i < n; i++)
+			ps->G[p + 1] += ds->val[i] ? 0 : y[i];
+		free(y);
+	}
+	else
+	{
+		size_t		q = (size_t) (ps->K - 1) * p;
+		int		   *label = malloc(sizeof(int) * (n ? n : 1));
+
+		if (!label)
+			worker_fail("out of memory");
+		for (int64_t i = 0; i < n; i++)
+			label[i] = (int) ds->y[i];
+		ps->G[q] += dml_mnlogit_stats(ps->G, ps->H, ds->Xd, label, ds->val, n, d, ps->K, ps->beta);
+		for (int64_t i = 0; i < n; i++)
+			if (!ds->val[i])
+				ps->G[q + 1 + label[i]] += 1;
+		free(label);
+	}
+}
+
+/* polish_rows over this rank's rows: its spill's blocks, then those in memory */
+static void
+polish_pass(const Dataset *ds, double *G, double *H, const double *beta, int K)
+{
+	PolishScan	ps = {G, H, beta, K};
+
+	if (ds->spill)
+		stream_scan(ds->spill, 0, polish_rows, &ps);
+	polish_rows(ds, &ps);
+}
+
 /*
  * newton_polish64
  *		A binary logistic fit finished in float64: from theta (standardized
@@ -823,16 +1013,13 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 	double	   *H = malloc(sizeof(double) * p * p);
 	double	   *L = malloc(sizeof(double) * p * p);
 	double	   *delta = malloc(sizeof(double) * p);
-	double	   *y = malloc(sizeof(double) * (ds->n ? ds->n : 1));
 	double		lambda = n * spec->weight_decay;
 	bool		penalized = spec->weight_decay > 0;
 	double		llf = 0,
 				ybar;
 
-	if (!beta || !G || !H || !L || !delta || !y || dml_model_make_f64(m) != DML_OK)
+	if (!beta || !G || !H || !L || !delta || dml_model_make_f64(m) != DML_OK)
 		worker_fail("out of memory for a %d x %d Hessian", p, p);
-	for (int64_t i = 0; i < ds->n; i++)
-		y[i] = ds->y[i];
 	for (int f = 0; f < spec->nfeatures; f++)
 		penalized |= spec->features[f].kind == DML_FEAT_CAT;
 	/* theta is on (x - mean) * scale: the raw slopes and intercept */
@@ -849,9 +1036,7 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 
 		memset(G, 0, sizeof(double) * (p + 2));
 		memset(H, 0, sizeof(double) * p * p);
-		G[p] = dml_logit_stats(G, H, ds->Xd, y, ds->val, ds->n, d, beta);
-		for (int64_t i = 0; i < ds->n; i++)
-			G[p + 1] += ds->val[i] ? 0 : y[i];
+		polish_pass(ds, G, H, beta, 0);
 		comm_allreduce_double(G, p + 2);
 		comm_allreduce_double(H, (size_t) p * p);
 		/* the penalty n lambda / 2 theta_c^2, theta_c = beta_c / scale_c */
@@ -907,7 +1092,7 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 		/* robust: H^-1 (sum_i (y_i - p_i)^2 z_i z_i') H^-1 */
 		if (inverted && spec->cov_type != DML_COV_NONROBUST)
 		{
-			robust_cov(ds, spec, beta, H, p, y, &V);
+			robust_cov(ds, spec, beta, H, p, 1, &V);
 			cov_type = dml_job_name(DML_NAMES_COV, spec->cov_type);
 		}
 		for (int c = 0; c < d; c++)
@@ -930,7 +1115,6 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 	free(H);
 	free(L);
 	free(delta);
-	free(y);
 }
 
 /* the label of output index k, for the statistics */
@@ -971,16 +1155,13 @@ newton_polish64_mn(const Dataset *ds, const WorkerSpec *spec, const double *thet
 	double	   *H = malloc(sizeof(double) * q * q);
 	double	   *L = malloc(sizeof(double) * q * q);
 	double	   *delta = malloc(sizeof(double) * q);
-	int		   *label = malloc(sizeof(int) * (ds->n ? ds->n : 1));
 	double		lambda = n * spec->weight_decay;
 	bool		penalized = spec->weight_decay > 0;
 	double		llf = 0,
 				llnull = 0;
 
-	if (!b || !G || !H || !L || !delta || !label || dml_model_make_f64(m) != DML_OK)
+	if (!b || !G || !H || !L || !delta || dml_model_make_f64(m) != DML_OK)
 		worker_fail("out of memory for a %zu x %zu Hessian", q, q);
-	for (int64_t i = 0; i < ds->n; i++)
-		label[i] = (int) ds->y[i];
 	for (int f = 0; f < spec->nfeatures; f++)
 		penalized |= spec->features[f].kind == DML_FEAT_CAT;
 	for (int k = 0; k < Kf; k++)
@@ -1001,10 +1182,7 @@ newton_polish64_mn(const Dataset *ds, const WorkerSpec *spec, const double *thet
 
 		memset(G, 0, sizeof(double) * (q + 1 + K));
 		memset(H, 0, sizeof(double) * q * q);
-		G[q] = dml_mnlogit_stats(G, H, ds->Xd, label, ds->val, ds->n, d, K, b);
-		for (int64_t i = 0; i < ds->n; i++)
-			if (!ds->val[i])
-				G[q + 1 + label[i]] += 1;
+		polish_pass(ds, G, H, b, K);
 		comm_allreduce_double(G, q + 1 + K);
 		comm_allreduce_double(H, q * q);
 		for (int k = 0; k < Kf; k++)
@@ -1102,7 +1280,17 @@ newton_polish64_mn(const Dataset *ds, const WorkerSpec *spec, const double *thet
 	free(H);
 	free(L);
 	free(delta);
-	free(label);
+}
+
+/* a spilled block's training labels onto nw->label */
+static void
+newton_labels_block(const Dataset *v, void *arg)
+{
+	Newton	   *nw = arg;
+
+	for (int64_t i = 0; i < v->n; i++)
+		if (!v->val[i])
+			nw->label[nw->nt++] = (int) v->y[i];
 }
 
 /*
@@ -1136,15 +1324,32 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	nw.Kf = nw.binary ? 1 : K - 1;
 	nw.q = q = (size_t) nw.Kf * nw.p;
 	nw.lambda = spec->weight_decay;
-	nw.rows = malloc(sizeof(int64_t) * (ds->n ? ds->n : 1));
-	nw.label = malloc(sizeof(int) * (ds->n ? ds->n : 1));
-	for (int64_t i = 0; i < ds->n; i++)
-		if (!ds->val[i])
-		{
-			nw.rows[nw.nt] = i;
-			nw.label[nw.nt] = (int) ds->y[i];
-			nw.nt++;
-		}
+	if (ds->spill)
+	{
+		/* a spilled slice: the training rows' labels in row order, one pass */
+		int64_t		nval;
+
+		stream_counts(ds->spill, &nw.nt, &nval);
+		nw.label = malloc(sizeof(int) * (nw.nt ? nw.nt : 1));
+		if (!nw.label)
+			worker_fail("out of memory for %lld labels", (long long) nw.nt);
+		nw.nt = 0;
+		stream_scan(ds->spill, 0, newton_labels_block, &nw);
+	}
+	else
+	{
+		nw.rows = malloc(sizeof(int64_t) * (ds->n ? ds->n : 1));
+		nw.label = malloc(sizeof(int) * (ds->n ? ds->n : 1));
+		if (!nw.rows || !nw.label)
+			worker_fail("out of memory");
+		for (int64_t i = 0; i < ds->n; i++)
+			if (!ds->val[i])
+			{
+				nw.rows[nw.nt] = i;
+				nw.label[nw.nt] = (int) ds->y[i];
+				nw.nt++;
+			}
+	}
 	nw.n = nw.nt;
 	comm_allreduce_double(&nw.n, 1);
 	nw.eta = calloc((size_t) (nw.nt ? nw.nt : 1) * nw.Kf, sizeof(double));
@@ -1153,7 +1358,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	g = malloc(sizeof(double) * q);
 	H = malloc(sizeof(double) * q * q);
 	delta = malloc(sizeof(double) * q);
-	if (!nw.rows || !nw.label || !nw.eta || !nw.eta_d || !theta || !g || !H || !delta)
+	if (!nw.label || !nw.eta || !nw.eta_d || !theta || !g || !H || !delta)
 		worker_fail("out of memory for a %zu x %zu Hessian", q, q);
 
 	for (iter = 1; iter <= spec->epochs; iter++)

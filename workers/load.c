@@ -110,15 +110,20 @@ static struct
 static void
 start_spill(Dataset *ds, const WorkerSpec *spec)
 {
-	int			half = spec->spill_fp16 && !ds->wide;
-	/* a half spill's buffers hold the half floats and their widened copy */
-	int64_t		rows = budget.data / ((budget.window + 4) * (budget.row + (half ? 2 * (int64_t) ds->d : 0)));
+	int			format = ds->wide ? DML_SPILL_FLOAT32 : spec->spill_format;
+	/*
+	 * a compact spill's buffers hold the compact inputs and their widened
+	 * copy: a block of them takes more memory, and less disk
+	 */
+	int64_t		extra = format == DML_SPILL_FP16 ? 2 * (int64_t) ds->d :
+		format == DML_SPILL_INT8 ? (int64_t) ds->d : 0;
+	int64_t		rows = budget.data / ((budget.window + 4) * (budget.row + extra));
 
 	if (rows < 256)
 		rows = 256;
 	if (rows > 1 << 24)
 		rows = 1 << 24;
-	ds->spill = stream_open(spec, ds->d, ds->wide, spec->discover != 0, half, (int) rows);
+	ds->spill = stream_open(spec, ds->d, ds->wide, spec->discover != 0, format, (int) rows);
 	memset(ds->val, 0, ds->n);
 	stream_flush(ds->spill, ds);
 	ds->cap = rows;
@@ -964,7 +969,18 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	budget.row = stream_row_cost(spec);
 	budget.window = spec->window > 0 ? spec->window : DML_WINDOW_DEFAULT;
 
-	if (!whole || rank == 0)
+	/*
+	 * A restarted rank whose spill the launch before left whole reads no
+	 * rows (the spill's description says what loading saw); every rank
+	 * then meets the others in discover_classes and prepare as usual.  No
+	 * rank reuses without the caller's snapshot, so the collectives below
+	 * (rank 0 exporting one) run on every rank or on none.
+	 */
+	if (budget.allowed)
+		ds->spill_restart = stream_reuse(spec, ds);
+	if (ds->spill)
+		;						/* reused */
+	else if (!whole || rank == 0)
 	{
 		char		snapshot[256];
 
@@ -1008,12 +1024,16 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 		exec_ok(conn, "COMMIT");
 		PQfinish(conn);
 	}
-	load_shard_slices(ds, spec, rank);
-	if (ds->spill)
+	if (ds->spill && stream_reused(ds->spill))
+		;
+	else
+		load_shard_slices(ds, spec, rank);
+	if (ds->spill && !stream_reused(ds->spill))
 	{
 		/* every row in the spill; the staging block goes */
 		memset(ds->val, 0, ds->n);
 		stream_flush(ds->spill, ds);
+		stream_note_load(ds->spill, ds, spec);
 		free(ds->X);
 		free(ds->y);
 		free(ds->val);

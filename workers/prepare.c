@@ -192,7 +192,7 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 	counts[3 * nf] = (double) ds->target_nulls;
 	counts[3 * nf + 1] = (double) ds->target_bad;
 	counts[3 * nf + 2] = (double) ds->unknown_labels;
-	counts[3 * nf + 3] = (double) (ds->spill ? stream_rows(ds->spill) : ds->n);
+	counts[3 * nf + 3] = (double) (ds->spill ? stream_loaded_rows(ds->spill) : ds->n);
 	comm_allreduce_double(counts, nc);
 
 	if (counts[3 * nf + 3] == 0)

@@ -172,6 +172,7 @@ worker_user_error(const char *fmt,...)
 /*
  * Fault injection (tests only; the backend passes it on only when
  * dml.test_hooks is on).  "rank:epoch:how", how = kill | exit | drop | hang,
+ * or spoil | unspill (the rank's spill damaged or removed, then killed),
  * with a trailing "!" to fault again after a restart.
  */
 void
@@ -199,6 +200,12 @@ maybe_inject_fault(const WorkerSpec *spec, int epoch, void *pgconn)
 	fflush(stderr);
 	if (strncmp(how, "kill", 4) == 0)
 		kill(getpid(), SIGKILL);
+	else if (strncmp(how, "spoil", 5) == 0 || strncmp(how, "unspill", 7) == 0)
+	{
+		/* this rank's spill damaged, or removed, then killed */
+		stream_spoil(how[0] == 'u');
+		kill(getpid(), SIGKILL);
+	}
 	else if (strncmp(how, "exit", 4) == 0)
 		_exit(17);
 	else if (strncmp(how, "hang", 4) == 0)

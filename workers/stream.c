@@ -12,7 +12,12 @@
  * staging block of the same size.  The rows are spilled decoded, as the
  * float32 (and for the exact solvers float64) inputs the in-memory path
  * holds, one-hot and array features already expanded, all read under the
- * job's snapshot in the one load.
+ * job's snapshot in the one load.  On request (options "spill") the
+ * float32 inputs are kept compact: as half floats ("fp16", a value past
+ * fp16's range refused), or as one byte each ("int8": integer values, a
+ * block's column stored as offsets from its least value, exact, and
+ * refused when a value is not an integer or a block's column spans more
+ * than 256 of them); a block read is widened back to float32.
  *
  * prepare_data then makes one pass over the blocks: labels listed while
  * loading become output indices, rows are held out for validation (the
@@ -30,13 +35,14 @@
  * blocks in file order through the same read-ahead.
  *
  * The file lives in the job's spill directory (spec->spill_dir, which the
- * coordinator removes whenever the job ends, and before a restart, so a
- * restarted rank spills afresh from PostgreSQL); it is unlinked as soon as
- * it is open, so the space goes back to the file system the moment the
- * process ends, however it ends.  A full disk, a directory that cannot be
- * written, or a job's spill passing dml.spill_limit is an error that names
- * its cause, never retried; the messages name dml.spill_dir, not its path
- * (an ordinary role may not read the setting, nor the data directory's).
+ * coordinator removes whenever the job ends, however it ends, and keeps
+ * across a restart): a restarted rank reuses its spill when the
+ * description written beside it after prepare and every block's checksum
+ * agree, and spills afresh from PostgreSQL otherwise (see stream_reuse).
+ * A full disk, a directory that cannot be written, or a job's spill
+ * passing dml.spill_limit is an error that names its cause, never retried;
+ * the messages name dml.spill_dir, not its path (an ordinary role may not
+ * read the setting, nor the data directory's).
  *
  *-------------------------------------------------------------------------
  */
@@ -59,13 +65,14 @@ typedef struct SpillBlock
 {
 	int64_t		off;
 	int			n;				/* rows now (after prepare: the kept rows) */
+	uint64_t	sum;			/* checksum of its bytes in the file */
 } SpillBlock;
 
 /* a block's buffer and the Dataset view of its rows */
 typedef struct BlockBuf
 {
 	char	   *mem;
-	float	   *xf;				/* half spill: the inputs, widened */
+	float	   *xf;				/* compact spill: the inputs, widened */
 	Dataset		view;
 	int			block;			/* which block it holds, -1: none */
 } BlockBuf;
@@ -76,7 +83,7 @@ struct Spill
 	int			d;
 	int			wide;			/* float64 rows too (exact solvers) */
 	int			keys;			/* label keys too (labels listed while loading) */
-	int			half;			/* the float32 inputs kept as half floats */
+	int			format;			/* DML_SPILL_*: how the float32 inputs are kept */
 	int			rows;			/* rows per block */
 	int			nblocks;
 	int			capblocks;
@@ -86,6 +93,16 @@ struct Spill
 	int64_t		nval;
 	int64_t		limit;			/* this rank's share of spill_limit; 0: none */
 	char		dir[1024];
+	char		path[1100];		/* the rows */
+	char		meta[1100];		/* what a restarted rank needs to reuse them */
+	uint64_t	key;			/* the job's reading of this rank's slice; 0: not reusable */
+	int			reused;			/* found intact by a restarted rank */
+	/* what loading saw, for prepare (a restarted rank that reuses reads no rows) */
+	int			nfacts;
+	int64_t    *facts;			/* 3 nfeatures counts, 3 target counts, rows loaded */
+	int			nseen;			/* label keys listed while loading */
+	int			seen_overflow;
+	int64_t    *seen;
 	/* the standardization applied to each block read (set by prepare) */
 	const DmlModel *model;
 	const double *impute;		/* (d) float64 rows' NULL fill, or NULL */
@@ -105,18 +122,47 @@ struct Spill
 	double		read_seconds;
 };
 
-/* bytes of one row in the file */
+/* this process's spill, for the test hook stream_spoil */
+static Spill *current_spill;
+
+/* bytes of a block's inputs in the file: 4, 2 or 1 per value (int8: and a header) */
 static size_t
-row_bytes(const Spill *sp)
+x_bytes(const Spill *sp, int n)
 {
-	return (sp->half ? 2 : 4) * (size_t) sp->d + 4 + 1 + (sp->keys ? 8 : 0) +
-		(sp->wide ? 8 * (size_t) sp->d + 8 : 0);
+	size_t		nx = (size_t) n * sp->d;
+
+	switch (sp->format)
+	{
+		case DML_SPILL_FP16:
+			return 2 * nx;
+		case DML_SPILL_INT8:
+			/* each column's least value and whether code 255 means NULL */
+			return 5 * (size_t) sp->d + nx;
+		default:
+			return 4 * nx;
+	}
+}
+
+/* bytes of a block of n rows in the file */
+static size_t
+block_bytes(const Spill *sp, int n)
+{
+	return x_bytes(sp, n) + (size_t) n * (4 + 1 + (sp->keys ? 8 : 0) +
+										  (sp->wide ? 8 * (size_t) sp->d + 8 : 0));
+}
+
+/* where a block's inputs start: after the float64 rows, the keys and y */
+static size_t
+x_at(const Spill *sp, int n)
+{
+	return (size_t) n * ((sp->wide ? 8 * (size_t) sp->d + 8 : 0) + (sp->keys ? 8 : 0) + 4);
 }
 
 /*
- * A block of n rows: float64 sections first, then the int64 keys, then
- * float32 (or half floats), then the validation flags, so every section is
- * aligned.  A half spill's view has its inputs widened in xf.
+ * A block of n rows: float64 sections first, then the int64 keys, then y
+ * in float32, then the inputs (float32, half floats, or int8's header and
+ * codes), then the validation flags, so every section is aligned.  A
+ * compact spill's view has its inputs widened in xf.
  */
 static void
 block_view(const Spill *sp, char *mem, float *xf, int n, Dataset *v)
@@ -139,11 +185,137 @@ block_view(const Spill *sp, char *mem, float *xf, int n, Dataset *v)
 		v->keys = (int64_t *) p;
 		p += 8 * (size_t) n;
 	}
-	v->X = sp->half ? xf : (float *) p;
-	p += (sp->half ? 2 : 4) * (size_t) n * sp->d;
 	v->y = (float *) p;
 	p += 4 * (size_t) n;
+	v->X = sp->format != DML_SPILL_FLOAT32 ? xf : (float *) p;
+	p += x_bytes(sp, n);
 	v->val = (unsigned char *) p;
+}
+
+/*
+ * An int8 block's inputs: per column, its least value lo (float32) and
+ * whether it has NULLs, then each value as the byte v - lo, 255 for NULL
+ * in a column that has them.  Exact, and only for what it holds exactly:
+ * integers whose span in the block's column fits the codes.
+ */
+static void
+int8_encode(const Spill *sp, const float *x, int n, char *out)
+{
+	int			d = sp->d;
+	float	   *lo = (float *) out;
+	unsigned char *nulls = (unsigned char *) out + 4 * (size_t) d;
+	unsigned char *codes = nulls + d;
+
+	for (int c = 0; c < d; c++)
+	{
+		float		mn = INFINITY,
+					mx = -INFINITY;
+
+		nulls[c] = 0;
+		for (int i = 0; i < n; i++)
+		{
+			float		v = x[(size_t) i * d + c];
+
+			if (isnan(v))
+			{
+				nulls[c] = 1;
+				continue;
+			}
+			if (!isfinite(v) || v != rintf(v))
+				worker_fail_final_at(__FILE__, __LINE__, "22003",
+									 "The int8 spill keeps integer-valued inputs such as pixels from 0 to 255; use options => '{\"spill\": \"fp16\"}' or \"float32\".",
+									 "a feature value (%g) of input %d is not an integer: it does not fit the int8 spill", v, c + 1);
+			mn = v < mn ? v : mn;
+			mx = v > mx ? v : mx;
+		}
+		if (mn > mx)
+			mn = mx = 0;		/* only NULLs */
+		if (mx - mn > (nulls[c] ? 254.0f : 255.0f))
+			worker_fail_final_at(__FILE__, __LINE__, "22003",
+								 "The int8 spill keeps integer-valued inputs spanning at most 256 values (255 with NULLs) within each block, such as pixels from 0 to 255; use options => '{\"spill\": \"fp16\"}' or \"float32\".",
+								 "the values of input %d span %g to %g: they do not fit the int8 spill", c + 1, mn, mx);
+		lo[c] = mn;
+	}
+	for (int i = 0; i < n; i++)
+		for (int c = 0; c < d; c++)
+		{
+			float		v = x[(size_t) i * d + c];
+
+			codes[(size_t) i * d + c] = isnan(v) ? 255 : (unsigned char) (v - lo[c]);
+		}
+}
+
+/* an int8 block's inputs back into float32 (NaN for NULL) */
+static void
+int8_decode(const Spill *sp, const char *in, int n, float *x)
+{
+	int			d = sp->d;
+	const float *lo = (const float *) in;
+	const unsigned char *nulls = (const unsigned char *) in + 4 * (size_t) d;
+	const unsigned char *codes = nulls + d;
+
+	for (int i = 0; i < n; i++)
+		for (int c = 0; c < d; c++)
+		{
+			unsigned char k = codes[(size_t) i * d + c];
+
+			x[(size_t) i * d + c] = nulls[c] && k == 255 ? NAN : lo[c] + (float) k;
+		}
+}
+
+/*
+ * A checksum of a block's bytes as written, 8 at a time across the pieces
+ * of a write (a restarted rank compares it before reusing the block).
+ */
+typedef struct SpillSum
+{
+	uint64_t	h;
+	uint64_t	tail;
+	int			ntail;
+} SpillSum;
+
+static inline uint64_t
+sum_mix(uint64_t h, uint64_t w)
+{
+	h ^= w * 0x9E3779B97F4A7C15ULL;
+	h = (h << 31) | (h >> 33);
+	return h * 0xC2B2AE3D27D4EB4FULL;
+}
+
+static void
+sum_add(SpillSum *ss, const void *p, size_t len)
+{
+	const unsigned char *b = p;
+
+	/* finish the word a piece before left partly filled */
+	for (; len > 0 && ss->ntail > 0; len--)
+	{
+		ss->tail |= (uint64_t) *b++ << (8 * ss->ntail);
+		if (++ss->ntail == 8)
+		{
+			ss->h = sum_mix(ss->h, ss->tail);
+			ss->tail = 0;
+			ss->ntail = 0;
+		}
+	}
+	for (; len >= 8; b += 8, len -= 8)
+	{
+		uint64_t	w;
+
+		memcpy(&w, b, 8);
+		ss->h = sum_mix(ss->h, w);
+	}
+	/* fewer than 8 left, and ntail is 0 */
+	for (unsigned i = 0; i < (unsigned) len && i < 8; i++)
+		ss->tail |= (uint64_t) b[i] << (8 * i);
+	if (len > 0)
+		ss->ntail = (int) len;
+}
+
+static uint64_t
+sum_end(SpillSum *ss)
+{
+	return sum_mix(ss->h, ss->tail ^ ((uint64_t) ss->ntail << 56));
 }
 
 /* the peak resident set of this process, bytes */
@@ -208,41 +380,82 @@ stream_row_cost(const WorkerSpec *spec)
  * --------------------------------------------------------------------- */
 
 /*
- * stream_open
- *		Start spilling: make the job's directory (another rank on this host
- *		may have), open this rank's file and unlink it at once.  rows: the
- *		rows of one block.
+ * What identifies this rank's reading of its slice: the job's snapshot, the
+ * rank among how many, its queries and the spill's layout.  0 when a
+ * restart may not reuse a spill: without a snapshot of the caller's (rank
+ * 0 exports a new one at each launch), or with a shard, which a restart
+ * may read under a new snapshot.
  */
-Spill *
-stream_open(const WorkerSpec *spec, int d, int wide, int keys, int half, int rows)
+static uint64_t
+spill_key(const WorkerSpec *spec, int d, int wide, int keys, int format, int rows)
 {
-	Spill	   *sp = calloc(1, sizeof(Spill));
-	char		path[1100];
+	SpillSum	ss = {0x5350494C4CULL, 0, 0};
+	int			layout[7] = {d, wide, keys, format, rows, worker_rank, worker_world};
+	uint64_t	key;
 
-	if (sp == NULL)
-		worker_fail("out of memory");
+	if (spec->snapshot == NULL || spec->snapshot[0] == '\0')
+		return 0;
+	sum_add(&ss, spec->snapshot, strlen(spec->snapshot) + 1);
+	sum_add(&ss, layout, sizeof(layout));
+	for (int i = 0; i < spec->nslices; i++)
+	{
+		if (spec->slices[i].rank != worker_rank)
+			continue;
+		if (spec->slices[i].shard > 0 || spec->slices[i].whole)
+			return 0;
+		sum_add(&ss, spec->slices[i].query, strlen(spec->slices[i].query) + 1);
+	}
+	key = sum_end(&ss);
+	return key ? key : 1;
+}
+
+/* the job's directory (another rank on this host may have made it) and this rank's paths */
+static void
+spill_paths(Spill *sp, const WorkerSpec *spec)
+{
 	if (spec->spill_dir == NULL || spec->spill_dir[0] == '\0')
 		worker_fail("the job names no spill directory");
 	snprintf(sp->dir, sizeof(sp->dir), "%s", spec->spill_dir);
+	snprintf(sp->path, sizeof(sp->path), "%s/rank%d.spill", sp->dir, worker_rank);
+	snprintf(sp->meta, sizeof(sp->meta), "%s/rank%d.meta", sp->dir, worker_rank);
+}
+
+/*
+ * stream_open
+ *		Start spilling: make the job's directory (another rank on this host
+ *		may have), and this rank's file, afresh.  rows: the rows of one
+ *		block.  The file stays until the coordinator removes the directory
+ *		when the job ends; a restarted rank may reuse it (stream_reuse).
+ */
+Spill *
+stream_open(const WorkerSpec *spec, int d, int wide, int keys, int format, int rows)
+{
+	Spill	   *sp = calloc(1, sizeof(Spill));
+
+	if (sp == NULL)
+		worker_fail("out of memory");
+	spill_paths(sp, spec);
 	if (mkdir(sp->dir, 0700) != 0 && errno != EEXIST)
 		worker_fail_final_at(__FILE__, __LINE__, "58030",
 							 "Check that dml.spill_dir names a directory the server's OS user can write.",
 							 "could not create the job's spill directory under dml.spill_dir: %s", strerror(errno));
-	snprintf(path, sizeof(path), "%s/rank%d.spill", sp->dir, worker_rank);
-	sp->fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	/* what an earlier launch left is no longer a complete spill */
+	unlink(sp->meta);
+	sp->fd = open(sp->path, O_RDWR | O_CREAT | O_TRUNC, 0600);
 	if (sp->fd < 0)
 		worker_fail_final_at(__FILE__, __LINE__, "58030",
 							 "Check that dml.spill_dir names a directory the server's OS user can write.",
 							 "could not create a spill file under dml.spill_dir: %s", strerror(errno));
-	unlink(path);
+	sp->key = spill_key(spec, d, wide, keys, format, rows);
 	sp->d = d;
 	sp->wide = wide;
 	sp->keys = keys;
-	sp->half = half;
+	sp->format = format;
 	sp->rows = rows;
 	sp->limit = spec->spill_limit > 0 ? spec->spill_limit / (worker_world > 0 ? worker_world : 1) : 0;
 	pthread_mutex_init(&sp->mu, NULL);
 	pthread_cond_init(&sp->cv, NULL);
+	current_spill = sp;
 	return sp;
 }
 
@@ -293,17 +506,26 @@ spill_write(Spill *sp, const struct iovec *iov, int niov, int64_t off)
 	}
 }
 
-/* rows [lo, lo + n) of ds as block b's record, at off */
-static void
+/* rows [lo, lo + n) of ds as block b's record, at off; returns the bytes' checksum */
+static uint64_t
 write_rows(Spill *sp, const Dataset *ds, int64_t lo, int n, int64_t off)
 {
+	SpillSum	ss = {0, 0, 0};
 	struct iovec iov[6];
 	int			k = 0;
 	uint16_t   *h = NULL;
+	char	   *b8 = NULL;
 	const float *x = ds->X + lo * sp->d;
 	size_t		nx = (size_t) n * sp->d;
 
-	if (sp->half)
+	if (sp->format == DML_SPILL_INT8)
+	{
+		b8 = malloc(x_bytes(sp, n));
+		if (b8 == NULL)
+			worker_fail("out of memory");
+		int8_encode(sp, x, n, b8);
+	}
+	if (sp->format == DML_SPILL_FP16)
 	{
 		/* a value past fp16's range would become infinite: refuse it */
 		for (size_t i = 0; i < nx; i++)
@@ -325,15 +547,21 @@ write_rows(Spill *sp, const Dataset *ds, int64_t lo, int n, int64_t off)
 	}
 	if (sp->keys)
 		IOV(ds->keys + lo, 8 * (size_t) n);
-	if (sp->half)
+	IOV(ds->y + lo, 4 * (size_t) n);
+	if (h)
 		IOV(h, 2 * nx);
+	else if (b8)
+		IOV(b8, x_bytes(sp, n));
 	else
 		IOV(x, 4 * nx);
-	IOV(ds->y + lo, 4 * (size_t) n);
 	IOV(ds->val + lo, (size_t) n);
 #undef IOV
+	for (int i = 0; i < k; i++)
+		sum_add(&ss, iov[i].iov_base, iov[i].iov_len);
 	spill_write(sp, iov, k, off);
 	free(h);
+	free(b8);
+	return sum_end(&ss);
 }
 
 /*
@@ -356,13 +584,403 @@ stream_flush(Spill *sp, Dataset *ds)
 			if (sp->blocks == NULL)
 				worker_fail("out of memory");
 		}
-		write_rows(sp, ds, lo, n, off);
+		sp->blocks[sp->nblocks].sum = write_rows(sp, ds, lo, n, off);
 		sp->blocks[sp->nblocks].off = off;
 		sp->blocks[sp->nblocks].n = n;
 		sp->nblocks++;
-		sp->bytes += (int64_t) row_bytes(sp) * n;
+		sp->bytes += (int64_t) block_bytes(sp, n);
 	}
 	ds->n = 0;
+}
+
+/* ---------------------------------------------------------------------
+ * Reuse by a restarted rank
+ *
+ * Once prepare has written the blocks back, the rank writes beside them
+ * what it would need to be that rank again without reading PostgreSQL:
+ * the key of its reading (spill_key), the layout, each block's place,
+ * rows and checksum, and what loading saw (the counts prepare checks and
+ * the label keys listed).  A restarted rank (spec->attempt > 0) with the
+ * same key, whose file has the size and every block the checksum written,
+ * takes the spill as it is; prepare's pass over it changes nothing and
+ * sums the same statistics.  Anything else, a missing or damaged file
+ * included, and it spills afresh from PostgreSQL.
+ * --------------------------------------------------------------------- */
+
+typedef struct SpillMetaHead
+{
+	char		magic[8];
+	uint64_t	key;
+	int32_t		d,
+				wide,
+				keys,
+				format,
+				rows,
+				nblocks;
+	int64_t		bytes;
+	int32_t		nfacts,
+				nseen,
+				seen_overflow,
+				pad;
+} SpillMetaHead;
+
+#define SPILL_META_MAGIC "dmlspl1"
+
+static bool
+write_all_fd(int fd, const void *p, size_t len, SpillSum *ss)
+{
+	const char *b = p;
+
+	sum_add(ss, p, len);
+	while (len > 0)
+	{
+		ssize_t		w = write(fd, b, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		b += w;
+		len -= (size_t) w;
+	}
+	return true;
+}
+
+/*
+ * The spill's description, written whole under another name and renamed:
+ * a rank killed while writing it leaves none.  Not being able to write it
+ * only means a restart spills afresh.
+ */
+static void
+meta_write(Spill *sp)
+{
+	char		tmp[1110];
+	SpillMetaHead head;
+	SpillSum	ss = {0, 0, 0};
+	uint64_t	sum;
+	int			fd;
+	bool		ok;
+
+	if (sp->key == 0 || sp->facts == NULL)
+		return;
+	memset(&head, 0, sizeof(head));
+	memcpy(head.magic, SPILL_META_MAGIC, 8);
+	head.key = sp->key;
+	head.d = sp->d;
+	head.wide = sp->wide;
+	head.keys = sp->keys;
+	head.format = sp->format;
+	head.rows = sp->rows;
+	head.nblocks = sp->nblocks;
+	head.bytes = sp->bytes;
+	head.nfacts = sp->nfacts;
+	head.nseen = sp->nseen;
+	head.seen_overflow = sp->seen_overflow;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", sp->meta);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		return;
+	ok = write_all_fd(fd, &head, sizeof(head), &ss) &&
+		write_all_fd(fd, sp->facts, sizeof(int64_t) * sp->nfacts, &ss) &&
+		write_all_fd(fd, sp->seen, sizeof(int64_t) * sp->nseen, &ss) &&
+		write_all_fd(fd, sp->blocks, sizeof(SpillBlock) * sp->nblocks, &ss);
+	sum = sum_end(&ss);
+	ok = ok && write_all_fd(fd, &sum, sizeof(sum), &ss) && fsync(fd) == 0;
+	close(fd);
+	if (!ok || rename(tmp, sp->meta) != 0)
+		unlink(tmp);
+}
+
+/* read exactly len bytes into p (and the checksum); false when the file ends or fails */
+static bool
+read_all_fd(int fd, void *p, size_t len, SpillSum *ss)
+{
+	char	   *b = p;
+	size_t		got = 0;
+
+	while (got < len)
+	{
+		ssize_t		r = read(fd, b + got, len - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		got += (size_t) r;
+	}
+	if (ss)
+		sum_add(ss, p, len);
+	return true;
+}
+
+/* the description in sp->meta, if it is whole and for sp->key; false otherwise */
+static bool
+meta_read(Spill *sp, int nfacts, int *why)
+{
+	SpillMetaHead head;
+	SpillSum	ss = {0, 0, 0};
+	uint64_t	sum,
+				want;
+	int			fd = open(sp->meta, O_RDONLY);
+	bool		ok;
+
+	*why = SPILL_NO_META;
+	if (fd < 0)
+		return false;
+	*why = SPILL_BAD_META;
+	ok = read_all_fd(fd, &head, sizeof(head), &ss) &&
+		memcmp(head.magic, SPILL_META_MAGIC, 8) == 0 && head.key == sp->key &&
+		head.nfacts == nfacts && head.nblocks >= 0 && head.nblocks < (1 << 28) &&
+		head.nseen >= 0 && head.nseen < (1 << 24) && head.rows > 0;
+	if (ok)
+	{
+		sp->d = head.d;
+		sp->wide = head.wide;
+		sp->keys = head.keys;
+		sp->format = head.format;
+		sp->rows = head.rows;
+		sp->nblocks = sp->capblocks = head.nblocks;
+		sp->bytes = head.bytes;
+		sp->nfacts = head.nfacts;
+		sp->nseen = head.nseen;
+		sp->seen_overflow = head.seen_overflow;
+		sp->facts = malloc(sizeof(int64_t) * (nfacts + 1));
+		sp->seen = malloc(sizeof(int64_t) * (head.nseen + 1));
+		sp->blocks = malloc(sizeof(SpillBlock) * (head.nblocks + 1));
+		if (!sp->facts || !sp->seen || !sp->blocks)
+			worker_fail("out of memory");
+		ok = read_all_fd(fd, sp->facts, sizeof(int64_t) * nfacts, &ss) &&
+			read_all_fd(fd, sp->seen, sizeof(int64_t) * head.nseen, &ss) &&
+			read_all_fd(fd, sp->blocks, sizeof(SpillBlock) * head.nblocks, &ss);
+		want = sum_end(&ss);
+		ok = ok && read_all_fd(fd, &sum, sizeof(sum), NULL) && sum == want;
+	}
+	close(fd);
+	return ok;
+}
+
+/* every block's bytes against its checksum, and the file's size */
+static bool
+spill_intact(Spill *sp, int *why)
+{
+	struct stat st;
+	char	   *buf;
+	bool		ok = true;
+
+	*why = SPILL_NO_FILE;
+	sp->fd = open(sp->path, O_RDWR);
+	if (sp->fd < 0)
+		return false;
+	*why = SPILL_BAD_FILE;
+	if (fstat(sp->fd, &st) != 0 || st.st_size != sp->bytes)
+		return false;
+	buf = malloc(block_bytes(sp, sp->rows) + 64);
+	if (buf == NULL)
+		worker_fail("out of memory");
+	for (int k = 0; k < sp->nblocks && ok; k++)
+	{
+		size_t		len = block_bytes(sp, sp->blocks[k].n);
+		size_t		got = 0;
+		SpillSum	ss = {0, 0, 0};
+
+		ok = sp->blocks[k].n >= 0 && sp->blocks[k].n <= sp->rows && sp->blocks[k].off >= 0 &&
+			sp->blocks[k].off + (int64_t) len <= sp->bytes;
+		while (ok && got < len)
+		{
+			ssize_t		r = pread(sp->fd, buf + got, len - got, sp->blocks[k].off + (int64_t) got);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				ok = false;
+			else
+				got += (size_t) r;
+		}
+		if (ok)
+		{
+			sum_add(&ss, buf, len);
+			ok = sum_end(&ss) == sp->blocks[k].sum;
+		}
+	}
+	free(buf);
+	return ok;
+}
+
+/* what a restarted rank's SPILL_* code says, for the log */
+const char *
+stream_restart_why(int code)
+{
+	switch (code)
+	{
+		case SPILL_REUSED:
+			return "reused its spill";
+		case SPILL_NO_META:
+			return "spilled afresh from PostgreSQL: its spill's description is missing";
+		case SPILL_BAD_META:
+			return "spilled afresh from PostgreSQL: its spill's description is damaged";
+		case SPILL_NO_FILE:
+			return "spilled afresh from PostgreSQL: its spill is missing";
+		case SPILL_BAD_FILE:
+			return "spilled afresh from PostgreSQL: its spill is damaged";
+		case SPILL_UNREPEATABLE:
+			return "spilled afresh from PostgreSQL: the job reads without the caller's snapshot, or from a shard";
+	}
+	return "";
+}
+
+/*
+ * stream_reuse
+ *		A restarted rank's spill, if the launch before left it whole and for
+ *		the same reading: ds gets it and what loading saw (SPILL_REUSED).
+ *		Otherwise ds is untouched and the rank reads its slice again: the
+ *		code says why, SPILL_NONE on a first launch or when the launch
+ *		before left no spill of this rank (its slice fit in memory).
+ */
+int
+stream_reuse(const WorkerSpec *spec, Dataset *ds)
+{
+	int			why = SPILL_NONE;
+	Spill		probe;
+	Spill	   *sp;
+	int			nf = spec->nfeatures;
+	int			format = ds->wide ? DML_SPILL_FLOAT32 : spec->spill_format;
+	int			nfacts = 3 * nf + 4;
+	SpillMetaHead head;
+	int			fd;
+
+	if (spec->attempt == 0 || spec->spill_dir == NULL || spec->spill_dir[0] == '\0')
+		return SPILL_NONE;
+	memset(&probe, 0, sizeof(probe));
+	spill_paths(&probe, spec);
+	/* the rows per block come from the description; the key covers them */
+	fd = open(probe.meta, O_RDONLY);
+	if (fd < 0)
+	{
+		/* a rank whose slice fit in memory has no spill: not an event */
+		return access(probe.path, F_OK) == 0 ? SPILL_NO_META : SPILL_NONE;
+	}
+	if (!read_all_fd(fd, &head, sizeof(head), NULL) || head.rows <= 0)
+	{
+		close(fd);
+		return SPILL_BAD_META;
+	}
+	close(fd);
+	sp = calloc(1, sizeof(Spill));
+	if (sp == NULL)
+		worker_fail("out of memory");
+	spill_paths(sp, spec);
+	sp->key = spill_key(spec, ds->d, ds->wide, spec->discover != 0, format, head.rows);
+	sp->fd = -1;
+	if (sp->key == 0)
+	{
+		free(sp);
+		return SPILL_UNREPEATABLE;
+	}
+	if (!meta_read(sp, nfacts, &why) || sp->d != ds->d || !spill_intact(sp, &why))
+	{
+		if (sp->fd >= 0)
+			close(sp->fd);
+		free(sp->facts);
+		free(sp->seen);
+		free(sp->blocks);
+		free(sp);
+		return why;
+	}
+	sp->limit = spec->spill_limit > 0 ? spec->spill_limit / (worker_world > 0 ? worker_world : 1) : 0;
+	sp->reused = 1;
+	current_spill = sp;
+	pthread_mutex_init(&sp->mu, NULL);
+	pthread_cond_init(&sp->cv, NULL);
+	/* what loading saw */
+	for (int f = 0; f < nf; f++)
+	{
+		ds->null_count[f] = sp->facts[f];
+		ds->bad_count[f] = sp->facts[nf + f];
+		ds->width_errors[f] = sp->facts[2 * nf + f];
+	}
+	ds->target_nulls = sp->facts[3 * nf];
+	ds->target_bad = sp->facts[3 * nf + 1];
+	ds->unknown_labels = sp->facts[3 * nf + 2];
+	if (spec->discover)
+	{
+		ds->seen = malloc(sizeof(int64_t) * (spec->discover + 1));
+		if (ds->seen == NULL)
+			worker_fail("out of memory");
+		memcpy(ds->seen, sp->seen, sizeof(int64_t) * (sp->nseen < spec->discover + 1 ? sp->nseen : spec->discover + 1));
+		ds->nseen = sp->nseen;
+		ds->seen_overflow = sp->seen_overflow;
+	}
+	ds->spill = sp;
+	return SPILL_REUSED;
+}
+
+/*
+ * stream_note_load
+ *		What loading saw, kept for the description a restart reads: called
+ *		when every row is in the spill, before the label keys are merged.
+ */
+void
+stream_note_load(Spill *sp, const Dataset *ds, const WorkerSpec *spec)
+{
+	int			nf = spec->nfeatures;
+
+	sp->nfacts = 3 * nf + 4;
+	sp->facts = calloc(sp->nfacts, sizeof(int64_t));
+	sp->seen = malloc(sizeof(int64_t) * (ds->nseen + 1));
+	if (!sp->facts || !sp->seen)
+		worker_fail("out of memory");
+	for (int f = 0; f < nf; f++)
+	{
+		sp->facts[f] = ds->null_count[f];
+		sp->facts[nf + f] = ds->bad_count[f];
+		sp->facts[2 * nf + f] = ds->width_errors[f];
+	}
+	sp->facts[3 * nf] = ds->target_nulls;
+	sp->facts[3 * nf + 1] = ds->target_bad;
+	sp->facts[3 * nf + 2] = ds->unknown_labels;
+	sp->facts[3 * nf + 3] = stream_rows(sp);
+	if (ds->seen)
+		memcpy(sp->seen, ds->seen, sizeof(int64_t) * ds->nseen);
+	sp->nseen = ds->seen ? ds->nseen : 0;
+	sp->seen_overflow = ds->seen_overflow;
+}
+
+/* the rows loaded into the spill, before prepare dropped any */
+int64_t
+stream_loaded_rows(const Spill *sp)
+{
+	return sp->facts ? sp->facts[sp->nfacts - 1] : stream_rows(sp);
+}
+
+int
+stream_reused(const Spill *sp)
+{
+	return sp->reused;
+}
+
+/*
+ * A test hook (options "fault", dml.test_hooks): damage this rank's spill
+ * (a byte of its middle flipped), or remove it, before the rank is killed.
+ */
+void
+stream_spoil(int remove)
+{
+	Spill	   *sp = current_spill;
+	unsigned char c;
+
+	if (sp == NULL)
+		return;
+	if (remove)
+	{
+		unlink(sp->path);
+		return;
+	}
+	if (pread(sp->fd, &c, 1, sp->bytes / 2) == 1)
+	{
+		c ^= 0x5a;
+		if (pwrite(sp->fd, &c, 1, sp->bytes / 2) == 1)
+			fsync(sp->fd);
+	}
 }
 
 /* ---------------------------------------------------------------------
@@ -372,10 +990,12 @@ stream_flush(Spill *sp, Dataset *ds)
 static int
 buf_alloc(const Spill *sp, BlockBuf *b)
 {
-	b->mem = malloc(row_bytes(sp) * (size_t) sp->rows + 64);
-	b->xf = sp->half ? malloc(sizeof(float) * (size_t) sp->rows * sp->d + 64) : NULL;
+	int			compact = sp->format != DML_SPILL_FLOAT32;
+
+	b->mem = malloc(block_bytes(sp, sp->rows) + 64);
+	b->xf = compact ? malloc(sizeof(float) * (size_t) sp->rows * sp->d + 64) : NULL;
 	b->block = -1;
-	return b->mem != NULL && (!sp->half || b->xf != NULL);
+	return b->mem != NULL && (!compact || b->xf != NULL);
 }
 
 /* the standardization of prepare_data, on the rows of a block just read */
@@ -410,7 +1030,7 @@ block_transform(const Spill *sp, Dataset *v)
 static int
 read_block(Spill *sp, BlockBuf *b, int k, int raw)
 {
-	size_t		len = row_bytes(sp) * (size_t) sp->blocks[k].n;
+	size_t		len = block_bytes(sp, sp->blocks[k].n);
 	size_t		got = 0;
 	double		t0 = dml_clock_seconds();
 
@@ -427,14 +1047,11 @@ read_block(Spill *sp, BlockBuf *b, int k, int raw)
 	sp->read_seconds += dml_clock_seconds() - t0;
 	sp->read_bytes += (double) len;
 	block_view(sp, b->mem, b->xf, sp->blocks[k].n, &b->view);
-	if (sp->half)
-	{
-		/* the half section sits after the float64 and key sections */
-		size_t		at = (sp->wide ? 8 * ((size_t) sp->d + 1) : 0) + (sp->keys ? 8 : 0);
-
-		half_to_float(b->xf, (const uint16_t *) (b->mem + at * sp->blocks[k].n),
+	if (sp->format == DML_SPILL_FP16)
+		half_to_float(b->xf, (const uint16_t *) (b->mem + x_at(sp, sp->blocks[k].n)),
 					  (size_t) sp->blocks[k].n * sp->d, 1.0f);
-	}
+	else if (sp->format == DML_SPILL_INT8)
+		int8_decode(sp, b->mem + x_at(sp, sp->blocks[k].n), sp->blocks[k].n, b->xf);
 	b->block = k;
 	if (!raw)
 		block_transform(sp, &b->view);
@@ -573,11 +1190,19 @@ stream_rewrite(Spill *sp, void (*fn) (Dataset *view, void *arg), void *arg)
 		 * back in place as a block of their count (from memory: no overlap)
 		 */
 		if (b.view.n > 0)
-			write_rows(sp, &b.view, 0, (int) b.view.n, sp->blocks[k].off);
+			sp->blocks[k].sum = write_rows(sp, &b.view, 0, (int) b.view.n, sp->blocks[k].off);
+		else
+		{
+			SpillSum	ss = {0, 0, 0};
+
+			sp->blocks[k].sum = sum_end(&ss);
+		}
 		sp->blocks[k].n = (int) b.view.n;
 	}
 	free(b.mem);
 	free(b.xf);
+	/* prepared and written back: a restarted rank may reuse it from here on */
+	meta_write(sp);
 }
 
 /* the standardization to apply to every block from now on */

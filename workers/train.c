@@ -774,18 +774,21 @@ final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Train
 	out->consensus = res->has_sync ? res->consensus : NAN;
 	{
 		/* the memory the ranks held, and what they spilled */
-		double		sums[4] = {ds->spill ? 1 : 0, ds->spill ? (double) stream_bytes(ds->spill) : 0, 0, 0};
+		double		sums[6] = {ds->spill ? 1 : 0, ds->spill ? (double) stream_bytes(ds->spill) : 0, 0, 0,
+		ds->spill_restart == SPILL_REUSED, ds->spill_restart > SPILL_REUSED};
 
 		if (ds->spill)
 			stream_read_figures(ds->spill, &sums[2], &sums[3]);
-		comm_allreduce_double(sums, 4);
+		comm_allreduce_double(sums, 6);
+		out->spill_reused = (int32_t) sums[4];
+		out->spill_recreated = (int32_t) sums[5];
 		out->streamed = (int32_t) sums[0];
 		out->spill_bytes = sums[1];
 		out->spill_read_bytes = sums[2];
 		out->spill_read_seconds = sums[3];
 		out->memory = (double) spec->memory;
 		out->window = spec->window;
-		out->spill_fp16 = spec->spill_fp16 && !ds->wide;
+		out->spill_format = ds->wide ? DML_SPILL_FLOAT32 : spec->spill_format;
 	}
 	dml_work_free(&work);
 	free(train_idx);

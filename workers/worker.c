@@ -241,23 +241,37 @@ main(int argc, char **argv)
 	}
 	load_slices(&ds, &spec, worker_rank);
 	comm_barrier();				/* the first to finish sleeps, not spins */
+	if (spec.attempt > 0)
+	{
+		/* a restart: what each rank found of its spill, in one log line */
+		double	   *codes = calloc(worker_world, sizeof(double));
+		char		line[1024];
+		int			n = 0;
+
+		if (codes == NULL)
+			worker_fail("out of memory");
+		codes[worker_rank] = ds.spill_restart;
+		comm_allreduce_double(codes, worker_world);
+		for (int r = 0; r < worker_world && n < (int) sizeof(line) - 1; r++)
+			if (codes[r] != SPILL_NONE)
+				n += snprintf(line + n, sizeof(line) - n, "%sworker %d %s", n ? "; " : "", r,
+							  stream_restart_why((int) codes[r]));
+		if (worker_rank == 0 && n > 0)
+			control_send(DML_MSG_LOG, line, n < (int) sizeof(line) ? n : (int) sizeof(line) - 1, NULL, 0);
+		free(codes);
+	}
 
 	memset(&res, 0, sizeof(res));
 	prepare_data(&ds, &spec, &res.model);
 	{
 		/*
 		 * A spilled slice streams through the exact least-squares solver,
-		 * L-BFGS and the CPU loop; the GPU loop and Newton's method hold
-		 * their rows in memory.  Every rank learns whether any spilled.
+		 * Newton's method, L-BFGS and the CPU loop; the GPU loop holds its
+		 * rows in memory.  Every rank learns whether any spilled.
 		 */
 		double		spilled = ds.spill != NULL;
 
 		comm_allreduce_double(&spilled, 1);
-		if (spilled > 0 && spec.optimizer == DML_JOB_OPT_NEWTON)
-			worker_user_error("0A000|Give the job more memory (dml.worker_memory, options \"memory\"), or use an iterative optimizer such as adam.|"
-							  "the %s solver needs its rows in memory, and a worker's slice does not fit %lld MB",
-							  dml_job_name(DML_NAMES_OPTIMIZER, spec.optimizer),
-							  (long long) (spec.memory >> 20));
 		if (spilled > 0 && gpu >= 0)
 		{
 			gpu = -1;

@@ -96,7 +96,7 @@ typedef struct WorkerSpec
 	int			window;			/* blocks a streamed epoch mixes rows across */
 	char	   *spill_dir;		/* the job's spill directory */
 	int64_t		spill_limit;	/* bytes of spill for the job; 0: no limit */
-	int			spill_fp16;		/* spill float32 inputs as half floats */
+	int			spill_format;	/* DML_SPILL_*: how the float32 inputs are spilled */
 	int			checkpoint_last;	/* also checkpoint the last epoch (dml_tune's halving) */
 
 	int			classification;
@@ -176,6 +176,7 @@ typedef struct Dataset
 	int			seen_overflow;	/* more than spec->discover of them */
 	/* the slice did not fit spec->memory: its rows are in this spill (stream.c) */
 	struct Spill *spill;
+	int			spill_restart;	/* SPILL_REUSED, or why a restarted rank spilled afresh */
 } Dataset;
 
 extern void load_slices(Dataset *ds, WorkerSpec *spec, int rank);
@@ -192,8 +193,22 @@ typedef struct StreamEpoch StreamEpoch;
 extern int64_t stream_data_budget(const WorkerSpec *spec);
 extern int64_t stream_row_cost(const WorkerSpec *spec);
 extern double stream_peak_rss(void);
-extern Spill *stream_open(const WorkerSpec *spec, int d, int wide, int keys, int half, int rows);
+extern Spill *stream_open(const WorkerSpec *spec, int d, int wide, int keys, int format, int rows);
 extern void stream_flush(Spill *sp, Dataset *ds);
+/* what a restarted rank found of its spill (stream_reuse) */
+#define SPILL_NONE			0	/* a first launch, or the slice fit in memory */
+#define SPILL_REUSED		1
+#define SPILL_NO_META		2	/* what follows: spilled afresh, and why */
+#define SPILL_BAD_META		3
+#define SPILL_NO_FILE		4
+#define SPILL_BAD_FILE		5
+#define SPILL_UNREPEATABLE	6	/* no snapshot of the caller's, or a shard */
+extern const char *stream_restart_why(int code);
+extern int	stream_reuse(const WorkerSpec *spec, Dataset *ds);
+extern void stream_note_load(Spill *sp, const Dataset *ds, const WorkerSpec *spec);
+extern int64_t stream_loaded_rows(const Spill *sp);
+extern int	stream_reused(const Spill *sp);
+extern void stream_spoil(int remove);
 extern int64_t stream_rows(const Spill *sp);
 extern int64_t stream_bytes(const Spill *sp);
 extern int	stream_block_rows(const Spill *sp);

@@ -2,15 +2,20 @@
 # stream.sh: data larger than memory (issue 18).  A table at least 8 times
 # a worker's memory budget trains streamed, with every rank's peak RSS
 # within the budget plus 64 MB and the accuracy of the in-memory run (an
-# fp16 spill too, with fewer bytes); the exact solver, full-batch gradient
-# descent and L-BFGS give the in-memory model to 1e-6; every sync mode,
-# validation, a restart from a checkpoint, an MLP with listed labels,
-# softmax on text labels with a one-hot feature (the COPY path) and a
-# background job stream; Newton refuses clearly; the job's spill directory
-# is gone after success, error, cancel and a killed worker; an unwritable or
-# full spill directory, a spill past dml.spill_limit and an fp16 spill of a
-# value past its range are clear errors; an ordinary role can neither point
-# the spill anywhere nor raise the limit.
+# fp16 spill too, with fewer bytes; an int8 spill of integer inputs, a
+# quarter of the bytes and the float32 spill's accuracy); the exact solver
+# (HC0 standard errors too), Newton's method (logistic, softmax),
+# full-batch gradient descent and L-BFGS give the in-memory model to 1e-6;
+# every sync mode, validation, a restart from a checkpoint, an MLP with
+# listed labels, softmax on text labels with a one-hot feature (the COPY
+# path) and a background job stream; the job's spill directory is gone
+# after success, error, cancel and a killed worker; an unwritable or full
+# spill directory, a spill past dml.spill_limit, an fp16 spill of a value
+# past its range and an int8 spill of a non-integer are clear errors; an
+# ordinary role can neither point the spill anywhere nor raise the limit.
+# A restarted rank reuses its spill when intact, and spills afresh from
+# PostgreSQL when it is damaged or missing (the log line and metrics say
+# which).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source regress/pgcluster.sh
@@ -84,6 +89,37 @@ check "fp16 spill: said so, $b16 bytes against $b32 in float32" \
 check "fp16 spill: accuracy $a16 within 0.5 points of in memory ($a_mem)" \
 	'[ "$(echo "d = (${a16:-0} - $a_mem) * 100; if (d < 0) d = -d; d <= 0.5" | bc -l)" = 1 ]'
 
+# an int8 spill: integer-valued inputs (pixels from 0 to 255) kept exactly
+# in a quarter of the bytes; floats are refused
+pgc_psql -c "SELECT setseed(0.25)" -c "DROP TABLE IF EXISTS st_pix" \
+	-c "CREATE TABLE st_pix AS SELECT *, (p1 + 2 * p2 - p3 + p4 - p5 + 40 * (random() - 0.5) > 255)::int AS y
+		FROM (SELECT $(for i in $(seq 1 20); do printf 'floor(random() * 256)::int AS p%d, ' $i; done) i AS id
+			  FROM generate_series(1, 400000) i) s" \
+	-c "GRANT SELECT ON st_pix TO st_alice" >/dev/null
+PIX="'{$(seq -s, -f 'p%g' 1 20)}'"
+for fmt in float32 int8; do
+	qa -c "SELECT model_id FROM dml_train('st_pix_$fmt', 'st_pix', 'y', features => $PIX, model => 'logistic',
+		optimizer => 'adam', learning_rate => 0.01, epochs => 2, batch_size => 512, workers => 2, seed => 7,
+		options => '{\"memory\": \"8MB\", \"window\": 4, \"spill\": \"$fmt\", \"in_server\": false}')" >/dev/null 2>>$T/st-lin.err
+done
+b32=$(meta st_pix_float32 "metrics->>'spill_bytes'")
+b8=$(meta st_pix_int8 "metrics->>'spill_bytes'")
+a32=$(meta st_pix_float32 "metrics->>'accuracy'")
+a8=$(meta st_pix_int8 "metrics->>'accuracy'")
+# the inputs (20 a row) take a byte each, not four: 60 bytes a row fewer, less each block's header
+check "int8 spill: said so, both ranks, $b8 bytes against $b32 in float32" \
+	'[ "$(meta st_pix_int8 "metrics->>'"'"'spill_format'"'"'")" = int8 ] && [ "$(meta st_pix_int8 "metrics->>'"'"'streamed'"'"'")" = 2 ] &&
+	 [ -n "$b8" ] && [ $((b32 - b8)) -le $((60 * 400000)) ] && [ $((b32 - b8)) -ge $((59 * 400000)) ]'
+check "int8 spill: accuracy $a8 within 0.5 points of the float32 spill's ($a32)" \
+	'[ "$(echo "d = (${a8:-0} - ${a32:-1}) * 100; if (d < 0) d = -d; d <= 0.5" | bc -l)" = 1 ]'
+out=$(pgc_psql -v VERBOSITY=verbose -U st_alice -c "SELECT model_id FROM dml_train('st_int8_float', 'st_big', 'y', features => $FEATS,
+	model => 'logistic', optimizer => 'adam', epochs => 1, workers => 2,
+	options => '{\"memory\": \"8MB\", \"spill\": \"int8\"}')" 2>&1)
+check "int8 spill of non-integer values: a clear error ($(grep ERROR <<<"$out"))" \
+	'grep -q "ERROR:  22003: a feature value .* of input [0-9]* is not an integer: it does not fit the int8 spill" <<<"$out"'
+out=$(qa -c "SELECT dml_train('st_badspill', 'st_pix', 'y', options => '{\"spill\": \"int4\"}')" 2>&1)
+check "an unknown spill format is refused" 'grep -q "option \"spill\" must be \"float32\", \"fp16\" or \"int8\"" <<<"$out"'
+
 # validation rows and early stopping streamed: the same held-out rows as in memory
 out=$(train_big st_val_mem 1GB "validation => 0.2, patience => 5")
 out2=$(train_big st_val_str 8MB "validation => 0.2, patience => 5")
@@ -102,13 +138,17 @@ pgc_psql -c "SELECT setseed(0.5)" -c "DROP TABLE IF EXISTS st_lin" \
 	-c "GRANT SELECT ON st_lin TO st_alice" >/dev/null
 for mem in 1GB 8MB; do
 	qa -c "SELECT model_id FROM dml_train('st_lin_$mem', 'st_lin', 'y', model => 'linear', optimizer => 'exact',
-		workers => 2, options => '{\"memory\": \"$mem\", \"in_server\": false}')" >/dev/null 2>$T/st-lin.err
+		workers => 2, options => '{\"memory\": \"$mem\", \"in_server\": false, \"cov\": \"HC0\"}')" >/dev/null 2>$T/st-lin.err
 done
 check "exact: the 8MB run streamed" '[ "$(meta st_lin_8MB "metrics->>'"'"'streamed'"'"'")" -ge 1 ]'
 diff=$(q -c "SELECT max(abs(dml_predict('st_lin_1GB', l) - dml_predict('st_lin_8MB', l)) / (1 + abs(dml_predict('st_lin_1GB', l))))
 	FROM (SELECT * FROM st_lin LIMIT 2000) l")
 close=$(q -c "SELECT $diff < 1e-6")
 check "exact: streamed predictions equal in-memory ones to 1e-6 (largest difference $diff)" '[ "$close" = t ]'
+se=$(q -c "SELECT max(abs(a::float8 - b::float8) / abs(a::float8))
+	FROM jsonb_array_elements_text((SELECT metrics->'statistics'->'std_errors' FROM dml.models WHERE name = 'st_lin_1GB')) WITH ORDINALITY x(a, i)
+	JOIN jsonb_array_elements_text((SELECT metrics->'statistics'->'std_errors' FROM dml.models WHERE name = 'st_lin_8MB')) WITH ORDINALITY y(b, i) USING (i)")
+check "exact: streamed HC0 standard errors equal in-memory ones to 1e-6 ($se relative)" '[ -n "$se" ] && [ "$(q -c "SELECT $se < 1e-6")" = t ]'
 
 # full-batch gradient descent: a step larger than a block computes in chunks
 for mem in 1GB 8MB; do
@@ -169,10 +209,30 @@ t1=$(meta st_text_1GB "metrics->>'accuracy'")
 t2=$(meta st_text_8MB "metrics->>'accuracy'")
 check "softmax on text labels with a one-hot feature: streamed ($(meta st_text_8MB "metrics->>'streamed'") ranks, load $(meta st_text_8MB "metrics->>'load'")), accuracy $t2 against $t1 in memory" \
 	'[ "$(meta st_text_8MB "metrics->>'"'"'streamed'"'"'")" = 2 ] && [ "$(echo "d = (${t2:-0} - ${t1:-1}) * 100; if (d < 0) d = -d; d <= 1" | bc -l)" = 1 ]'
-out=$(qa -c "SELECT model_id FROM dml_train('st_newton', 'st_mid', 'y', features => $FEATS, model => 'logistic',
-	optimizer => 'newton', workers => 2, options => '{\"memory\": \"8MB\", \"in_server\": false}')" 2>&1)
-check "newton streamed: a clear error ($(grep ERROR <<<"$out"))" 'grep -q "needs its rows in memory" <<<"$out"'
-check "the spill directory is gone after the error" '[ "$(spill_dirs)" = 0 ]'
+
+# Newton's method streamed (the statistics pass, the direction's logits and
+# the float64 polish read the blocks each iteration; the robust covariance
+# one more pass) gives the in-memory model: logistic with HC0 standard
+# errors, softmax on text labels with a one-hot feature
+for mem in 1GB 8MB; do
+	qa -c "SELECT model_id FROM dml_train('st_nt_$mem', 'st_mid', 'y', features => $FEATS, model => 'logistic',
+		optimizer => 'newton', weight_decay => 0, workers => 2,
+		options => '{\"memory\": \"$mem\", \"in_server\": false, \"cov\": \"HC0\"}')" >/dev/null 2>>$T/st-lin.err
+	qa -c "SELECT model_id FROM dml_train('st_ntmn_$mem', 'st_text', 'band', features => '{$(seq -s, -f 'x%g' 1 20),colour}',
+		model => 'softmax', optimizer => 'newton', workers => 2, validation => 0.1,
+		options => '{\"memory\": \"$mem\", \"in_server\": false}')" >/dev/null 2>>$T/st-lin.err
+done
+diff=$(q -c "SELECT max(abs(dml_predict('st_nt_1GB', b) - dml_predict('st_nt_8MB', b))) FROM (SELECT * FROM st_mid LIMIT 2000) b")
+se=$(q -c "SELECT max(abs(a::float8 - b::float8) / abs(a::float8))
+	FROM jsonb_array_elements_text((SELECT metrics->'statistics'->'std_errors' FROM dml.models WHERE name = 'st_nt_1GB')) WITH ORDINALITY x(a, i)
+	JOIN jsonb_array_elements_text((SELECT metrics->'statistics'->'std_errors' FROM dml.models WHERE name = 'st_nt_8MB')) WITH ORDINALITY y(b, i) USING (i)")
+check "newton, logistic: streamed ($(meta st_nt_8MB "metrics->>'streamed'") ranks) equals in memory to 1e-6 (probabilities $diff, HC0 standard errors $se relative)" \
+	'[ "$(meta st_nt_8MB "metrics->>'"'"'streamed'"'"'")" = 2 ] && [ -n "$se" ] && [ "$(q -c "SELECT $diff < 1e-6 AND $se < 1e-6")" = t ]'
+diff=$(q -c "SELECT max(abs(a - b)) FROM (SELECT unnest(dml_predict_proba('st_ntmn_1GB', x)) a,
+	unnest(dml_predict_proba('st_ntmn_8MB', x)) b FROM (SELECT * FROM st_text LIMIT 2000) x) s")
+check "newton, softmax with a one-hot feature: streamed ($(meta st_ntmn_8MB "metrics->>'streamed'") ranks) equals in memory to 1e-6 ($diff)" \
+	'[ "$(meta st_ntmn_8MB "metrics->>'"'"'streamed'"'"'")" = 2 ] && [ "$(q -c "SELECT $diff < 1e-6")" = t ]'
+check "the spill directories are gone" '[ "$(spill_dirs)" = 0 ]'
 
 id=$(qa -c "SELECT dml_train_async('st_async', 'st_mid', 'y', features => $FEATS, model => 'logistic',
 	optimizer => 'adam', epochs => 2, batch_size => 256, workers => 2, options => '{\"memory\": \"8MB\"}')")
@@ -182,15 +242,35 @@ check "background job: succeeded streamed" \
 check "background job: its spill directory is gone" '[ "$(spill_dirs)" = 0 ]'
 
 # ---------------------------------------------------------------------
-# A killed worker: restarted from its checkpoint, spilling afresh; and
-# killed for good
+# A killed worker: restarted from its checkpoint, both ranks reusing their
+# spills; a damaged or removed spill recreated; and killed for good
 # ---------------------------------------------------------------------
 out=$(pgc_psql -t -A -c "SELECT model_id FROM dml_train('st_kill', 'st_mid', 'y', features => $FEATS, model => 'logistic',
 	optimizer => 'adam', epochs => 4, batch_size => 256, workers => 2,
 	options => '{\"memory\": \"8MB\", \"fault\": \"1:3:kill\", \"max_restarts\": 2}')" 2>&1)
 check "killed worker: the job restarts and succeeds streamed" \
 	'grep -qi "restart" <<<"$out" && [ "$(meta st_kill "metrics->>'"'"'streamed'"'"'")" -ge 1 ] && [ "$(meta st_kill "metrics->>'"'"'epochs'"'"'")" = 4 ]'
+check "killed worker: both restarted ranks reused their spills ($(grep -o 'worker 0 [^;]*; worker 1 .*' <<<"$out"))" \
+	'grep -q "worker 0 reused its spill; worker 1 reused its spill" <<<"$out" &&
+	 [ "$(meta st_kill "metrics->>'"'"'spill_reused'"'"'")" = 2 ] && [ "$(meta st_kill "metrics->>'"'"'spill_recreated'"'"'")" = 0 ]'
 check "killed worker: the spill directory is gone" '[ "$(spill_dirs)" = 0 ]'
+# a spill damaged (a byte flipped) or removed before its rank is killed:
+# that rank spills afresh from PostgreSQL, the other reuses its own
+for how in spoil unspill; do
+	out=$(pgc_psql -t -A -c "SELECT model_id FROM dml_train('st_$how', 'st_mid', 'y', features => $FEATS, model => 'logistic',
+		optimizer => 'adam', epochs => 4, batch_size => 256, workers => 2,
+		options => '{\"memory\": \"8MB\", \"fault\": \"1:3:$how\", \"max_restarts\": 2}')" 2>&1)
+	[ $how = spoil ] && what=damaged || what=missing
+	check "$how: worker 1 spilled afresh ($(grep -o 'worker 0 [^;]*; worker 1 .*' <<<"$out")), worker 0 reused, the job succeeded" \
+		'grep -q "worker 0 reused its spill; worker 1 spilled afresh from PostgreSQL: its spill is $what" <<<"$out" &&
+		 [ "$(meta st_$how "metrics->>'"'"'spill_reused'"'"'")" = 1 ] && [ "$(meta st_$how "metrics->>'"'"'spill_recreated'"'"'")" = 1 ] &&
+		 [ "$(meta st_$how "metrics->>'"'"'epochs'"'"'")" = 4 ]'
+done
+a_kill=$(meta st_kill "metrics->>'accuracy'")
+a_spoil=$(meta st_spoil "metrics->>'accuracy'")
+check "a recreated spill trains as a reused one (accuracy $a_spoil against $a_kill)" \
+	'[ "$(echo "d = (${a_spoil:-0} - ${a_kill:-1}) * 100; if (d < 0) d = -d; d <= 0.5" | bc -l)" = 1 ]'
+check "damaged and removed spills: the spill directories are gone" '[ "$(spill_dirs)" = 0 ]'
 out=$(pgc_psql -t -A -c "SELECT model_id FROM dml_train('st_kill2', 'st_mid', 'y', features => $FEATS, model => 'logistic',
 	optimizer => 'adam', epochs => 4, batch_size => 256, workers => 2,
 	options => '{\"memory\": \"8MB\", \"fault\": \"1:2:kill\", \"max_restarts\": 0}')" 2>&1)
