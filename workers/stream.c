@@ -57,6 +57,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "comm.h"
 #include "half.h"
 #include "worker.h"
 
@@ -383,8 +384,9 @@ stream_row_cost(const WorkerSpec *spec)
  * What identifies this rank's reading of its slice: the job's snapshot, the
  * rank among how many, its queries and the spill's layout.  0 when a
  * restart may not reuse a spill: without a snapshot of the caller's (rank
- * 0 exports a new one at each launch), or with a shard, which a restart
- * may read under a new snapshot.
+ * 0 exports a new one at each launch), with a shard, which a restart
+ * may read under a new snapshot, or on another host than rank 0's (the
+ * coordinator removes the spill directory on its own host only).
  */
 static uint64_t
 spill_key(const WorkerSpec *spec, int d, int wide, int keys, int format, int rows)
@@ -393,7 +395,7 @@ spill_key(const WorkerSpec *spec, int d, int wide, int keys, int format, int row
 	int			layout[7] = {d, wide, keys, format, rows, worker_rank, worker_world};
 	uint64_t	key;
 
-	if (spec->snapshot == NULL || spec->snapshot[0] == '\0')
+	if (spec->snapshot == NULL || spec->snapshot[0] == '\0' || comm_elsewhere(0))
 		return 0;
 	sum_add(&ss, spec->snapshot, strlen(spec->snapshot) + 1);
 	sum_add(&ss, layout, sizeof(layout));
@@ -447,6 +449,8 @@ stream_open(const WorkerSpec *spec, int d, int wide, int keys, int format, int r
 							 "Check that dml.spill_dir names a directory the server's OS user can write.",
 							 "could not create a spill file under dml.spill_dir: %s", strerror(errno));
 	sp->key = spill_key(spec, d, wide, keys, format, rows);
+	if (sp->key == 0)
+		unlink(sp->path);		/* not reusable: the space goes back when the process ends */
 	sp->d = d;
 	sp->wide = wide;
 	sp->keys = keys;
@@ -823,7 +827,7 @@ stream_restart_why(int code)
 		case SPILL_BAD_FILE:
 			return "spilled afresh from PostgreSQL: its spill is damaged";
 		case SPILL_UNREPEATABLE:
-			return "spilled afresh from PostgreSQL: the job reads without the caller's snapshot, or from a shard";
+			return "spilled afresh from PostgreSQL: the job reads without the caller's snapshot, from a shard, or on another host";
 	}
 	return "";
 }
@@ -850,6 +854,8 @@ stream_reuse(const WorkerSpec *spec, Dataset *ds)
 
 	if (spec->attempt == 0 || spec->spill_dir == NULL || spec->spill_dir[0] == '\0')
 		return SPILL_NONE;
+	if (comm_elsewhere(0))
+		return SPILL_NONE;		/* its spill was unlinked: nothing to find */
 	memset(&probe, 0, sizeof(probe));
 	spill_paths(&probe, spec);
 	/* the rows per block come from the description; the key covers them */

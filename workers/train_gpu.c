@@ -16,6 +16,14 @@
  * knows every rank's row count), so the scale of the summed gradient is
  * computed on the host, as the CPU loop does.
  *
+ * A slice spilled to disk (stream.c) never goes to the device whole: each
+ * step's rows are drawn from the epoch's stream on the host, as the CPU
+ * loop draws them, a chunk of at most a block's rows at a time, into one
+ * of two pinned buffers, and copied to the step's rows on the device on
+ * the network's stream; an event per buffer says when its copy is done,
+ * so the host fills one buffer while the device copies the other and
+ * computes.
+ *
  *-------------------------------------------------------------------------
  */
 #ifdef DML_HAVE_CUDA
@@ -73,6 +81,13 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	DmlRng		rng;
 	int			first_epoch = 1;
 	double		start;
+	/* a spilled slice: the epoch's stream, and two pinned host buffers of chunk rows */
+	StreamEpoch *se = NULL;
+	int			chunk = 0,
+				nchunks = 0;
+	float	   *hX[2] = {NULL, NULL},
+			   *hy[2] = {NULL, NULL};
+	cudaEvent_t copied[2];
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 
@@ -84,12 +99,29 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	gpuCheck(dml_gpu_net_alloc(&g, net, b > 0 ? b : 1, (DmlOptimizer) spec->optimizer,
 							   device, 0, errbuf, sizeof(errbuf)));
 
-	/* the slice, once; row order per epoch */
-	gpuCheck(dml_gpu_upload(&X_dev, ds->X, (size_t) (ds->n ? ds->n : 1) * ds->d,
-							"training rows", errbuf, sizeof(errbuf)));
-	gpuCheck(dml_gpu_upload(&y_dev, ds->y, (size_t) (ds->n ? ds->n : 1),
-							"training targets", errbuf, sizeof(errbuf)));
-	cudaRtCheck(cudaMalloc((void **) &idx_dev, sizeof(int) * (ntrain ? ntrain : 1)));
+	if (ds->spill)
+	{
+		se = stream_epoch_new(ds->spill, spec->window);
+		chunk = b < stream_block_rows(ds->spill) ? b : stream_block_rows(ds->spill);
+		if (chunk < 1)
+			chunk = 1;
+		for (int k = 0; k < 2; k++)
+		{
+			cudaRtCheck(cudaMallocHost((void **) &hX[k], sizeof(float) * (size_t) chunk * ds->d));
+			cudaRtCheck(cudaMallocHost((void **) &hy[k], sizeof(float) * (size_t) chunk));
+			cudaRtCheck(cudaEventCreateWithFlags(&copied[k], cudaEventDisableTiming));
+		}
+		idx_dev = NULL;
+	}
+	else
+	{
+		/* the slice, once; row order per epoch */
+		gpuCheck(dml_gpu_upload(&X_dev, ds->X, (size_t) (ds->n ? ds->n : 1) * ds->d,
+								"training rows", errbuf, sizeof(errbuf)));
+		gpuCheck(dml_gpu_upload(&y_dev, ds->y, (size_t) (ds->n ? ds->n : 1),
+								"training targets", errbuf, sizeof(errbuf)));
+		cudaRtCheck(cudaMalloc((void **) &idx_dev, sizeof(int) * (ntrain ? ntrain : 1)));
+	}
 	cudaRtCheck(cudaMalloc((void **) &Xb, sizeof(float) * (size_t) (b ? b : 1) * ds->d));
 	cudaRtCheck(cudaMalloc((void **) &yb, sizeof(float) * (b ? b : 1)));
 
@@ -114,7 +146,8 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 			cudaRtCheck(cudaMemcpy(g.opt_v, opt.s2, sizeof(float) * np, cudaMemcpyHostToDevice));
 		g.step = opt.t;
 	}
-	for (int e = 1; e < first_epoch; e++)
+	/* in memory each epoch shuffles the last one's order; a stream's orders stand alone */
+	for (int e = 1; e < first_epoch && se == NULL; e++)
 		train_shuffle(&rng, train_idx, ntrain, spec->seed, e);
 	gpuCheck(dml_gpu_net_upload(&g, net->params, errbuf, sizeof(errbuf)));
 
@@ -142,9 +175,14 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 		maybe_inject_fault(spec, epoch, NULL);
 		gopt.lr = lr_at_epoch(spec->schedule, (float) spec->learning_rate, epoch - 1,
 							  spec->epochs, spec->step_size, (float) spec->gamma);
-		train_shuffle(&rng, train_idx, ntrain, spec->seed, epoch);
-		cudaRtCheck(cudaMemcpyAsync(idx_dev, train_idx, sizeof(int) * (ntrain ? ntrain : 1),
-									cudaMemcpyHostToDevice, g.stream));
+		if (se)
+			stream_epoch_begin(se, spec->seed, epoch);
+		else
+		{
+			train_shuffle(&rng, train_idx, ntrain, spec->seed, epoch);
+			cudaRtCheck(cudaMemcpyAsync(idx_dev, train_idx, sizeof(int) * (ntrain ? ntrain : 1),
+										cudaMemcpyHostToDevice, g.stream));
+		}
 
 		for (int s = 0; s < plan.steps; s++)
 		{
@@ -155,7 +193,29 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 			if (B < 0)
 				B = 0;
 			gpuCheck(dml_gpu_net_zero_grads(&g, errbuf, sizeof(errbuf)));
-			if (B > 0)
+			if (B > 0 && se)
+			{
+				/* the step's rows from the stream, a chunk per pinned buffer */
+				for (int done = 0; done < B;)
+				{
+					int			c = B - done < chunk ? B - done : chunk;
+					int			k = nchunks++ % 2;
+
+					/* the copy that last read this buffer is done */
+					cudaRtCheck(cudaEventSynchronize(copied[k]));
+					if (stream_epoch_take(se, c, hX[k], hy[k]) != c)
+						worker_fail("the spill gave fewer rows than its blocks hold");
+					cudaRtCheck(cudaMemcpyAsync(Xb + (size_t) done * ds->d, hX[k],
+												sizeof(float) * (size_t) c * ds->d,
+												cudaMemcpyHostToDevice, g.stream));
+					cudaRtCheck(cudaMemcpyAsync(yb + done, hy[k], sizeof(float) * (size_t) c,
+												cudaMemcpyHostToDevice, g.stream));
+					cudaRtCheck(cudaEventRecord(copied[k], g.stream));
+					done += c;
+				}
+				gpuCheck(dml_gpu_net_forward_backward(&g, Xb, yb, B, errbuf, sizeof(errbuf)));
+			}
+			else if (B > 0)
 			{
 				if (gather_rows_cuda(Xb, X_dev, idx_dev + lo, B, ds->d, g.stream) != DML_OK ||
 					gather_rows_cuda(yb, y_dev, idx_dev + lo, B, 1, g.stream) != DML_OK)
@@ -206,6 +266,16 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	cudaFree(idx_dev);
 	cudaFree(Xb);
 	cudaFree(yb);
+	if (se)
+	{
+		for (int k = 0; k < 2; k++)
+		{
+			cudaFreeHost(hX[k]);
+			cudaFreeHost(hy[k]);
+			cudaEventDestroy(copied[k]);
+		}
+		stream_epoch_free(se);
+	}
 	dml_work_free(&work);
 	free(opt.s1);
 	free(opt.s2);

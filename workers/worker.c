@@ -263,26 +263,12 @@ main(int argc, char **argv)
 
 	memset(&res, 0, sizeof(res));
 	prepare_data(&ds, &spec, &res.model);
-	{
-		/*
-		 * A spilled slice streams through the exact least-squares solver,
-		 * Newton's method, L-BFGS and the CPU loop; the GPU loop holds its
-		 * rows in memory.  Every rank learns whether any spilled.
-		 */
-		double		spilled = ds.spill != NULL;
-
-		comm_allreduce_double(&spilled, 1);
-		if (spilled > 0 && gpu >= 0)
-		{
-			gpu = -1;
-			if (worker_rank == 0)
-			{
-				const char *line = "a worker's slice does not fit its memory: training streams it on the CPU";
-
-				control_send(DML_MSG_LOG, line, strlen(line), NULL, 0);
-			}
-		}
-	}
+	/*
+	 * A spilled slice streams through every solver: the exact
+	 * least-squares solver, Newton's method, L-BFGS, the CPU loop and the
+	 * GPU loop (which copies each step's rows from the stream to the
+	 * device).
+	 */
 	if (spec.optimizer == DML_JOB_OPT_EXACT)
 		train_exact(&ds, &spec, &res);
 	else if (spec.optimizer == DML_JOB_OPT_NEWTON)

@@ -8,11 +8,12 @@
 # full-batch gradient descent and L-BFGS give the in-memory model to 1e-6;
 # every sync mode, validation, a restart from a checkpoint, an MLP with
 # listed labels, softmax on text labels with a one-hot feature (the COPY
-# path) and a background job stream; the job's spill directory is gone
-# after success, error, cancel and a killed worker; an unwritable or full
-# spill directory, a spill past dml.spill_limit, an fp16 spill of a value
-# past its range and an int8 spill of a non-integer are clear errors; an
-# ordinary role can neither point the spill anywhere nor raise the limit.
+# path), the GPU loop (skipped without a GPU) and a background job
+# stream; the job's spill directory is gone after success, error, cancel
+# and a killed worker; an unwritable or full spill directory, a spill past
+# dml.spill_limit, an fp16 spill of a value past its range and an int8
+# spill of a non-integer are clear errors; an ordinary role can neither
+# point the spill anywhere nor raise the limit.
 # A restarted rank reuses its spill when intact, and spills afresh from
 # PostgreSQL when it is damaged or missing (the log line and metrics say
 # which).
@@ -233,6 +234,23 @@ diff=$(q -c "SELECT max(abs(a - b)) FROM (SELECT unnest(dml_predict_proba('st_nt
 check "newton, softmax with a one-hot feature: streamed ($(meta st_ntmn_8MB "metrics->>'streamed'") ranks) equals in memory to 1e-6 ($diff)" \
 	'[ "$(meta st_ntmn_8MB "metrics->>'"'"'streamed'"'"'")" = 2 ] && [ "$(q -c "SELECT $diff < 1e-6")" = t ]'
 check "the spill directories are gone" '[ "$(spill_dirs)" = 0 ]'
+
+# the GPU loop streams too: each step's rows from the stream to the device
+if { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; } ||
+	[ -e /dev/nvidia0 ]; then
+	for mem in 1GB 8MB; do
+		out=$(qa -c "SELECT model_id FROM dml_train('st_gpu_$mem', 'st_mid', 'y', features => $FEATS, model => 'logistic',
+			optimizer => 'adam', learning_rate => 0.01, epochs => 2, batch_size => 512, workers => 1, seed => 7,
+			device => 'gpu', options => '{\"memory\": \"$mem\", \"window\": 4}')" 2>&1)
+	done
+	g1=$(meta st_gpu_1GB "metrics->>'accuracy'")
+	g2=$(meta st_gpu_8MB "metrics->>'accuracy'")
+	check "gpu: streamed ($(meta st_gpu_8MB "metrics->>'streamed'") ranks) on the GPU, accuracy $g2 within 0.5 points of in memory ($g1)" \
+		'grep -q "training logistic on gpu" <<<"$out" && [ "$(meta st_gpu_8MB "metrics->>'"'"'streamed'"'"'")" = 1 ] &&
+		 [ "$(echo "d = (${g2:-0} - ${g1:-1}) * 100; if (d < 0) d = -d; d <= 0.5" | bc -l)" = 1 ]'
+else
+	ok "# SKIP gpu: the GPU loop streamed (no GPU visible here)"
+fi
 
 id=$(qa -c "SELECT dml_train_async('st_async', 'st_mid', 'y', features => $FEATS, model => 'logistic',
 	optimizer => 'adam', epochs => 2, batch_size => 256, workers => 2, options => '{\"memory\": \"8MB\"}')")
