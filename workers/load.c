@@ -105,19 +105,21 @@ static struct
  * The rows no longer fit the budget: spill those held so far and keep a
  * staging block of the spill's block size from now on.  A block is sized
  * so that the window, the block read ahead, an evaluation pass's two and
- * a chunk of a step's rows fit what the budget leaves for data.
+ * a chunk of a step's rows fit what the budget leaves for data.  A compact
+ * spill's window and read-ahead blocks keep their rows compact (each row
+ * is widened as it is drawn), the evaluation pass's blocks hold both forms
+ * and the step's chunk is float32: smaller rows, more of them a block.
  */
 static void
 start_spill(Dataset *ds, const WorkerSpec *spec)
 {
 	int			format = ds->wide ? DML_SPILL_FLOAT32 : spec->spill_format;
-	/*
-	 * a compact spill's buffers hold the compact inputs and their widened
-	 * copy: a block of them takes more memory, and less disk
-	 */
-	int64_t		extra = format == DML_SPILL_FP16 ? 2 * (int64_t) ds->d :
-		format == DML_SPILL_INT8 ? (int64_t) ds->d : 0;
-	int64_t		rows = budget.data / ((budget.window + 4) * (budget.row + extra));
+	int64_t		xb = format == DML_SPILL_FP16 ? 2 : format == DML_SPILL_INT8 ? 1 : 4;
+	/* a row with its inputs as the spill keeps them */
+	int64_t		compact = budget.row - (4 - xb) * (int64_t) ds->d;
+	int64_t		rows = format == DML_SPILL_FLOAT32 ?
+		budget.data / ((budget.window + 4) * budget.row) :
+		budget.data / ((budget.window + 1) * compact + 2 * (compact + 4 * (int64_t) ds->d) + budget.row);
 
 	if (rows < 256)
 		rows = 256;

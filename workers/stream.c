@@ -17,7 +17,9 @@
  * fp16's range refused), or as one byte each ("int8": integer values, a
  * block's column stored as offsets from its least value, exact, and
  * refused when a value is not an integer or a block's column spans more
- * than 256 of them); a block read is widened back to float32.
+ * than 256 of them).  An epoch's window keeps a compact block as read and
+ * widens each row as it is drawn (so a block of compact rows holds more of
+ * them for the same budget); a scan's blocks are widened whole.
  *
  * prepare_data then makes one pass over the blocks: labels listed while
  * loading become output indices, rows are held out for validation (the
@@ -73,7 +75,9 @@ typedef struct SpillBlock
 typedef struct BlockBuf
 {
 	char	   *mem;
-	float	   *xf;				/* compact spill: the inputs, widened */
+	float	   *xf;				/* compact spill: the inputs, widened; NULL in an
+								 * epoch's window, whose rows are widened as drawn */
+	const char *cx;				/* compact spill: the inputs as in the file */
 	Dataset		view;
 	int			block;			/* which block it holds, -1: none */
 } BlockBuf;
@@ -993,13 +997,15 @@ stream_spoil(int remove)
  * Reading
  * --------------------------------------------------------------------- */
 
+/* a block's buffer; widen: a compact spill's inputs widened there too (not in a window) */
 static int
-buf_alloc(const Spill *sp, BlockBuf *b)
+buf_alloc(const Spill *sp, BlockBuf *b, int widen)
 {
-	int			compact = sp->format != DML_SPILL_FLOAT32;
+	int			compact = sp->format != DML_SPILL_FLOAT32 && widen;
 
 	b->mem = malloc(block_bytes(sp, sp->rows) + 64);
 	b->xf = compact ? malloc(sizeof(float) * (size_t) sp->rows * sp->d + 64) : NULL;
+	b->cx = NULL;
 	b->block = -1;
 	return b->mem != NULL && (!compact || b->xf != NULL);
 }
@@ -1053,15 +1059,57 @@ read_block(Spill *sp, BlockBuf *b, int k, int raw)
 	sp->read_seconds += dml_clock_seconds() - t0;
 	sp->read_bytes += (double) len;
 	block_view(sp, b->mem, b->xf, sp->blocks[k].n, &b->view);
-	if (sp->format == DML_SPILL_FP16)
-		half_to_float(b->xf, (const uint16_t *) (b->mem + x_at(sp, sp->blocks[k].n)),
-					  (size_t) sp->blocks[k].n * sp->d, 1.0f);
-	else if (sp->format == DML_SPILL_INT8)
-		int8_decode(sp, b->mem + x_at(sp, sp->blocks[k].n), sp->blocks[k].n, b->xf);
 	b->block = k;
+	b->cx = b->mem + x_at(sp, sp->blocks[k].n);
+	if (sp->format != DML_SPILL_FLOAT32 && b->xf == NULL)
+	{
+		/*
+		 * an epoch's window keeps the compact inputs (stream_epoch_take
+		 * widens and standardizes each row it draws): only the target here
+		 */
+		if (!raw && sp->model && sp->standardize_y)
+			for (int64_t i = 0; i < b->view.n; i++)
+				b->view.y[i] = (b->view.y[i] - sp->model->out_mean[0]) / sp->model->out_scale[0];
+		return 0;
+	}
+	if (sp->format == DML_SPILL_FP16)
+		half_to_float(b->xf, (const uint16_t *) b->cx, (size_t) sp->blocks[k].n * sp->d, 1.0f);
+	else if (sp->format == DML_SPILL_INT8)
+		int8_decode(sp, b->cx, sp->blocks[k].n, b->xf);
 	if (!raw)
 		block_transform(sp, &b->view);
 	return 0;
+}
+
+/*
+ * Row i of a window's compact block, widened into x (d) and standardized:
+ * the operations read_block and block_transform apply to a whole block.
+ */
+static void
+row_widen(const Spill *sp, const BlockBuf *b, int i, float *x)
+{
+	const DmlModel *m = sp->model;
+	int			d = sp->d;
+
+	if (sp->format == DML_SPILL_FP16)
+		half_to_float(x, (const uint16_t *) b->cx + (size_t) i * d, (size_t) d, 1.0f);
+	else
+	{
+		const float *lo = (const float *) b->cx;
+		const unsigned char *nulls = (const unsigned char *) b->cx + 4 * (size_t) d;
+		const unsigned char *codes = nulls + d + (size_t) i * d;
+
+		for (int c = 0; c < d; c++)
+			x[c] = nulls[c] && codes[c] == 255 ? NAN : lo[c] + (float) codes[c];
+	}
+	if (m == NULL)
+		return;
+	for (int c = 0; c < d; c++)
+	{
+		float		val = isnan(x[c]) ? m->in_mean[c] : x[c];
+
+		x[c] = (val - m->in_mean[c]) * m->in_scale[c];
+	}
 }
 
 static void *
@@ -1142,7 +1190,7 @@ stream_scan(Spill *sp, int raw, void (*fn) (const Dataset *view, void *arg), voi
 
 	if (sp->nblocks == 0)
 		return;
-	if (!buf_alloc(sp, &b[0]) || !buf_alloc(sp, &b[1]))
+	if (!buf_alloc(sp, &b[0], 1) || !buf_alloc(sp, &b[1], 1))
 		worker_fail("out of memory for spill blocks");
 	read_ahead(sp, &b[0], 0, raw);
 	for (int k = 0; k < sp->nblocks; k++)
@@ -1174,7 +1222,7 @@ stream_rewrite(Spill *sp, void (*fn) (Dataset *view, void *arg), void *arg)
 	sp->ntrain = sp->nval = 0;
 	if (sp->nblocks == 0)
 		return;
-	if (!buf_alloc(sp, &b))
+	if (!buf_alloc(sp, &b, 1))
 		worker_fail("out of memory for a spill block");
 	for (int k = 0; k < sp->nblocks; k++)
 	{
@@ -1332,12 +1380,12 @@ stream_epoch_new(Spill *sp, int window)
 	e->rows = calloc(e->W, sizeof(int *));
 	e->left = calloc(e->W, sizeof(int));
 	e->order = malloc(sizeof(int) * (sp->nblocks ? sp->nblocks : 1));
-	if (!e->slot || !e->rows || !e->left || !e->order || !buf_alloc(sp, &e->spare))
+	if (!e->slot || !e->rows || !e->left || !e->order || !buf_alloc(sp, &e->spare, 0))
 		worker_fail("out of memory for the stream's window");
 	for (int s = 0; s < e->W; s++)
 	{
 		e->rows[s] = malloc(sizeof(int) * sp->rows);
-		if (e->rows[s] == NULL || !buf_alloc(sp, &e->slot[s]))
+		if (e->rows[s] == NULL || !buf_alloc(sp, &e->slot[s], 0))
 			worker_fail("out of memory for the stream's window");
 	}
 	return e;
@@ -1390,7 +1438,10 @@ stream_epoch_take(StreamEpoch *e, int B, float *Xb, float *yb)
 			r -= e->left[s++];
 		i = e->rows[s][--e->left[s]];
 		e->total_left--;
-		memcpy(Xb + (size_t) got * d, e->slot[s].view.X + (size_t) i * d, sizeof(float) * d);
+		if (e->slot[s].view.X)
+			memcpy(Xb + (size_t) got * d, e->slot[s].view.X + (size_t) i * d, sizeof(float) * d);
+		else
+			row_widen(e->sp, &e->slot[s], i, Xb + (size_t) got * d);
 		yb[got] = e->slot[s].view.y[i];
 		got++;
 		if (e->left[s] == 0)

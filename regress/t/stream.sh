@@ -67,11 +67,13 @@ check "in memory: nothing streamed" '[ "$(meta st_mem "metrics->>'"'"'streamed'"
 out=$(train_big st_streamed 8MB)
 check "streamed: trains as an ordinary role ($(tail -1 <<<"$out"))" 'grep -qE "^[0-9]+$" <<<"$out"'
 check "streamed: both ranks spilled" '[ "$(meta st_streamed "metrics->>'"'"'streamed'"'"'")" = 2 ]'
-peaks=$(meta st_streamed "metrics->'peak_rss'")
-over=$(meta st_streamed "(SELECT count(*) FROM jsonb_array_elements_text(metrics->'peak_rss') p
-	WHERE p::float8 > $budget + 64 * 1024 * 1024)")
-nrss=$(meta st_streamed "jsonb_array_length(metrics->'peak_rss')")
-check "streamed: every rank's peak RSS is within the budget + 64 MB ($peaks)" '[ "$nrss" = 2 ] && [ "$over" = 0 ]'
+# within_budget NAME: every one of the 2 ranks' peak RSS is within the budget + 64 MB
+within_budget() {
+	[ "$(meta $1 "jsonb_array_length(metrics->'peak_rss')")" = 2 ] &&
+	[ "$(meta $1 "(SELECT count(*) FROM jsonb_array_elements_text(metrics->'peak_rss') p
+		WHERE p::float8 > $budget + 64 * 1024 * 1024)")" = 0 ]
+}
+check "streamed: every rank's peak RSS is within the budget + 64 MB ($(meta st_streamed "metrics->'peak_rss'"))" 'within_budget st_streamed'
 a_mem=$(meta st_mem "metrics->>'accuracy'")
 a_str=$(meta st_streamed "metrics->>'accuracy'")
 check "streamed: accuracy $a_str within 0.5 points of in memory ($a_mem)" \
@@ -87,8 +89,8 @@ b16=$(meta st_half "metrics->>'spill_bytes'")
 a16=$(meta st_half "metrics->>'accuracy'")
 check "fp16 spill: said so, $b16 bytes against $b32 in float32" \
 	'[ "$(meta st_half "metrics->>'"'"'spill_format'"'"'")" = fp16 ] && [ -n "$b16" ] && [ $((b16 * 10)) -lt $((b32 * 7)) ]'
-check "fp16 spill: accuracy $a16 within 0.5 points of in memory ($a_mem)" \
-	'[ "$(echo "d = (${a16:-0} - $a_mem) * 100; if (d < 0) d = -d; d <= 0.5" | bc -l)" = 1 ]'
+check "fp16 spill: accuracy $a16 within 0.5 points of in memory ($a_mem), peak RSS within the budget + 64 MB ($(meta st_half "metrics->'peak_rss'"))" \
+	'[ "$(echo "d = (${a16:-0} - $a_mem) * 100; if (d < 0) d = -d; d <= 0.5" | bc -l)" = 1 ] && within_budget st_half'
 
 # an int8 spill: integer-valued inputs (pixels from 0 to 255) kept exactly
 # in a quarter of the bytes; floats are refused
@@ -111,8 +113,8 @@ a8=$(meta st_pix_int8 "metrics->>'accuracy'")
 check "int8 spill: said so, both ranks, $b8 bytes against $b32 in float32" \
 	'[ "$(meta st_pix_int8 "metrics->>'"'"'spill_format'"'"'")" = int8 ] && [ "$(meta st_pix_int8 "metrics->>'"'"'streamed'"'"'")" = 2 ] &&
 	 [ -n "$b8" ] && [ $((b32 - b8)) -le $((60 * 400000)) ] && [ $((b32 - b8)) -ge $((59 * 400000)) ]'
-check "int8 spill: accuracy $a8 within 0.5 points of the float32 spill's ($a32)" \
-	'[ "$(echo "d = (${a8:-0} - ${a32:-1}) * 100; if (d < 0) d = -d; d <= 0.5" | bc -l)" = 1 ]'
+check "int8 spill: accuracy $a8 within 0.5 points of the float32 spill's ($a32), peak RSS within the budget + 64 MB ($(meta st_pix_int8 "metrics->'peak_rss'"))" \
+	'[ "$(echo "d = (${a8:-0} - ${a32:-1}) * 100; if (d < 0) d = -d; d <= 0.5" | bc -l)" = 1 ] && within_budget st_pix_int8'
 out=$(pgc_psql -v VERBOSITY=verbose -U st_alice -c "SELECT model_id FROM dml_train('st_int8_float', 'st_big', 'y', features => $FEATS,
 	model => 'logistic', optimizer => 'adam', epochs => 1, workers => 2,
 	options => '{\"memory\": \"8MB\", \"spill\": \"int8\"}')" 2>&1)
