@@ -9,3 +9,12 @@
  * checks that installs updated from 1.0, 1.1 and 1.2 have the same objects
  * as a fresh one.
  */
+
+/* --- issue 19: a job's relation is a regclass -------------------------------
+ * As the owner columns are regroles: a dump of the ended jobs' history names
+ * the table, so a restore into another database or cluster, where the table
+ * has another oid, still shows which table a job trained on (an oid would
+ * point at nothing there, or at another relation).  oid and regclass share
+ * their storage: nothing is rewritten.
+ */
+ALTER TABLE dml.job_runs ALTER COLUMN relation TYPE regclass;

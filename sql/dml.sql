@@ -396,7 +396,7 @@ GRANT SELECT ON @extschema@.dml_models, @extschema@.dml_epochs TO PUBLIC;
 
 /*
  * One row per job of dml_train_async: its arguments exactly as given (the
- * relation also by OID), the dml.* settings of the submitting session,
+ * relation also as regclass), the dml.* settings of the submitting session,
  * its state and, once it ends, its result or error.  Rows are read through
  * the dml.jobs view; the C functions write them as the extension's owner.
  */
@@ -408,7 +408,7 @@ CREATE TABLE dml.job_runs (
 	owner			regrole NOT NULL,	/* regrole: a dump names the role, not its oid */
 	state			text NOT NULL DEFAULT 'queued'
 					CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
-	relation		oid NOT NULL,
+	relation		regclass NOT NULL,	/* regclass: a dump names the table, not its oid */
 	args			jsonb NOT NULL,
 	settings		jsonb NOT NULL DEFAULT '{}',
 	submitted		timestamptz NOT NULL DEFAULT clock_timestamp(),
