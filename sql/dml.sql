@@ -274,6 +274,25 @@ AS 'MODULE_PATHNAME', 'dml_predict_table'
 LANGUAGE C;
 
 /*
+ * Batch inference as rows: dml_predict_table's in-backend path (blocks,
+ * GEMM) returning (id, value, label, probability) instead of writing a
+ * table, so it also runs where no table can be created: a hot standby or a
+ * read-only transaction.  value for regression; label and its probability
+ * for classification; id is the id column's text form, or the row number.
+ */
+CREATE FUNCTION @extschema@.dml_predict_rows(
+	model		text,
+	source		regclass,
+	id_column	text DEFAULT NULL,
+	OUT id		text,
+	OUT value	float8,
+	OUT label	text,
+	OUT probability float8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dml_predict_rows'
+LANGUAGE C STABLE;
+
+/*
  * dml.xtx(ARRAY[y, x1, ..., xd]): the sufficient statistics of least
  * squares, as a parallel aggregate (the one-pass exact solver).
  */
