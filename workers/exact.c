@@ -23,7 +23,7 @@
  * chunks of training rows either way, so the sums are the same), the
  * float64 polish and the robust covariance's meat.  Newton's per-row
  * logits (eta, eta_d: 16 (K - 1) bytes a training row) and labels stay in
- * memory.
+ * memory, within what the budget leaves for rows.
  *
  *-------------------------------------------------------------------------
  */
@@ -1352,6 +1352,22 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	}
 	nw.n = nw.nt;
 	comm_allreduce_double(&nw.n, 1);
+	{
+		/*
+		 * A spilled slice's per-row logits and labels stay in memory: they
+		 * must fit what the budget leaves for rows, on every rank.
+		 */
+		double		per_row = 16.0 * nw.Kf + 4;
+		double		need = ds->spill ? nw.nt * per_row : 0;
+		double		room = (double) stream_data_budget(spec);
+		double		over = need > room ? need : 0;
+
+		comm_allreduce_max_double(&over, 1);
+		if (over > 0)
+			worker_user_error("53200|Give the job more memory (dml.worker_memory, options \"memory\"), or use an iterative optimizer such as lbfgs or adam.|"
+							  "Newton's method keeps %.0f bytes a training row in memory, and a worker's rows need %.1f MB, more than the %.1f MB its memory of %lld MB leaves for rows",
+							  per_row, over / 1048576.0, room / 1048576.0, (long long) (spec->memory >> 20));
+	}
 	nw.eta = calloc((size_t) (nw.nt ? nw.nt : 1) * nw.Kf, sizeof(double));
 	nw.eta_d = malloc(sizeof(double) * (nw.nt ? nw.nt : 1) * nw.Kf);
 	theta = calloc(q, sizeof(double));

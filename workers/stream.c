@@ -916,8 +916,8 @@ stream_reuse(const WorkerSpec *spec, Dataset *ds)
 		ds->seen = malloc(sizeof(int64_t) * (spec->discover + 1));
 		if (ds->seen == NULL)
 			worker_fail("out of memory");
-		memcpy(ds->seen, sp->seen, sizeof(int64_t) * (sp->nseen < spec->discover + 1 ? sp->nseen : spec->discover + 1));
-		ds->nseen = sp->nseen;
+		ds->nseen = sp->nseen < spec->discover ? sp->nseen : spec->discover;
+		memcpy(ds->seen, sp->seen, sizeof(int64_t) * ds->nseen);
 		ds->seen_overflow = sp->seen_overflow;
 	}
 	ds->spill = sp;

@@ -12,11 +12,11 @@
 # stream; the job's spill directory is gone after success, error, cancel
 # and a killed worker; an unwritable or full spill directory, a spill past
 # dml.spill_limit, an fp16 spill of a value past its range and an int8
-# spill of a non-integer are clear errors; an ordinary role can neither
-# point the spill anywhere nor raise the limit.
-# A restarted rank reuses its spill when intact, and spills afresh from
-# PostgreSQL when it is damaged or missing (the log line and metrics say
-# which).
+# spill of a non-integer, and Newton's per-row logits past the budget, are
+# clear errors; an ordinary role can neither point the spill anywhere nor
+# raise the limit.  A restarted rank reuses its spill when intact, and
+# spills afresh from PostgreSQL when it is damaged or missing (the log line
+# and metrics say which).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source regress/pgcluster.sh
@@ -235,6 +235,15 @@ diff=$(q -c "SELECT max(abs(a - b)) FROM (SELECT unnest(dml_predict_proba('st_nt
 	unnest(dml_predict_proba('st_ntmn_8MB', x)) b FROM (SELECT * FROM st_text LIMIT 2000) x) s")
 check "newton, softmax with a one-hot feature: streamed ($(meta st_ntmn_8MB "metrics->>'streamed'") ranks) equals in memory to 1e-6 ($diff)" \
 	'[ "$(meta st_ntmn_8MB "metrics->>'"'"'streamed'"'"'")" = 2 ] && [ "$(q -c "SELECT $diff < 1e-6")" = t ]'
+# Newton keeps 36 bytes a training row of 3-class softmax in memory:
+# 400,000 a rank do not fit what 8MB leaves for rows
+pgc_psql -c "DROP TABLE IF EXISTS st_band" -c "CREATE TABLE st_band AS SELECT x1, x2, x3, x4, x5,
+	CASE WHEN x1 + x2 > 0.3 THEN 'high' WHEN x1 + x2 < -0.3 THEN 'low' ELSE 'mid' END AS band FROM st_big" \
+	-c "GRANT SELECT ON st_band TO st_alice" >/dev/null
+out=$(pgc_psql -v VERBOSITY=verbose -U st_alice -c "SELECT model_id FROM dml_train('st_nt_big', 'st_band', 'band',
+	model => 'softmax', optimizer => 'newton', workers => 2, options => '{\"memory\": \"8MB\", \"in_server\": false}')" 2>&1)
+check "newton whose per-row logits pass the budget: a clear error ($(grep ERROR <<<"$out"))" \
+	'grep -q "ERROR:  53200: Newton.s method keeps 36 bytes a training row in memory, and a worker.s rows need [0-9.]* MB, more than the [0-9.]* MB its memory of 8 MB leaves for rows" <<<"$out"'
 check "the spill directories are gone" '[ "$(spill_dirs)" = 0 ]'
 
 # the GPU loop streams too: each step's rows from the stream to the device
