@@ -4,8 +4,9 @@
 # within the budget plus 64 MB and the accuracy of the in-memory run (an
 # fp16 spill too, with fewer bytes; an int8 spill of integer inputs, a
 # quarter of the bytes and the float32 spill's accuracy); the exact solver
-# (HC0 standard errors too), Newton's method (logistic, softmax),
-# full-batch gradient descent and L-BFGS give the in-memory model to 1e-6;
+# (HC0 standard errors too), Newton's method (logistic, softmax, and
+# restarted after a kill), full-batch gradient descent and L-BFGS give the
+# in-memory model to 1e-6;
 # every sync mode, validation, a restart from a checkpoint, an MLP with
 # listed labels, softmax on text labels with a one-hot feature (the COPY
 # path), the GPU loop (skipped without a GPU) and a background job
@@ -235,6 +236,16 @@ diff=$(q -c "SELECT max(abs(a - b)) FROM (SELECT unnest(dml_predict_proba('st_nt
 	unnest(dml_predict_proba('st_ntmn_8MB', x)) b FROM (SELECT * FROM st_text LIMIT 2000) x) s")
 check "newton, softmax with a one-hot feature: streamed ($(meta st_ntmn_8MB "metrics->>'streamed'") ranks) equals in memory to 1e-6 ($diff)" \
 	'[ "$(meta st_ntmn_8MB "metrics->>'"'"'streamed'"'"'")" = 2 ] && [ "$(q -c "SELECT $diff < 1e-6")" = t ]'
+# a worker killed in Newton's second iteration: both ranks reuse their
+# spills and the restarted fit is the in-memory one
+out=$(pgc_psql -t -A -c "SELECT model_id FROM dml_train('st_nt_kill', 'st_mid', 'y', features => $FEATS, model => 'logistic',
+	optimizer => 'newton', weight_decay => 0, workers => 2,
+	options => '{\"memory\": \"8MB\", \"in_server\": false, \"cov\": \"HC0\", \"fault\": \"1:2:kill\", \"max_restarts\": 1}')" 2>&1)
+diff=$(q -c "SELECT max(abs(dml_predict('st_nt_1GB', b) - dml_predict('st_nt_kill', b))) FROM (SELECT * FROM st_mid LIMIT 2000) b")
+check "newton, a worker killed: the spills reused ($(meta st_nt_kill "metrics->>'spill_reused'") ranks), the in-memory model to 1e-6 ($diff)" \
+	'grep -q "worker 0 reused its spill; worker 1 reused its spill" <<<"$out" && [ "$(meta st_nt_kill "metrics->>'"'"'spill_reused'"'"'")" = 2 ] &&
+	 [ -n "$diff" ] && [ "$(q -c "SELECT $diff < 1e-6")" = t ]'
+
 # Newton keeps 36 bytes a training row of 3-class softmax in memory:
 # 400,000 a rank do not fit what 8MB leaves for rows
 pgc_psql -c "DROP TABLE IF EXISTS st_band" -c "CREATE TABLE st_band AS SELECT x1, x2, x3, x4, x5,
