@@ -1237,6 +1237,8 @@ tune_run(NullableDatum *a, bool check_only)
 	SPI_finish();
 	prior = prior_version(name);
 
+	/* trials over the same rows share one job, which loads them once */
+	DmlTuneResident = true;
 	PG_TRY();
 	{
 		if (full > 0)
@@ -1248,6 +1250,8 @@ tune_run(NullableDatum *a, bool check_only)
 	PG_FINALLY();
 	{
 		DmlTuneSnapshot = NULL;
+		DmlTuneResident = false;
+		DmlEndResidentJob();
 	}
 	PG_END_TRY();
 
