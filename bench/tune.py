@@ -60,7 +60,12 @@ def run_tune(conn, name, strategy):
     t0 = time.perf_counter()
     rows = q(conn, sql)
     wall = time.perf_counter() - t0
+    # the kept model: its place in the search's job and the job's one load
+    facts = q(conn, "SELECT (metrics->>'trial_in_job')::int, (metrics->>'load_seconds')::float8 "
+                    "FROM dml.models WHERE name = %s ORDER BY version DESC LIMIT 1", (name,))
     return dict(sql=sql, wall=wall, load_before=la, load_after=load(),
+                trial_in_job=facts[0][0] if facts else None,
+                load_seconds=facts[0][1] if facts else None,
                 trials=[dict(trial=r[0], arguments=r[1], metric=r[2], epochs=r[3], seconds=r[4],
                              state=r[5]) for r in rows],
                 best=rows[0][2], best_args=rows[0][1])
@@ -75,12 +80,13 @@ def run_loop(conn):
             sql = (f"SELECT model_id FROM dml_train('bench_tune_loop', 'fashion_train', 'label', "
                    f"learning_rate => {lr!r}, hidden => {lit(h)}, {fixed_sql()})")
             mid = q(conn, sql)[0][0]
-            acc = q(conn, "SELECT (metrics->>'accuracy')::float8 FROM dml.models WHERE id = %s",
-                    (mid,))[0][0]
-            runs.append(dict(learning_rate=lr, hidden=h, accuracy=acc))
+            acc, ls = q(conn, "SELECT (metrics->>'accuracy')::float8, (metrics->>'load_seconds')::float8 "
+                        "FROM dml.models WHERE id = %s", (mid,))[0]
+            runs.append(dict(learning_rate=lr, hidden=h, accuracy=acc, load_seconds=ls))
     wall = time.perf_counter() - t0
     best = max(runs, key=lambda r: r["accuracy"])
     return dict(wall=wall, load_before=la, load_after=load(), runs=runs, best=best["accuracy"],
+                load_seconds=sum(r["load_seconds"] for r in runs),
                 best_args=dict(learning_rate=best["learning_rate"], hidden=best["hidden"]))
 
 
@@ -163,6 +169,12 @@ def main():
            f"- dml_tune grid / halving: {g['wall'] / hv['wall']:.2f}x (goal 2x)"]
     if sk:
         md.append(f"- scikit-learn / dml_tune grid: {sk['wall'] / g['wall']:.2f}x (goal 5x)")
+    md += ["", "Loading (each rank's read of its slice, rank 0's seconds, from the models' metrics):", "",
+           f"- loop: 8 launches, 8 loads, {lp['load_seconds']:.1f} s of loading in all",
+           f"- dml_tune grid: its trials ran in one job (the kept model was trial {g['trial_in_job']} "
+           f"of it), one load of {g['load_seconds']:.1f} s",
+           f"- dml_tune halving: one job (kept model: trial {hv['trial_in_job']} of it), one load of "
+           f"{hv['load_seconds']:.1f} s"]
     md += ["", "Halving's trials (state, epochs, validation accuracy):", ""]
     for t in hv["trials"]:
         md.append(f"- trial {t['trial']} {json.dumps(t['arguments'])}: {t['state']}, "
