@@ -1208,6 +1208,17 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 		key = resident_key(job);
 	if (resident.alive)
 	{
+		int			status;
+
+		/* a job that ended while it waited is reaped, and the trial launches anew */
+		if (waitpid(active_job.pid, &status, WNOHANG) == active_job.pid)
+		{
+			active_job.pid = 0;
+			DmlKillActiveJob();
+		}
+	}
+	if (resident.alive)
+	{
 		if (job->resident && strcmp(key, resident.key) == 0)
 		{
 			run_resident_trial(job, result, cb, cb_arg, key);
