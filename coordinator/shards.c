@@ -47,6 +47,7 @@
 #include <sys/socket.h>
 
 #include "access/table.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
@@ -727,6 +728,8 @@ remote_expr(Oid leaf, DmlFeature *col)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("array feature \"%s\" cannot be read from a foreign shard", col->name),
 				 errdetail("A shard's server need not have dml, whose functions read arrays.")));
+	if (rname != NULL && col->expr == NULL)
+		return DmlPredictColumnExpr(col, quote_identifier(rname));	/* a predict job's */
 	if (rname == NULL || strncmp(col->expr, qlocal, strlen(qlocal)) != 0)
 		elog(ERROR, "dml: column \"%s\" of a shard has no remote expression. Please report a bug.", col->name);
 	/* the expression is the quoted name and its cast (extension/train.c) */
@@ -741,9 +744,33 @@ shard_query(DmlJob *job, Oid leaf, const char *rel, bool blocks, BlockNumber sta
 	ListCell   *lc;
 
 	initStringInfo(&buf);
-	appendStringInfo(&buf, "SELECT %s", remote_expr(leaf, &job->target));
-	foreach(lc, job->features)
-		appendStringInfo(&buf, ", %s", remote_expr(leaf, lfirst(lc)));
+	if (job->type == DML_JOB_PREDICT)
+	{
+		/* [the row id as it is,] the features as the model reads them */
+		appendStringInfoString(&buf, "SELECT ");
+		if (job->predict_id)
+		{
+			/* as this server's type, so its binary form is the one the backend receives */
+			appendStringInfoString(&buf, quote_identifier(remote_column(leaf, job->target.name)));
+			if (job->target.typid < FirstNormalObjectId)
+				appendStringInfo(&buf, "::%s", format_type_be_qualified(job->target.typid));
+			appendStringInfoString(&buf, ", ");
+		}
+		foreach(lc, job->features)
+		{
+			DmlFeature	f = *(DmlFeature *) lfirst(lc);
+
+			f.expr = NULL;
+			appendStringInfo(&buf, "%s%s", foreach_current_index(lc) ? ", " : "",
+							 remote_expr(leaf, &f));
+		}
+	}
+	else
+	{
+		appendStringInfo(&buf, "SELECT %s", remote_expr(leaf, &job->target));
+		foreach(lc, job->features)
+			appendStringInfo(&buf, ", %s", remote_expr(leaf, lfirst(lc)));
+	}
 	appendStringInfo(&buf, " FROM %s", rel);
 	if (blocks && start > 0 && end != InvalidBlockNumber)
 		appendStringInfo(&buf, " WHERE ctid >= '(%u,0)'::tid AND ctid < '(%u,0)'::tid", start, end);
