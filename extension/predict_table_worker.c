@@ -300,8 +300,10 @@ DmlPredictTableInWorker(DmlPredictTarget *t, const char *device, int workers, bo
 	/*
 	 * Missing columns and privileges fail here, as the caller, with the
 	 * errors the in-backend path gives; the column types come with it.
+	 * WHERE false plans no scan at all: a foreign leaf is not connected to
+	 * here (shards.c connects as the workers will, naming the server).
 	 */
-	probe = psprintf("SELECT %s%s%s FROM %s LIMIT 0", DmlFeatureList(cm),
+	probe = psprintf("SELECT %s%s%s FROM %s WHERE false", DmlFeatureList(cm),
 					 t->id_column ? ", " : "", t->id_column ? quote_identifier(t->id_column) : "",
 					 DmlRelSqlName(t->source));
 	if (SPI_execute(probe, true, 0) != SPI_OK_SELECT)
