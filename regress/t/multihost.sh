@@ -263,7 +263,9 @@ pw2=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
 for i in 1 2 3; do
 	echo "$(nsh_addr 1):$PGC_PORT:*:mh_user:$pw2" | nsh_exec "$i" sh -c 'cat >>/tmp/dml-pgpass'
 done
-sql1 "ALTER ROLE mh_user PASSWORD '$pw2'; GRANT SELECT ON mhp TO mh_user;
+sql1 "DO \$\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'mh_user') THEN
+		CREATE ROLE mh_user LOGIN; END IF; END \$\$;
+	ALTER ROLE mh_user PASSWORD '$pw2'; GRANT SELECT ON mhp TO mh_user;
 	GRANT CREATE ON SCHEMA public TO mh_user; SELECT dml_grant('m_mlp_1', 'mh_user');
 	ALTER TABLE mhp ENABLE ROW LEVEL SECURITY;
 	CREATE POLICY mhp_third ON mhp FOR SELECT TO mh_user USING (i % 3 = 0)" >/dev/null
