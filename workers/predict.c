@@ -100,10 +100,19 @@ typedef struct Predictor
  * --------------------------------------------------------------------- */
 
 /*
+ * Whether rank 0 relays the other ranks' messages: from when every rank is
+ * connected (connect_as_caller's collectives are behind them) on.
+ */
+static bool relaying = false;
+
+/*
  * A user's error (fmt is "SQLSTATE|hint|message", as worker_user_error's):
  * with one rank, worker_user_error; with several, the ranks are not in
  * step (each reads its own rows), so rank 0 reports it at once and ends
  * the job, and any other rank sends it to rank 0, which does the same.
+ * Before rank 0 relays (it may wait in a collective), another rank writes
+ * it to the job's log as a final error (worker_fail_final), which the
+ * coordinator raises as it is, and ends the job.
  */
 static void predict_error(const char *fmt,...) __attribute__((format(printf, 1, 2), noreturn));
 
@@ -142,6 +151,12 @@ predict_error(const char *fmt,...)
 	{
 		control_send(DML_MSG_ERROR, payload, n, NULL, 0);
 		worker_abort(2);
+	}
+	if (!relaying)
+	{
+		if (a && b)
+			worker_fail_final_at(__FILE__, __LINE__, msg, a[1] ? a + 1 : NULL, "%s", b + 1);
+		worker_fail("%s", msg);
 	}
 	MPI_Isend(payload, n, MPI_BYTE, 0, TAG_ERROR, MPI_COMM_WORLD, &req);
 	comm_wait_all(1, &req);
@@ -557,8 +572,9 @@ read_model(Predictor *pr)
 }
 
 /*
- * The device: 'cpu' the CPU kernels, 'gpu' the first visible GPU or a
- * user error saying why there is none, 'auto' a GPU when there is one.
+ * The device: 'cpu' the CPU kernels, 'gpu' a visible GPU or a user error
+ * saying why there is none, 'auto' a GPU when there is one.  The ranks of
+ * one host take its GPUs in turn (by their rank on the host).
  */
 static int
 choose_device(const WorkerSpec *spec)
@@ -571,7 +587,7 @@ choose_device(const WorkerSpec *spec)
 	ngpu = dml_gpu_device_count();
 #endif
 	if (ngpu > 0)
-		return 0;
+		return comm_local_rank() % ngpu;
 	if (spec->device == DML_DEVICE_GPU)
 #ifdef DML_HAVE_CUDA
 		predict_error("55000|Use device => 'cpu' (or 'auto') on a machine without a GPU.|"
@@ -804,6 +820,7 @@ predict_run(const WorkerSpec *spec)
 		control_send(DML_MSG_LOG, line, n < (int) sizeof(line) ? n : (int) sizeof(line) - 1, NULL, 0);
 
 	conn = connect_as_caller(spec);
+	relaying = true;
 	for (int i = 0; i < spec->nslices; i++)
 		if (spec->slices[i].rank == worker_rank && spec->slices[i].shard == 0)
 			copy_and_predict(&pr, conn, spec->slices[i].query);

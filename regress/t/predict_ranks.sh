@@ -9,7 +9,8 @@
 #      not read, or another role's model without a grant, is an error before
 #      any rank starts; no table is left by a failed call.
 #   3. an error in a rank that is not rank 0 (a NULL feature in the last
-#      slice) reaches the caller with dml_predict's SQLSTATE and message.
+#      slice) reaches the caller with dml_predict's SQLSTATE and message;
+#      so does device 'gpu' without a GPU, found by every rank at start.
 #   4. cancel and pg_terminate_backend during a 2-rank predict end every job
 #      process and leave no table and no job directory.
 # Runs against the cluster regress/run.sh started (or /work/wt/one.sh).
@@ -114,6 +115,19 @@ check "a NULL feature in rank 1's slice: no table, nothing left" \
 	'! table_exists pr_n2 && [ "$(job_procs)" -eq 0 ] && [ "$(job_dirs)" -eq 0 ]'
 sed 's/^/# /' $T/pr-n2.log | head -3
 pgc_psql -c "DROP TABLE pr_null" >/dev/null
+# device 'gpu' on 2 ranks where no GPU is visible: every rank finds it before
+# rank 0 relays anything; the error still reaches the caller, nothing hangs
+if { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; } ||
+	[ -e /dev/nvidia0 ]; then
+	echo "skip - device 'gpu' on 2 ranks without a GPU: a GPU is visible here # SKIP"
+else
+	pgc_psql -v VERBOSITY=verbose -c "CALL dml_predict_table('pr_reg', 'pr_data', 'pr_g2', 'id',
+		device => 'gpu', workers => 2)" >$T/pr-g2.log 2>&1
+	check "device 'gpu' on 2 ranks without a GPU: SQLSTATE 55000, no table, nothing left" \
+		"grep -q 'ERROR:  55000: device .gpu. was asked for' $T/pr-g2.log && ! table_exists pr_g2 &&
+		 [ \"\$(job_procs)\" -eq 0 ]"
+	sed 's/^/# /' $T/pr-g2.log | grep ERROR | head -1
+fi
 
 # --- 4. cancel and terminate ------------------------------------------------
 pgc_psql -c "CREATE TABLE pr_big AS SELECT i AS id, sin(i * 0.1) AS x1, cos(i * 0.3)::real AS x2,

@@ -391,6 +391,15 @@ out=$(pgc_psql -c "CALL dml_predict_table('m_sh', 'sh', 'sh_scores6', 'i', worke
 same=$(same_scores sh_scores6 sh_local)
 check "2 ranks a shard (ctid ranges on each host): the same ($same equal)" \
 	'[ "$same" = $((3 * N))/$((3 * N)) ] && grep -q "6 ranks on hosts dmlh1, dmlh1, dmlh2, dmlh2, dmlh3, dmlh3" <<<"$out"' "$out"
+# a one-hot text feature and an array feature, read on each shard's server (no dml there)
+for m in o_sh v_sh; do
+	sql1 "CALL dml_predict_table('$m', 'sh_all', '${m}_local', 'i')" >/dev/null
+	out=$(pgc_psql -c "CALL dml_predict_table('$m', 'sh', '${m}_scores', 'i')" 2>&1)
+	same=$(same_scores ${m}_scores ${m}_local)
+	check "$m (features: $(sql1 "SELECT string_agg(f->>'name' || ' ' || (f->>'kind'), ', ')
+		FROM dml.models m, jsonb_array_elements(m.spec->'features') f WHERE m.name = '$m'")) over the shards: the local result ($same equal)" \
+		'[ "$same" = $((3 * N))/$((3 * N)) ]' "$out"
+done
 # on the links: only the predictions of shards 2 and 3 leave their hosts
 sql1 "CREATE TABLE bg_all AS SELECT * FROM bg" >/dev/null
 sql1 "CALL dml_predict_table('m_sh', 'bg_all', 'bg_local', 'i')" >/dev/null
