@@ -151,6 +151,7 @@ typedef struct DmlJob
 	bytea	   *model_blob;		/* kernels/format.c, written into the job directory */
 	char	   *predict_query;	/* SELECT [id,] features..., names quoted */
 	bool		predict_id;		/* the query's first column is the row id */
+	int			predict_id_bytes;	/* pack_target set: the id's width, 2, 4 or 8 */
 	DmlBlockCallback on_block;
 	void	   *block_arg;
 } DmlJob;

@@ -190,6 +190,12 @@ spec_text_predict(DmlJob *job)
 	spec_put(&buf, "device", dml_job_name(DML_NAMES_DEVICE, job->device));
 	spec_putf(&buf, "id", "%d", job->predict_id ? 1 : 0);
 	spec_putf(&buf, "attempt", "%d", job->attempt);
+	if (job->pack_target)
+	{
+		/* this server's table slices come as dml.pack_rows64 blocks */
+		spec_put(&buf, "load", "block");
+		spec_putf(&buf, "id_bytes", "%d", job->predict_id_bytes);
+	}
 	spec_features(&buf, job);
 	spec_shard_servers(&buf, job);
 	if (job->slices == NIL)

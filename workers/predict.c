@@ -719,6 +719,119 @@ predict_shards(Predictor *pr, PGconn *home)
 	}
 }
 
+static uint32_t
+le32u(const char *p)
+{
+	const unsigned char *u = (const unsigned char *) p;
+
+	return (uint32_t) u[0] | (uint32_t) u[1] << 8 | (uint32_t) u[2] << 16 | (uint32_t) u[3] << 24;
+}
+
+static uint64_t
+le64(const char *p)
+{
+	const unsigned char *u = (const unsigned char *) p;
+	uint64_t	v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | u[i];
+	return v;
+}
+
+/*
+ * One slice as a dml.pack_rows64 block (extension/aggregate.c has the
+ * layout): the id as the int8 target, the features in float64, the NULLs
+ * listed after the rows.  Each row is checked and converted as decode_row
+ * does a COPY row (a NULL or non-finite feature is dml_predict's error);
+ * the id goes back in its own type's binary format, big-endian, of
+ * spec->id_bytes.
+ */
+static void
+block_and_predict(Predictor *pr, PGconn *conn, const char *query)
+{
+	const WorkerSpec *spec = pr->spec;
+	PGresult   *res = PQexecParams(conn, query, 0, NULL, NULL, NULL, NULL, 1);
+	const char *p;
+	const char *nulls;
+	size_t		len,
+				rowlen;
+	uint32_t	nrows,
+				n,
+				nnulls,
+				k = 0;
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		relay_error(conn, res, "reading a slice");
+	if (PQntuples(res) != 1 || PQnfields(res) != 1)
+		worker_fail("dml.pack_rows64 returned %d rows of %d columns", PQntuples(res), PQnfields(res));
+	if (PQgetisnull(res, 0, 0))
+	{
+		PQclear(res);			/* no rows */
+		return;
+	}
+	p = PQgetvalue(res, 0, 0);
+	len = (size_t) PQgetlength(res, 0, 0);
+	if (len < 24 || memcmp(p, "DMLB", 4) != 0 || le32u(p + 4) != 1)
+		worker_fail("malformed dml.pack_rows64 block");
+	nrows = le32u(p + 8);
+	n = le32u(p + 12);
+	nnulls = le32u(p + 16);
+	rowlen = 8 + 8 * (size_t) n;
+	if ((int) n != spec->nfeatures || n != (uint32_t) pr->C ||
+		len != 24 + rowlen * nrows + 8 * (size_t) nnulls ||
+		(le32u(p + 20) & 3) != 3)
+		worker_fail("dml.pack_rows64 block does not match the job (%u rows of %u features)", nrows, n);
+	nulls = p + 24 + rowlen * nrows;
+	p += 24;
+	for (uint32_t r = 0; r < nrows; r++, p += rowlen)
+	{
+		float	   *x = pr->X + (size_t) pr->B * pr->C;
+		double	   *xd = pr->Xd ? pr->Xd + (size_t) pr->B * pr->C : NULL;
+		int			id_null = 0;
+
+		/* this row's NULLs (listed in row order) */
+		for (; k < nnulls && le32u(nulls + 8 * (size_t) k) == r; k++)
+		{
+			int32_t		col = (int32_t) le32u(nulls + 8 * (size_t) k + 4);
+
+			if (col < 0)
+				id_null = 1;
+			else if (col < (int32_t) n)
+				feature_null(&spec->features[col]);
+		}
+		for (uint32_t c = 0; c < n; c++)
+		{
+			uint64_t	b = le64(p + 8 + 8 * (size_t) c);
+			double		v;
+
+			memcpy(&v, &b, 8);
+			if (!isfinite(v))
+				feature_not_finite(&spec->features[c]);
+			x[c] = (float) v;
+			if (xd)
+				xd[c] = v;
+		}
+		if (spec->has_id)
+		{
+			int64_t		id = (int64_t) le64(p);
+			int32_t		idlen = id_null ? -1 : spec->id_bytes;
+
+			/* the id goes back as COPY would have sent it: length, big-endian value */
+			ids_reserve(pr, 4 + (idlen > 0 ? idlen : 0));
+			memcpy(pr->ids + pr->idlen, &idlen, 4);
+			for (int i = 0; i < idlen; i++)
+				pr->ids[pr->idlen + 4 + i] = (char) ((uint64_t) id >> (8 * (idlen - 1 - i)));
+			pr->idlen += 4 + (idlen > 0 ? idlen : 0);
+		}
+		if (++pr->B == pr->block)
+			flush_block(pr);
+	}
+	if (k != nnulls)
+		worker_fail("malformed NULL list in a dml.pack_rows64 block");
+	PQclear(res);
+	flush_block(pr);
+}
+
 /* COPY the slice and predict it block by block */
 static void
 copy_and_predict(Predictor *pr, PGconn *conn, const char *query)
@@ -822,8 +935,16 @@ predict_run(const WorkerSpec *spec)
 	conn = connect_as_caller(spec);
 	relaying = true;
 	for (int i = 0; i < spec->nslices; i++)
-		if (spec->slices[i].rank == worker_rank && spec->slices[i].shard == 0)
-			copy_and_predict(&pr, conn, spec->slices[i].query);
+	{
+		const SpecSlice *sl = &spec->slices[i];
+
+		if (sl->rank != worker_rank || sl->shard != 0)
+			continue;
+		if (spec->load_block && !sl->whole)
+			block_and_predict(&pr, conn, sl->query);
+		else
+			copy_and_predict(&pr, conn, sl->query);
+	}
 	predict_shards(&pr, conn);
 	exec_ok(conn, "COMMIT");
 	PQfinish(conn);

@@ -3,7 +3,9 @@
 #   1. workers => 2 and 3 give, row for row, the predictions of the backend
 #      (workers => 1): a regression MLP (1e-6) and a classifier (the same
 #      labels, probabilities within 1e-6), on a plain and on a partitioned
-#      table; the NOTICE says how many ranks ran where.
+#      table; the NOTICE says how many ranks ran where; numeric features
+#      come in dml.pack_rows64 blocks, with int8 (past 2^32), int2 and NULL
+#      ids back as they were.
 #   2. an ordinary role: its predictions cover only the rows its row-level
 #      security policy shows it, equal to its own backend's; a column it may
 #      not read, or another role's model without a grant, is an error before
@@ -23,7 +25,8 @@ job_dirs() { pgc_job_dirs; }
 table_exists() { [ "$(pgc_psql -t -A -c "SELECT to_regclass('$1') IS NOT NULL")" = t ]; }
 q() { pgc_psql -t -A -c "$1"; }
 
-pgc_psql -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS pr_data, pr_part, pr_big CASCADE;
+pgc_psql -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS pr_data, pr_part, pr_big, pr_r1, pr_r2,
+		pr_r3, pr_c1, pr_c2, pr_p1, pr_p2, pr_n1, pr_nb, pr_ids, pr_i1, pr_i2, pr_s1, pr_s2, pr_null CASCADE;
 	DROP ROLE IF EXISTS pr_user; CREATE ROLE pr_user LOGIN;
 	CREATE TABLE pr_data AS SELECT i AS id, sin(i * 0.1) AS x1, cos(i * 0.3)::real AS x2,
 		(i % 7)::int AS x3, (ARRAY['a','b','c'])[1 + i % 3] AS c,
@@ -75,6 +78,24 @@ pgc_psql -c "CALL dml_predict_table('pr_reg', 'pr_part', 'pr_p1', 'id')" >/dev/n
 pgc_psql -c "CALL dml_predict_table('pr_reg', 'pr_part', 'pr_p2', 'id', workers => 2)" >/dev/null 2>&1
 check "partitioned: 2 ranks over the leaves give the backend's predictions" 'same_reg pr_p1 pr_p2 30000'
 check "partitioned: the same as the plain table's" 'same_reg pr_r1 pr_p2 30000'
+# every feature a number and an integer id: the ranks read dml.pack_rows64 blocks
+pgc_psql -c "SELECT name FROM dml_train('pr_num', 'pr_data', 'y', features => '{x1,x2,x3}',
+	model => 'mlp', hidden => '{16,8}', epochs => 2, workers => 1)" >/dev/null 2>&1
+pgc_psql -c "CALL dml_predict_table('pr_num', 'pr_data', 'pr_n1', 'id')" >/dev/null 2>&1
+pgc_psql -c "CALL dml_predict_table('pr_num', 'pr_data', 'pr_nb', 'id', workers => 2)" >/dev/null 2>&1
+check "numeric features (packed blocks): 2 ranks give the backend's predictions (1e-6)" 'same_reg pr_n1 pr_nb 30000'
+pgc_psql -c "CREATE TABLE pr_ids AS SELECT CASE WHEN id = 777 THEN NULL ELSE id::int8 * 1000000 END AS id,
+		(id % 30000)::int2 AS sid, x1, x2, x3 FROM pr_data" >/dev/null
+pgc_psql -c "CALL dml_predict_table('pr_num', 'pr_ids', 'pr_i1', 'id')" >/dev/null 2>&1
+pgc_psql -c "CALL dml_predict_table('pr_num', 'pr_ids', 'pr_i2', 'id', workers => 2)" >/dev/null 2>&1
+check "a bigint id past 2^32, and a NULL id, come back as they were" \
+	'[ "$(q "SELECT count(*) FROM pr_i1 a JOIN pr_i2 b USING (id) WHERE abs(a.prediction - b.prediction) <= 1e-6")" = 29999 ] &&
+	 [ "$(q "SELECT count(*) || '"'/'"' || max(id) FROM pr_i2 WHERE id IS NULL OR id = 30000000000")" = "2/30000000000" ]'
+pgc_psql -c "CALL dml_predict_table('pr_num', 'pr_ids', 'pr_s1', 'sid')" >/dev/null 2>&1
+pgc_psql -c "CALL dml_predict_table('pr_num', 'pr_ids', 'pr_s2', 'sid', workers => 3)" >/dev/null 2>&1
+check "a smallint id: 3 ranks, the backend's rows (1e-6)" \
+	'[ "$(q "SELECT count(*) FILTER (WHERE abs(a.prediction - b.prediction) <= 1e-6) || '"'/'"' || count(*)
+		FROM pr_s1 a FULL JOIN pr_s2 b USING (sid)")" = 30000/30000 ]'
 pgc_psql -c "CALL dml_predict_table('pr_reg', 'pr_data', 'pr_bad', 'id', workers => 0)" >$T/pr-bad.log 2>&1
 check "workers => 0 is refused" "grep -q 'workers must be between 1 and' $T/pr-bad.log && ! table_exists pr_bad"
 check "nothing of any job is left" '[ "$(job_procs)" -eq 0 ] && [ "$(job_dirs)" -eq 0 ]'
@@ -114,6 +135,13 @@ check "a NULL feature in rank 1's slice: dml_predict's error (22004)" \
 check "a NULL feature in rank 1's slice: no table, nothing left" \
 	'! table_exists pr_n2 && [ "$(job_procs)" -eq 0 ] && [ "$(job_dirs)" -eq 0 ]'
 sed 's/^/# /' $T/pr-n2.log | head -3
+pgc_psql -c "CALL dml_predict_table('pr_num', 'pr_null', 'pr_n3', 'id', workers => 2)" >$T/pr-n3.log 2>&1
+check "... and from a packed block (numeric features): the same error, no table" \
+	"grep -q 'ERROR:  feature \"x1\" is NULL' $T/pr-n3.log && ! table_exists pr_n3"
+pgc_psql -c "UPDATE pr_null SET x1 = 'NaN' WHERE id = 30000" >/dev/null
+pgc_psql -c "CALL dml_predict_table('pr_num', 'pr_null', 'pr_n4', 'id', workers => 2)" >$T/pr-n4.log 2>&1
+check "a NaN feature in a packed block: dml_predict's error" \
+	"grep -q 'ERROR:  feature \"x1\" is NaN or infinite' $T/pr-n4.log && ! table_exists pr_n4 && [ \"\$(job_procs)\" -eq 0 ]"
 pgc_psql -c "DROP TABLE pr_null" >/dev/null
 # device 'gpu' on 2 ranks where no GPU is visible: every rank finds it before
 # rank 0 relays anything; the error still reaches the caller, nothing hangs
@@ -145,7 +173,8 @@ for how in cancel terminate; do
 	check "$how: no job directory left" '[ "$(job_dirs)" -eq 0 ]'
 done
 
-pgc_psql -c "DROP TABLE IF EXISTS pr_data, pr_part, pr_big, pr_r1, pr_r2, pr_r3, pr_c1, pr_c2, pr_p1, pr_p2 CASCADE" >/dev/null
-pgc_psql -c "SELECT dml_drop_model(n) FROM unnest('{pr_reg,pr_cls,pr_wide}'::text[]) n" >/dev/null 2>&1
+pgc_psql -c "DROP TABLE IF EXISTS pr_data, pr_part, pr_big, pr_r1, pr_r2, pr_r3, pr_c1, pr_c2, pr_p1, pr_p2,
+	pr_n1, pr_nb, pr_ids, pr_i1, pr_i2, pr_s1, pr_s2 CASCADE" >/dev/null
+pgc_psql -c "SELECT dml_drop_model(n) FROM unnest('{pr_reg,pr_cls,pr_wide,pr_num}'::text[]) n" >/dev/null 2>&1
 pgc_psql -c "REVOKE ALL ON SCHEMA public FROM pr_user" -c "DROP OWNED BY pr_user" -c "DROP ROLE pr_user" >/dev/null 2>&1
 check "the server is still up" 'pgc_psql -t -A -c "SELECT 1" | grep -q 1'
