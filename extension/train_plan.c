@@ -26,7 +26,7 @@
 
 #define DML_AUTO_MAX_CLASSES	32		/* integer targets with more are regression */
 #define DML_EXACT_MAX_INPUTS	500		/* normal equations by default */
-#define DML_DEFAULT_HIDDEN		64
+#define DML_DEFAULT_HIDDEN		100	/* scikit-learn's MLP: one layer of 100 */
 
 /*
  * Training without epochs runs until it converges.  Minibatch optimizers
@@ -384,6 +384,18 @@ choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
 									 job->optimizer != DML_JOB_OPT_NEWTON &&
 									 job->optimizer != DML_JOB_OPT_LBFGS)) ?
 			DML_DEFAULT_PATIENCE : 0;
+	/*
+	 * Minibatch training without epochs cuts its learning rate tenfold
+	 * when the watched loss has stalled for half the patience (schedule
+	 * plateau), so patience ends a training only after a smaller step has
+	 * had its chance too.  options may name another schedule.
+	 */
+	if (auto_epochs && job->optimizer != DML_JOB_OPT_EXACT &&
+		job->optimizer != DML_JOB_OPT_NEWTON && job->optimizer != DML_JOB_OPT_LBFGS)
+	{
+		job->schedule = DML_SCHED_PLATEAU;
+		job->step_size = Max((job->patience > 0 ? job->patience : DML_DEFAULT_PATIENCE) / 2, 1);
+	}
 
 	/*
 	 * weight_decay: for logistic and softmax regression 0.1 / rows, which
