@@ -7,7 +7,8 @@
 #      and says why it stopped (result, metrics, the last dml.epochs row);
 #      it cuts its learning rate on a plateau (schedule plateau), which
 #      cuts by gamma exactly when the loss has stalled for step_size epochs;
-#      an MLP has one hidden layer of 100 units
+#      an MLP has one hidden layer of 100 units, and weight_decay 5e-4 when
+#      minibatches train it to convergence
 #   3. L-BFGS: 1 and 2 workers, and the in-server fit, give the same model
 #   4. a nearly separable problem converges to a finite model
 #   5. data as it comes: a constant feature (NOTICE, metrics), integer and
@@ -120,6 +121,13 @@ check "after the cut the rate is gamma times smaller: the validation loss moves 
 sql1 "SELECT 1 FROM dml_train('def_mlp', 'def_logit', 'label', model => 'mlp', epochs => 1)" >/dev/null
 r=$(sql1 "SELECT spec->'hidden' FROM dml.models WHERE name = 'def_mlp'")
 check "an MLP without hidden has one layer of 100 units (scikit-learn's) ($r)" '[ "$r" = "[100]" ]'
+sql1 "SELECT 1 FROM dml_train('def_mlp_adam', 'def_logit', 'label', model => 'mlp', batch_size => 128)" >/dev/null
+r=$(sql1 "SELECT h->>'optimizer', h->>'weight_decay', h->>'schedule' FROM dml.models, LATERAL (SELECT spec->'hyperparameters' h) s
+	WHERE name = 'def_mlp_adam' UNION ALL
+	SELECT h->>'optimizer', h->>'weight_decay', h->>'schedule' FROM dml.models, LATERAL (SELECT spec->'hyperparameters' h) s
+	WHERE name = 'def_mlp'" | tr '\n|' '  ')
+check "an MLP trained by minibatches to convergence gets weight_decay 5e-4; by L-BFGS or with epochs none ($r)" \
+	'[ "$r" = "adam 0.0005 plateau lbfgs 0 constant " ]'
 
 # ---------------------------------------------------------------------
 # 3. L-BFGS: the same model from 1 and 2 workers and from the in-server fit
