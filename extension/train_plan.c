@@ -32,7 +32,8 @@
  * Training without epochs runs until it converges.  Minibatch optimizers
  * stop when the loss (validation loss with validation > 0) has not
  * improved by DML_DEFAULT_TOLERANCE of itself for DML_DEFAULT_PATIENCE
- * epochs, within a budget of DML_DEFAULT_MAX_STEPS optimizer steps and
+ * epochs (their learning rate cut tenfold after half as many: schedule
+ * plateau), within a budget of DML_DEFAULT_MAX_STEPS optimizer steps and
  * DML_DEFAULT_MAX_EPOCHS epochs; L-BFGS when its gradient is small or an
  * iteration no longer lowers the loss, within DML_DEFAULT_LBFGS_ITERS
  * iterations for linear models and twice that for MLPs (scikit-learn's
