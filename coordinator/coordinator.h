@@ -122,6 +122,7 @@ typedef struct DmlJob
 	char	   *fault;			/* test hook: "rank:epoch:how" or NULL */
 	int			attempt;		/* 0, then 1 for the first restart, ... */
 	int			checkpoint_last;	/* also a checkpoint after the last epoch (dml_tune's halving) */
+	int			resident;		/* dml_tune: the ranks keep their rows for the next trial (supervise.c) */
 	bool		no_in_server;	/* option in_server => false: always a job */
 	bool		no_shared_memory;	/* option shared_memory => false: MPI_Allreduce */
 	int			rank_min_norm;	/* option rank_deficient => 'min_norm' (exact solver) */
@@ -143,10 +144,15 @@ typedef struct DmlJob
 	double		topk_ratio;
 	char	   *straggler;		/* test hook: "rank:ms" or "*:ms:p" */
 
-	/* a predict job: the model, the query rank 0 reads, where blocks go */
+	/*
+	 * a predict job: the model, the query rank 0 reads when no slices are
+	 * planned (else each slice's: target is the row id, features' exprs
+	 * DmlPredictColumnExpr's), where blocks go
+	 */
 	bytea	   *model_blob;		/* kernels/format.c, written into the job directory */
 	char	   *predict_query;	/* SELECT [id,] features..., names quoted */
 	bool		predict_id;		/* the query's first column is the row id */
+	int			predict_id_bytes;	/* pack_target set: the id's width, 2, 4 or 8 */
 	DmlBlockCallback on_block;
 	void	   *block_arg;
 } DmlJob;
@@ -185,6 +191,7 @@ typedef void (*DmlProgressCallback) (const DmlProgress *p, void *arg);
 extern List *DmlPlanSlices(Oid relid, char relkind, int nranks, BlockNumber max_blocks);
 extern char *DmlSliceQuery(DmlJob *job, DmlSlice *slice);
 extern bool DmlLeavesReadable(Oid relid);
+extern char *DmlPredictColumnExpr(const DmlFeature *f, const char *qname);
 
 /* extension/exact.c: the in-server alternative to a job */
 extern void DmlExactSolve(DmlJob *job, DmlJobResult *result,
@@ -199,6 +206,7 @@ extern void DmlFitSolve(DmlJob *job, DmlJobResult *result,
 /* settings.c: how a job's workers are started and connect back (settings.h) */
 extern const char *DmlTuneSnapshot;	/* dml_tune's, exported once for all trials */
 extern bool DmlTuneCheckpointLast;	/* dml_tune's halving: trials checkpoint their last epoch */
+extern bool DmlTuneResident;	/* dml_tune: trials over the same rows share one job */
 extern void DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice);
 extern bool DmlBuildHasCuda(void);
 extern bool DmlGpuVisible(void);
@@ -225,6 +233,7 @@ extern bool DmlRunSlotFree(int max);
 extern void DmlRunJob(DmlJob *job, DmlJobResult *result,
 					  DmlProgressCallback cb, void *cb_arg);
 extern void DmlKillActiveJob(void);
+extern void DmlEndResidentJob(void);
 
 /*
  * extension/jobs.c, for a background job: each checkpoint as it arrives

@@ -46,6 +46,7 @@ typedef struct WorkerSpec
 {
 	int			predict;		/* "job predict": run a model over the slice, no training */
 	int			has_id;			/* predict: the slice's first column is the row id */
+	int			id_bytes;		/* predict, load block: the id's width (int2, int4, int8) */
 	char	   *conninfo;
 	char	   *snapshot;
 	char	   *role;
@@ -98,6 +99,7 @@ typedef struct WorkerSpec
 	int64_t		spill_limit;	/* bytes of spill for the job; 0: no limit */
 	int			spill_fp16;		/* spill float32 inputs as half floats */
 	int			checkpoint_last;	/* also checkpoint the last epoch (dml_tune's halving) */
+	int			resident;		/* dml_tune: after the model, wait for the next trial's job */
 
 	int			classification;
 	int			nclasses;
@@ -308,6 +310,8 @@ typedef struct EpochLog
 } EpochLog;
 
 extern void prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model);
+extern void prepare_trial(Dataset *ds, const WorkerSpec *spec, DmlModel *model,
+						  const DmlModel *first);
 extern void train_split_rows(const Dataset *ds, int **train, int *ntrain, int **val, int *nval);
 extern void train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds,
 						   const int *idx, int n, DmlMetrics *met);
