@@ -174,7 +174,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 
 		maybe_inject_fault(spec, epoch, NULL);
 		gopt.lr = lr_at_epoch(spec->schedule, (float) spec->learning_rate, epoch - 1,
-							  spec->epochs, spec->step_size, (float) spec->gamma);
+							  spec->epochs, spec->step_size, (float) spec->gamma) * log.lr_scale;
 		if (se)
 			stream_epoch_begin(se, spec->seed, epoch);
 		else
