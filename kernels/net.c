@@ -199,16 +199,259 @@ dml_net_gradient(const DmlNet *net, DmlWork *work, float *grads, const float *X,
 	return forward_backward(net, work, grads, X, y, B, scale, false);
 }
 
+/*
+ * Single-layer nets (linear, logistic, softmax regression) in one pass
+ * over the rows, 16 at a time: their logits, then their losses and
+ * residuals (times the class weight and scale, in the reference path's
+ * order), then grads += residual x^T while the rows are still in L1.  No
+ * sgemm calls (tiny here, each with its call and packing overhead), no
+ * (B, K) logits and residuals in memory.  The logistic loss of a block is
+ * one vectorized loop (dml_expf_neg and log1p below, no libm calls); the
+ * residuals agree with the reference path's to float32 rounding, and the
+ * sums over rows are taken in another order, so the gradients agree to
+ * float32 rounding, not bit for bit.  FUSE_MAX_K bounds the outputs, held
+ * on the stack; FUSE_MAX_WEIGHTS keeps the weights and their gradient in
+ * the first cache levels, beyond which sgemm's blocking wins.
+ */
+#define FUSE_ROWS			16
+#define FUSE_MAX_K			16
+#define FUSE_MAX_WEIGHTS	4096
+
+/*
+ * Without trapping math GCC may evaluate both sides of a select (the
+ * clamp in dml_expf_neg, the sigmoid's two forms), which is what lets the
+ * loss loop vectorize; dml never reads the floating-point exception flags.
+ * The helpers carry it too, or GCC would not inline them.
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#define FUSE_MATH __attribute__((optimize("no-trapping-math")))
+#else
+#define FUSE_MATH
+#endif
+
+/* x . w over n floats in 16 independent partial sums, so it vectorizes */
+FUSE_MATH static inline float
+dot16(const float *x, const float *w, int n)
+{
+	float		acc[16] = {0};
+	int			c = 0;
+
+	for (; c + 16 <= n; c += 16)
+		for (int j = 0; j < 16; j++)
+			acc[j] += x[c + j] * w[c + j];
+	for (int j = 0; c < n; c++, j++)
+		acc[j] += x[c] * w[c];
+	for (int j = 0; j < 8; j++)
+		acc[j] += acc[j + 8];
+	for (int j = 0; j < 4; j++)
+		acc[j] += acc[j + 4];
+	return (acc[0] + acc[2]) + (acc[1] + acc[3]);
+}
+
+/*
+ * e^x for x <= 0, branch-free so a loop of it vectorizes: Cephes' expf
+ * (range reduction by ln 2 in two parts, degree-6 polynomial; about 1 ulp).
+ * Below -87 it gives e^-87 (the true value is below float's normal range,
+ * and here it only meets 1 + e), and a NaN stays NaN.
+ */
+FUSE_MATH static inline float
+dml_expf_neg(float x)
+{
+	float		n,
+				r,
+				p;
+	union
+	{
+		uint32_t	u;
+		float		f;
+	}			two_n;
+
+	x = x < -87.0f ? -87.0f : x;
+	/* round to nearest by adding and taking away 1.5 * 2^23 */
+	n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+	r = x - n * 0.693359375f;
+	r = r - n * -2.12194440e-4f;
+	p = 1.9875691500e-4f;
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * r * r + r + 1.0f;
+	two_n.u = (uint32_t) ((int32_t) n + 127) << 23;
+	return p * two_n.f;
+}
+
+/*
+ * log(1 + e) for 0 <= e <= 1 as 2 atanh(s), s = e / (2 + e) <= 1/3: the
+ * odd series to s^15 is within float rounding, and exact as e -> 0.
+ */
+FUSE_MATH static inline float
+dml_log1pf_unit(float e)
+{
+	float		s = e / (2.0f + e);
+	float		s2 = s * s;
+	float		p = 1.0f / 15;
+
+	p = p * s2 + 1.0f / 13;
+	p = p * s2 + 1.0f / 11;
+	p = p * s2 + 1.0f / 9;
+	p = p * s2 + 1.0f / 7;
+	p = p * s2 + 1.0f / 5;
+	p = p * s2 + 1.0f / 3;
+	p = p * s2 + 1.0f;
+	return 2.0f * s * p;
+}
+
+static bool
+fused_applies(const DmlNet *net, const DmlWork *work)
+{
+	return net->nlayers == 1 && !work->unfused && net->sizes[1] <= FUSE_MAX_K &&
+		(size_t) net->sizes[0] * net->sizes[1] <= FUSE_MAX_WEIGHTS;
+}
+
+DML_VECTORIZE FUSE_MATH static double
+forward_backward_fused(const DmlNet *net, const float *class_weight, float *grads,
+					   const float *X, const float *y, int B, float scale,
+					   bool accumulate)
+{
+	int			C = net->sizes[0];
+	int			K = net->sizes[1];
+	const float *W = net->params;
+	const float *bias = net->params + (size_t) K * C;
+	float	   *gW = grads;
+	float	   *gb = grads + (size_t) K * C;
+	double		sum = 0.0;
+
+	if (!accumulate)
+		memset(grads, 0, sizeof(float) * ((size_t) K * C + K));
+	for (int b0 = 0; b0 < B; b0 += FUSE_ROWS)
+	{
+		int			R = B - b0 < FUSE_ROWS ? B - b0 : FUSE_ROWS;
+		const float *Xr = X + (size_t) b0 * C;
+		const float *yr = y + (size_t) b0 * (net->loss == DML_LOSS_MSE ? K : 1);
+		float		z[FUSE_ROWS * FUSE_MAX_K];
+		float		r[FUSE_ROWS * FUSE_MAX_K];
+		double		loss[FUSE_ROWS];
+
+		for (int i = 0; i < R; i++)
+			for (int k = 0; k < K; k++)
+				z[i * K + k] = dot16(Xr + (size_t) i * C, W + (size_t) k * C, C) + bias[k];
+
+		if (net->loss == DML_LOSS_MSE)
+		{
+			/* as mse_forward_backward; y is (B, K) */
+			for (int i = 0; i < R; i++)
+			{
+				loss[i] = 0.0;
+				for (int k = 0; k < K; k++)
+				{
+					float		d = z[i * K + k] - yr[i * K + k];
+
+					loss[i] += (double) d * d;
+					r[i * K + k] = 2.0f * d;
+				}
+			}
+		}
+		else if (net->loss == DML_LOSS_BCE)
+		{
+			/*
+			 * as bce_forward_backward, with e = e^-|z| shared by the loss
+			 * and the sigmoid: 1 / (1 + e) for z >= 0, e / (1 + e) below
+			 */
+			float		lf[FUSE_ROWS];
+
+			for (int i = 0; i < R; i++)
+			{
+				float		zi = z[i];
+				float		t = yr[i];
+				float		e = dml_expf_neg(-fabsf(zi));
+				float		q = 1.0f / (1.0f + e);
+
+				lf[i] = (zi > 0.0f ? zi : 0.0f) + dml_log1pf_unit(e) - t * zi;
+				r[i] = (zi >= 0.0f ? 1.0f : e) * q - t;
+			}
+			for (int i = 0; i < R; i++)
+				loss[i] = lf[i];
+		}
+		else
+		{
+			for (int i = 0; i < R; i++)
+			{
+				const float *zi = z + i * K;
+				float	   *ri = r + i * K;
+
+				if (!(yr[i] >= 0.0f && yr[i] < (float) K))
+				{
+					/* as softmax_forward_backward: a bad label poisons, never indexes */
+					loss[i] = NAN;
+					for (int k = 0; k < K; k++)
+						ri[k] = NAN;
+				}
+				else
+				{
+					int			label = (int) yr[i];
+					float		maxz = -INFINITY;
+					float		denom = 0.0f;
+
+					for (int k = 0; k < K; k++)
+						if (zi[k] > maxz)
+							maxz = zi[k];
+					for (int k = 0; k < K; k++)
+						denom += (ri[k] = expf(zi[k] - maxz));
+					for (int k = 0; k < K; k++)
+						ri[k] /= denom;
+					loss[i] = (double) logf(denom) + maxz - zi[label];
+					ri[label] -= 1.0f;
+				}
+			}
+		}
+		if (class_weight && net->loss != DML_LOSS_MSE)
+			for (int i = 0; i < R; i++)
+			{
+				float		w = yr[i] >= 0 && yr[i] < (net->loss == DML_LOSS_BCE ? 2 : K) ?
+					class_weight[(int) yr[i]] : NAN;
+
+				loss[i] *= w;
+				for (int k = 0; k < K; k++)
+					r[i * K + k] *= w;
+			}
+		if (scale != 1.0f)
+			for (int i = 0; i < R * K; i++)
+				r[i] *= scale;
+		for (int i = 0; i < R; i++)
+		{
+			const float *x = Xr + (size_t) i * C;
+
+			sum += loss[i];
+			for (int k = 0; k < K; k++)
+			{
+				float	   *g = gW + (size_t) k * C;
+				float		rk = r[i * K + k];
+
+				for (int c = 0; c < C; c++)
+					g[c] += rk * x[c];
+				gb[k] += rk;
+			}
+		}
+	}
+	return sum;
+}
+
 static double
 forward_backward(const DmlNet *net, DmlWork *work, float *grads, const float *X,
 				 const float *y, int B, float scale, bool accumulate)
 {
 	int			L = net->nlayers;
 	int			K = net->sizes[L];
-	const float *logits = dml_net_forward(net, work, X, B);
+	const float *logits;
 	float	   *dout = work->dacts[0];
 	double		loss = 0.0;
 
+	if (fused_applies(net, work))
+		return forward_backward_fused(net, work->class_weight, grads, X, y, B,
+									  scale, accumulate);
+	logits = dml_net_forward(net, work, X, B);
 	switch (net->loss)
 	{
 		case DML_LOSS_MSE:
