@@ -67,6 +67,14 @@ override CFLAGS := $(filter-out -Wmissing-variable-declarations,$(CFLAGS))
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	cp $< $@
 
+# The version is a -D flag (DML_SCHEMA_VERSION): build/extversion holds it
+# and is rewritten (so newer than every object) only when it changes, so a
+# tree built at another version rebuilds its objects instead of keeping a
+# library that asks for the old schema.  (Written while the Makefile is
+# read: PGXS's .SECONDARY would not remake a missing stamp.)
+$(shell mkdir -p build && { test "$$(cat build/extversion 2>/dev/null)" = "$(EXTVERSION)" || echo "$(EXTVERSION)" >build/extversion; })
+$(OBJS): build/extversion
+
 # ONNX: C for onnx.proto's messages (Debian's libonnx-dev), generated at build
 # time by protoc-c; compiled with hidden visibility, so the library exports
 # none of its symbols.

@@ -722,12 +722,16 @@ remote_expr(Oid leaf, DmlFeature *col)
 	const char *qlocal = quote_identifier(col->name);
 	char	   *rname = remote_column(leaf, col->name);
 
+	if (rname == NULL)
+		elog(ERROR, "dml: column \"%s\" of a shard has no remote expression. Please report a bug.", col->name);
+	/*
+	 * An array: the server need not have dml (dml.vec_bytes), so it sends
+	 * float4[] in PostgreSQL's own binary array format, which the rank
+	 * decodes (workers/load.c, decode_array_send).
+	 */
 	if (col->kind == DML_FEAT_VEC)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("array feature \"%s\" cannot be read from a foreign shard", col->name),
-				 errdetail("A shard's server need not have dml, whose functions read arrays.")));
-	if (rname == NULL || strncmp(col->expr, qlocal, strlen(qlocal)) != 0)
+		return psprintf("%s::pg_catalog.float4[]", quote_identifier(rname));
+	if (strncmp(col->expr, qlocal, strlen(qlocal)) != 0)
 		elog(ERROR, "dml: column \"%s\" of a shard has no remote expression. Please report a bug.", col->name);
 	/* the expression is the quoted name and its cast (extension/train.c) */
 	return psprintf("%s%s", quote_identifier(rname), col->expr + strlen(qlocal));

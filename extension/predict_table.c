@@ -27,6 +27,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -111,18 +112,7 @@ DmlPredictTargetCreate(DmlPredictTarget *t)
 				 errhint("Drop it first, or choose another target name.")));
 	t->qtarget = t->rv->schemaname ? quote_qualified_identifier(t->rv->schemaname, t->rv->relname)
 		: pstrdup(quote_identifier(t->rv->relname));
-	if (t->id_column)
-	{
-		t->id_attnum = get_attnum(t->source, t->id_column);
-		if (t->id_attnum == InvalidAttrNumber || t->id_attnum < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("column \"%s\" of relation \"%s\" does not exist",
-							t->id_column, get_rel_name(t->source))));
-		t->id_type = get_atttype(t->source, t->id_attnum);
-	}
-	else
-		t->id_type = INT8OID;	/* row number */
+	DmlPredictTargetIdColumn(t);
 	t->progress = DmlEstimatedRows(t->source) >= DML_PROGRESS_MIN_ROWS;
 
 	idcol = t->id_column ? quote_identifier(t->id_column) : "row_number";
@@ -135,6 +125,24 @@ DmlPredictTargetCreate(DmlPredictTarget *t)
 		elog(ERROR, "dml: creating %s failed", t->qtarget);
 	CommandCounterIncrement();
 	t->out_relid = RangeVarGetRelid(t->rv, NoLock, false);
+}
+
+/* DmlPredictTargetIdColumn: check the id column and take its type */
+void
+DmlPredictTargetIdColumn(DmlPredictTarget *t)
+{
+	if (t->id_column)
+	{
+		t->id_attnum = get_attnum(t->source, t->id_column);
+		if (t->id_attnum == InvalidAttrNumber || t->id_attnum < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" of relation \"%s\" does not exist",
+							t->id_column, get_rel_name(t->source))));
+		t->id_type = get_atttype(t->source, t->id_attnum);
+	}
+	else
+		t->id_type = INT8OID;	/* row number */
 }
 
 /*
@@ -218,12 +226,27 @@ DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t)
 	w->t = t;
 	w->K = cm->model.net.sizes[cm->model.net.nlayers];
 	w->classifier = cm->model.net.loss != DML_LOSS_MSE;
+	if (w->classifier)
+	{
+		w->labels = palloc(sizeof(Datum) * Max(cm->nclasses, 1));
+		for (int k = 0; k < cm->nclasses; k++)
+			w->labels[k] = CStringGetTextDatum(cm->classes[k]);
+	}
+	w->cxt = AllocSetContextCreate(CurrentMemoryContext, "dml predict insert",
+								   ALLOCSET_DEFAULT_SIZES);
+	if (t->rows)
+	{
+		Oid			outfn;
+		bool		varlena;
+
+		getTypeOutputInfo(t->id_type, &outfn, &varlena);
+		fmgr_info(outfn, &w->id_out);
+		return;
+	}
 	w->rel = table_open(t->out_relid, RowExclusiveLock);
 	td = RelationGetDescr(w->rel);
 	w->bistate = GetBulkInsertState();
 	w->cid = GetCurrentCommandId(true);
-	w->cxt = AllocSetContextCreate(CurrentMemoryContext, "dml predict insert",
-								   ALLOCSET_DEFAULT_SIZES);
 	w->vslots = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
 	w->hslots = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
 	w->use = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
@@ -231,12 +254,6 @@ DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t)
 	{
 		w->vslots[r] = MakeSingleTupleTableSlot(td, &TTSOpsVirtual);
 		w->hslots[r] = MakeSingleTupleTableSlot(td, &TTSOpsHeapTuple);
-	}
-	if (w->classifier)
-	{
-		w->labels = palloc(sizeof(Datum) * Max(cm->nclasses, 1));
-		for (int k = 0; k < cm->nclasses; k++)
-			w->labels[k] = CStringGetTextDatum(cm->classes[k]);
 	}
 	writer_templates(w);
 }
@@ -274,6 +291,65 @@ row_from_template(DmlPredictWriter *w, int k, Datum id, double value, double pro
 	return tup;
 }
 
+/* the predicted class k of output row o, and its probability */
+static int
+predicted_class(DmlCachedModel *cm, const float *o, const double *o64, double *p)
+{
+	int			k = DmlPredictedClass(cm, o);
+
+	if (o64)
+		*p = cm->model.net.loss == DML_LOSS_BCE ? (k ? o64[0] : 1.0 - o64[0]) : o64[k];
+	else
+		*p = cm->model.net.loss == DML_LOSS_BCE ? (k ? o[0] : 1.0 - o[0]) : o[k];
+	return k;
+}
+
+/*
+ * dml_predict_rows: B rows into the tuplestore as (id text, value float8,
+ * label text, probability float8): value for regression, label and
+ * probability for classification.
+ */
+static void
+writer_put_rows(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
+				const float *out, const double *out64, int B)
+{
+	DmlCachedModel *cm = w->t->cm;
+	MemoryContext old = MemoryContextSwitchTo(w->cxt);
+
+	for (int r = 0; r < B; r++)
+	{
+		const float *o = out + (size_t) r * w->K;
+		const double *o64 = out64 ? out64 + (size_t) r * w->K : NULL;
+		Datum		values[4] = {0, 0, 0, 0};
+		bool		nulls[4] = {false, true, true, true};
+
+		if (ids == NULL)
+			values[0] = CStringGetTextDatum(psprintf(INT64_FORMAT, w->done + r + 1));
+		else if (idnulls[r])
+			nulls[0] = true;
+		else
+			values[0] = CStringGetTextDatum(OutputFunctionCall(&w->id_out, ids[r]));
+		if (!w->classifier)
+		{
+			values[1] = Float8GetDatum(o64 ? o64[0] : o[0]);
+			nulls[1] = false;
+		}
+		else
+		{
+			double		p;
+			int			k = predicted_class(cm, o, o64, &p);
+
+			values[2] = w->labels[k];
+			values[3] = Float8GetDatum(p);
+			nulls[2] = nulls[3] = false;
+		}
+		tuplestore_putvalues(w->t->rows, w->t->rows_desc, values, nulls);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(w->cxt);
+	w->done += B;
+}
+
 /*
  * DmlPredictWriterPut
  *		Write B rows: ids (B) or, when ids is NULL, row numbers; out (B, K)
@@ -287,6 +363,11 @@ DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 	int64		before = w->done;
 	MemoryContext old;
 
+	if (w->t->rows)
+	{
+		writer_put_rows(w, ids, idnulls, out, out64, B);
+		return;
+	}
 	while (B > 0)
 	{
 		int			n = Min(B, DML_BATCH_ROWS);
@@ -305,13 +386,7 @@ DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 			if (!w->classifier)
 				value = o64 ? o64[0] : o[0];
 			else
-			{
-				k = DmlPredictedClass(cm, o);
-				if (o64)
-					p = cm->model.net.loss == DML_LOSS_BCE ? (k ? o64[0] : 1.0 - o64[0]) : o64[k];
-				else
-					p = cm->model.net.loss == DML_LOSS_BCE ? (k ? o[0] : 1.0 - o[0]) : o[k];
-			}
+				k = predicted_class(cm, o, o64, &p);
 			if (w->templates && !idnull)
 			{
 				slot = w->hslots[r];
@@ -363,6 +438,11 @@ DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 void
 DmlPredictWriterEnd(DmlPredictWriter *w)
 {
+	if (w->t->rows)
+	{
+		MemoryContextDelete(w->cxt);
+		return;
+	}
 	for (int r = 0; r < DML_BATCH_ROWS; r++)
 	{
 		ExecDropSingleTupleTableSlot(w->vslots[r]);
@@ -737,4 +817,43 @@ dml_predict_table(PG_FUNCTION_ARGS)
 		predict_in_backend(&t);
 	SPI_finish();
 	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(dml_predict_rows);
+
+/*
+ * dml_predict_rows(model, source, id_column): dml_predict_table's backend
+ * path as a set of rows (id text, value float8, label text, probability
+ * float8) instead of a new table, for where no table can be created: a hot
+ * standby (temporary tables included) or a read-only transaction.  The
+ * source is read as the caller, in blocks, with GEMM, as dml_predict_table
+ * reads it; the id is the id column's text form, or the row number.
+ */
+Datum
+dml_predict_rows(PG_FUNCTION_ARGS)
+{
+	DML_REQUIRE_SCHEMA();
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DmlPredictTarget t;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("model and source must not be NULL")));
+	InitMaterializedSRF(fcinfo, 0);
+	memset(&t, 0, sizeof(t));
+	t.model = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	t.source = PG_GETARG_OID(1);
+	t.id_column = PG_ARGISNULL(2) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(2));
+	t.target = "dml_predict_rows";
+	t.qtarget = t.target;
+	t.rows = rsinfo->setResult;
+	t.rows_desc = rsinfo->setDesc;
+	t.cm = DmlGetModel(t.model);
+	DmlPredictTargetIdColumn(&t);
+
+	SPI_connect();
+	predict_in_backend(&t);
+	SPI_finish();
+	return (Datum) 0;
 }

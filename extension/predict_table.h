@@ -5,7 +5,9 @@
  *	  table (checked, created) and the writer that fills it.
  *
  * In the backend (predict_table.c) the source is read through SPI as the caller
- * and the model runs with the CPU kernels.  In a worker (predict_table_worker.c)
+ * and the model runs with the CPU kernels; dml_predict_rows runs the same path
+ * into a tuplestore instead of a table (for a hot standby, which cannot
+ * create one).  In a worker (predict_table_worker.c)
  * one dml-worker reads the source under the caller's exported snapshot
  * and role, runs the model on a GPU (or, for tests, the CPU), and streams
  * (id, outputs) blocks back; the backend writes them.  Either way the
@@ -20,6 +22,7 @@
 #include "executor/tuptable.h"
 #include "nodes/primnodes.h"
 #include "utils/relcache.h"
+#include "utils/tuplestore.h"
 
 #include "dml.h"
 
@@ -41,6 +44,9 @@ typedef struct DmlPredictTarget
 	Oid			id_type;		/* INT8OID for row numbers */
 	Oid			out_relid;		/* once created */
 	bool		progress;		/* NOTICE as rows go in */
+	/* dml_predict_rows: rows go into this tuplestore, not into a table */
+	Tuplestorestate *rows;
+	TupleDesc	rows_desc;
 } DmlPredictTarget;
 
 /* Rows into the target table through the table AM's multi-insert */
@@ -62,12 +68,14 @@ typedef struct DmlPredictWriter
 	int			id_off;			/* offsets into a template's data */
 	int			value_off;
 	int		   *prob_offs;		/* per class */
+	FmgrInfo	id_out;			/* dml_predict_rows: the id's output function */
 	int64		done;
 } DmlPredictWriter;
 
 extern char *DmlRelSqlName(Oid relid);
 extern char *DmlFeatureList(DmlCachedModel *cm);
 extern double DmlEstimatedRows(Oid relid);
+extern void DmlPredictTargetIdColumn(DmlPredictTarget *t);
 extern void DmlPredictTargetCreate(DmlPredictTarget *t);
 extern void DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t);
 /* out (B, K) the model's outputs; out64 the same in float64 (float64 models), or NULL */

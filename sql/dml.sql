@@ -274,6 +274,25 @@ AS 'MODULE_PATHNAME', 'dml_predict_table'
 LANGUAGE C;
 
 /*
+ * Batch inference as rows: dml_predict_table's in-backend path (blocks,
+ * GEMM) returning (id, value, label, probability) instead of writing a
+ * table, so it also runs where no table can be created: a hot standby or a
+ * read-only transaction.  value for regression; label and its probability
+ * for classification; id is the id column's text form, or the row number.
+ */
+CREATE FUNCTION @extschema@.dml_predict_rows(
+	model		text,
+	source		regclass,
+	id_column	text DEFAULT NULL,
+	OUT id		text,
+	OUT value	float8,
+	OUT label	text,
+	OUT probability float8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dml_predict_rows'
+LANGUAGE C STABLE;
+
+/*
  * dml.xtx(ARRAY[y, x1, ..., xd]): the sufficient statistics of least
  * squares, as a parallel aggregate (the one-pass exact solver).
  */
@@ -396,7 +415,7 @@ GRANT SELECT ON @extschema@.dml_models, @extschema@.dml_epochs TO PUBLIC;
 
 /*
  * One row per job of dml_train_async: its arguments exactly as given (the
- * relation also by OID), the dml.* settings of the submitting session,
+ * relation also as regclass), the dml.* settings of the submitting session,
  * its state and, once it ends, its result or error.  Rows are read through
  * the dml.jobs view; the C functions write them as the extension's owner.
  */
@@ -408,7 +427,7 @@ CREATE TABLE dml.job_runs (
 	owner			regrole NOT NULL,	/* regrole: a dump names the role, not its oid */
 	state			text NOT NULL DEFAULT 'queued'
 					CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
-	relation		oid NOT NULL,
+	relation		regclass NOT NULL,	/* regclass: a dump names the table, not its oid */
 	args			jsonb NOT NULL,
 	settings		jsonb NOT NULL DEFAULT '{}',
 	submitted		timestamptz NOT NULL DEFAULT clock_timestamp(),

@@ -50,6 +50,7 @@ static struct
 {
 	int			nnum;			/* numeric features, in one field when > 0 */
 	int			contiguous;		/* their inputs first, in column order */
+	int			plain;			/* a shard's server: vectors as float4[] (array_send) */
 } packing;
 
 /*
@@ -249,6 +250,56 @@ decode_vector(const DmlFeature *ft, float *dst, const char *p, int len, Dataset 
 }
 
 /*
+ * decode one float4[] field in PostgreSQL's binary array format (array_send:
+ * ndim, has-NULL flag, element type, then per dimension its length and lower
+ * bound, then each element as a length and a big-endian float4), as a shard's
+ * server sends it, having no dml.vec_bytes.  0, -1 on a shape error (not one
+ * dimension of width float4s), 1 when an element is NULL (the whole value
+ * counts as NULL, as dml.vec_bytes makes it).
+ */
+static int
+decode_array_send(const DmlFeature *ft, float *dst, const char *p, int len, Dataset *ds, int fi)
+{
+	const char *end = p + len;
+	int			ndim,
+				n;
+
+	if (len < 12)
+		return -1;
+	ndim = (int) be32(p);
+	if (ndim != 1 || be32(p + 8) != 700 /* FLOAT4OID */ || len < 20)
+		return -1;
+	n = (int) be32(p + 12);
+	if (n != ft->width)
+		return -1;
+	p += 20;
+	for (int i = 0; i < n; i++)
+	{
+		int			elen;
+		uint32_t	u;
+
+		if (p + 4 > end)
+			return -1;
+		elen = (int) be32(p);
+		p += 4;
+		if (elen < 0)
+			return 1;
+		if (elen != 4 || p + 4 > end)
+			return -1;
+		u = be32(p);
+		memcpy(&dst[i], &u, 4);
+		p += 4;
+	}
+	for (int i = 0; i < n; i++)
+		if (!isfinite(dst[i]))
+		{
+			ds->bad_count[fi]++;
+			break;
+		}
+	return 0;
+}
+
+/*
  * The numeric features packed by dml.num_bytes: nnum little-endian float32s
  * and, when some are NULL, a bitmap of them.  -1 on a malformed field.
  */
@@ -398,13 +449,25 @@ decode_tuple(Dataset *ds, const WorkerSpec *spec, const char *p, const char *end
 					break;
 				}
 			case DML_FEAT_VEC:
-				if (decode_vector(ft, dst, p, len, ds, fi) != 0)
 				{
-					ds->width_errors[fi]++;
-					for (int i = 0; i < ft->width; i++)
-						dst[i] = 0;
+					int			rc = packing.plain ? decode_array_send(ft, dst, p, len, ds, fi) :
+						decode_vector(ft, dst, p, len, ds, fi);
+
+					if (rc > 0)
+					{
+						/* a NULL element: the value is NULL */
+						for (int i = 0; i < ft->width; i++)
+							dst[i] = NAN;
+						ds->null_count[fi]++;
+					}
+					else if (rc < 0)
+					{
+						ds->width_errors[fi]++;
+						for (int i = 0; i < ft->width; i++)
+							dst[i] = 0;
+					}
+					break;
 				}
-				break;
 			case DML_FEAT_CAT:
 				feature_onehot(ft, p, len, dst);
 				break;
@@ -549,7 +612,8 @@ copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
 /*
  * load_copy_plain
  *		One COPY of a query whose columns are plain (a shard's server need
- *		not have dml: no dml.num_bytes packing), decoded as copy_slice does.
+ *		not have dml: no dml.num_bytes packing, vectors as float4[] in the
+ *		binary array format), decoded as copy_slice does.
  */
 void
 load_copy_plain(void *pgconn, Dataset *ds, const WorkerSpec *spec, const char *query)
@@ -557,8 +621,10 @@ load_copy_plain(void *pgconn, Dataset *ds, const WorkerSpec *spec, const char *q
 	int			nnum = packing.nnum;
 
 	packing.nnum = 0;
+	packing.plain = 1;
 	copy_slice(pgconn, ds, spec, query);
 	packing.nnum = nnum;
+	packing.plain = 0;
 }
 
 /* an int8 label key as its output index, or -1 for a label not listed */

@@ -8,7 +8,8 @@
 #   2. pg_dumpall into a new cluster does the same there, where the roles
 #      have other oids: owners and grantees follow the role names.
 #   3. every table and sequence of schema dml is marked for pg_dump.
-#   A job's record (dml.job_runs, owner a regrole) follows its owner's name
+#   A job's record (dml.job_runs, owner a regrole, relation a regclass) follows
+#   its owner's and its table's names
 #   into the new cluster too: the owner sees it there, another role not.
 # Starts two clusters of its own.
 set -uo pipefail
@@ -67,7 +68,7 @@ snapshot() {	# database
 		-c "SELECT name, version FROM dml.deployments ORDER BY name" \
 		-c "SELECT name, grantee::text FROM dml.grants ORDER BY name, grantee::text" \
 		-c "SELECT name, version, owner::text, deployed FROM dml_models ORDER BY id" \
-		-c "SELECT id, name, owner::text, state, model_id, args FROM dml.job_runs ORDER BY id" \
+		-c "SELECT id, name, owner::text, relation::regclass::text, state, model_id, args FROM dml.job_runs ORDER BY id" \
 		-c "SELECT string_agg(pg_catalog.format('%s %s %s %s %s', i, dml_predict('bk_lin', t),
 				dml_predict_class('bk_cls', t), dml_predict_proba('bk_cls', ARRAY[x1, x2]),
 				dml_predict('bk_mlp', ARRAY[x1, x2])), E'\n' ORDER BY i) FROM bk t WHERE i <= 30" \

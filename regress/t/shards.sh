@@ -98,7 +98,8 @@ rows_sql() {
 	# the rows of shard k (of size m): i in ((k-1)m, km], x2 named $3
 	echo "CREATE TABLE $4 AS SELECT i, sin(i * 0.37)::float8 AS x1, cos(i * 0.91)::float8 AS $3,
 		sin(i * 1.3)::float8 AS x3, (sin(i * 0.37) + 2 * cos(i * 0.91) - sin(i * 1.3) + 0.5)::float8 AS y,
-		(CASE WHEN sin(i * 0.37) + cos(i * 0.91) > 0.5 THEN 'a' WHEN sin(i * 1.3) > 0 THEN 'b' ELSE 'c' END) AS lab
+		(CASE WHEN sin(i * 0.37) + cos(i * 0.91) > 0.5 THEN 'a' WHEN sin(i * 1.3) > 0 THEN 'b' ELSE 'c' END) AS lab,
+		ARRAY[sin(i * 0.37), cos(i * 0.91), sin(i * 1.3)]::float8[] AS v
 		FROM generate_series(($1 - 1) * $2 + 1, $1 * $2) i"
 }
 shard_setup() {
@@ -125,8 +126,8 @@ sql1 "CREATE EXTENSION postgres_fdw;
 	CREATE USER MAPPING FOR postgres SERVER s1 OPTIONS (user 'reader', password '$pw_reader');
 	CREATE USER MAPPING FOR postgres SERVER s2 OPTIONS (user 'reader', password '$pw_reader');
 	CREATE USER MAPPING FOR postgres SERVER s3 OPTIONS (user 'reader', password '$pw_reader');
-	CREATE TABLE sh (i int, x1 float8, x2 float8, x3 float8, y float8, lab text) PARTITION BY RANGE (i);
-	CREATE TABLE bg (i int, x1 float8, x2 float8, x3 float8, y float8, lab text) PARTITION BY RANGE (i);" >/dev/null
+	CREATE TABLE sh (i int, x1 float8, x2 float8, x3 float8, y float8, lab text, v float8[]) PARTITION BY RANGE (i);
+	CREATE TABLE bg (i int, x1 float8, x2 float8, x3 float8, y float8, lab text, v float8[]) PARTITION BY RANGE (i);" >/dev/null
 for k in 1 2 3; do
 	sql1 "CREATE FOREIGN TABLE sh_$k PARTITION OF sh FOR VALUES FROM ($(((k - 1) * N + 1))) TO ($((k * N + 1)))
 			SERVER s$k OPTIONS (schema_name 'public', table_name 'part');
@@ -207,6 +208,30 @@ diff=$(sql1 "SELECT max(abs(dml_predict('o_sh', t) - dml_predict('o_all', t))) F
 levels=$(sql1 "SELECT spec->'features' FROM dml.models WHERE name = 'o_sh'" | grep -o '"a", "b", "c"' || true)
 check "a one-hot feature over the shards: levels listed on each server, the union's model (max difference $diff)" \
 	'[ -n "$levels" ] && awk -v d="$diff" "BEGIN { exit !(d != \"\" && d < 1e-5) }"' "$out $out2"
+# an array feature: each server sends float4[] in PostgreSQL's binary format (no dml there)
+vec() {
+	sql1 "SELECT workers FROM dml_train('$1', '$2', 'y', features => '{v}', model => 'linear',
+		optimizer => 'sgd', learning_rate => 0.1, batch_size => 1000000, epochs => 10, workers => $3,
+		hosts => $4, device => 'cpu')" 2>&1
+}
+out=$(vec v_sh sh 3 NULL)
+out2=$(vec v_all sh_all 1 "'{dmlh1}'")
+diff=$(sql1 "SELECT max(abs(dml_predict('v_sh', t) - dml_predict('v_all', t))) FROM sh_all t")
+reads=$(sql1 "SELECT string_agg(s->>'read', ',' ORDER BY s->>'relation')
+	FROM dml.models m, jsonb_array_elements(m.metrics->'shards') s WHERE m.name = 'v_sh'")
+check "an array feature over the shards, read on their hosts ($reads): the union's model (max difference $diff)" \
+	'[ "$reads" = "on its host,on its host,on its host" ] &&
+	 awk -v d="$diff" "BEGIN { exit !(d != \"\" && d < 1e-5) }"' "$out $out2"
+# a NULL element makes the row's array NULL (nulls => 'error' names it); a 2-D array is a shape error
+psql2 -d shard -c "UPDATE part SET v = ARRAY[1, NULL, 2]::float8[] WHERE i = $((N + 5))" >/dev/null
+out=$(vec v_null sh 3 NULL)
+check "a NULL element in a shard's array: the NULL policy's error names the feature" \
+	'grep -q "NULL" <<<"$out" && grep -q "\"v\"" <<<"$out"' "$out"
+psql2 -d shard -c "UPDATE part SET v = ARRAY[[1, 2, 3], [4, 5, 6]]::float8[] WHERE i = $((N + 5))" >/dev/null
+out=$(vec v_2d sh 3 NULL)
+check "a 2-D array in a shard: the shape error names the feature" \
+	'grep -q "\"v\"" <<<"$out" && ! grep -q "^3$" <<<"$out"' "$out"
+psql2 -d shard -c "UPDATE part SET v = ARRAY[sin(i * 0.37), cos(i * 0.91), sin(i * 1.3)]::float8[] WHERE i = $((N + 5))" >/dev/null
 base=$(strain c_all sh_all "'{dmlh1}'" "sync => 'allreduce'")
 for mode in "allreduce|sync => 'allreduce'" "ps|sync => 'ps', servers => 1" \
 	"ssp|sync => 'ssp', servers => 1, staleness => 1" "async|sync => 'async', servers => 1" \

@@ -7,7 +7,9 @@
 #   2. dml_train and dml_import there are an error (SQLSTATE 25006) that
 #      says to train on the primary (dml_export works); dml_predict_table into a table there is PostgreSQL's
 #      read-only error (a standby cannot create tables, temporary ones
-#      included), and nothing is left behind.
+#      included), and nothing is left behind; dml_predict_rows gives the
+#      rows dml_predict_table gave on the primary, there and on the standby,
+#      and an ordinary role gets only its grants and its policy's rows.
 #   3. a background job ended on the primary: dml.jobs and dml_job_epochs
 #      give the same on the standby; dml.progress answers there;
 #      dml_train_async there is dml_train's error.
@@ -50,6 +52,42 @@ jobrows() { pgc_psql -t -A -c "SELECT state, owner FROM dml.jobs WHERE id = ${jo
 	-c "SELECT * FROM dml_job_epochs(${job:-0})" 2>&1; }
 jobrows >"$T/standby-job-primary.txt"
 
+# dml_predict_table on the primary: what dml_predict_rows gives there and on
+# the standby (regression and classification by id column, an MLP by row number)
+pgc_psql -c "CALL dml_predict_table('sb_lin', 'sb', 'sb_t_lin', 'i')" \
+	-c "CALL dml_predict_table('sb_cls', 'sb', 'sb_t_cls', 'i')" \
+	-c "CALL dml_predict_table('sb_mlp', 'sb', 'sb_t_mlp')" >/dev/null 2>>"$T/standby-train.log"
+table_rows() {
+	pgc_psql -t -A -c "SELECT count(*), string_agg(i || ' ' || prediction, ',' ORDER BY i) FROM sb_t_lin" \
+		-c "SELECT count(*), string_agg(i || ' ' || prediction || ' ' || probability, ',' ORDER BY i) FROM sb_t_cls" \
+		-c "SELECT count(*), string_agg(row_number || ' ' || prediction, ',' ORDER BY row_number) FROM sb_t_mlp"
+}
+predict_rows() {
+	pgc_psql -t -A -c "SELECT count(*), string_agg(id || ' ' || value, ',' ORDER BY id::int)
+			FROM dml_predict_rows('sb_lin', 'sb', 'i') WHERE label IS NULL AND probability IS NULL" \
+		-c "SELECT count(*), string_agg(id || ' ' || label || ' ' || probability, ',' ORDER BY id::int)
+			FROM dml_predict_rows('sb_cls', 'sb', id_column => 'i') WHERE value IS NULL" \
+		-c "SELECT count(*), string_agg(id || ' ' || value, ',' ORDER BY id::int)
+			FROM dml_predict_rows('sb_mlp', 'sb')" 2>&1
+}
+table_rows >"$T/standby-tables.txt"
+predict_rows >"$T/standby-rows-primary.txt"
+check "primary: dml_predict_rows gives dml_predict_table's 600 rows (regression, classes, row numbers)" \
+	'[ "$(cut -d"|" -f1 "$T/standby-tables.txt" | sort -u)" = 600 ] &&
+	 cmp -s "$T/standby-tables.txt" "$T/standby-rows-primary.txt"' ||
+	diff "$T/standby-tables.txt" "$T/standby-rows-primary.txt" | head -5
+# an ordinary role: no grant, no model; with one, row-level security applies
+pgc_psql -c "CREATE ROLE sb_eve" -c "GRANT SELECT ON sb TO sb_eve" \
+	-c "ALTER TABLE sb ENABLE ROW LEVEL SECURITY" \
+	-c "CREATE POLICY sb_eve_low ON sb TO sb_eve USING (i <= 100)" >/dev/null
+pgc_psql -c "SET ROLE sb_eve" -c "SELECT count(*) FROM dml_predict_rows('sb_lin', 'sb')" \
+	>"$T/standby-eve.log" 2>&1
+check "primary: a role without a grant cannot score with dml_predict_rows" \
+	"grep -q 'model \"sb_lin\" does not exist' '$T/standby-eve.log'" || cat "$T/standby-eve.log"
+pgc_psql -c "SELECT dml_grant('sb_lin', 'sb_eve')" >/dev/null
+check "primary: with a grant, dml_predict_rows reads only the rows its policy shows (100 of 600)" \
+	'[ "$(pgc_psql -t -A -c "SET ROLE sb_eve" -c "SELECT count(*), max(id::int) FROM dml_predict_rows('"'sb_lin'"', '"'sb'"', '"'i'"')")" = "100|100" ]'
+
 pgc_start_standby || { notok "standby started"; exit 1; }
 pgc_save STANDBY
 check "the standby is in recovery" \
@@ -58,6 +96,12 @@ wait_until 60 '[ "$(pgc_psql -t -A -c "SELECT count(*) FROM dml.models" 2>/dev/n
 answers >"$T/standby-standby.txt" 2>&1
 check "predict, predict_class, predict_proba and evaluate on the standby equal the primary's" \
 	'[ -s "$T/standby-primary.txt" ] && cmp -s "$T/standby-primary.txt" "$T/standby-standby.txt"'
+predict_rows >"$T/standby-rows-standby.txt"
+check "standby: dml_predict_rows gives the primary's dml_predict_table rows" \
+	'cmp -s "$T/standby-tables.txt" "$T/standby-rows-standby.txt"' ||
+	diff "$T/standby-tables.txt" "$T/standby-rows-standby.txt" | head -5
+check "standby: and sb_eve still sees 100 rows through her policy" \
+	'[ "$(pgc_psql -t -A -c "SET ROLE sb_eve" -c "SELECT count(*) FROM dml_predict_rows('"'sb_lin'"', '"'sb'"')")" = 100 ]'
 check "the standby's answers are numbers, not errors" \
 	'! grep -q ERROR "$T/standby-standby.txt" && [ "$(wc -l <"$T/standby-standby.txt")" -ge 40 ]'
 
