@@ -25,6 +25,7 @@ make -C "$out/src" -s build/dml-worker HAVE_CUDA=no >"$out/build.log" 2>&1 || {
 	cat "$out/build.log" >&2; exit 1; }
 
 source regress/pgcluster.sh
+export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
 trap 'pgc_stop' EXIT
 pgc_start >/dev/null
 install -m 755 "$out/src/build/dml-worker" "$PGC_DIR/base-dml-worker"

@@ -9,6 +9,7 @@
  */
 #include "kernels.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,22 +201,21 @@ dml_net_gradient(const DmlNet *net, DmlWork *work, float *grads, const float *X,
 }
 
 /*
- * Single-layer nets (linear, logistic, softmax regression) in one pass
- * over the rows, 16 at a time: their logits, then their losses and
- * residuals (times the class weight and scale, in the reference path's
- * order), then grads += residual x^T while the rows are still in L1.  No
- * sgemm calls (tiny here, each with its call and packing overhead), no
- * (B, K) logits and residuals in memory.  The logistic loss of a block is
- * one vectorized loop (dml_expf_neg and log1p below, no libm calls); the
- * residuals agree with the reference path's to float32 rounding, and the
- * sums over rows are taken in another order, so the gradients agree to
- * float32 rounding, not bit for bit.  FUSE_MAX_K bounds the outputs, held
- * on the stack; FUSE_MAX_WEIGHTS keeps the weights and their gradient in
- * the first cache levels, beyond which sgemm's blocking wins.
+ * One-output single-layer nets (linear and logistic regression), fused:
+ * z = X w + b in one sgemv over the minibatch, then one pass over z that
+ * computes each row's loss and turns z into its residual in place (times
+ * the class weight and scale, in the reference path's order; the logistic
+ * loss vectorized with dml_expf_neg and dml_log1pf_unit below, no libm
+ * calls), then grads += X^T r in one sgemv.  The reference path's two
+ * sgemm calls with one column (slow in OpenBLAS: packing for a
+ * matrix-matrix product) and its separate loss pass go; z and then the
+ * residuals live in work->acts[1] (B floats).
+ * The residuals agree with the reference path's to float32 rounding, and
+ * the sums over rows are taken in another order, so the gradients agree to
+ * float32 rounding, not bit for bit.  Softmax (K > 1) stays on sgemm: a
+ * per-row fused pass measured slower there (bench/micro/epoch).
  */
 #define FUSE_ROWS			16
-#define FUSE_MAX_K			16
-#define FUSE_MAX_WEIGHTS	4096
 
 /*
  * Without trapping math GCC may evaluate both sides of a select (the
@@ -228,25 +228,6 @@ dml_net_gradient(const DmlNet *net, DmlWork *work, float *grads, const float *X,
 #else
 #define FUSE_MATH
 #endif
-
-/* x . w over n floats in 16 independent partial sums, so it vectorizes */
-FUSE_MATH static inline float
-dot16(const float *x, const float *w, int n)
-{
-	float		acc[16] = {0};
-	int			c = 0;
-
-	for (; c + 16 <= n; c += 16)
-		for (int j = 0; j < 16; j++)
-			acc[j] += x[c + j] * w[c + j];
-	for (int j = 0; c < n; c++, j++)
-		acc[j] += x[c] * w[c];
-	for (int j = 0; j < 8; j++)
-		acc[j] += acc[j + 8];
-	for (int j = 0; j < 4; j++)
-		acc[j] += acc[j + 4];
-	return (acc[0] + acc[2]) + (acc[1] + acc[3]);
-}
 
 /*
  * e^x for x <= 0, branch-free so a loop of it vectorizes: Cephes' expf
@@ -304,137 +285,81 @@ dml_log1pf_unit(float e)
 }
 
 static bool
-fused_applies(const DmlNet *net, const DmlWork *work)
+fused_applies(const DmlNet *net, const DmlWork *work, int B)
 {
-	return net->nlayers == 1 && !work->unfused && net->sizes[1] <= FUSE_MAX_K &&
-		(size_t) net->sizes[0] * net->sizes[1] <= FUSE_MAX_WEIGHTS;
+	return net->nlayers == 1 && net->sizes[1] == 1 && net->loss != DML_LOSS_SOFTMAX &&
+		!work->unfused && B <= work->maxB;
 }
 
 DML_VECTORIZE FUSE_MATH static double
 forward_backward_fused(const DmlNet *net, const float *class_weight, float *grads,
 					   const float *X, const float *y, int B, float scale,
-					   bool accumulate)
+					   bool accumulate, float *z)
 {
 	int			C = net->sizes[0];
-	int			K = net->sizes[1];
-	const float *W = net->params;
-	const float *bias = net->params + (size_t) K * C;
-	float	   *gW = grads;
-	float	   *gb = grads + (size_t) K * C;
+	const float *w = net->params;
+	float		bias = net->params[C];
 	double		sum = 0.0;
+	float		gb = accumulate ? grads[C] : 0.0f;
+	bool		bce = net->loss == DML_LOSS_BCE;
 
 	if (!accumulate)
-		memset(grads, 0, sizeof(float) * ((size_t) K * C + K));
+		memset(grads, 0, sizeof(float) * C);
+	for (int b = 0; b < B; b++)
+		z[b] = bias;
+	cblas_sgemv(CblasRowMajor, CblasNoTrans, B, C, 1.0f, X, C, w, 1, 1.0f, z, 1);
 	for (int b0 = 0; b0 < B; b0 += FUSE_ROWS)
 	{
 		int			R = B - b0 < FUSE_ROWS ? B - b0 : FUSE_ROWS;
-		const float *Xr = X + (size_t) b0 * C;
-		const float *yr = y + (size_t) b0 * (net->loss == DML_LOSS_MSE ? K : 1);
-		float		z[FUSE_ROWS * FUSE_MAX_K];
-		float		r[FUSE_ROWS * FUSE_MAX_K];
+		float	   *zr = z + b0;
+		const float *yr = y + b0;
 		double		loss[FUSE_ROWS];
 
-		for (int i = 0; i < R; i++)
-			for (int k = 0; k < K; k++)
-				z[i * K + k] = dot16(Xr + (size_t) i * C, W + (size_t) k * C, C) + bias[k];
-
-		if (net->loss == DML_LOSS_MSE)
-		{
-			/* as mse_forward_backward; y is (B, K) */
-			for (int i = 0; i < R; i++)
-			{
-				loss[i] = 0.0;
-				for (int k = 0; k < K; k++)
-				{
-					float		d = z[i * K + k] - yr[i * K + k];
-
-					loss[i] += (double) d * d;
-					r[i * K + k] = 2.0f * d;
-				}
-			}
-		}
-		else if (net->loss == DML_LOSS_BCE)
+		if (bce)
 		{
 			/*
 			 * as bce_forward_backward, with e = e^-|z| shared by the loss
 			 * and the sigmoid: 1 / (1 + e) for z >= 0, e / (1 + e) below
 			 */
-			float		lf[FUSE_ROWS];
-
 			for (int i = 0; i < R; i++)
 			{
-				float		zi = z[i];
+				float		zi = zr[i];
 				float		t = yr[i];
 				float		e = dml_expf_neg(-fabsf(zi));
 				float		q = 1.0f / (1.0f + e);
 
-				lf[i] = (zi > 0.0f ? zi : 0.0f) + dml_log1pf_unit(e) - t * zi;
-				r[i] = (zi >= 0.0f ? 1.0f : e) * q - t;
+				loss[i] = (zi > 0.0f ? zi : 0.0f) + dml_log1pf_unit(e) - t * zi;
+				zr[i] = (zi >= 0.0f ? 1.0f : e) * q - t;
 			}
-			for (int i = 0; i < R; i++)
-				loss[i] = lf[i];
+			if (class_weight)
+				for (int i = 0; i < R; i++)
+				{
+					float		cw = yr[i] >= 0 && yr[i] < 2 ? class_weight[(int) yr[i]] : NAN;
+
+					loss[i] *= cw;
+					zr[i] *= cw;
+				}
 		}
 		else
-		{
+			/* as mse_forward_backward */
 			for (int i = 0; i < R; i++)
 			{
-				const float *zi = z + i * K;
-				float	   *ri = r + i * K;
+				float		d = zr[i] - yr[i];
 
-				if (!(yr[i] >= 0.0f && yr[i] < (float) K))
-				{
-					/* as softmax_forward_backward: a bad label poisons, never indexes */
-					loss[i] = NAN;
-					for (int k = 0; k < K; k++)
-						ri[k] = NAN;
-				}
-				else
-				{
-					int			label = (int) yr[i];
-					float		maxz = -INFINITY;
-					float		denom = 0.0f;
-
-					for (int k = 0; k < K; k++)
-						if (zi[k] > maxz)
-							maxz = zi[k];
-					for (int k = 0; k < K; k++)
-						denom += (ri[k] = expf(zi[k] - maxz));
-					for (int k = 0; k < K; k++)
-						ri[k] /= denom;
-					loss[i] = (double) logf(denom) + maxz - zi[label];
-					ri[label] -= 1.0f;
-				}
-			}
-		}
-		if (class_weight && net->loss != DML_LOSS_MSE)
-			for (int i = 0; i < R; i++)
-			{
-				float		w = yr[i] >= 0 && yr[i] < (net->loss == DML_LOSS_BCE ? 2 : K) ?
-					class_weight[(int) yr[i]] : NAN;
-
-				loss[i] *= w;
-				for (int k = 0; k < K; k++)
-					r[i * K + k] *= w;
+				loss[i] = (double) d * d;
+				zr[i] = 2.0f * d;
 			}
 		if (scale != 1.0f)
-			for (int i = 0; i < R * K; i++)
-				r[i] *= scale;
+			for (int i = 0; i < R; i++)
+				zr[i] *= scale;
 		for (int i = 0; i < R; i++)
 		{
-			const float *x = Xr + (size_t) i * C;
-
 			sum += loss[i];
-			for (int k = 0; k < K; k++)
-			{
-				float	   *g = gW + (size_t) k * C;
-				float		rk = r[i * K + k];
-
-				for (int c = 0; c < C; c++)
-					g[c] += rk * x[c];
-				gb[k] += rk;
-			}
+			gb += zr[i];
 		}
 	}
+	cblas_sgemv(CblasRowMajor, CblasTrans, B, C, 1.0f, X, C, z, 1, 1.0f, grads, 1);
+	grads[C] = gb;
 	return sum;
 }
 
@@ -448,9 +373,9 @@ forward_backward(const DmlNet *net, DmlWork *work, float *grads, const float *X,
 	float	   *dout = work->dacts[0];
 	double		loss = 0.0;
 
-	if (fused_applies(net, work))
+	if (fused_applies(net, work, B))
 		return forward_backward_fused(net, work->class_weight, grads, X, y, B,
-									  scale, accumulate);
+									  scale, accumulate, work->acts[1]);
 	logits = dml_net_forward(net, work, X, B);
 	switch (net->loss)
 	{
