@@ -197,25 +197,21 @@ same=$(sql1 "SELECT max(abs(a - b)) < 1e-5 FROM (SELECT unnest(dml_predict_proba
 vrows=$(sql1 "SELECT string_agg(metrics->>'validation_rows', ',' ORDER BY name) FROM dml.models WHERE name IN ('c_sh_full', 'c_all_full')")
 check "text labels and a validation split over the shards: the union's full-batch softmax (1e-5; validation rows $vrows)" \
 	'[ "$same" = t ] && [ "${vrows%,*}" = "${vrows#*,}" ] && [ "${vrows%,*}" -gt 0 ]' "$(cat "$T/sync-c_sh_full.log")"
-onehot() {
-	sql1 "SELECT workers FROM dml_train('$1', '$2', 'y', features => '{x1,lab}', model => 'linear',
-		optimizer => 'sgd', learning_rate => 0.1, batch_size => 1000000, epochs => 10, workers => $3,
-		hosts => $4, device => 'cpu')" 2>&1
+ftrain() {
+	# features name relation workers hosts: train()'s linear model on other features
+	sql1 "SELECT workers FROM dml_train('$2', '$3', 'y', features => '$1', model => 'linear',
+		optimizer => 'sgd', learning_rate => 0.1, batch_size => 1000000, epochs => 10, workers => $4,
+		hosts => $5, device => 'cpu')" 2>&1
 }
-out=$(onehot o_sh sh 3 NULL)
-out2=$(onehot o_all sh_all 1 "'{dmlh1}'")
+out=$(ftrain '{x1,lab}' o_sh sh 3 NULL)
+out2=$(ftrain '{x1,lab}' o_all sh_all 1 "'{dmlh1}'")
 diff=$(sql1 "SELECT max(abs(dml_predict('o_sh', t) - dml_predict('o_all', t))) FROM sh_all t")
 levels=$(sql1 "SELECT spec->'features' FROM dml.models WHERE name = 'o_sh'" | grep -o '"a", "b", "c"' || true)
 check "a one-hot feature over the shards: levels listed on each server, the union's model (max difference $diff)" \
 	'[ -n "$levels" ] && awk -v d="$diff" "BEGIN { exit !(d != \"\" && d < 1e-5) }"' "$out $out2"
 # an array feature: each server sends float4[] in PostgreSQL's binary format (no dml there)
-vec() {
-	sql1 "SELECT workers FROM dml_train('$1', '$2', 'y', features => '{v}', model => 'linear',
-		optimizer => 'sgd', learning_rate => 0.1, batch_size => 1000000, epochs => 10, workers => $3,
-		hosts => $4, device => 'cpu')" 2>&1
-}
-out=$(vec v_sh sh 3 NULL)
-out2=$(vec v_all sh_all 1 "'{dmlh1}'")
+out=$(ftrain '{v}' v_sh sh 3 NULL)
+out2=$(ftrain '{v}' v_all sh_all 1 "'{dmlh1}'")
 diff=$(sql1 "SELECT max(abs(dml_predict('v_sh', t) - dml_predict('v_all', t))) FROM sh_all t")
 reads=$(sql1 "SELECT string_agg(s->>'read', ',' ORDER BY s->>'relation')
 	FROM dml.models m, jsonb_array_elements(m.metrics->'shards') s WHERE m.name = 'v_sh'")
@@ -224,11 +220,11 @@ check "an array feature over the shards, read on their hosts ($reads): the union
 	 awk -v d="$diff" "BEGIN { exit !(d != \"\" && d < 1e-5) }"' "$out $out2"
 # a NULL element makes the row's array NULL (nulls => 'error' names it); a 2-D array is a shape error
 psql2 -d shard -c "UPDATE part SET v = ARRAY[1, NULL, 2]::float8[] WHERE i = $((N + 5))" >/dev/null
-out=$(vec v_null sh 3 NULL)
+out=$(ftrain '{v}' v_null sh 3 NULL)
 check "a NULL element in a shard's array: the NULL policy's error names the feature" \
 	'grep -q "NULL" <<<"$out" && grep -q "\"v\"" <<<"$out"' "$out"
 psql2 -d shard -c "UPDATE part SET v = ARRAY[[1, 2, 3], [4, 5, 6]]::float8[] WHERE i = $((N + 5))" >/dev/null
-out=$(vec v_2d sh 3 NULL)
+out=$(ftrain '{v}' v_2d sh 3 NULL)
 check "a 2-D array in a shard: the shape error names the feature" \
 	'grep -q "\"v\"" <<<"$out" && ! grep -q "^3$" <<<"$out"' "$out"
 psql2 -d shard -c "UPDATE part SET v = ARRAY[sin(i * 0.37), cos(i * 0.91), sin(i * 1.3)]::float8[] WHERE i = $((N + 5))" >/dev/null
