@@ -114,9 +114,7 @@ dml_shuffle(int *idx, int n, DmlRng *rng)
  * next minibatch) while it copies this one, keeping that many misses in
  * flight instead of one at a time.  The copy is the same with or without.
  */
-#ifndef DML_GATHER_AHEAD
 #define DML_GATHER_AHEAD	16
-#endif
 
 void
 dml_gather_rows(const float *X, const float *y, int d, const int *idx, int B,

@@ -238,9 +238,9 @@ typedef struct DmlWork
 	 */
 	const float *class_weight;
 	/*
-	 * the reference path even for a single-layer net: separate sgemm,
-	 * loss and backward passes instead of the fused kernel (tests compare
-	 * the two); dml_work_alloc leaves it false
+	 * the reference path (sgemm, loss and backward passes) for linear and
+	 * logistic regression too, instead of their fused pass in net.c (tests
+	 * compare the two); dml_work_alloc leaves it false
 	 */
 	bool		unfused;
 } DmlWork;

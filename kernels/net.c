@@ -287,8 +287,8 @@ dml_log1pf_unit(float e)
 static bool
 fused_applies(const DmlNet *net, const DmlWork *work, int B)
 {
-	return net->nlayers == 1 && net->sizes[1] == 1 && net->loss != DML_LOSS_SOFTMAX &&
-		!work->unfused && B <= work->maxB;
+	/* one output: MSE or BCE (dml_net_alloc gives softmax two or more) */
+	return net->nlayers == 1 && net->sizes[1] == 1 && !work->unfused && B <= work->maxB;
 }
 
 DML_VECTORIZE FUSE_MATH static double
