@@ -14,11 +14,19 @@
 #   per-row (array)   CREATE TABLE .. AS SELECT id, dml_predict(m, ARRAY[c1..c20]) ..
 #   per-row (record)  CREATE TABLE .. AS SELECT id, dml_predict(m, t) ..
 #   predict_table     CALL dml_predict_table(m, 'synth_1m', .., 'id')
+#   predict_table, N ranks   the same with workers => N (the third argument,
+#                     default 2; 0 leaves it out): N dml-worker ranks on this
+#                     host score their slices and the backend writes (its
+#                     CPU column is the backend's share only: reading and
+#                     scoring run in the ranks)
+#
+#   bash bench/predict_table.sh [rounds] [rows] [ranks]
 # Needs the extension installed and /usr/bin/python3 with psycopg2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-7}
 rows=${2:-1000000}
+ranks=${3:-2}
 source regress/pgcluster.sh
 trap 'pgc_stop' EXIT
 pgc_start
@@ -30,11 +38,12 @@ pgc_psql -c "SELECT name FROM dml_train('bench_mlp20', 'synth_1m', 'y',
 	features => '{c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13,c14,c15,c16,c17,c18,c19,c20}',
 	model => 'mlp', hidden => '{64,64}', optimizer => 'adam', epochs => 1, workers => 2)" >/dev/null 2>&1
 echo "predict_table.sh: $rounds interleaved rounds" >&2
-/usr/bin/python3 - "$rounds" <<'EOF'
+/usr/bin/python3 - "$rounds" "$ranks" <<'EOF'
 import os, statistics, sys, time
 import psycopg2
 
 rounds = int(sys.argv[1])
+ranks = int(sys.argv[2])
 arr = "ARRAY[" + ", ".join(f"c{i}" for i in range(1, 21)) + "]"
 queries = [
     ("per-row (array)", "DROP TABLE IF EXISTS b_rows; CREATE TABLE b_rows AS SELECT id, "
@@ -44,6 +53,10 @@ queries = [
     ("predict_table", "DROP TABLE IF EXISTS b_tab; "
                       "CALL dml_predict_table('bench_mlp20', 'synth_1m', 'b_tab', 'id')"),
 ]
+if ranks > 1:
+    queries.append((f"predict_table, {ranks} ranks",
+                    "DROP TABLE IF EXISTS b_ranks; CALL dml_predict_table('bench_mlp20', 'synth_1m', "
+                    f"'b_ranks', 'id', workers => {ranks})"))
 conn = psycopg2.connect("")
 conn.autocommit = True
 cur = conn.cursor()
@@ -75,9 +88,9 @@ for r in range(rounds):
         proc[k].append(c)
 cur.execute("SELECT max(abs(r.prediction - t.prediction)) FROM b_rows r JOIN b_tab t USING (id)")
 maxdiff = cur.fetchone()[0]
-print(f"{'query':18} {'wall median':>12} {'cpu median':>11}   wall per round")
+print(f"{'query':26} {'wall median':>12} {'cpu median':>11}   wall per round")
 for k, _ in queries:
-    print(f"{k:18} {statistics.median(wall[k]):10.3f} s {statistics.median(proc[k]):9.3f} s   "
+    print(f"{k:26} {statistics.median(wall[k]):10.3f} s {statistics.median(proc[k]):9.3f} s   "
           + " ".join(f"{x:.2f}" for x in wall[k]))
 for k in ("per-row (array)", "per-row (record)"):
     rw = statistics.median(wall[k]) / statistics.median(wall["predict_table"])
@@ -86,4 +99,11 @@ for k in ("per-row (array)", "per-row (record)"):
     print(f"ratio {k} / predict_table: wall {rw:.2f}x, cpu {rc:.2f}x "
           f"(per round {min(per):.2f}..{max(per):.2f})")
 print(f"max |per-row - predict_table| = {maxdiff:.3g}")
+if ranks > 1:
+    k = f"predict_table, {ranks} ranks"
+    rw = statistics.median(wall["predict_table"]) / statistics.median(wall[k])
+    per = [a / b for a, b in zip(wall["predict_table"], wall[k])]
+    cur.execute("SELECT max(abs(r.prediction - t.prediction)) FROM b_ranks r JOIN b_tab t USING (id)")
+    print(f"ratio predict_table / predict_table with {ranks} ranks: wall {rw:.2f}x "
+          f"(per round {min(per):.2f}..{max(per):.2f}); max |difference| = {cur.fetchone()[0]:.3g}")
 EOF

@@ -143,10 +143,15 @@ typedef struct DmlJob
 	double		topk_ratio;
 	char	   *straggler;		/* test hook: "rank:ms" or "*:ms:p" */
 
-	/* a predict job: the model, the query rank 0 reads, where blocks go */
+	/*
+	 * a predict job: the model, the query rank 0 reads when no slices are
+	 * planned (else each slice's: target is the row id, features' exprs
+	 * DmlPredictColumnExpr's), where blocks go
+	 */
 	bytea	   *model_blob;		/* kernels/format.c, written into the job directory */
 	char	   *predict_query;	/* SELECT [id,] features..., names quoted */
 	bool		predict_id;		/* the query's first column is the row id */
+	int			predict_id_bytes;	/* pack_target set: the id's width, 2, 4 or 8 */
 	DmlBlockCallback on_block;
 	void	   *block_arg;
 } DmlJob;
@@ -185,6 +190,7 @@ typedef void (*DmlProgressCallback) (const DmlProgress *p, void *arg);
 extern List *DmlPlanSlices(Oid relid, char relkind, int nranks, BlockNumber max_blocks);
 extern char *DmlSliceQuery(DmlJob *job, DmlSlice *slice);
 extern bool DmlLeavesReadable(Oid relid);
+extern char *DmlPredictColumnExpr(const DmlFeature *f, const char *qname);
 
 /* extension/exact.c: the in-server alternative to a job */
 extern void DmlExactSolve(DmlJob *job, DmlJobResult *result,

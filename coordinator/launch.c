@@ -133,9 +133,46 @@ spec_features(StringInfo buf, DmlJob *job)
 	}
 }
 
+/* the shard servers a job reads, numbered from 1 (shards.c) */
+static void
+spec_shard_servers(StringInfo buf, DmlJob *job)
+{
+	ListCell   *lc;
+
+	foreach(lc, job->shard_servers)
+	{
+		DmlShardServer *ss = lfirst(lc);
+		int			k = foreach_current_index(lc) + 1;
+
+		/* the connection string may hold the user mapping's password: this text only travels over the job's channels */
+		spec_putf(buf, "shard_server", "%d %s", k, ss->conninfo);
+		spec_putf(buf, "shard_name", "%d %s", k, ss->name);
+		spec_putf(buf, "shard_snapshot", "%d %s", k, ss->snapshot);
+	}
+}
+
+/* the slices, each a rank's, of this server or of a shard server */
+static void
+spec_slices(StringInfo buf, DmlJob *job)
+{
+	ListCell   *lc;
+
+	foreach(lc, job->slices)
+	{
+		DmlSlice   *slice = lfirst(lc);
+
+		if (slice->shard > 0)
+			spec_putf(buf, "shard_slice", "%d %d %s", slice->shard, slice->rank, slice->query);
+		else
+			spec_putf(buf, "slice", "%d %d %s", slice->rank, slice->whole ? 1 : 0,
+					  DmlSliceQuery(job, slice));
+	}
+}
+
 /*
- * The spec of a predict job: one rank reads the query (its one slice) and
- * runs the model that comes with the job on it.
+ * The spec of a predict job: the model that comes with the job runs on
+ * each rank's slices (plan.c, shards.c), or with no slices planned on the
+ * one query rank 0 reads.
  */
 static char *
 spec_text_predict(DmlJob *job)
@@ -153,8 +190,18 @@ spec_text_predict(DmlJob *job)
 	spec_put(&buf, "device", dml_job_name(DML_NAMES_DEVICE, job->device));
 	spec_putf(&buf, "id", "%d", job->predict_id ? 1 : 0);
 	spec_putf(&buf, "attempt", "%d", job->attempt);
+	if (job->pack_target)
+	{
+		/* this server's table slices come as dml.pack_rows64 blocks */
+		spec_put(&buf, "load", "block");
+		spec_putf(&buf, "id_bytes", "%d", job->predict_id_bytes);
+	}
 	spec_features(&buf, job);
-	spec_putf(&buf, "slice", "0 0 %s", job->predict_query);
+	spec_shard_servers(&buf, job);
+	if (job->slices == NIL)
+		spec_putf(&buf, "slice", "0 0 %s", job->predict_query);
+	else
+		spec_slices(&buf, job);
 	spec_put(&buf, "end", "");
 	return buf.data;
 }
@@ -216,26 +263,8 @@ spec_text(DmlJob *job, bool resume)
 	/* a restart reads a shard whose server went away under a new snapshot */
 	if (job->attempt > 0)
 		DmlShardsRefresh(job);
-	foreach(lc, job->shard_servers)
-	{
-		DmlShardServer *ss = lfirst(lc);
-		int			k = foreach_current_index(lc) + 1;
-
-		/* the connection string may hold the user mapping's password: this text only travels over the job's channels */
-		spec_putf(&buf, "shard_server", "%d %s", k, ss->conninfo);
-		spec_putf(&buf, "shard_name", "%d %s", k, ss->name);
-		spec_putf(&buf, "shard_snapshot", "%d %s", k, ss->snapshot);
-	}
-	foreach(lc, job->slices)
-	{
-		DmlSlice   *slice = lfirst(lc);
-
-		if (slice->shard > 0)
-			spec_putf(&buf, "shard_slice", "%d %d %s", slice->shard, slice->rank, slice->query);
-		else
-			spec_putf(&buf, "slice", "%d %d %s", slice->rank, slice->whole ? 1 : 0,
-					  DmlSliceQuery(job, slice));
-	}
+	spec_shard_servers(&buf, job);
+	spec_slices(&buf, job);
 	spec_put(&buf, "end", "");
 	return buf.data;
 }

@@ -17,6 +17,7 @@
 #include "access/table.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
@@ -204,6 +205,16 @@ DmlSliceQuery(DmlJob *job, DmlSlice *slice)
 			appendStringInfo(&buf, ", %s", ((DmlFeature *) lfirst(lc))->expr);
 		appendStringInfoChar(&buf, ')');
 	}
+	else if (job->type == DML_JOB_PREDICT)
+	{
+		/* [the row id,] the features as the model reads them */
+		appendStringInfoString(&buf, "SELECT ");
+		if (job->predict_id)
+			appendStringInfo(&buf, "%s, ", job->target.expr);
+		foreach(lc, job->features)
+			appendStringInfo(&buf, "%s%s", foreach_current_index(lc) ? ", " : "",
+							 ((DmlFeature *) lfirst(lc))->expr);
+	}
 	else
 	{
 		appendStringInfo(&buf, "SELECT %s", job->target.expr);
@@ -222,4 +233,37 @@ DmlSliceQuery(DmlJob *job, DmlSlice *slice)
 			appendStringInfo(&buf, " WHERE ctid < '(%u,0)'::tid", slice->end);
 	}
 	return buf.data;
+}
+
+/*
+ * DmlPredictColumnExpr
+ *		The SQL a predict job's rank reads feature f from, the column named
+ *		qname (quoted) of base type f->typid, so that values arrive as
+ *		dml_predict reads them: numbers and booleans as float8 (the casts
+ *		DmlDatumToDouble makes), arrays as float8[], categories as their
+ *		type's output text, NULL as NULL.  Only pg_catalog is named, so a
+ *		shard's server need not have dml.  The extension checked the type.
+ */
+char *
+DmlPredictColumnExpr(const DmlFeature *f, const char *qname)
+{
+	Oid			t = (Oid) f->typid;
+	Oid			elt;
+
+	switch (f->kind)
+	{
+		case DML_FEAT_NUM:
+			if (t == BOOLOID)
+				return psprintf("%s::pg_catalog.int4::pg_catalog.float8", qname);
+			return psprintf("%s::pg_catalog.float8", qname);
+		case DML_FEAT_VEC:
+			elt = get_element_type(t);
+			if (elt == BOOLOID)
+				return psprintf("%s::pg_catalog.int4[]::pg_catalog.float8[]", qname);
+			return psprintf("%s::pg_catalog.float8[]", qname);
+		case DML_FEAT_CAT:
+			return psprintf("CASE WHEN pg_catalog.num_nulls(%s) = 0 "
+							"THEN pg_catalog.format('%%s', %s) END", qname, qname);
+	}
+	return NULL;				/* not reached */
 }

@@ -47,6 +47,7 @@
 #include <sys/socket.h>
 
 #include "access/table.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
@@ -724,6 +725,9 @@ remote_expr(Oid leaf, DmlFeature *col)
 
 	if (rname == NULL)
 		elog(ERROR, "dml: column \"%s\" of a shard has no remote expression. Please report a bug.", col->name);
+	/* a predict job's: pg_catalog's casts only, arrays as float8[] (workers/predict.c) */
+	if (col->expr == NULL)
+		return DmlPredictColumnExpr(col, quote_identifier(rname));
 	/*
 	 * An array: the server need not have dml (dml.vec_bytes), so it sends
 	 * float4[] in PostgreSQL's own binary array format, which the rank
@@ -745,9 +749,33 @@ shard_query(DmlJob *job, Oid leaf, const char *rel, bool blocks, BlockNumber sta
 	ListCell   *lc;
 
 	initStringInfo(&buf);
-	appendStringInfo(&buf, "SELECT %s", remote_expr(leaf, &job->target));
-	foreach(lc, job->features)
-		appendStringInfo(&buf, ", %s", remote_expr(leaf, lfirst(lc)));
+	if (job->type == DML_JOB_PREDICT)
+	{
+		/* [the row id as it is,] the features as the model reads them */
+		appendStringInfoString(&buf, "SELECT ");
+		if (job->predict_id)
+		{
+			/* as this server's type, so its binary form is the one the backend receives */
+			appendStringInfoString(&buf, quote_identifier(remote_column(leaf, job->target.name)));
+			if (job->target.typid < FirstNormalObjectId)
+				appendStringInfo(&buf, "::%s", format_type_be_qualified(job->target.typid));
+			appendStringInfoString(&buf, ", ");
+		}
+		foreach(lc, job->features)
+		{
+			DmlFeature	f = *(DmlFeature *) lfirst(lc);
+
+			f.expr = NULL;
+			appendStringInfo(&buf, "%s%s", foreach_current_index(lc) ? ", " : "",
+							 remote_expr(leaf, &f));
+		}
+	}
+	else
+	{
+		appendStringInfo(&buf, "SELECT %s", remote_expr(leaf, &job->target));
+		foreach(lc, job->features)
+			appendStringInfo(&buf, ", %s", remote_expr(leaf, lfirst(lc)));
+	}
 	appendStringInfo(&buf, " FROM %s", rel);
 	if (blocks && start > 0 && end != InvalidBlockNumber)
 		appendStringInfo(&buf, " WHERE ctid >= '(%u,0)'::tid AND ctid < '(%u,0)'::tid", start, end);

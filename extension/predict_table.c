@@ -41,7 +41,9 @@
 #include "utils/varlena.h"
 
 #include "coordinator.h"
+#include "hosts.h"
 #include "predict_table.h"
+#include "shards.h"
 #include "dml.h"
 #include "predict.h"
 
@@ -750,13 +752,15 @@ predict_in_backend(DmlPredictTarget *t)
 PG_FUNCTION_INFO_V1(dml_predict_table);
 
 /*
- * dml_predict_table(model, source, target, id_column, device): create table
- * target with (id_column, prediction) for regression or (id_column,
- * prediction text, probability float8) for classification, filled in
- * blocks.  device 'cpu' runs the model here; 'gpu' in one dml-worker on a
- * GPU (predict_table_worker.c); 'auto' on a GPU when one is visible and the build
- * has CUDA, else here.  'worker-cpu', for tests only, runs the worker's
- * path on its CPU kernels.
+ * dml_predict_table(model, source, target, id_column, device, workers):
+ * create table target with (id_column, prediction) for regression or
+ * (id_column, prediction text, probability float8) for classification,
+ * filled in blocks.  device 'cpu' runs the model here; 'gpu' in one
+ * dml-worker on a GPU (predict_table_worker.c); 'auto' on a GPU when one is
+ * visible and the build has CUDA, else here.  'worker-cpu', for tests only,
+ * runs the worker's path on its CPU kernels.  workers => N > 1 runs N ranks
+ * (on the CPU unless device says otherwise), each scoring its slice; a
+ * sharded source always runs as ranks, each shard read on its host.
  */
 Datum
 dml_predict_table(PG_FUNCTION_ARGS)
@@ -765,6 +769,8 @@ dml_predict_table(PG_FUNCTION_ARGS)
 	DmlPredictTarget t;
 	char	   *device;
 	const char *worker_device = NULL;	/* NULL: in the backend */
+	int			workers;		/* 0: not given */
+	bool		sharded;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -776,6 +782,11 @@ dml_predict_table(PG_FUNCTION_ARGS)
 	t.target = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	t.id_column = PG_ARGISNULL(3) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(3));
 	device = PG_NARGS() < 5 || PG_ARGISNULL(4) ? "cpu" : text_to_cstring(PG_GETARG_TEXT_PP(4));
+	workers = PG_NARGS() < 6 || PG_ARGISNULL(5) ? 0 : PG_GETARG_INT32(5);
+	if (PG_NARGS() >= 6 && !PG_ARGISNULL(5) && (workers < 1 || workers > DML_MAX_PREDICT_WORKERS))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workers must be between 1 and %d", DML_MAX_PREDICT_WORKERS)));
 
 	if (strcmp(device, "cpu") == 0)
 		worker_device = NULL;
@@ -809,10 +820,24 @@ dml_predict_table(PG_FUNCTION_ARGS)
 	t.cm = DmlGetModel(t.model);
 	t.rv = makeRangeVarFromNameList(textToQualifiedNameList(PG_GETARG_TEXT_PP(2)));
 
+	/*
+	 * Ranks (workers > 1), or a partitioned table with postgres_fdw leaves
+	 * whose shards are read on their hosts: a job of workers, on the CPU
+	 * unless a GPU was asked for.  Without workers, a sharded source gets
+	 * one rank per host of dml.hosts (or one), so each shard's host has one.
+	 */
+	sharded = DmlShardsIs(t.source);
+	if (sharded && workers == 0)
+		workers = Max(list_length(DmlHostsChoose(NIL)), 1);
+	if (workers == 0)
+		workers = 1;
+	if ((workers > 1 || sharded) && worker_device == NULL)
+		worker_device = "cpu";
+
 	SPI_connect();
 	DmlPredictTargetCreate(&t);
 	if (worker_device)
-		DmlPredictTableInWorker(&t, worker_device);
+		DmlPredictTableInWorker(&t, worker_device, workers, sharded);
 	else
 		predict_in_backend(&t);
 	SPI_finish();

@@ -85,6 +85,10 @@ extern void DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids,
 extern void DmlPredictWriterEnd(DmlPredictWriter *w);
 
 /* predict_table_worker.c */
-extern void DmlPredictTableInWorker(DmlPredictTarget *t, const char *device);
+/* workers => at most this many ranks (dml.max_workers_total limits them too) */
+#define DML_MAX_PREDICT_WORKERS 1024
+
+extern void DmlPredictTableInWorker(DmlPredictTarget *t, const char *device, int workers,
+									bool sharded);
 
 #endif							/* DML_PREDICT_TABLE_H */

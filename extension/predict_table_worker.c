@@ -47,6 +47,7 @@
 
 #include "predict_table.h"
 #include "coordinator.h"
+#include "shards.h"
 #include "dml.h"
 #include "predict.h"
 
@@ -63,27 +64,24 @@ is_number_type(Oid t)
 
 /*
  * The SQL expression the worker reads feature f from, for a column of type
- * typid, with the type errors DmlFeatureInputs would raise on the first row.
+ * typid, with the type errors DmlFeatureInputs would raise on the first row
+ * (the expression itself is DmlPredictColumnExpr's, plan.c).
  */
 static char *
 feature_expr(const DmlFeature *f, Oid typid)
 {
-	const char *q = quote_identifier(f->name);
+	DmlFeature	g = *f;
 	Oid			t = getBaseType(typid);
 	Oid			elt;
 
 	switch (f->kind)
 	{
 		case DML_FEAT_NUM:
-			/* the casts dml_predict's DmlDatumToDouble makes, in SQL */
-			if (t == BOOLOID)
-				return psprintf("%s::pg_catalog.int4::pg_catalog.float8", q);
-			if (is_number_type(t))
-				return psprintf("%s::pg_catalog.float8", q);
-			ereport(ERROR,
-					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("feature \"%s\" has type %s, expected a number or boolean",
-							f->name, format_type_be(t))));
+			if (t != BOOLOID && !is_number_type(t))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("feature \"%s\" has type %s, expected a number or boolean",
+								f->name, format_type_be(t))));
 			break;
 		case DML_FEAT_VEC:
 			elt = get_element_type(t);
@@ -92,35 +90,65 @@ feature_expr(const DmlFeature *f, Oid typid)
 						(errcode(ERRCODE_DATATYPE_MISMATCH),
 						 errmsg("feature \"%s\" has type %s, expected an array of numbers",
 								f->name, format_type_be(t))));
-			if (elt == BOOLOID)
-				return psprintf("%s::pg_catalog.int4[]::pg_catalog.float8[]", q);
-			if (is_number_type(elt))
-				return psprintf("%s::pg_catalog.float8[]", q);
-			ereport(ERROR,
-					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("feature \"%s\" has elements of type %s, expected numbers",
-							f->name, format_type_be(elt))));
+			if (elt != BOOLOID && !is_number_type(elt))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("feature \"%s\" has elements of type %s, expected numbers",
+								f->name, format_type_be(elt))));
 			break;
 		case DML_FEAT_CAT:
-			/* the type's output function, as dml_predict calls it; NULL stays NULL */
-			return psprintf("CASE WHEN pg_catalog.num_nulls(%s) = 0 "
-							"THEN pg_catalog.format('%%s', %s) END", q, q);
+			break;
 	}
-	return NULL;				/* not reached */
+	g.typid = t;
+	return DmlPredictColumnExpr(&g, quote_identifier(f->name));
 }
 
 /*
- * The feature columns for the spec: the cached model's own (the coordinator
- * writes each one's levels in one-hot order)
+ * The feature columns for the job: copies of the cached model's (the
+ * coordinator writes each one's levels in one-hot order), with the base
+ * type and the expression each rank reads (the cached model is not ours to
+ * change)
  */
 static List *
-spec_columns(DmlCachedModel *cm)
+spec_columns(DmlCachedModel *cm, TupleDesc td)
 {
 	List	   *cols = NIL;
 
 	for (int i = 0; i < cm->nfeatures; i++)
-		cols = lappend(cols, &cm->features[i]);
+	{
+		DmlFeature *f = palloc(sizeof(DmlFeature));
+
+		*f = cm->features[i];
+		f->typid = getBaseType(TupleDescAttr(td, i)->atttypid);
+		f->expr = feature_expr(&cm->features[i], TupleDescAttr(td, i)->atttypid);
+		cols = lappend(cols, f);
+	}
 	return cols;
+}
+
+/*
+ * Whether the ranks read this server's table slices as dml.pack_rows64
+ * blocks (one value a slice, built by the server, as training reads them:
+ * about a third of the server's time of a binary COPY of the same float8
+ * columns): every feature a number and the id absent or an integer, which
+ * goes as the block's int8 target.  The features come in float64, so the
+ * ranks convert and check them as dml_predict does.  Shards' servers, which
+ * need not have dml, and views (read whole) keep COPY.
+ */
+static void
+packed_slices(DmlJob *job, DmlPredictTarget *t)
+{
+	ListCell   *lc;
+
+	foreach(lc, job->features)
+		if (((DmlFeature *) lfirst(lc))->kind != DML_FEAT_NUM)
+			return;
+	if (t->id_column && t->id_type != INT2OID && t->id_type != INT4OID && t->id_type != INT8OID)
+		return;
+	job->pack_wide = true;
+	job->pack_target = t->id_column ?
+		psprintf("%s::pg_catalog.int8", quote_identifier(t->id_column)) : "0::pg_catalog.int8";
+	job->predict_id_bytes = !t->id_column ? 8 : t->id_type == INT2OID ? 2 : t->id_type == INT4OID ? 4 : 8;
 }
 
 /* the model as its blob, for the job directory */
@@ -273,12 +301,16 @@ on_block(const char *payload, uint32 len, void *arg)
 
 /*
  * DmlPredictTableInWorker
- *		Fill t's table (already created) from one dml-worker on device
- *		("gpu", "auto", or "cpu" for the worker's CPU kernels: tests).  The
- *		caller is connected to SPI.
+ *		Fill t's table (already created) from dml-workers on device ("gpu",
+ *		"auto", or "cpu" for the workers' CPU kernels).  One worker reads
+ *		the whole source with one query; several (workers > 1), or a
+ *		sharded source, read slices planned as training plans them (plan.c,
+ *		shards.c: a shard is read on its host, from its server), placed
+ *		over dml.hosts as training places them.  Every block comes back
+ *		through rank 0 and is written here.  The caller is connected to SPI.
  */
 void
-DmlPredictTableInWorker(DmlPredictTarget *t, const char *device)
+DmlPredictTableInWorker(DmlPredictTarget *t, const char *device, int workers, bool sharded)
 {
 	DmlCachedModel *cm = t->cm;
 	DmlJob	   *job = palloc0(sizeof(DmlJob));
@@ -293,8 +325,10 @@ DmlPredictTableInWorker(DmlPredictTarget *t, const char *device)
 	/*
 	 * Missing columns and privileges fail here, as the caller, with the
 	 * errors the in-backend path gives; the column types come with it.
+	 * WHERE false plans no scan at all: a foreign leaf is not connected to
+	 * here (shards.c connects as the workers will, naming the server).
 	 */
-	probe = psprintf("SELECT %s%s%s FROM %s LIMIT 0", DmlFeatureList(cm),
+	probe = psprintf("SELECT %s%s%s FROM %s WHERE false", DmlFeatureList(cm),
 					 t->id_column ? ", " : "", t->id_column ? quote_identifier(t->id_column) : "",
 					 DmlRelSqlName(t->source));
 	if (SPI_execute(probe, true, 0) != SPI_OK_SELECT)
@@ -342,10 +376,18 @@ DmlPredictTableInWorker(DmlPredictTarget *t, const char *device)
 	job->type = DML_JOB_PREDICT;
 	job->name = t->model;
 	job->relid = t->source;
-	job->features = spec_columns(cm);
+	job->relkind = get_rel_relkind(t->source);
+	job->features = spec_columns(cm, td);
 	job->ninputs = cm->model.net.sizes[0];
 	job->noutputs = cm->model.net.sizes[cm->model.net.nlayers];
-	job->workers = 1;
+	job->workers = workers;
+	if (t->id_column)
+	{
+		/* the slices' first column (plan.c, shards.c) */
+		job->target.name = t->id_column;
+		job->target.expr = pstrdup(quote_identifier(t->id_column));
+		job->target.typid = t->id_type;
+	}
 	if (dml_job_parse(DML_NAMES_DEVICE, device) < 0)
 		elog(ERROR, "dml: unknown worker device \"%s\". Please report a bug.", device);
 	job->device = (DmlDevice) dml_job_parse(DML_NAMES_DEVICE, device);
@@ -357,6 +399,13 @@ DmlPredictTableInWorker(DmlPredictTarget *t, const char *device)
 	job->max_restarts = 0;		/* written blocks cannot be taken back */
 	job->checkpoint_every = 0;
 	job->epoch_timeout = 0;
+	if (workers > 1 || sharded)
+		packed_slices(job, t);
+	if (sharded)
+		job->slices = DmlShardsPlan(job, job->pack_target ? DML_SLICE_BLOCKS_PACKED : DML_SLICE_BLOCKS_COPY);
+	else if (workers > 1)
+		job->slices = DmlPlanSlices(t->source, job->relkind, workers,
+									job->pack_target ? DML_SLICE_BLOCKS_PACKED : DML_SLICE_BLOCKS_COPY);
 
 	DmlPredictWriterBegin(&w, t);
 	sink.w = &w;
@@ -371,6 +420,19 @@ DmlPredictTableInWorker(DmlPredictTarget *t, const char *device)
 	job->block_arg = &sink;
 
 	DmlRunJob(job, &result, NULL, NULL);
+	if (workers > 1 || sharded)
+	{
+		StringInfoData hosts;
+		ListCell   *lc;
+
+		/* where the ranks ran, as rank 0 said (HELLO) */
+		initStringInfo(&hosts);
+		foreach(lc, job->rank_hosts)
+			appendStringInfo(&hosts, "%s%s", foreach_current_index(lc) ? ", " : "",
+							 (char *) lfirst(lc));
+		ereport(NOTICE,
+				(errmsg("dml_predict_table: %d ranks on hosts %s", workers, hosts.data)));
+	}
 	if (result.rows_predicted != w.done)
 		elog(ERROR, "dml: the worker predicted " INT64_FORMAT " rows but sent " INT64_FORMAT ". Please report a bug.",
 			 result.rows_predicted, w.done);

@@ -41,3 +41,19 @@ CREATE FUNCTION @extschema@.dml_predict_rows(
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dml_predict_rows'
 LANGUAGE C STABLE;
+
+/*
+ * Issues 23 and 24 (batch inference across ranks): dml_predict_table takes
+ * workers => N, ranks placed over dml.hosts, a sharded source read on its
+ * shards' hosts.
+ */
+DROP PROCEDURE @extschema@.dml_predict_table(text, regclass, text, text, text);
+CREATE PROCEDURE @extschema@.dml_predict_table(
+	model		text,
+	source		regclass,
+	target		text,
+	id_column	text DEFAULT NULL,
+	device		text DEFAULT 'cpu',
+	workers		integer DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'dml_predict_table'
+LANGUAGE C;

@@ -262,14 +262,16 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE;
 /*
  * Batch inference into a new table, through GEMM in blocks: in the backend
  * (device 'cpu'), or in one dml-worker on a GPU ('gpu'; 'auto' when one is
- * visible)
+ * visible), or on workers => N ranks over dml.hosts, each scoring its slice
+ * (a sharded source's shards on their hosts)
  */
 CREATE PROCEDURE @extschema@.dml_predict_table(
 	model		text,
 	source		regclass,
 	target		text,
 	id_column	text DEFAULT NULL,
-	device		text DEFAULT 'cpu')
+	device		text DEFAULT 'cpu',
+	workers		integer DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'dml_predict_table'
 LANGUAGE C;
 

@@ -1,12 +1,19 @@
 /*-------------------------------------------------------------------------
  *
  * predict.c
- *	  A predict job (dml_predict_table(..., device => 'gpu')): read the
- *	  slice over libpq as the caller, under the caller's snapshot, run the
- *	  model on it in big blocks on a GPU (or the CPU), and stream (id,
- *	  prediction) blocks to the coordinator, which writes them into the
- *	  target table in the caller's transaction (a table this worker could
- *	  not see: it is not committed).
+ *	  A predict job (dml_predict_table(..., device => 'gpu' or workers =>
+ *	  N)): each rank reads its slices over libpq as the caller, under the
+ *	  caller's snapshot (a shard's from its own server, under the snapshot
+ *	  exported there), runs the model on them in big blocks on a GPU (or
+ *	  the CPU), and the (id, prediction) blocks go to the coordinator, which
+ *	  writes them into the target table in the caller's transaction (a
+ *	  table no worker could see: it is not committed).
+ *
+ * Rank 0 alone talks to the coordinator: the other ranks send their
+ * blocks to it over MPI (the job's own channels: they may run on other
+ * hosts), and it relays each one as it comes, between blocks of its own,
+ * then DONE with the count of every rank's rows.  A rank's error goes to
+ * rank 0 the same way, which reports it and ends the job.
  *
  * The backend chose each column's SQL expression so that values arrive as
  * dml_predict reads them (extension/predict_table_worker.c): numbers as float8,
@@ -30,8 +37,12 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "libpq-fe.h"
 
@@ -44,6 +55,9 @@
 
 #define CPU_ROWS		1024		/* rows per dml_model_predict, as the backend */
 #define BLOCK_MIN_ROWS	1024
+#define TAG_BLOCK		0x7d01		/* a rank's block, as PREDICTIONS carries it */
+#define TAG_END			0x7d02		/* a rank's end: int64 rows it sent */
+#define TAG_ERROR		0x7d03		/* a rank's error, as ERROR carries it */
 #define BLOCK_MAX_ROWS	65536		/* rows per GPU forward pass and per message */
 #define BLOCK_BYTES		(32u << 20) /* inputs + outputs of one block, at most */
 
@@ -66,7 +80,15 @@ typedef struct Predictor
 	char	   *ids;			/* per row: int32 length, bytes */
 	size_t		idlen;
 	size_t		idcap;
-	int64_t		sent;
+	int64_t		sent;			/* rows of this rank */
+	char	   *out_msg;		/* a rank but 0: the whole block for MPI */
+	size_t		out_cap;
+	/* rank 0: what the other ranks sent */
+	char	   *in_msg;
+	size_t		in_cap;
+	int64_t		relayed;		/* rows relayed */
+	int64_t		ended_rows;		/* rows the ended ranks said they sent */
+	int			ended;			/* ranks that ended */
 #ifdef DML_HAVE_CUDA
 	DmlGpuNet	g;
 	float	   *X_dev;			/* (block, C) */
@@ -77,17 +99,83 @@ typedef struct Predictor
  * The errors dml_predict raises, raised here with the same words
  * --------------------------------------------------------------------- */
 
+/*
+ * Whether rank 0 relays the other ranks' messages: from when every rank is
+ * connected (connect_as_caller's collectives are behind them) on.
+ */
+static bool relaying = false;
+
+/*
+ * A user's error (fmt is "SQLSTATE|hint|message", as worker_user_error's):
+ * with one rank, worker_user_error; with several, the ranks are not in
+ * step (each reads its own rows), so rank 0 reports it at once and ends
+ * the job, and any other rank sends it to rank 0, which does the same.
+ * Before rank 0 relays (it may wait in a collective), another rank writes
+ * it to the job's log as a final error (worker_fail_final), which the
+ * coordinator raises as it is, and ends the job.
+ */
+static void predict_error(const char *fmt,...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void
+predict_error(const char *fmt,...)
+{
+	char		msg[2048];
+	char		payload[2100];
+	char	   *a,
+			   *b;
+	va_list		ap;
+	int			n;
+	MPI_Request req;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (worker_world == 1)
+		worker_user_error("%s", msg);
+	a = strchr(msg, '|');
+	b = a ? strchr(a + 1, '|') : NULL;
+	if (a && b)
+	{
+		*a = '\0';
+		*b = '\0';
+		n = snprintf(payload, sizeof(payload), "%s\n%s\n%s", msg, b + 1, a + 1);
+	}
+	else
+		n = snprintf(payload, sizeof(payload), "\n%s\n", msg);
+	if (n >= (int) sizeof(payload))
+		n = sizeof(payload) - 1;
+	fprintf(stderr, "dml-worker error: rank %d on %s: %s\n", worker_rank, worker_host,
+			a && b ? b + 1 : msg);
+	fflush(stderr);
+	if (worker_rank == 0)
+	{
+		control_send(DML_MSG_ERROR, payload, n, NULL, 0);
+		worker_abort(2);
+	}
+	if (!relaying)
+	{
+		if (a && b)
+			worker_fail_final_at(__FILE__, __LINE__, msg, a[1] ? a + 1 : NULL, "%s", b + 1);
+		worker_fail("%s", msg);
+	}
+	MPI_Isend(payload, n, MPI_BYTE, 0, TAG_ERROR, MPI_COMM_WORLD, &req);
+	comm_wait_all(1, &req);
+	/* rank 0 ends the job */
+	for (;;)
+		pause();
+}
+
 static void
 feature_null(const DmlFeature *ft)
 {
-	worker_user_error("22004|Replace NULLs before predicting, e.g. with coalesce().|"
+	predict_error("22004|Replace NULLs before predicting, e.g. with coalesce().|"
 					  "feature \"%s\" is NULL", ft->name);
 }
 
 static void
 feature_not_finite(const DmlFeature *ft)
 {
-	worker_user_error("22023|Models predict from finite numbers only.|"
+	predict_error("22023|Models predict from finite numbers only.|"
 					  "feature \"%s\" is NaN or infinite", ft->name);
 }
 
@@ -100,7 +188,7 @@ relay_error(PGconn *conn, PGresult *res, const char *what)
 	const char *hint = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_HINT) : NULL;
 
 	if (state && strlen(state) == 5 && msg)
-		worker_user_error("%s|%s|%s", state, hint && !strchr(hint, '|') ? hint : "", msg);
+		predict_error("%s|%s|%s", state, hint && !strchr(hint, '|') ? hint : "", msg);
 	worker_fail("%s failed: %s", what, PQerrorMessage(conn));
 }
 
@@ -139,7 +227,7 @@ decode_vector(const DmlFeature *ft, float *dst, double *dstd, const char *p, int
 	for (int d = 0; d < ndim; d++, p += 8)
 		n *= (int32_t) be32(p);
 	if (n != ft->width)
-		worker_user_error("2202E||feature \"%s\" has %lld elements, the model expects %d",
+		predict_error("2202E||feature \"%s\" has %lld elements, the model expects %d",
 						  ft->name, (long long) n, ft->width);
 	for (int i = 0; i < n; i++)
 	{
@@ -151,7 +239,7 @@ decode_vector(const DmlFeature *ft, float *dst, double *dstd, const char *p, int
 		elen = (int32_t) be32(p);
 		p += 4;
 		if (elen < 0)
-			worker_user_error("22004||feature \"%s\" has a NULL element at position %d",
+			predict_error("22004||feature \"%s\" has a NULL element at position %d",
 							  ft->name, i + 1);
 		if (elen != 8 || end - p < 8)
 			worker_fail("malformed array element for feature \"%s\"", ft->name);
@@ -304,6 +392,89 @@ gpu_forward(Predictor *pr)
 }
 #endif
 
+/* ---------------------------------------------------------------------
+ * Rank 0: the other ranks' blocks, relayed to the coordinator
+ * --------------------------------------------------------------------- */
+
+/* receive one message whose status st was probed, and relay or act on it */
+static void
+relay_one(Predictor *pr, MPI_Status *st)
+{
+	int			n = 0;
+	uint32_t	hdr[3];
+
+	MPI_Get_count(st, MPI_BYTE, &n);
+	if ((size_t) n + 1 > pr->in_cap)
+	{
+		pr->in_cap = (size_t) n + 1;
+		pr->in_msg = realloc(pr->in_msg, pr->in_cap);
+		if (pr->in_msg == NULL)
+			worker_fail("out of memory for a block of %d bytes from rank %d", n, st->MPI_SOURCE);
+	}
+	MPI_Recv(pr->in_msg, n, MPI_BYTE, st->MPI_SOURCE, st->MPI_TAG, MPI_COMM_WORLD,
+			 MPI_STATUS_IGNORE);
+	switch (st->MPI_TAG)
+	{
+		case TAG_BLOCK:
+			if (n < (int) sizeof(hdr))
+				worker_fail("a malformed block from rank %d", st->MPI_SOURCE);
+			memcpy(hdr, pr->in_msg, sizeof(hdr));
+			control_send(DML_MSG_PREDICTIONS, pr->in_msg, n, NULL, 0);
+			pr->relayed += hdr[0];
+			break;
+		case TAG_END:
+			{
+				int64_t		rows;
+
+				if (n != (int) sizeof(rows))
+					worker_fail("a malformed end from rank %d", st->MPI_SOURCE);
+				memcpy(&rows, pr->in_msg, sizeof(rows));
+				pr->ended_rows += rows;
+				pr->ended++;
+				break;
+			}
+		case TAG_ERROR:
+			/* the rank wrote it to the log too; the backend raises it as it is */
+			control_send(DML_MSG_ERROR, pr->in_msg, n, NULL, 0);
+			worker_abort(2);
+			break;
+		default:
+			worker_fail("an unknown message (tag %d) from rank %d", st->MPI_TAG, st->MPI_SOURCE);
+	}
+}
+
+/* relay what has come, without waiting */
+static void
+relay_ready(Predictor *pr)
+{
+	MPI_Status	st;
+	int			found = 1;
+
+	while (worker_world > 1)
+	{
+		MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &found, &st);
+		if (!found)
+			break;
+		relay_one(pr, &st);
+	}
+}
+
+/* relay until every other rank has ended */
+static void
+relay_rest(Predictor *pr)
+{
+	MPI_Status	st;
+
+	while (pr->ended < worker_world - 1)
+	{
+		comm_probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+		relay_one(pr, &st);
+	}
+	if (pr->ended_rows != pr->relayed)
+		worker_fail("the other ranks sent %lld rows but said %lld",
+					(long long) pr->relayed, (long long) pr->ended_rows);
+}
+
 /* predict the block and send it: header, outputs, ids */
 static void
 flush_block(Predictor *pr)
@@ -334,8 +505,33 @@ flush_block(Predictor *pr)
 	memcpy(pr->msg, hdr, sizeof(hdr));
 	memcpy(pr->msg + sizeof(hdr), pr->Xd ? (void *) pr->out64 : (void *) pr->out,
 		   vsize * (size_t) pr->B * pr->K);
-	control_send(DML_MSG_PREDICTIONS, pr->msg, sizeof(hdr) + vsize * (size_t) pr->B * pr->K,
-				 pr->ids, pr->idlen);
+	if (worker_rank == 0)
+	{
+		control_send(DML_MSG_PREDICTIONS, pr->msg, sizeof(hdr) + vsize * (size_t) pr->B * pr->K,
+					 pr->ids, pr->idlen);
+		relay_ready(pr);
+	}
+	else
+	{
+		/* one message to rank 0, which relays it as it is */
+		size_t		len = sizeof(hdr) + vsize * (size_t) pr->B * pr->K;
+		MPI_Request req;
+
+		if (len + pr->idlen > (size_t) INT32_MAX)
+			worker_fail("a block of %d rows is too large to send", pr->B);
+		if (len + pr->idlen > pr->out_cap)
+		{
+			pr->out_cap = len + pr->idlen;
+			pr->out_msg = realloc(pr->out_msg, pr->out_cap);
+			if (pr->out_msg == NULL)
+				worker_fail("out of memory for a block of %zu bytes", pr->out_cap);
+		}
+		memcpy(pr->out_msg, pr->msg, len);
+		if (pr->idlen)
+			memcpy(pr->out_msg + len, pr->ids, pr->idlen);
+		MPI_Isend(pr->out_msg, (int) (len + pr->idlen), MPI_BYTE, 0, TAG_BLOCK, MPI_COMM_WORLD, &req);
+		comm_wait_all(1, &req);
+	}
 	pr->sent += pr->B;
 	pr->B = 0;
 	pr->idlen = 0;
@@ -345,14 +541,28 @@ flush_block(Predictor *pr)
  * Setup: model, device, connection
  * --------------------------------------------------------------------- */
 
-/* the model blob that came with the job */
+/* the model blob that came with the job (to rank 0, which hands it on) */
 static void
 read_model(Predictor *pr)
 {
 	char		err[256];
+	const unsigned char *blob = pr->spec->attached;
+	uint64_t	len = pr->spec->attached_len;
+	unsigned char *copy = NULL;
 
-	if (dml_model_parse(&pr->m, pr->spec->attached, pr->spec->attached_len, err,
-						sizeof(err)) != DML_OK)
+	if (worker_world > 1)
+	{
+		comm_bcast(&len, sizeof(len), 0);
+		if (worker_rank != 0)
+		{
+			copy = malloc(len ? len : 1);
+			if (copy == NULL)
+				worker_fail("out of memory for a model of %llu bytes", (unsigned long long) len);
+			blob = copy;
+		}
+		comm_bcast((void *) blob, len, 0);
+	}
+	if (dml_model_parse(&pr->m, blob, len, err, sizeof(err)) != DML_OK)
 		worker_fail("the model does not parse: %s", err);
 	pr->C = pr->m.net.sizes[0];
 	pr->K = pr->m.net.sizes[pr->m.net.nlayers];
@@ -362,8 +572,9 @@ read_model(Predictor *pr)
 }
 
 /*
- * The device: 'cpu' the CPU kernels, 'gpu' the first visible GPU or a
- * user error saying why there is none, 'auto' a GPU when there is one.
+ * The device: 'cpu' the CPU kernels, 'gpu' a visible GPU or a user error
+ * saying why there is none, 'auto' a GPU when there is one.  The ranks of
+ * one host take its GPUs in turn (by their rank on the host).
  */
 static int
 choose_device(const WorkerSpec *spec)
@@ -376,14 +587,14 @@ choose_device(const WorkerSpec *spec)
 	ngpu = dml_gpu_device_count();
 #endif
 	if (ngpu > 0)
-		return 0;
+		return comm_local_rank() % ngpu;
 	if (spec->device == DML_DEVICE_GPU)
 #ifdef DML_HAVE_CUDA
-		worker_user_error("55000|Use device => 'cpu' (or 'auto') on a machine without a GPU.|"
+		predict_error("55000|Use device => 'cpu' (or 'auto') on a machine without a GPU.|"
 						  "device 'gpu' was asked for, but no CUDA device is visible to the worker (%s)",
 						  dml_cuda_last_error());
 #else
-		worker_user_error("55000|Use device => 'cpu' (or 'auto'), or build dml with the CUDA toolkit.|"
+		predict_error("55000|Use device => 'cpu' (or 'auto'), or build dml with the CUDA toolkit.|"
 						  "device 'gpu' was asked for, but this build of dml-worker has no CUDA support");
 #endif
 	return -1;
@@ -400,26 +611,51 @@ exec_ok(PGconn *conn, const char *sql)
 	PQclear(res);
 }
 
-/* connect as the caller, and see what the caller's snapshot sees */
+/*
+ * Connect as the caller, and see what the caller's snapshot sees.  Without
+ * one (the caller was in a subtransaction) a job of several ranks still
+ * reads one snapshot: rank 0 exports its own and the others import it, and
+ * rank 0 keeps it open (a barrier) until every rank has.
+ */
 static PGconn *
 connect_as_caller(const WorkerSpec *spec)
 {
 	PGconn	   *conn = worker_login(spec);
 	char		sql[512];
+	char		snapshot[256];
+	bool		share = (!spec->snapshot || !spec->snapshot[0]) && worker_world > 1;
 
 	/* text (categories, ids) as the server holds it, as the backend reads it */
 	if (PQsetClientEncoding(conn, PQparameterStatus(conn, "server_encoding")) != 0)
 		worker_fail("could not set the client encoding: %s", PQerrorMessage(conn));
 	exec_ok(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-	if (spec->snapshot && spec->snapshot[0])
+	snprintf(snapshot, sizeof(snapshot), "%s", spec->snapshot ? spec->snapshot : "");
+	if (share)
 	{
-		if (strlen(spec->snapshot) > 200 || strchr(spec->snapshot, '\''))
+		if (worker_rank == 0)
+		{
+			PGresult   *res = PQexec(conn, "SELECT pg_catalog.pg_export_snapshot()");
+
+			if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+				relay_error(conn, res, "pg_export_snapshot");
+			snprintf(snapshot, sizeof(snapshot), "%s", PQgetvalue(res, 0, 0));
+			PQclear(res);
+		}
+		comm_bcast(snapshot, sizeof(snapshot), 0);
+	}
+	if (snapshot[0] && !(share && worker_rank == 0))
+	{
+		if (strlen(snapshot) > 200 || strchr(snapshot, '\''))
 			worker_fail("malformed snapshot id");
-		snprintf(sql, sizeof(sql), "SET TRANSACTION SNAPSHOT '%s'", spec->snapshot);
+		snprintf(sql, sizeof(sql), "SET TRANSACTION SNAPSHOT '%s'", snapshot);
 		exec_ok(conn, sql);
 	}
+	if (share)
+		comm_barrier();
 	return conn;
 }
+
+static void copy_and_predict(Predictor *pr, PGconn *conn, const char *query);
 
 /* one row into the block; a full block is run and sent */
 static const char *
@@ -431,6 +667,169 @@ predict_row(void *arg, const char *p, const char *end)
 	if (pr->B == pr->block)
 		flush_block(pr);
 	return p;
+}
+
+/*
+ * This rank's slices of shards: each from its own server, as the role of
+ * the caller's user mapping (the connection string came with the job),
+ * under the snapshot the coordinator exported there, as shard_read.c
+ * reads them for training.  Text arrives in the coordinating server's
+ * encoding, as the model's levels are.
+ */
+static void
+predict_shards(Predictor *pr, PGconn *home)
+{
+	const WorkerSpec *spec = pr->spec;
+
+	for (int k = 1; k <= spec->nshards; k++)
+	{
+		const SpecShard *sh = &spec->shards[k - 1];
+		PGconn	   *conn = NULL;
+		char		sql[300];
+
+		for (int i = 0; i < spec->nslices; i++)
+		{
+			const SpecSlice *s = &spec->slices[i];
+
+			if (s->shard != k || s->rank != worker_rank)
+				continue;
+			if (conn == NULL)
+			{
+				if (!sh->conninfo || !sh->snapshot || strlen(sh->snapshot) > 200 ||
+					strspn(sh->snapshot, "0123456789ABCDEFabcdef-") != strlen(sh->snapshot))
+					worker_fail("the job's shard server %d is incomplete", k);
+				conn = PQconnectdb(sh->conninfo);
+				if (PQstatus(conn) != CONNECTION_OK)
+					worker_fail("could not connect to shard server \"%s\": %s",
+								sh->name ? sh->name : "?", PQerrorMessage(conn));
+				if (PQsetClientEncoding(conn, PQparameterStatus(home, "server_encoding")) != 0)
+					worker_fail("could not set the client encoding on shard server \"%s\": %s",
+								sh->name ? sh->name : "?", PQerrorMessage(conn));
+				exec_ok(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+				snprintf(sql, sizeof(sql), "SET TRANSACTION SNAPSHOT '%s'", sh->snapshot);
+				exec_ok(conn, sql);
+			}
+			copy_and_predict(pr, conn, s->query);
+		}
+		if (conn)
+		{
+			exec_ok(conn, "COMMIT");
+			PQfinish(conn);
+		}
+	}
+}
+
+static uint32_t
+le32u(const char *p)
+{
+	const unsigned char *u = (const unsigned char *) p;
+
+	return (uint32_t) u[0] | (uint32_t) u[1] << 8 | (uint32_t) u[2] << 16 | (uint32_t) u[3] << 24;
+}
+
+static uint64_t
+le64(const char *p)
+{
+	const unsigned char *u = (const unsigned char *) p;
+	uint64_t	v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | u[i];
+	return v;
+}
+
+/*
+ * One slice as a dml.pack_rows64 block (extension/aggregate.c has the
+ * layout): the id as the int8 target, the features in float64, the NULLs
+ * listed after the rows.  Each row is checked and converted as decode_row
+ * does a COPY row (a NULL or non-finite feature is dml_predict's error);
+ * the id goes back in its own type's binary format, big-endian, of
+ * spec->id_bytes.
+ */
+static void
+block_and_predict(Predictor *pr, PGconn *conn, const char *query)
+{
+	const WorkerSpec *spec = pr->spec;
+	PGresult   *res = PQexecParams(conn, query, 0, NULL, NULL, NULL, NULL, 1);
+	const char *p;
+	const char *nulls;
+	size_t		len,
+				rowlen;
+	uint32_t	nrows,
+				n,
+				nnulls,
+				k = 0;
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		relay_error(conn, res, "reading a slice");
+	if (PQntuples(res) != 1 || PQnfields(res) != 1)
+		worker_fail("dml.pack_rows64 returned %d rows of %d columns", PQntuples(res), PQnfields(res));
+	if (PQgetisnull(res, 0, 0))
+	{
+		PQclear(res);			/* no rows */
+		return;
+	}
+	p = PQgetvalue(res, 0, 0);
+	len = (size_t) PQgetlength(res, 0, 0);
+	if (len < 24 || memcmp(p, "DMLB", 4) != 0 || le32u(p + 4) != 1)
+		worker_fail("malformed dml.pack_rows64 block");
+	nrows = le32u(p + 8);
+	n = le32u(p + 12);
+	nnulls = le32u(p + 16);
+	rowlen = 8 + 8 * (size_t) n;
+	if ((int) n != spec->nfeatures || n != (uint32_t) pr->C ||
+		len != 24 + rowlen * nrows + 8 * (size_t) nnulls ||
+		(le32u(p + 20) & 3) != 3)
+		worker_fail("dml.pack_rows64 block does not match the job (%u rows of %u features)", nrows, n);
+	nulls = p + 24 + rowlen * nrows;
+	p += 24;
+	for (uint32_t r = 0; r < nrows; r++, p += rowlen)
+	{
+		float	   *x = pr->X + (size_t) pr->B * pr->C;
+		double	   *xd = pr->Xd ? pr->Xd + (size_t) pr->B * pr->C : NULL;
+		int			id_null = 0;
+
+		/* this row's NULLs (listed in row order) */
+		for (; k < nnulls && le32u(nulls + 8 * (size_t) k) == r; k++)
+		{
+			int32_t		col = (int32_t) le32u(nulls + 8 * (size_t) k + 4);
+
+			if (col < 0)
+				id_null = 1;
+			else if (col < (int32_t) n)
+				feature_null(&spec->features[col]);
+		}
+		for (uint32_t c = 0; c < n; c++)
+		{
+			uint64_t	b = le64(p + 8 + 8 * (size_t) c);
+			double		v;
+
+			memcpy(&v, &b, 8);
+			if (!isfinite(v))
+				feature_not_finite(&spec->features[c]);
+			x[c] = (float) v;
+			if (xd)
+				xd[c] = v;
+		}
+		if (spec->has_id)
+		{
+			int64_t		id = (int64_t) le64(p);
+			int32_t		idlen = id_null ? -1 : spec->id_bytes;
+
+			/* the id goes back as COPY would have sent it: length, big-endian value */
+			ids_reserve(pr, 4 + (idlen > 0 ? idlen : 0));
+			memcpy(pr->ids + pr->idlen, &idlen, 4);
+			for (int i = 0; i < idlen; i++)
+				pr->ids[pr->idlen + 4 + i] = (char) ((uint64_t) id >> (8 * (idlen - 1 - i)));
+			pr->idlen += 4 + (idlen > 0 ? idlen : 0);
+		}
+		if (++pr->B == pr->block)
+			flush_block(pr);
+	}
+	if (k != nnulls)
+		worker_fail("malformed NULL list in a dml.pack_rows64 block");
+	PQclear(res);
+	flush_block(pr);
 }
 
 /* COPY the slice and predict it block by block */
@@ -460,9 +859,10 @@ copy_and_predict(Predictor *pr, PGconn *conn, const char *query)
 
 /*
  * predict_run
- *		The whole predict job, on rank 0 (the job has one rank): every
- *		block goes to the coordinator as it is done, then DONE with the
- *		count.
+ *		The whole predict job, on every rank: each reads and predicts its
+ *		slices; rank 0 sends its blocks to the coordinator as they are
+ *		done and relays the other ranks' (which send theirs to it), then
+ *		DONE with the count of all.
  */
 void
 predict_run(const WorkerSpec *spec)
@@ -473,19 +873,23 @@ predict_run(const WorkerSpec *spec)
 	int			n;
 	size_t		row_bytes;
 	bool		wide;
+	char		ranks[64];
 
-	if (worker_world != 1)
-		worker_fail("a predict job runs on one rank, not %d", worker_world);
 	memset(&pr, 0, sizeof(pr));
 	pr.spec = spec;
 	read_model(&pr);
 	pr.gpu = choose_device(spec);
 	wide = pr.m.precision == 64;
+	if (worker_world == 1)
+		snprintf(ranks, sizeof(ranks), "a worker");
+	else
+		snprintf(ranks, sizeof(ranks), "%d workers", worker_world);
 	if (wide && pr.gpu >= 0)
 	{
 		n = snprintf(line, sizeof(line), "dml_predict_table: the model is float64 and the GPU kernels are float32: predicting on the worker's cpu in float64 instead of gpu %d",
 					 pr.gpu);
-		control_send(DML_MSG_LOG, line, n < (int) sizeof(line) ? n : (int) sizeof(line) - 1, NULL, 0);
+		if (worker_rank == 0)
+			control_send(DML_MSG_LOG, line, n < (int) sizeof(line) ? n : (int) sizeof(line) - 1, NULL, 0);
 		pr.gpu = -1;
 	}
 
@@ -518,23 +922,48 @@ predict_run(const WorkerSpec *spec)
 		gpu_setup(&pr);
 		if (cudaGetDeviceProperties(&prop, pr.gpu) != cudaSuccess)
 			snprintf(prop.name, sizeof(prop.name), "?");
-		n = snprintf(line, sizeof(line), "dml_predict_table: predicting on gpu %d (%s) in a worker, %d rows per block",
-					 pr.gpu, prop.name, pr.block);
+		n = snprintf(line, sizeof(line), "dml_predict_table: predicting on gpu %d (%s) in %s, %d rows per block",
+					 pr.gpu, prop.name, ranks, pr.block);
 	}
 	else
 #endif
-		n = snprintf(line, sizeof(line), "dml_predict_table: predicting on cpu in a worker%s, %d rows per block",
-					 wide ? " in float64" : "", pr.block);
-	control_send(DML_MSG_LOG, line, n < (int) sizeof(line) ? n : (int) sizeof(line) - 1, NULL, 0);
+		n = snprintf(line, sizeof(line), "dml_predict_table: predicting on cpu in %s%s, %d rows per block",
+					 ranks, wide ? " in float64" : "", pr.block);
+	if (worker_rank == 0)
+		control_send(DML_MSG_LOG, line, n < (int) sizeof(line) ? n : (int) sizeof(line) - 1, NULL, 0);
 
 	conn = connect_as_caller(spec);
+	relaying = true;
 	for (int i = 0; i < spec->nslices; i++)
-		if (spec->slices[i].rank == worker_rank)
-			copy_and_predict(&pr, conn, spec->slices[i].query);
+	{
+		const SpecSlice *sl = &spec->slices[i];
+
+		if (sl->rank != worker_rank || sl->shard != 0)
+			continue;
+		if (spec->load_block && !sl->whole)
+			block_and_predict(&pr, conn, sl->query);
+		else
+			copy_and_predict(&pr, conn, sl->query);
+	}
+	predict_shards(&pr, conn);
 	exec_ok(conn, "COMMIT");
 	PQfinish(conn);
 
-	control_send(DML_MSG_DONE, &pr.sent, sizeof(pr.sent), NULL, 0);
+	if (worker_rank == 0)
+	{
+		int64_t		all;
+
+		relay_rest(&pr);
+		all = pr.sent + pr.relayed;
+		control_send(DML_MSG_DONE, &all, sizeof(all), NULL, 0);
+	}
+	else
+	{
+		MPI_Request req;
+
+		MPI_Isend(&pr.sent, (int) sizeof(pr.sent), MPI_BYTE, 0, TAG_END, MPI_COMM_WORLD, &req);
+		comm_wait_all(1, &req);
+	}
 #ifdef DML_HAVE_CUDA
 	if (pr.gpu >= 0)
 	{
@@ -550,4 +979,6 @@ predict_run(const WorkerSpec *spec)
 	free(pr.msg);
 	free(pr.scratch);
 	free(pr.ids);
+	free(pr.out_msg);
+	free(pr.in_msg);
 }

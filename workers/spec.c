@@ -199,6 +199,8 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 			spec->predict = strcmp(val, "predict") == 0;
 		else if (strcmp(key, "id") == 0)
 			spec->has_id = atoi(val);
+		else if (strcmp(key, "id_bytes") == 0)
+			spec->id_bytes = atoi(val);
 		else if (strcmp(key, "conninfo") == 0)
 			spec->conninfo = val;
 		else if (strcmp(key, "snapshot") == 0)

@@ -46,6 +46,7 @@ typedef struct WorkerSpec
 {
 	int			predict;		/* "job predict": run a model over the slice, no training */
 	int			has_id;			/* predict: the slice's first column is the row id */
+	int			id_bytes;		/* predict, load block: the id's width (int2, int4, int8) */
 	char	   *conninfo;
 	char	   *snapshot;
 	char	   *role;

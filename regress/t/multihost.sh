@@ -18,6 +18,9 @@
 #      job restarts on the hosts left and finishes, or (max_restarts 0)
 #      fails naming the host; no process left on any host within 2 s
 #   5. cancel and pg_terminate_backend leave nothing on any host
+#   6. dml_predict_table with 3 ranks on the 3 hosts gives, row for row, the
+#      one-rank (backend) result; an ordinary role's ranks on every host see
+#      only the rows its policy shows; cancel leaves nothing on any host
 # Needs root (namespaces).  Runs on its own against the installed build:
 #   bash regress/t/multihost.sh
 set -uo pipefail
@@ -240,6 +243,53 @@ for how in cancel terminate; do
 	stop_job "3 hosts, $how" $how "c_$how" $T/mh-$how.log $client 100
 	check "$how: no process of the job on any host" '[ "$(all_job_procs)" -eq 0 ]'
 done
+
+# ---------------------------------------------------------------------
+# 6. dml_predict_table on 3 ranks, one on each host
+# ---------------------------------------------------------------------
+sql1 "CREATE TABLE mhp AS SELECT i, sin(i * 0.37)::float8 AS x1, cos(i * 0.91)::float8 AS x2,
+	sin(i * 1.3)::float8 AS x3 FROM generate_series(1, 20000) i" >/dev/null
+pgc_psql -c "CALL dml_predict_table('m_mlp_1', 'mhp', 'mhp_1', 'i')" >/dev/null 2>&1
+pgc_psql -c "CALL dml_predict_table('m_mlp_1', 'mhp', 'mhp_3', 'i', workers => 3)" >$T/mh-predict.log 2>&1
+check "predict_table: 3 ranks, one on each host ($(grep -o '3 ranks on hosts.*' $T/mh-predict.log))" \
+	"grep -q 'dml_predict_table: 3 ranks on hosts dmlh1, dmlh2, dmlh3' $T/mh-predict.log"
+same=$(sql1 "SELECT count(*) FILTER (WHERE a.prediction = b.prediction
+		AND abs(a.probability - b.probability) <= 1e-6) || '/' || count(*)
+	FROM mhp_1 a FULL JOIN mhp_3 b USING (i)")
+check "predict_table: 3 ranks on 3 hosts = 1 rank, row for row ($same equal)" '[ "$same" = 20000/20000 ]'
+# an ordinary role: its ranks log in as it on every host (its own password
+# file line there) and see the rows its policy shows
+pw2=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
+for i in 1 2 3; do
+	echo "$(nsh_addr 1):$PGC_PORT:*:mh_user:$pw2" | nsh_exec "$i" sh -c 'cat >>/tmp/dml-pgpass'
+done
+sql1 "DO \$\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'mh_user') THEN
+		CREATE ROLE mh_user LOGIN; END IF; END \$\$;
+	ALTER ROLE mh_user PASSWORD '$pw2'; GRANT SELECT ON mhp TO mh_user;
+	GRANT CREATE ON SCHEMA public TO mh_user; SELECT dml_grant('m_mlp_1', 'mh_user');
+	ALTER TABLE mhp ENABLE ROW LEVEL SECURITY;
+	CREATE POLICY mhp_third ON mhp FOR SELECT TO mh_user USING (i % 3 = 0)" >/dev/null
+pgc_psql -c "SET ROLE mh_user" -c "CALL dml_predict_table('m_mlp_1', 'mhp', 'mhp_u', 'i', workers => 3)" \
+	>$T/mh-predict-u.log 2>&1
+seen=$(sql1 "SELECT count(*) FILTER (WHERE u.i % 3 = 0 AND u.prediction = a.prediction
+		AND abs(u.probability - a.probability) <= 1e-6) || '/' || count(*) FROM mhp_u u JOIN mhp_1 a USING (i)")
+check "predict_table as an ordinary role on 3 hosts: only its policy's rows, as predicted by 1 rank ($seen)" \
+	'[ "$seen" = 6666/6666 ] && grep -q "3 ranks on hosts dmlh1, dmlh2, dmlh3" $T/mh-predict-u.log'
+sed 's/^/# /' $T/mh-predict-u.log | grep -v NOTICE | head -3
+sql1 "ALTER TABLE mhp DISABLE ROW LEVEL SECURITY" >/dev/null
+# cancel while the three ranks score a wide model
+sql1 "CREATE TABLE mhp_big AS SELECT i, sin(i * 0.37)::float8 AS x1, cos(i * 0.91)::float8 AS x2,
+	sin(i * 1.3)::float8 AS x3 FROM generate_series(1, 400000) i" >/dev/null
+sql1 "SELECT workers FROM dml_train('m_wide', 'mh', 'y', features => '{x1,x2,x3}', model => 'mlp',
+	hidden => '{512,512}', epochs => 1, workers => 2, device => 'cpu', options => '{\"in_server\": false}')" >/dev/null 2>&1
+pgc_psql -c "CALL dml_predict_table('m_wide', 'mhp_big', 'mhp_c', 'i', workers => 3)" >$T/mh-predict-c.log 2>&1 &
+client=$!
+wait_until 60 '[ "$(host_job_procs 2)" -ge 1 ] && [ "$(host_job_procs 3)" -ge 1 ] &&
+	[ "$(sql1 "SELECT count(*) FROM pg_stat_activity WHERE application_name = '"'"'dml-worker'"'"'")" -ge 3 ]'
+check "predict_table cancel: ranks read on all 3 hosts" '[ "$(host_job_procs 2)" -ge 1 ] && [ "$(host_job_procs 3)" -ge 1 ]'
+stop_job "predict_table on 3 hosts, cancel" cancel mhp_c $T/mh-predict-c.log $client 100
+check "predict_table cancel: no process on any host, no table" \
+	'[ "$(all_job_procs)" -eq 0 ] && [ "$(sql1 "SELECT to_regclass('"'mhp_c'"') IS NULL")" = t ]'
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

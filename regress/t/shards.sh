@@ -26,7 +26,12 @@
 #      again or a clean error naming it; stopped and back before a rank
 #      is lost: the restart reads it again; no process left on any host
 #      (polled with a deadline of 10 s)
-#   5. dml_predict_table over the shards (in the backend, postgres_fdw)
+#   5. dml_predict_table over the shards: ranks read each shard on its host
+#      (one rank a host, or 2 a shard in ctid ranges) and give, row for row,
+#      the backend's result over the union in one local table (1e-6); on
+#      the links only predictions cross, no table data, against the same
+#      call with every rank on dmlh1 (shards read over the network); an
+#      ordinary role with its own mappings, and without one for a shard
 # Needs root (namespaces).  Runs on its own against the installed build:
 #   bash regress/t/shards.sh
 set -uo pipefail
@@ -368,13 +373,68 @@ fi
 check "no process of the job left on any host (polled up to 10 s)" 'wait_until 10 "[ \$(all_job_procs) = 0 ]"'
 
 # ---------------------------------------------------------------------
-# 5. batch inference over the shards (in the backend, through postgres_fdw)
+# 5. batch inference over the shards: ranks read each shard on its host
 # ---------------------------------------------------------------------
+same_scores() {
+	# tables a and b: the same ids, predictions within 1e-6; prints "equal/all"
+	sql1 "SELECT count(*) FILTER (WHERE abs(a.prediction - b.prediction) <= 1e-6) || '/' || count(*)
+		FROM $1 a FULL JOIN $2 b USING (i)"
+}
+sql1 "CALL dml_predict_table('m_sh', 'sh_all', 'sh_local', 'i')" >/dev/null
 out=$(pgc_psql -c "CALL dml_predict_table('m_sh', 'sh', 'sh_scores', 'i')" 2>&1)
-echo "# $out"
-diff=$(sql1 "SELECT count(*) = $((3 * N)) AND max(abs(s.prediction - dml_predict('m_sh', t))) < 1e-5
-	FROM sh_scores s JOIN sh_all t USING (i)")
-check "dml_predict_table over the shards writes every row on this server" '[ "$diff" = t ]'
+same=$(same_scores sh_scores sh_local)
+check "dml_predict_table over the shards: one rank on each shard's host ($(grep -o '[0-9]* ranks on hosts.*' <<<"$out"))" \
+	'grep -q "3 ranks on hosts dmlh1, dmlh2, dmlh3" <<<"$out" && ! grep -q "over the network" <<<"$out"' "$out"
+check "... written on this server, row for row the local result over the union ($same equal)" \
+	'[ "$same" = $((3 * N))/$((3 * N)) ]' "$out"
+out=$(pgc_psql -c "CALL dml_predict_table('m_sh', 'sh', 'sh_scores6', 'i', workers => 6)" 2>&1)
+same=$(same_scores sh_scores6 sh_local)
+check "2 ranks a shard (ctid ranges on each host): the same ($same equal)" \
+	'[ "$same" = $((3 * N))/$((3 * N)) ] && grep -q "6 ranks on hosts dmlh1, dmlh1, dmlh2, dmlh2, dmlh3, dmlh3" <<<"$out"' "$out"
+# a one-hot text feature and an array feature, read on each shard's server (no dml there)
+for m in o_sh v_sh; do
+	sql1 "CALL dml_predict_table('$m', 'sh_all', '${m}_local', 'i')" >/dev/null
+	out=$(pgc_psql -c "CALL dml_predict_table('$m', 'sh', '${m}_scores', 'i')" 2>&1)
+	same=$(same_scores ${m}_scores ${m}_local)
+	check "$m (features: $(sql1 "SELECT string_agg(f->>'name' || ' ' || (f->>'kind'), ', ')
+		FROM dml.models m, jsonb_array_elements(m.spec->'features') f WHERE m.name = '$m'")) over the shards: the local result ($same equal)" \
+		'[ "$same" = $((3 * N))/$((3 * N)) ]' "$out"
+done
+# on the links: only the predictions of shards 2 and 3 leave their hosts
+sql1 "CREATE TABLE bg_all AS SELECT * FROM bg" >/dev/null
+sql1 "CALL dml_predict_table('m_sh', 'bg_all', 'bg_local', 'i')" >/dev/null
+t2=$(tx_bytes 2)
+t3=$(tx_bytes 3)
+out=$(pgc_psql -c "CALL dml_predict_table('m_sh', 'bg', 'bg_scores', 'i')" 2>&1)
+local_tx=$(($(tx_bytes 2) - t2 + $(tx_bytes 3) - t3))
+t2=$(tx_bytes 2)
+t3=$(tx_bytes 3)
+out2=$(pgc_psql -c "SET dml.hosts = 'dmlh1 slots=3'" -c "CALL dml_predict_table('m_sh', 'bg', 'bg_net', 'i')" 2>&1)
+net_tx=$(($(tx_bytes 2) - t2 + $(tx_bytes 3) - t3))
+data_bytes=$(((2 + 8 + 3 * 12) * 2 * B))	# binary COPY of shards 2 and 3: id and 3 float8 features a row
+pred_bytes=$(((4 + 4 + 4) * 2 * B))			# what comes back: id and one float32 output a row
+echo "# predict_table, bytes sent by dmlh2 and dmlh3: shards read on their hosts $local_tx, over the network $net_tx; the shards' features $data_bytes, their predictions $pred_bytes"
+check "predict over bg: both ways, the local result row for row" \
+	'[ "$(same_scores bg_scores bg_local)" = $((3 * B))/$((3 * B)) ] && [ "$(same_scores bg_net bg_local)" = $((3 * B))/$((3 * B)) ]' "$out $out2"
+check "every rank on dmlh1: a NOTICE names the shards read over the network" \
+	'grep -q "shard \"bg_2\" on server \"s2\" is read over the network" <<<"$out2" &&
+	 grep -q "shard \"bg_3\" on server \"s3\" is read over the network" <<<"$out2"'
+check "over the network the links carried the shards' rows ($net_tx >= 0.9 x $data_bytes)" \
+	'[ $net_tx -ge $((data_bytes * 9 / 10)) ]'
+check "on their hosts no table data crossed: $local_tx bytes, about the predictions' $pred_bytes, under half the features' $data_bytes" \
+	'[ $((local_tx * 2)) -lt $data_bytes ] && [ $((local_tx * 10)) -lt $((pred_bytes * 15)) ]'
+# an ordinary role, with its own mappings (section 3), and without one
+sql1 "GRANT CREATE ON SCHEMA public TO shard_user; SELECT dml_grant('m_sh', 'shard_user')" >/dev/null
+out=$(pgc_psql -c "SET ROLE shard_user" -c "CALL dml_predict_table('m_sh', 'sh', 'sh_user', 'i')" 2>&1)
+same=$(same_scores sh_user sh_local)
+check "an ordinary role predicts over the shards with its own mappings ($same equal)" \
+	'[ "$same" = $((3 * N))/$((3 * N)) ]' "$out"
+sql1 "DROP USER MAPPING FOR shard_user SERVER s3" >/dev/null
+out=$(pgc_psql -c "SET ROLE shard_user" -c "CALL dml_predict_table('m_sh', 'sh', 'sh_user2', 'i')" 2>&1)
+check "without a mapping for s3: a clear error, no table, no process" \
+	'grep -q "role \"shard_user\" has no user mapping for server \"s3\"" <<<"$out" &&
+	 [ "$(sql1 "SELECT to_regclass('"'sh_user2'"') IS NULL")" = t ] && [ "$(all_job_procs)" = 0 ]' "$out"
+check "no process of a predict job left on any host (polled up to 10 s)" 'wait_until 10 "[ \$(all_job_procs) = 0 ]"'
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]

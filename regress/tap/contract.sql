@@ -70,8 +70,8 @@ SELECT has_function('dml_revoke', ARRAY['text', 'regrole']);
 SELECT is((SELECT prokind FROM pg_proc WHERE proname = 'dml_predict_table'), 'p',
 		  'dml_predict_table is a procedure');
 SELECT is((SELECT pg_get_function_arguments(oid) FROM pg_proc WHERE proname = 'dml_predict_table'),
-		  'IN model text, IN source regclass, IN target text, IN id_column text DEFAULT NULL::text, IN device text DEFAULT ''cpu''::text',
-		  'dml_predict_table(model, source, target, id_column, device => ''cpu'')');
+		  'IN model text, IN source regclass, IN target text, IN id_column text DEFAULT NULL::text, IN device text DEFAULT ''cpu''::text, IN workers integer DEFAULT NULL::integer',
+		  'dml_predict_table(model, source, target, id_column, device => ''cpu'', workers => NULL)');
 SELECT is((SELECT provolatile FROM pg_proc WHERE oid = 'dml_predict(text, float8[])'::regprocedure), 's',
 		  'dml_predict is STABLE, not IMMUTABLE');
 SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'dml_predict(text, float8[])'::regprocedure), 's',
