@@ -53,14 +53,24 @@ def fixed_sql(**over):
 
 def run_tune(conn, name, strategy):
     search = json.dumps({"learning_rate": LRS, "hidden": HIDDEN})
-    sql = (f"SELECT trial, arguments, metric_value, epochs_run, seconds, state "
+    sql = (f"SELECT trial, arguments, metric_value, epochs_run, seconds, state, search_id "
            f"FROM dml_tune({lit(name)}, 'fashion_train', 'label', search => {lit(search)}, "
            f"strategy => {lit(strategy)}, {fixed_sql()})")
     la = load()
     t0 = time.perf_counter()
     rows = q(conn, sql)
     wall = time.perf_counter() - t0
+    # the seconds its trials' epochs took (dml.trials), the rest is outside training
+    epochs_s = q(conn, "SELECT sum((e->>'seconds')::float8) FROM dml.trials t, "
+                       "jsonb_array_elements(t.epoch_metrics) e WHERE t.search_id = %s",
+                 (rows[0][6],))[0][0]
+    # the kept model: its place in the search's job and the job's one load
+    facts = q(conn, "SELECT (metrics->>'trial_in_job')::int, (metrics->>'load_seconds')::float8 "
+                    "FROM dml.models WHERE name = %s ORDER BY version DESC LIMIT 1", (name,))
     return dict(sql=sql, wall=wall, load_before=la, load_after=load(),
+                epoch_seconds=epochs_s,
+                trial_in_job=facts[0][0] if facts else None,
+                load_seconds=facts[0][1] if facts else None,
                 trials=[dict(trial=r[0], arguments=r[1], metric=r[2], epochs=r[3], seconds=r[4],
                              state=r[5]) for r in rows],
                 best=rows[0][2], best_args=rows[0][1])
@@ -75,12 +85,16 @@ def run_loop(conn):
             sql = (f"SELECT model_id FROM dml_train('bench_tune_loop', 'fashion_train', 'label', "
                    f"learning_rate => {lr!r}, hidden => {lit(h)}, {fixed_sql()})")
             mid = q(conn, sql)[0][0]
-            acc = q(conn, "SELECT (metrics->>'accuracy')::float8 FROM dml.models WHERE id = %s",
-                    (mid,))[0][0]
-            runs.append(dict(learning_rate=lr, hidden=h, accuracy=acc))
+            acc, ls, es = q(conn, "SELECT (metrics->>'accuracy')::float8, (metrics->>'load_seconds')::float8, "
+                            "(SELECT sum(seconds) FROM dml.epochs WHERE model_id = m.id) "
+                            "FROM dml.models m WHERE id = %s", (mid,))[0]
+            runs.append(dict(learning_rate=lr, hidden=h, accuracy=acc, load_seconds=ls,
+                             epoch_seconds=es))
     wall = time.perf_counter() - t0
     best = max(runs, key=lambda r: r["accuracy"])
     return dict(wall=wall, load_before=la, load_after=load(), runs=runs, best=best["accuracy"],
+                load_seconds=sum(r["load_seconds"] for r in runs),
+                epoch_seconds=sum(r["epoch_seconds"] for r in runs),
                 best_args=dict(learning_rate=best["learning_rate"], hidden=best["hidden"]))
 
 
@@ -121,16 +135,31 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--json", default=None)
     ap.add_argument("--skip-sklearn", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="loop and grid this many times, alternating which goes first")
     a = ap.parse_args()
     conn = psycopg2.connect("")
     conn.autocommit = True
     q(conn, "SET client_min_messages = warning")
     rows = q(conn, "SELECT count(*) FROM fashion_train")[0][0]
     res = dict(rows=rows, cores=os.cpu_count(), mode=a.mode)
-    print("tune.py: loop of 8 dml_train", flush=True)
-    res["loop"] = run_loop(conn)
-    print("tune.py: dml_tune grid", flush=True)
-    res["grid"] = run_tune(conn, "bench_tune_grid", "grid")
+    # the machine is shared: loop and grid side by side, several rounds, the order alternating
+    res["rounds"] = []
+    for r in range(a.rounds):
+        rd = {}
+        for part in (("loop", "grid") if r % 2 == 0 else ("grid", "loop")):
+            print(f"tune.py: round {r + 1}: {part}", flush=True)
+            if part == "loop":
+                q(conn, "SELECT dml_drop_model('bench_tune_loop') FROM dml.models "
+                        "WHERE name = 'bench_tune_loop' LIMIT 1")
+                rd["loop"] = run_loop(conn)
+            else:
+                q(conn, "SELECT dml_drop_model('bench_tune_grid') FROM dml.models "
+                        "WHERE name = 'bench_tune_grid' LIMIT 1")
+                rd["grid"] = run_tune(conn, "bench_tune_grid", "grid")
+        res["rounds"].append(rd)
+    res["loop"] = sorted((rd["loop"] for rd in res["rounds"]), key=lambda x: x["wall"])[a.rounds // 2]
+    res["grid"] = sorted((rd["grid"] for rd in res["rounds"]), key=lambda x: x["wall"])[a.rounds // 2]
     print("tune.py: dml_tune halving", flush=True)
     res["halving"] = run_tune(conn, "bench_tune_halving", "halving")
     if not a.skip_sklearn:
@@ -143,8 +172,10 @@ def main():
     md = ["# Model selection (issue 17)", "",
           f"Fashion-MNIST, fashion_train ({rows} rows), MLP, adam, batch 64, 5 epochs, 2 ranks, "
           f"0.2 held out; grid learning_rate {LRS} x hidden {HIDDEN} (8 configurations). "
-          f"One run of each on a {os.cpu_count()}-core machine shared with other work: the load "
+          f"On a {os.cpu_count()}-core machine shared with other work: the load "
           "average (1, 5, 15 min) before and after each row is part of the figure. "
+          f"The loop and the grid ran {a.rounds} times side by side, alternating which went "
+          "first; the table gives the median run of each, the rounds follow. "
           "Command: `bash bench/tune.sh " + a.mode + "`.", "",
           "| run | wall s | best validation accuracy | best configuration | load before | load after |",
           "| --- | ---: | ---: | --- | --- | --- |",
@@ -158,11 +189,25 @@ def main():
         md.append(f"| scikit-learn GridSearchCV (n_jobs=2), export {sk['export']:.1f} s + fit "
                   f"{sk['fit']:.1f} s | {sk['wall']:.1f} | {sk['best']:.4f} | "
                   f"{json.dumps(sk['best_args'])} | {sk['load_before']} | {sk['load_after']} |")
-    md += ["", "Ratios (wall time):", "",
+    md += ["", "Rounds (wall s, load average before each; outside training = wall less the "
+           "seconds of every epoch, from dml.epochs and dml.trials: launches, loads, checks, stores):", ""]
+    for i, rd in enumerate(res["rounds"]):
+        lo, gr = rd["loop"], rd["grid"]
+        md.append(f"- round {i + 1}: loop {lo['wall']:.1f} ({lo['load_before']}), "
+                  f"grid {gr['wall']:.1f} ({gr['load_before']}): {lo['wall'] / gr['wall']:.2f}x; "
+                  f"outside training: loop {lo['wall'] - lo['epoch_seconds']:.1f}, "
+                  f"grid {gr['wall'] - gr['epoch_seconds']:.1f}")
+    md += ["", "Ratios (wall time, medians):", "",
            f"- loop / dml_tune grid: {lp['wall'] / g['wall']:.2f}x (goal 1.5x)",
            f"- dml_tune grid / halving: {g['wall'] / hv['wall']:.2f}x (goal 2x)"]
     if sk:
         md.append(f"- scikit-learn / dml_tune grid: {sk['wall'] / g['wall']:.2f}x (goal 5x)")
+    md += ["", "Loading (each rank's read of its slice, rank 0's seconds, from the models' metrics):", "",
+           f"- loop: 8 launches, 8 loads, {lp['load_seconds']:.2f} s of loading in all",
+           f"- dml_tune grid: its trials ran in one job (the kept model was trial {g['trial_in_job']} "
+           f"of it), one load of {g['load_seconds']:.2f} s",
+           f"- dml_tune halving: one job (kept model: trial {hv['trial_in_job']} of it), one load of "
+           f"{hv['load_seconds']:.2f} s"]
     md += ["", "Halving's trials (state, epochs, validation accuracy):", ""]
     for t in hv["trials"]:
         md.append(f"- trial {t['trial']} {json.dumps(t['arguments'])}: {t['state']}, "

@@ -122,6 +122,7 @@ typedef struct DmlJob
 	char	   *fault;			/* test hook: "rank:epoch:how" or NULL */
 	int			attempt;		/* 0, then 1 for the first restart, ... */
 	int			checkpoint_last;	/* also a checkpoint after the last epoch (dml_tune's halving) */
+	int			resident;		/* dml_tune: the ranks keep their rows for the next trial (supervise.c) */
 	bool		no_in_server;	/* option in_server => false: always a job */
 	bool		no_shared_memory;	/* option shared_memory => false: MPI_Allreduce */
 	int			rank_min_norm;	/* option rank_deficient => 'min_norm' (exact solver) */
@@ -205,6 +206,7 @@ extern void DmlFitSolve(DmlJob *job, DmlJobResult *result,
 /* settings.c: how a job's workers are started and connect back (settings.h) */
 extern const char *DmlTuneSnapshot;	/* dml_tune's, exported once for all trials */
 extern bool DmlTuneCheckpointLast;	/* dml_tune's halving: trials checkpoint their last epoch */
+extern bool DmlTuneResident;	/* dml_tune: trials over the same rows share one job */
 extern void DmlJobSetLaunch(DmlJob *job, bool export_snapshot, const char *subxact_notice);
 extern bool DmlBuildHasCuda(void);
 extern bool DmlGpuVisible(void);
@@ -231,6 +233,7 @@ extern bool DmlRunSlotFree(int max);
 extern void DmlRunJob(DmlJob *job, DmlJobResult *result,
 					  DmlProgressCallback cb, void *cb_arg);
 extern void DmlKillActiveJob(void);
+extern void DmlEndResidentJob(void);
 
 /*
  * extension/jobs.c, for a background job: each checkpoint as it arrives

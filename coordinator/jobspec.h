@@ -79,7 +79,8 @@
 	X(OPT, spill_dir, 0, 0) \
 	X(I64, spill_limit, 0, 0) \
 	X(INT, spill_fp16, 0, 0) \
-	X(INT, checkpoint_last, 0, 0)
+	X(INT, checkpoint_last, 0, 0) \
+	X(INT, resident, 0, 0)
 
 /*
  * The job's enums.  The first values of DmlJobOptimizer are kernels.h's

@@ -135,6 +135,7 @@ typedef struct DmlResult
 	int32_t		streamed;		/* data ranks whose slice was spilled and streamed */
 	int32_t		window;			/* blocks a streamed epoch mixed */
 	int32_t		spill_fp16;		/* the spills held half floats */
+	int32_t		trial_in_job;	/* a resident job's (dml_tune) trial: 1, 2, ...; else 0 */
 	double		train_rows;
 	double		validation_rows;
 	double		final_loss;

@@ -54,6 +54,9 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 					 r->blob_len > 4 && blob[4] >= 2 ? "float64" : "float32");
 	if (statistics)
 		appendStringInfo(&buf, "\"statistics\": %s, ", statistics);
+	/* dml_tune: the trial's place in the search's one job, over rows loaded once */
+	if (r->trial_in_job > 0)
+		appendStringInfo(&buf, "\"trial_in_job\": %d, ", r->trial_in_job);
 	/* the memory budget, each data rank's peak resident set, what was streamed */
 	appendStringInfo(&buf, "\"memory\": %.0f, \"peak_rss\": [", r->memory);
 	for (int j = 0; j < r->workers; j++)

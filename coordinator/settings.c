@@ -41,6 +41,9 @@ const char *DmlTuneSnapshot = NULL;
 /* dml_tune's halving: a trial's last epoch is checkpointed, for its next rung */
 bool		DmlTuneCheckpointLast = false;
 
+/* dml_tune: trials that read the same rows share one job (supervise.c) */
+bool		DmlTuneResident = false;
+
 /*
  * DmlBuildHasCuda
  *		Whether this build's dml-worker has CUDA kernels.

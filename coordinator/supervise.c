@@ -25,6 +25,17 @@
  * PR_SET_PDEATHSIG, the workers get it from theirs, and rank 0 sees the
  * control socket close.
  *
+ * A resident job (dml_tune, DmlTuneResident): the trials of a search that
+ * read the same rows with the same transforms share one job.  The first
+ * trial launches it with resident set; after its model the ranks keep
+ * their prepared rows and wait, and DmlRunJob returns at RECEIVED with the
+ * job still running.  The next trial whose data plan (its job text less
+ * the settings a trial may vary: resident_key) is the same is sent to it
+ * as a new JOB over the open control socket and supervised as one of its
+ * own; one whose plan differs ends it and launches afresh.  Any error
+ * ends it (the next trial launches anew), and so do DmlEndResidentJob at
+ * the end of the search and every cleanup path, as for any job.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -85,6 +96,18 @@ typedef struct ActiveJob
 
 static ActiveJob active_job = {.listen_fd = -1,.conn_fd = -1};
 
+/* the active job is resident, between dml_tune's trials */
+typedef struct ResidentJob
+{
+	bool		alive;
+	char	   *key;			/* its data plan (resident_key), TopMemoryContext */
+	List	   *rank_hosts;		/* of char *: each rank's host, from HELLO, TopMemoryContext */
+	List	   *classes;		/* of char *: the labels its ranks listed (discover_classes) */
+	int			trials;			/* trials sent to it */
+} ResidentJob;
+
+static ResidentJob resident;
+
 DmlCheckpointHookType DmlCheckpointHook = NULL;
 DmlStepHookType DmlStepHook = NULL;
 const char *DmlResumeCheckpoint = NULL;
@@ -131,6 +154,10 @@ DmlKillActiveJob(void)
 	if (!active_job.active)
 		return;
 	active_job.active = false;
+	resident.alive = false;
+	resident.trials = 0;
+	list_free_deep(resident.classes);
+	resident.classes = NIL;
 	DmlReleaseJobSlots();
 
 	if (active_job.pid > 0)
@@ -990,6 +1017,168 @@ job_sigchld(SIGNAL_ARGS)
 }
 
 /*
+ * The settings of a job text that a search's trials may vary over the same
+ * rows (what the workers use in training, not in loading and preparing
+ * them), and the settings of one launch.  Everything else is the job's
+ * data plan: relation and slices, snapshot, role, features and their
+ * levels, target and classes, kind, loss and outputs, validation, seed,
+ * nulls, device, sync, memory.
+ */
+static const char *const trial_keys[] = {
+	"learning_rate", "momentum", "beta1", "beta2", "eps", "schedule", "step_size", "gamma",
+	"tolerance", "batch_size", "epochs", "max_steps", "max_seconds", "weight_decay",
+	"class_weight", "l1_ratio", "patience", "optimizer", "activation", "hidden", "topk_ratio",
+	"attempt", "checkpoint_last", "checkpoint_every", "fault", "straggler", "spill_dir",
+	"resume", "resident"
+};
+
+/* the job's data plan: its text without the lines of trial_keys */
+static char *
+resident_key(DmlJob *job)
+{
+	char	   *text = DmlJobText(job, false);
+	StringInfoData key;
+	char	   *save = NULL;
+
+	initStringInfo(&key);
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+	{
+		size_t		klen = strcspn(line, " ");
+		bool		trial = false;
+
+		for (int i = 0; i < lengthof(trial_keys) && !trial; i++)
+			trial = strlen(trial_keys[i]) == klen && strncmp(line, trial_keys[i], klen) == 0;
+		if (!trial)
+			appendStringInfo(&key, "%s\n", line);
+	}
+	pfree(text);
+	return key.data;
+}
+
+/*
+ * Whether a job may stay resident for the search's next trials: dml_tune's
+ * iterative trials, synchronized by all-reduce (no parameter servers,
+ * whose loop ends with the training).
+ */
+static bool
+resident_ok(const DmlJob *job)
+{
+	return DmlTuneResident && job->type == DML_JOB_TRAIN && job->servers == 0 &&
+		job->sync == DML_SYNC_ALLREDUCE &&
+		job->optimizer != DML_JOB_OPT_EXACT && job->optimizer != DML_JOB_OPT_NEWTON &&
+		job->optimizer != DML_JOB_OPT_LBFGS;
+}
+
+/* a copy of a list of strings, in the current memory context */
+static List *
+copy_strings(List *from)
+{
+	List	   *to = NIL;
+	ListCell   *lc;
+
+	foreach(lc, from)
+		to = lappend(to, pstrdup(lfirst(lc)));
+	return to;
+}
+
+/*
+ * Keep the job resident after its model: its plan, its ranks' hosts, and
+ * the labels they listed while loading (sent once, at the load)
+ */
+static void
+keep_resident(DmlJob *job, const char *key, const DmlJobResult *result)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	if (resident.key)
+		pfree(resident.key);
+	resident.key = pstrdup(key);
+	list_free_deep(resident.rank_hosts);
+	resident.rank_hosts = copy_strings(job->rank_hosts);
+	if (result->classes != NIL)
+	{
+		list_free_deep(resident.classes);
+		resident.classes = copy_strings(result->classes);
+	}
+	MemoryContextSwitchTo(old);
+	resident.alive = true;
+	resident.trials++;
+}
+
+/*
+ * DmlEndResidentJob
+ *		End dml_tune's resident job, if one is running.
+ */
+void
+DmlEndResidentJob(void)
+{
+	if (resident.alive)
+		DmlKillActiveJob();
+}
+
+/*
+ * A trial sent to the resident job: its JOB (with the checkpoint to
+ * resume from, halving's next rung) over the open control socket, then
+ * supervised to its model as a launched job is; a failure restarts the
+ * trial as a job of its own (which stays resident).
+ */
+static void
+run_resident_trial(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_arg,
+				   const char *key)
+{
+	JobRun		run;
+	TimestampTz start = GetCurrentTimestamp();
+	pqsigfunc	old_sigchld;
+	long		secs;
+	int			usecs;
+
+	memset(&run, 0, sizeof(run));
+	run.job = job;
+	run.result = result;
+	run.cb = cb;
+	run.cb_arg = cb_arg;
+	run.cxt = CurrentMemoryContext;
+	memset(result, 0, sizeof(*result));
+	job->attempt = 0;
+	if (active_job.spill[0])
+		job->spill_dir = pstrdup(active_job.spill);	/* a restart's ranks spill where the job's did */
+	job->rank_hosts = copy_strings(resident.rank_hosts);
+
+	old_sigchld = DmlSetSignal(SIGCHLD, job_sigchld);
+	PG_TRY();
+	{
+		if (DmlResumeCheckpoint != NULL)
+			handle_checkpoint(&run, DmlResumeCheckpoint, DmlResumeCheckpointLen);
+		run.state = JOB_RUNNING;
+		run.launched = run.last_progress = GetCurrentTimestamp();
+		send_job(&run);
+		while (supervise_step(&run) && run.state != JOB_RECEIVED)
+			;
+	}
+	PG_CATCH();
+	{
+		pqsignal(SIGCHLD, old_sigchld);
+		DmlKillActiveJob();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	pqsignal(SIGCHLD, old_sigchld);
+	/* the same plan lists the same labels: the ranks listed them at the load */
+	if (job->discover_classes && result->classes == NIL)
+		result->classes = copy_strings(resident.classes);
+	if (run.state == JOB_RECEIVED && active_job.pid > 0)
+		keep_resident(job, key, result);
+	else
+		DmlKillActiveJob();
+
+	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
+	result->seconds = secs + usecs / 1e6;
+	result->restarts = run.restarts;
+	if (result->weights == NULL)
+		elog(ERROR, "dml: job ended without a model. Please report a bug.");
+}
+
+/*
  * DmlRunJob
  *		Run a job to completion, calling cb for each epoch (training) or
  *		job->on_block for each block of predictions (predict).  On return
@@ -1006,11 +1195,36 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 	pqsigfunc	old_sigchld;
 	long		secs;
 	int			usecs;
+	char	   *key = NULL;
 
 	if (!exit_hook_registered)
 	{
 		before_shmem_exit(exit_hook, (Datum) 0);
 		exit_hook_registered = true;
+	}
+	/* dml_tune: a trial over the resident job's rows goes to it; another ends it */
+	job->resident = resident_ok(job);
+	if (job->resident || resident.alive)
+		key = resident_key(job);
+	if (resident.alive)
+	{
+		int			status;
+
+		/* a job that ended while it waited is reaped, and the trial launches anew */
+		if (waitpid(active_job.pid, &status, WNOHANG) == active_job.pid)
+		{
+			active_job.pid = 0;
+			DmlKillActiveJob();
+		}
+	}
+	if (resident.alive)
+	{
+		if (job->resident && strcmp(key, resident.key) == 0)
+		{
+			run_resident_trial(job, result, cb, cb_arg, key);
+			return;
+		}
+		DmlKillActiveJob();
 	}
 	if (active_job.active)
 		elog(ERROR, "dml: a job is already running in this backend. Please report a bug.");
@@ -1049,7 +1263,8 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 		if (job->type == DML_JOB_TRAIN && DmlResumeCheckpoint != NULL)
 			handle_checkpoint(&run, DmlResumeCheckpoint, DmlResumeCheckpointLen);
 		start_job(&run);
-		while (supervise_step(&run))
+		/* a resident job is done with this trial at its model */
+		while (supervise_step(&run) && !(job->resident && run.state == JOB_RECEIVED))
 			;
 	}
 	PG_CATCH();
@@ -1060,7 +1275,10 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 	}
 	PG_END_TRY();
 	pqsignal(SIGCHLD, old_sigchld);
-	DmlKillActiveJob();
+	if (job->resident && run.state == JOB_RECEIVED && active_job.pid > 0)
+		keep_resident(job, key, result);
+	else
+		DmlKillActiveJob();
 
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
 	result->seconds = secs + usecs / 1e6;

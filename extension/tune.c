@@ -34,7 +34,10 @@
  * cancel is not a failed trial: it ends the search.  The calling
  * transaction exports one snapshot before the first trial, and every
  * trial's workers read under it (DmlTuneSnapshot), so all trials see the
- * same rows.
+ * same rows.  Trials that read the same rows share one job of workers
+ * (DmlTuneResident, coordinator/supervise.c): it loads and prepares them
+ * once, and each trial's dml_train hands it its settings instead of
+ * launching, so a search is one launch and one load.
  *
  * Every trial stores its model as a version while the search runs; at the
  * end the models not kept are deleted and the best one takes the next
@@ -1237,6 +1240,8 @@ tune_run(NullableDatum *a, bool check_only)
 	SPI_finish();
 	prior = prior_version(name);
 
+	/* trials over the same rows share one job, which loads them once */
+	DmlTuneResident = true;
 	PG_TRY();
 	{
 		if (full > 0)
@@ -1248,6 +1253,8 @@ tune_run(NullableDatum *a, bool check_only)
 	PG_FINALLY();
 	{
 		DmlTuneSnapshot = NULL;
+		DmlTuneResident = false;
+		DmlEndResidentJob();
 	}
 	PG_END_TRY();
 

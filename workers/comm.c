@@ -542,6 +542,14 @@ comm_reduce_p2p(double extra, double extra_across)
 	p2p_job[1] = v[1] + extra_across;
 }
 
+void
+comm_job_bytes_reset(void)
+{
+	sync_bytes = sync_across = 0;
+	p2p_local[0] = p2p_local[1] = 0;
+	p2p_job[0] = p2p_job[1] = 0;
+}
+
 double
 comm_job_bytes(void)
 {

@@ -39,6 +39,7 @@ extern void comm_bcast(void *buf, size_t bytes, int root);
 extern void comm_allgather_i64(int64_t *buf);	/* (world) entries */
 extern double comm_job_bytes(void);		/* sync bytes of the whole job so far */
 extern double comm_job_bytes_across(void);	/* ... of which crossed between hosts */
+extern void comm_job_bytes_reset(void);	/* a resident job's next trial counts afresh */
 extern void comm_count_bytes(double buffer_bytes);	/* a ring all-reduce of this buffer elsewhere */
 extern void comm_count_hierarchical(double buffer_bytes);
 extern void comm_count_p2p(double bytes, int dest_world_rank);
@@ -76,6 +77,8 @@ extern void control_connect(const char *path);
 extern void control_send(uint32_t type, const void *a, size_t alen,
 						 const void *b, size_t blen);
 extern void control_start_watchdog(void);
+extern void control_next_job(char **text, size_t *len, unsigned char **attached,
+							 size_t *attached_len);
 extern void control_receive_job(char **text, size_t *len, unsigned char **attached,
 								size_t *attached_len);
 /* comm.c: rank 0's job text to every rank of the world */

@@ -115,6 +115,27 @@ read_all(void *buf, size_t len)
 	}
 }
 
+/* a JOB payload of plen bytes: the text into *text (NUL-terminated), the rest into *attached */
+static void
+split_job(unsigned char *payload, uint32_t plen, char **text, size_t *len,
+		  unsigned char **attached, size_t *attached_len)
+{
+	uint32_t	tlen;
+
+	memcpy(&tlen, payload, 4);
+	if (tlen > plen - 4)
+		worker_fail("malformed JOB message from the coordinator");
+	*text = malloc((size_t) tlen + 1);
+	if (*text == NULL)
+		worker_fail("out of memory");
+	memcpy(*text, payload + 4, tlen);
+	(*text)[tlen] = '\0';
+	*len = tlen;
+	*attached_len = plen - 4 - tlen;
+	memmove(payload, payload + 4 + tlen, *attached_len);
+	*attached = payload;
+}
+
 /*
  * control_receive_job
  *		Rank 0 reads the JOB message (protocol.h): the job's text into *text
@@ -124,7 +145,6 @@ void
 control_receive_job(char **text, size_t *len, unsigned char **attached, size_t *attached_len)
 {
 	uint32_t	hdr[3];
-	uint32_t	tlen;
 	unsigned char *payload;
 
 	read_all(hdr, sizeof(hdr));
@@ -134,18 +154,7 @@ control_receive_job(char **text, size_t *len, unsigned char **attached, size_t *
 	if (payload == NULL)
 		worker_fail("out of memory for a job of %u bytes", hdr[2]);
 	read_all(payload, hdr[2]);
-	memcpy(&tlen, payload, 4);
-	if (tlen > hdr[2] - 4)
-		worker_fail("malformed JOB message from the coordinator");
-	*text = malloc((size_t) tlen + 1);
-	if (*text == NULL)
-		worker_fail("out of memory");
-	memcpy(*text, payload + 4, tlen);
-	(*text)[tlen] = '\0';
-	*len = tlen;
-	*attached_len = hdr[2] - 4 - tlen;
-	memmove(payload, payload + 4 + tlen, *attached_len);
-	*attached = payload;
+	split_job(payload, hdr[2], text, len, attached, attached_len);
 }
 
 /* the runtime's report hook: one message of one part */
@@ -155,21 +164,65 @@ control_report(uint32_t type, const void *payload, size_t len)
 	control_send(type, payload, len, NULL, 0);
 }
 
-/* block on the socket; when the coordinator's end closes, end the job */
+/*
+ * A resident job's next JOB (dml_tune's next trial), handed from the
+ * watchdog, which reads the socket, to the main thread: one at a time, as
+ * the coordinator sends the next only after the model of the last.
+ */
+static pthread_mutex_t next_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t next_cond = PTHREAD_COND_INITIALIZER;
+static unsigned char *next_payload = NULL;
+static uint32_t next_len = 0;
+
+/* the watchdog's read of exactly len bytes; false at EOF or error */
+static int
+watch_read(void *buf, size_t len)
+{
+	char	   *p = buf;
+
+	while (len > 0)
+	{
+		ssize_t		n = recv(control_fd, p, len, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return 0;
+		p += n;
+		len -= (size_t) n;
+	}
+	return 1;
+}
+
+/*
+ * Block on the socket; when the coordinator's end closes, end the job.
+ * What comes before that is a resident job's next JOB, for the main thread.
+ */
 static void *
 watchdog(void *arg)
 {
-	char		buf[64];
+	uint32_t	hdr[3];
 
-	for (;;)
+	while (watch_read(hdr, sizeof(hdr)))
 	{
-		ssize_t		n = recv(control_fd, buf, sizeof(buf), 0);
+		unsigned char *payload;
 
-		if (n > 0)
-			continue;			/* the coordinator sends nothing yet */
-		if (n < 0 && errno == EINTR)
-			continue;
-		break;
+		if (hdr[0] != DML_MSG_MAGIC || hdr[1] != DML_MSG_JOB || hdr[2] < 4 || hdr[2] > DML_MSG_MAX)
+		{
+			fprintf(stderr, "dml-worker error: rank 0 on %s: malformed message from the coordinator\n",
+					worker_host);
+			break;
+		}
+		payload = malloc((size_t) hdr[2] + 1);
+		if (payload == NULL || !watch_read(payload, hdr[2]))
+			break;
+		pthread_mutex_lock(&next_lock);
+		while (next_payload != NULL)
+			pthread_cond_wait(&next_cond, &next_lock);
+		next_payload = payload;
+		next_len = hdr[2];
+		pthread_cond_broadcast(&next_cond);
+		pthread_mutex_unlock(&next_lock);
 	}
 	fprintf(stderr, "dml-worker error: rank 0 on %s: coordinator closed the control socket; ending the job\n",
 			worker_host);
@@ -177,6 +230,28 @@ watchdog(void *arg)
 	/* SIGKILL ourselves: mpirun sees rank 0 die and ends every rank */
 	kill(getpid(), SIGKILL);
 	return NULL;
+}
+
+/*
+ * control_next_job
+ *		Rank 0 of a resident job waits (asleep) for the coordinator's next
+ *		JOB, as control_receive_job reads the first.
+ */
+void
+control_next_job(char **text, size_t *len, unsigned char **attached, size_t *attached_len)
+{
+	unsigned char *payload;
+	uint32_t	plen;
+
+	pthread_mutex_lock(&next_lock);
+	while (next_payload == NULL)
+		pthread_cond_wait(&next_cond, &next_lock);
+	payload = next_payload;
+	plen = next_len;
+	next_payload = NULL;
+	pthread_cond_broadcast(&next_cond);
+	pthread_mutex_unlock(&next_lock);
+	split_job(payload, plen, text, len, attached, attached_len);
 }
 
 void

@@ -161,6 +161,21 @@ class_weights(Dataset *ds, const WorkerSpec *spec)
 	free(count);
 }
 
+/* spec's network over d inputs, its parameters not yet set */
+static void
+alloc_model(DmlModel *model, const WorkerSpec *spec, int d)
+{
+	int			sizes[DML_MAX_LAYERS + 1];
+	int			nlayers = spec->nhidden + 1;
+
+	sizes[0] = d;
+	for (int l = 0; l < spec->nhidden; l++)
+		sizes[l + 1] = spec->hidden[l];
+	sizes[nlayers] = spec->outputs;
+	if (dml_model_alloc(model, nlayers, sizes, spec->activation, spec->loss) != DML_OK)
+		worker_fail("out of memory for the model");
+}
+
 /*
  * prepare_data
  *		Check and clean the rows, then standardize them in place; the
@@ -175,8 +190,6 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 	double	   *counts = calloc(nc, sizeof(double));
 	double	   *stats;
 	unsigned char *keep;
-	int			sizes[DML_MAX_LAYERS + 1];
-	int			nlayers;
 	int			skip = spec->nulls == DML_NULLS_SKIP;
 	int			impute = spec->nulls == DML_NULLS_IMPUTE;
 	double		total,
@@ -260,13 +273,7 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 						  "every row was held out for validation");
 
 	/* 4. the model, with its standardization */
-	nlayers = spec->nhidden + 1;
-	sizes[0] = d;
-	for (int l = 0; l < spec->nhidden; l++)
-		sizes[l + 1] = spec->hidden[l];
-	sizes[nlayers] = spec->outputs;
-	if (dml_model_alloc(model, nlayers, sizes, spec->activation, spec->loss) != DML_OK)
-		worker_fail("out of memory for the model");
+	alloc_model(model, spec, d);
 
 	for (int f = 0; f < nf; f++)
 	{
@@ -337,6 +344,31 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 	}
 	free(counts);
 	free(stats);
+	if (spec->class_weight && spec->classification)
+		class_weights(ds, spec);
+}
+
+/*
+ * prepare_trial
+ *		A resident job's next trial (dml_tune): the rows stay as
+ *		prepare_data left them, checked and standardized; the trial's model
+ *		gets the first one's standardization, and the loss its class
+ *		weights.  The coordinator sends a trial here only when it reads the
+ *		same rows with the same transforms, loss and outputs as the first.
+ */
+void
+prepare_trial(Dataset *ds, const WorkerSpec *spec, DmlModel *model, const DmlModel *first)
+{
+	int			d = ds->d;
+	int			K = spec->outputs;
+
+	alloc_model(model, spec, d);
+	memcpy(model->in_mean, first->in_mean, sizeof(float) * d);
+	memcpy(model->in_scale, first->in_scale, sizeof(float) * d);
+	memcpy(model->out_mean, first->out_mean, sizeof(float) * K);
+	memcpy(model->out_scale, first->out_scale, sizeof(float) * K);
+	free(ds->class_weight);
+	ds->class_weight = NULL;
 	if (spec->class_weight && spec->classification)
 		class_weights(ds, spec);
 }

@@ -163,15 +163,151 @@ send_model(DmlResult *r, const TrainResult *res, const DmlMetrics *met, int gpu,
 	free(msg);
 }
 
+/* rank 0: the NOTICE line of a training */
+static void
+send_training_line(const WorkerSpec *spec, int gpu)
+{
+	char		line[256];
+	int			n;
+
+	if (worker_rank != 0)
+		return;
+	n = snprintf(line, sizeof(line), "training %s on %s with %d worker%s",
+				 dml_job_name(DML_NAMES_KIND, spec->kind), gpu >= 0 ? "gpu" : "cpu", worker_world,
+				 worker_world == 1 ? "" : "s");
+	if (spec->sync != DML_SYNC_ALLREDUCE || spec->compression != DML_COMPRESS_NONE)
+		n += snprintf(line + n, sizeof(line) - n, ", sync %s%s%s",
+					  dml_job_name(DML_NAMES_SYNC, spec->sync),
+					  spec->compression != DML_COMPRESS_NONE ? ", compression " : "",
+					  spec->compression != DML_COMPRESS_NONE ?
+					  dml_job_name(DML_NAMES_COMPRESSION, spec->compression) : "");
+	if (spec->servers > 0)
+		n += snprintf(line + n, sizeof(line) - n, " and %d parameter server%s", spec->servers,
+					  spec->servers == 1 ? "" : "s");
+	control_send(DML_MSG_LOG, line, n, NULL, 0);
+}
+
+static int
+is_iterative(const WorkerSpec *spec)
+{
+	return spec->optimizer != DML_JOB_OPT_EXACT && spec->optimizer != DML_JOB_OPT_NEWTON &&
+		spec->optimizer != DML_JOB_OPT_LBFGS;
+}
+
+/* the GPU loop synchronizes by NCCL all-reduce, uncompressed; other modes run on the CPU */
+static int
+trial_device(const WorkerSpec *spec)
+{
+	return choose_device(spec, is_iterative(spec) && spec->sync == DML_SYNC_ALLREDUCE &&
+						 spec->compression == DML_COMPRESS_NONE);
+}
+
+/*
+ * Train spec's model (res->model, standardized by prepare_data or
+ * prepare_trial) over the rows of ds, and rank 0 sends it.  trial: the
+ * training's number within a resident job (dml_tune), else 0.
+ */
+static void
+train_and_send(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int gpu, double t0, int trial)
+{
+	{
+		/*
+		 * A spilled slice streams through the exact least-squares solver,
+		 * L-BFGS and the CPU loop; the GPU loop and Newton's method hold
+		 * their rows in memory.  Every rank learns whether any spilled.
+		 */
+		double		spilled = ds->spill != NULL;
+
+		comm_allreduce_double(&spilled, 1);
+		if (spilled > 0 && spec->optimizer == DML_JOB_OPT_NEWTON)
+			worker_user_error("0A000|Give the job more memory (dml.worker_memory, options \"memory\"), or use an iterative optimizer such as adam.|"
+							  "the %s solver needs its rows in memory, and a worker's slice does not fit %lld MB",
+							  dml_job_name(DML_NAMES_OPTIMIZER, spec->optimizer),
+							  (long long) (spec->memory >> 20));
+		if (spilled > 0 && gpu >= 0)
+		{
+			gpu = -1;
+			if (worker_rank == 0)
+			{
+				const char *line = "a worker's slice does not fit its memory: training streams it on the CPU";
+
+				control_send(DML_MSG_LOG, line, strlen(line), NULL, 0);
+			}
+		}
+	}
+	if (spec->optimizer == DML_JOB_OPT_EXACT)
+		train_exact(ds, spec, res);
+	else if (spec->optimizer == DML_JOB_OPT_NEWTON)
+		train_newton(ds, spec, res);
+	else if (spec->optimizer == DML_JOB_OPT_LBFGS)
+		train_lbfgs(ds, spec, res);
+#ifdef DML_HAVE_CUDA
+	else if (gpu >= 0)
+		train_gpu(ds, spec, res, gpu);
+#endif
+	else
+		train_iterative(ds, spec, res);
+
+	{
+		DmlResult	r;
+		DmlMetrics	met;
+
+		final_result(ds, spec, &res->model, res, &r, &met);
+		r.trial_in_job = trial;
+		/* every data rank's peak resident set, measured by the kernel */
+		res->peak_rss = calloc(worker_world, sizeof(double));
+		if (res->peak_rss == NULL)
+			worker_fail("out of memory");
+		res->peak_rss[worker_rank] = stream_peak_rss();
+		comm_allreduce_double(res->peak_rss, worker_world);
+		if (worker_rank == 0)
+			send_model(&r, res, &met, gpu >= 0, dml_clock_seconds() - t0);
+		dml_metrics_free(&met);
+		free(res->peak_rss);
+		res->peak_rss = NULL;
+	}
+}
+
+/*
+ * A resident job's next trial (dml_tune): rank 0 waits for the
+ * coordinator's next JOB and hands it on; every rank takes its settings
+ * into spec, with the checkpoint to resume from that came with it.  The
+ * ranks wait in a barrier that naps, not in a collective that spins.
+ */
+static void
+next_trial(WorkerSpec *spec)
+{
+	char	   *text = NULL;
+	size_t		len = 0;
+	unsigned char *attached = NULL;
+	size_t		attached_len = 0;
+	char		err[512];
+	WorkerSpec	next;
+
+	if (world_rank == 0)
+		control_next_job(&text, &len, &attached, &attached_len);
+	comm_barrier();
+	comm_share_job(&text, &len);
+	if (spec_parse(&next, text, len, err, sizeof(err)) != 0)
+		worker_fail("%s", err);
+	if (next.world != world_size || next.servers != 0)
+		worker_fail("a resident job's trial is for %d ranks and %d servers, the job has %d and none",
+					next.world, next.servers, world_size);
+	next.attached = attached;
+	next.attached_len = attached_len;
+	*spec = next;
+	comm_job_bytes_reset();
+}
+
 int
 main(int argc, char **argv)
 {
 	WorkerSpec	spec;
 	Dataset		ds;
 	TrainResult res;
+	DmlModel	first;
 	char		err[512];
 	int			gpu;
-	int			iterative;
 	double		t0 = dml_clock_seconds();
 	char	   *text = NULL;
 	size_t		text_len = 0;
@@ -209,94 +345,43 @@ main(int argc, char **argv)
 		return 0;
 	}
 
-	iterative = spec.optimizer != DML_JOB_OPT_EXACT && spec.optimizer != DML_JOB_OPT_NEWTON &&
-		spec.optimizer != DML_JOB_OPT_LBFGS;
-	/* the GPU loop synchronizes by NCCL all-reduce, uncompressed; other modes run on the CPU */
-	gpu = choose_device(&spec, iterative && spec.sync == DML_SYNC_ALLREDUCE &&
-						spec.compression == DML_COMPRESS_NONE);
+	gpu = trial_device(&spec);
 	if (comm_is_server())
 	{
 		server_main(&spec);
 		comm_finalize();
 		return 0;
 	}
-	if (worker_rank == 0)
-	{
-		char		line[256];
-		int			n = snprintf(line, sizeof(line), "training %s on %s with %d worker%s",
-								 dml_job_name(DML_NAMES_KIND, spec.kind), gpu >= 0 ? "gpu" : "cpu", worker_world,
-								 worker_world == 1 ? "" : "s");
-
-		if (spec.sync != DML_SYNC_ALLREDUCE || spec.compression != DML_COMPRESS_NONE)
-			n += snprintf(line + n, sizeof(line) - n, ", sync %s%s%s",
-						  dml_job_name(DML_NAMES_SYNC, spec.sync),
-						  spec.compression != DML_COMPRESS_NONE ? ", compression " : "",
-						  spec.compression != DML_COMPRESS_NONE ?
-						  dml_job_name(DML_NAMES_COMPRESSION, spec.compression) : "");
-		if (spec.servers > 0)
-			n += snprintf(line + n, sizeof(line) - n, " and %d parameter server%s", spec.servers,
-						  spec.servers == 1 ? "" : "s");
-
-		control_send(DML_MSG_LOG, line, n, NULL, 0);
-	}
+	send_training_line(&spec, gpu);
 	load_slices(&ds, &spec, worker_rank);
 	comm_barrier();				/* the first to finish sleeps, not spins */
 
 	memset(&res, 0, sizeof(res));
 	prepare_data(&ds, &spec, &res.model);
+	first = res.model;			/* its standardization, for a resident job's next trials */
+	if (!spec.resident)
 	{
-		/*
-		 * A spilled slice streams through the exact least-squares solver,
-		 * L-BFGS and the CPU loop; the GPU loop and Newton's method hold
-		 * their rows in memory.  Every rank learns whether any spilled.
-		 */
-		double		spilled = ds.spill != NULL;
-
-		comm_allreduce_double(&spilled, 1);
-		if (spilled > 0 && spec.optimizer == DML_JOB_OPT_NEWTON)
-			worker_user_error("0A000|Give the job more memory (dml.worker_memory, options \"memory\"), or use an iterative optimizer such as adam.|"
-							  "the %s solver needs its rows in memory, and a worker's slice does not fit %lld MB",
-							  dml_job_name(DML_NAMES_OPTIMIZER, spec.optimizer),
-							  (long long) (spec.memory >> 20));
-		if (spilled > 0 && gpu >= 0)
-		{
-			gpu = -1;
-			if (worker_rank == 0)
-			{
-				const char *line = "a worker's slice does not fit its memory: training streams it on the CPU";
-
-				control_send(DML_MSG_LOG, line, strlen(line), NULL, 0);
-			}
-		}
+		train_and_send(&ds, &spec, &res, gpu, t0, 0);
+		comm_finalize();
+		return 0;
 	}
-	if (spec.optimizer == DML_JOB_OPT_EXACT)
-		train_exact(&ds, &spec, &res);
-	else if (spec.optimizer == DML_JOB_OPT_NEWTON)
-		train_newton(&ds, &spec, &res);
-	else if (spec.optimizer == DML_JOB_OPT_LBFGS)
-		train_lbfgs(&ds, &spec, &res);
-#ifdef DML_HAVE_CUDA
-	else if (gpu >= 0)
-		train_gpu(&ds, &spec, &res, gpu);
-#endif
-	else
-		train_iterative(&ds, &spec, &res);
 
+	/*
+	 * dml_tune's resident job: trial after trial over the rows loaded and
+	 * prepared once, each model sent as a job of its own sends it, until
+	 * the coordinator closes the socket (the watchdog ends the job).
+	 */
+	for (int trial = 1;; trial++)
 	{
-		DmlResult	r;
-		DmlMetrics	met;
-
-		final_result(&ds, &spec, &res.model, &res, &r, &met);
-		/* every data rank's peak resident set, measured by the kernel */
-		res.peak_rss = calloc(worker_world, sizeof(double));
-		if (res.peak_rss == NULL)
-			worker_fail("out of memory");
-		res.peak_rss[worker_rank] = stream_peak_rss();
-		comm_allreduce_double(res.peak_rss, worker_world);
-		if (worker_rank == 0)
-			send_model(&r, &res, &met, gpu >= 0, dml_clock_seconds() - t0);
-		dml_metrics_free(&met);
+		train_and_send(&ds, &spec, &res, gpu, t0, trial);
+		next_trial(&spec);
+		t0 = dml_clock_seconds();
+		if (trial > 1)
+			dml_model_free(&res.model);
+		memset(&res, 0, sizeof(res));
+		prepare_trial(&ds, &spec, &res.model, &first);
+		gpu = trial_device(&spec);
+		send_training_line(&spec, gpu);
 	}
-	comm_finalize();
 	return 0;
 }

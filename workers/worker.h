@@ -99,6 +99,7 @@ typedef struct WorkerSpec
 	int64_t		spill_limit;	/* bytes of spill for the job; 0: no limit */
 	int			spill_fp16;		/* spill float32 inputs as half floats */
 	int			checkpoint_last;	/* also checkpoint the last epoch (dml_tune's halving) */
+	int			resident;		/* dml_tune: after the model, wait for the next trial's job */
 
 	int			classification;
 	int			nclasses;
@@ -307,6 +308,8 @@ typedef struct EpochLog
 } EpochLog;
 
 extern void prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model);
+extern void prepare_trial(Dataset *ds, const WorkerSpec *spec, DmlModel *model,
+						  const DmlModel *first);
 extern void train_split_rows(const Dataset *ds, int **train, int *ntrain, int **val, int *nval);
 extern void train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds,
 						   const int *idx, int n, DmlMetrics *met);

@@ -228,7 +228,84 @@ check "its 3 trials are the role's, in dml_trials" \
 	'[ "$(q -U tune_alice -c "SELECT count(*) FROM dml_trials WHERE name = '"'"'tune_alice_j'"'"'")" = 3 ] &&
 	 [ "$(q -U tune_bob -c "SELECT count(*) FROM dml_trials WHERE name = '"'"'tune_alice_j'"'"'")" = 0 ]'
 
+# -- 8. one launch, one load: a search's trials over the same rows share one job
+one=$(q -c "SET client_min_messages = warning" \
+	-c "SELECT trial FROM dml_tune('tune_one', 'tune_bc', 'y', search => '$GRID', keep => 'all', $FIXED)")
+order=$(q -c "SELECT string_agg(metrics->>'trial_in_job', ',' ORDER BY version) FROM dml.models WHERE name = 'tune_one'")
+check "the grid's 8 trials ran one after another in one job ($order)" '[ "$order" = "1,2,3,4,5,6,7,8" ]'
+loads=$(q -c "SELECT count(DISTINCT metrics->>'load_seconds') FROM dml.models WHERE name = 'tune_one'")
+check "over rows loaded once (one load time among the 8: $loads)" '[ "$loads" = 1 ]'
+# the hand loop of section 1 stored its 8 models as versions of tune_hand
+twins=$(q -c "SELECT count(*) FROM dml.models o JOIN dml.models h ON h.name = 'tune_hand'
+		AND h.spec->'hidden' = o.spec->'hidden'
+		AND h.spec->'hyperparameters'->'learning_rate' = o.spec->'hyperparameters'->'learning_rate'
+		AND h.spec->'hyperparameters'->'weight_decay' = o.spec->'hyperparameters'->'weight_decay'
+	WHERE o.name = 'tune_one' AND md5(o.weights) = md5(h.weights)")
+check "each trial's model is bit for bit its dml_train twin's ($twins of 8)" '[ "$twins" = 8 ]'
+wait_until 10 '[ "$(pgc_job_procs)" = 0 ]'
+check "no worker outlives the search" '[ "$(pgc_job_procs)" = 0 ] && [ "$(pgc_job_dirs)" = 0 ]'
+
+# a trial that reads the rows otherwise (another kind of model) gets a job of its own
+q -c "SET client_min_messages = warning" \
+	-c "SELECT FROM dml_tune('tune_kinds', 'tune_bc', 'y', search => '{\"model\": [\"mlp\", \"logistic\"], \"learning_rate\": [0.001, 0.01]}',
+		optimizer => 'adam', epochs => 3, batch_size => 32, workers => 2, seed => 7, keep => 'all')" >/dev/null
+kinds=$(q -c "SELECT string_agg(kind || ':' || (metrics->>'trial_in_job'), ',' ORDER BY version) FROM dml.models WHERE name = 'tune_kinds'")
+check "trials whose data plan differs fall back to a launch of their own ($kinds)" \
+	'[ "$kinds" = "mlp:1,mlp:2,logistic:1,logistic:2" ]'
+
+# a worker killed in every trial of the shared job: each restarts from its checkpoint
+SRCH='{"learning_rate": [0.001, 0.005, 0.01]}'
+FIXF="model => 'mlp', hidden => '{8}', optimizer => 'adam', epochs => 5, batch_size => 32, workers => 2, seed => 7, keep => 'all'"
+clean=$(q -c "SET client_min_messages = warning" \
+	-c "SELECT trial, state, metric_value FROM dml_tune('tune_nofault', 'tune_bc', 'y', search => '$SRCH', $FIXF) ORDER BY trial")
+faulted=$(q -c "SET client_min_messages = warning" \
+	-c "SELECT trial, state, metric_value FROM dml_tune('tune_fault', 'tune_bc', 'y', search => '$SRCH',
+		options => '{\"fault\": \"1:3:kill\", \"max_restarts\": 1, \"checkpoint_every\": 1}', $FIXF) ORDER BY trial")
+echo "$faulted" | sed 's/^/# faulted: /'
+check "a worker killed in each trial: every trial finishes" '[ "$(grep -c "|finished|" <<<"$faulted")" = 3 ]'
+check "with the metrics of the same search without faults" '[ "$clean" = "$faulted" ]'
+restarted=$(q -c "SELECT count(DISTINCT e.model_id) FROM dml.epochs e JOIN dml.models m ON m.id = e.model_id
+	WHERE m.name = 'tune_fault' AND e.restarts > 0")
+check "each trial was restarted once ($restarted of 3)" '[ "$restarted" = 3 ]'
+wait_until 10 '[ "$(pgc_job_procs)" = 0 ]'
+check "and no worker outlives that search" '[ "$(pgc_job_procs)" = 0 ] && [ "$(pgc_job_dirs)" = 0 ]'
+
+# a cancel while the shared job runs its second trial ends the job and stores nothing
+T=${DML_TEST_TMP:-/tmp}
+log=$(mktemp "$T/tune-cancel.XXXXXX")
+chmod 666 "$log"
+pgc_psql -c "SELECT * FROM dml_tune('tune_cancel', 'tune_bc', 'y', search => '{\"epochs\": [1, 100000]}',
+	model => 'mlp', optimizer => 'sgd', batch_size => 1, workers => 2)" >"$log" 2>&1 &
+client=$!
+wait_until 120 'grep -q "trial 2 of 2" "$log" && [ "$(grep -c "epoch 1:" "$log")" -ge 2 ]'
+running=$(pgc_job_procs)
+check "the second trial runs in the shared job ($running processes)" '[ "$running" -ge 3 ]'
+q -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%tune_cancel%' AND pid <> pg_backend_pid()" >/dev/null
+wait_until 30 '! kill -0 $client 2>/dev/null'
+check "the search is cancelled" 'grep -q "canceling statement due to user request" "$log"'
+wait_until 10 '[ "$(pgc_job_procs)" = 0 ]'
+check "its workers are gone and its job directory removed" '[ "$(pgc_job_procs)" = 0 ] && [ "$(pgc_job_dirs)" = 0 ]'
+check "and nothing was stored" \
+	'[ "$(q -c "SELECT count(*) FROM dml.models WHERE name = '"'"'tune_cancel'"'"'")" = 0 ] &&
+	 [ "$(q -c "SELECT count(*) FROM dml.trials WHERE name = '"'"'tune_cancel'"'"'")" = 0 ]'
+rm -f "$log"
+
+# an ordinary role under row-level security: every trial of the shared job reads what the role may see
+q -c "DROP TABLE IF EXISTS tune_rls; CREATE TABLE tune_rls AS SELECT * FROM tune_bc;
+	ALTER TABLE tune_rls ENABLE ROW LEVEL SECURITY;
+	CREATE POLICY tune_half ON tune_rls FOR SELECT TO tune_alice USING (x0 < 14);
+	GRANT SELECT ON tune_rls TO tune_alice" >/dev/null
+vis=$(q -U tune_alice -c "SELECT count(*) FROM tune_rls")
+q -U tune_alice -c "SET client_min_messages = warning" \
+	-c "SELECT FROM dml_tune('tune_alice_rls', 'tune_rls', 'y', search => '{\"learning_rate\": [0.001, 0.01]}', keep => 'all', $FIXED)" >/dev/null
+rows=$(q -c "SELECT string_agg(((metrics->>'train_rows')::int + (metrics->>'validation_rows')::int)::text || ':' ||
+	(metrics->>'trial_in_job'), ',' ORDER BY version) FROM dml.models WHERE name = 'tune_alice_rls'")
+check "each trial of an ordinary role's shared job trains on the $vis rows it sees of 569 ($rows)" \
+	'[ "$vis" -lt 569 ] && [ "$rows" = "$vis:1,$vis:2" ]'
+check "its models are its own" \
+	'[ "$(q -c "SELECT string_agg(DISTINCT owner::text, '"'"','"'"') FROM dml.models WHERE name = '"'"'tune_alice_rls'"'"'")" = tune_alice ]'
+
 q -c "SET client_min_messages = warning" -c "SELECT dml_drop_model(name) FROM (SELECT DISTINCT name FROM dml.models WHERE name LIKE 'tune\_%') m" >/dev/null
-q -c "DELETE FROM dml.trials WHERE name LIKE 'tune\_%'; DROP TABLE tune_mine, tune_bc;
+q -c "DELETE FROM dml.trials WHERE name LIKE 'tune\_%'; DROP TABLE tune_mine, tune_rls, tune_bc;
 	DROP ROLE tune_alice; DROP ROLE tune_bob" >/dev/null
 echo "# $n checks"
