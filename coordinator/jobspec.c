@@ -12,7 +12,7 @@
 #include "jobspec.h"
 
 static const char *const optimizer_names[] = {"sgd", "momentum", "nesterov", "adam", "exact", "newton", "lbfgs", NULL};
-static const char *const schedule_names[] = {"constant", "step", "cosine", NULL};
+static const char *const schedule_names[] = {"constant", "step", "cosine", "plateau", NULL};
 static const char *const sync_names[] = {"allreduce", "ps", "ssp", "async", "gossip", "average", NULL};
 static const char *const compression_names[] = {"none", "fp16", "topk", NULL};
 static const char *const nulls_names[] = {"error", "skip", "impute", NULL};

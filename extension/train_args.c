@@ -136,7 +136,7 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 		if (sched < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"schedule\" must be \"constant\", \"step\" or \"cosine\"")));
+					 errmsg("option \"schedule\" must be \"constant\", \"step\", \"cosine\" or \"plateau\"")));
 		job->schedule = (DmlSchedule) sched;
 		return;
 	}

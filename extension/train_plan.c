@@ -26,13 +26,14 @@
 
 #define DML_AUTO_MAX_CLASSES	32		/* integer targets with more are regression */
 #define DML_EXACT_MAX_INPUTS	500		/* normal equations by default */
-#define DML_DEFAULT_HIDDEN		64
+#define DML_DEFAULT_HIDDEN		100	/* scikit-learn's MLP: one layer of 100 */
 
 /*
  * Training without epochs runs until it converges.  Minibatch optimizers
  * stop when the loss (validation loss with validation > 0) has not
  * improved by DML_DEFAULT_TOLERANCE of itself for DML_DEFAULT_PATIENCE
- * epochs, within a budget of DML_DEFAULT_MAX_STEPS optimizer steps and
+ * epochs (their learning rate cut tenfold after half as many: schedule
+ * plateau), within a budget of DML_DEFAULT_MAX_STEPS optimizer steps and
  * DML_DEFAULT_MAX_EPOCHS epochs; L-BFGS when its gradient is small or an
  * iteration no longer lowers the loss, within DML_DEFAULT_LBFGS_ITERS
  * iterations for linear models and twice that for MLPs (scikit-learn's
@@ -60,6 +61,8 @@
 #define DML_LBFGS_MAX_ROWS		20000
 /* weight_decay of logistic and softmax regression: this over the rows */
 #define DML_DEFAULT_GLM_PENALTY	0.1
+/* weight_decay of an MLP trained by minibatches without epochs */
+#define DML_DEFAULT_MLP_DECAY	5e-4
 /* rows counted at most, for the defaults above and weight_decay's */
 #define DML_COUNT_LIMIT			1000000
 
@@ -384,6 +387,18 @@ choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
 									 job->optimizer != DML_JOB_OPT_NEWTON &&
 									 job->optimizer != DML_JOB_OPT_LBFGS)) ?
 			DML_DEFAULT_PATIENCE : 0;
+	/*
+	 * Minibatch training without epochs cuts its learning rate tenfold
+	 * when the watched loss has stalled for half the patience (schedule
+	 * plateau), so patience ends a training only after a smaller step has
+	 * had its chance too.  options may name another schedule.
+	 */
+	if (auto_epochs && job->optimizer != DML_JOB_OPT_EXACT &&
+		job->optimizer != DML_JOB_OPT_NEWTON && job->optimizer != DML_JOB_OPT_LBFGS)
+	{
+		job->schedule = DML_SCHED_PLATEAU;
+		job->step_size = Max((job->patience > 0 ? job->patience : DML_DEFAULT_PATIENCE) / 2, 1);
+	}
 
 	/*
 	 * weight_decay: for logistic and softmax regression 0.1 / rows, which
@@ -393,13 +408,24 @@ choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
 	 * standardized ones (ours) C = 1 cost a test row of iris in the dataset
 	 * battery and C = 10 none elsewhere (bench/datasets.py).  A penalty
 	 * keeps a separable problem's weights finite.  None for linear
-	 * regression and MLPs (scikit-learn's LinearRegression; MLPClassifier's
-	 * alpha 1e-4 is divided by the rows).  Spark's regParam defaults to 0.
+	 * regression and MLPs trained by L-BFGS (scikit-learn's
+	 * LinearRegression; MLPClassifier's alpha 1e-4 is divided by the rows).
+	 * Spark's regParam defaults to 0.  An MLP trained by minibatches to
+	 * convergence gets DML_DEFAULT_MLP_DECAY, the classic L2 weight decay
+	 * of image classifiers (AlexNet's and VGG's 5e-4, the same coupled
+	 * penalty as PyTorch's SGD weight_decay): stopped on its validation
+	 * loss, an unpenalized network turns over-confident, its loss rises
+	 * while its accuracy still improves, and it stops early.  On
+	 * Fashion-MNIST's default MLP (seeds 42, 7, 1) test accuracy went from
+	 * 0.885, 0.883, 0.884 to 0.891, 0.889, 0.888, in some 40 epochs
+	 * instead of 25-29.
 	 */
 	if (PG_ARGISNULL(11))
 		job->weight_decay = glm && (job->optimizer == DML_JOB_OPT_NEWTON ||
 									job->optimizer == DML_JOB_OPT_LBFGS) ?
-			DML_DEFAULT_GLM_PENALTY / (double) Max(rows, 1) : 0;
+			DML_DEFAULT_GLM_PENALTY / (double) Max(rows, 1) :
+			job->kind == DML_KIND_MLP && auto_epochs && job->optimizer != DML_JOB_OPT_LBFGS ?
+			DML_DEFAULT_MLP_DECAY : 0;
 }
 
 /* the network's shape: hidden layers for an MLP */

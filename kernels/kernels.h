@@ -89,7 +89,8 @@ typedef enum DmlSchedule
 {
 	DML_SCHED_CONSTANT = 0,
 	DML_SCHED_STEP = 1,			/* lr * gamma^(floor(epoch / step)) */
-	DML_SCHED_COSINE = 2		/* lr * 0.5 * (1 + cos(pi * epoch / epochs)) */
+	DML_SCHED_COSINE = 2,		/* lr * 0.5 * (1 + cos(pi * epoch / epochs)) */
+	DML_SCHED_PLATEAU = 3		/* lr * gamma^(plateaus): the training loop cuts it */
 } DmlSchedule;
 
 extern const char *dml_status_string(DmlStatus st);

@@ -76,6 +76,8 @@ lr_at_epoch(DmlSchedule sched, float lr, int epoch, int epochs,
 			return lr * powf(gamma, (float) (epoch / (step_size > 0 ? step_size : 1)));
 		case DML_SCHED_COSINE:
 			return lr * 0.5f * (1.0f + cosf((float) M_PI * epoch / (epochs > 0 ? epochs : 1)));
+		case DML_SCHED_PLATEAU:
+			return lr;			/* cut on a plateau of the loss: train_log_epoch */
 	}
 	return lr;
 }

@@ -329,6 +329,7 @@ train_log_init(EpochLog *log, const DmlNet *net, const WorkerSpec *spec, int nva
 {
 	memset(log, 0, sizeof(*log));
 	log->best_loss = INFINITY;
+	log->lr_scale = 1.0f;
 	log->staleness = NAN;
 	log->nval_total = nval;
 	comm_allreduce_double(&log->nval_total, 1);
@@ -390,32 +391,43 @@ train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec, const D
 	 * Stopping when the loss no longer improves: the validation loss when
 	 * rows are held out (patience), else the training loss (converged).
 	 * An epoch counts as an improvement when it beats the best loss by
-	 * tolerance of it; the best replica seen is kept and restored.
+	 * tolerance of it; the best replica seen is kept and restored.  The
+	 * plateau schedule cuts the learning rate by gamma when the same loss
+	 * has not improved for step_size epochs (Keras's ReduceLROnPlateau
+	 * beside EarlyStopping): a smaller step often finds a lower loss
+	 * before patience runs out.  Every rank sees the same reduced figures,
+	 * so every rank cuts at the same epoch.
 	 */
-	if (spec->patience > 0)
+	if (spec->patience > 0 || spec->schedule == DML_SCHED_PLATEAU)
 	{
 		size_t		np = m->net.nparams;
 		double		watched = log->nval_total > 0 ? p.val_loss : p.loss;
+		bool		improved = false;
 
 		if (watched < log->best_loss)
 		{
-			if (watched < log->best_loss - spec->tolerance * fabs(log->best_loss) ||
-				!isfinite(log->best_loss))
-				log->bad_epochs = 0;
-			else
-				log->bad_epochs++;
+			improved = watched < log->best_loss - spec->tolerance * fabs(log->best_loss) ||
+				!isfinite(log->best_loss);
 			log->best_loss = watched;
-			log->best_epoch = epoch;
-			if (log->best == NULL && (log->best = malloc(sizeof(float) * np)) == NULL)
-				worker_fail("out of memory");
-			memcpy(log->best, m->net.params, sizeof(float) * np);
+			if (spec->patience > 0)
+			{
+				log->best_epoch = epoch;
+				if (log->best == NULL && (log->best = malloc(sizeof(float) * np)) == NULL)
+					worker_fail("out of memory");
+				memcpy(log->best, m->net.params, sizeof(float) * np);
+			}
 		}
-		else
-			log->bad_epochs++;
-		if (log->bad_epochs >= spec->patience)
+		log->bad_epochs = improved ? 0 : log->bad_epochs + 1;
+		log->stalled = improved ? 0 : log->stalled + 1;
+		if (spec->patience > 0 && log->bad_epochs >= spec->patience)
 		{
 			res->stopped = log->nval_total > 0 ? DML_STOP_PATIENCE : DML_STOP_CONVERGED;
 			return true;
+		}
+		if (spec->schedule == DML_SCHED_PLATEAU && log->stalled >= (spec->step_size > 0 ? spec->step_size : 1))
+		{
+			log->lr_scale *= (float) spec->gamma;
+			log->stalled = 0;
 		}
 	}
 	return false;
@@ -622,7 +634,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		double		t0 = dml_clock_seconds();
 		double		bytes0 = comm_job_bytes();
 		float		lr = lr_at_epoch(spec->schedule, (float) spec->learning_rate, epoch - 1,
-									 epochs, spec->step_size, (float) spec->gamma);
+									 epochs, spec->step_size, (float) spec->gamma) * log.lr_scale;
 		double		sums[2] = {0, 0};
 		bool		checkpoint,
 					stop;

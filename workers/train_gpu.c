@@ -141,7 +141,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 
 		maybe_inject_fault(spec, epoch, NULL);
 		gopt.lr = lr_at_epoch(spec->schedule, (float) spec->learning_rate, epoch - 1,
-							  spec->epochs, spec->step_size, (float) spec->gamma);
+							  spec->epochs, spec->step_size, (float) spec->gamma) * log.lr_scale;
 		train_shuffle(&rng, train_idx, ntrain, spec->seed, epoch);
 		cudaRtCheck(cudaMemcpyAsync(idx_dev, train_idx, sizeof(int) * (ntrain ? ntrain : 1),
 									cudaMemcpyHostToDevice, g.stream));

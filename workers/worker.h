@@ -301,9 +301,11 @@ typedef struct EpochLog
 	double		best_loss;		/* early stopping */
 	double		staleness;		/* most staleness seen this epoch; NaN: n/a */
 	double		across_mark;	/* bytes across hosts at the last epoch's end */
-	int			bad_epochs;
+	int			bad_epochs;		/* since the loss last improved by tolerance */
 	int			best_epoch;
 	float	   *best;			/* best replica's parameters, or NULL */
+	int			stalled;		/* schedule plateau: epochs since an improvement or a cut */
+	float		lr_scale;		/* schedule plateau: gamma^(cuts so far) */
 	DmlMetrics	met;
 } EpochLog;
 

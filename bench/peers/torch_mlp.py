@@ -131,6 +131,8 @@ def evaluate(model, x, y, batch=8192):
 
 
 def train_torch(cfg, xtr, ytr, xte, yte, peer, extra=None, xval=None, yval=None):
+    # --until-test-acc is main()'s option; export_path.py's configs lack it
+    until = getattr(cfg, "until_test_acc", None)
     """Train on numpy arrays per cfg, emitting JSON lines; return the final record.
 
     With xval/yval (a hold-out of the training rows) each epoch also reports
@@ -172,6 +174,8 @@ def train_torch(cfg, xtr, ytr, xte, yte, peer, extra=None, xval=None, yval=None)
     total_train = 0.0
     total_cpu = 0.0
     rec = {}
+    reached = None
+    epochs_run = 0
     for epoch in range(1, cfg.epochs + 1):
         c0 = cpu_seconds()
         t0 = time.perf_counter()
@@ -203,10 +207,17 @@ def train_torch(cfg, xtr, ytr, xte, yte, peer, extra=None, xval=None, yval=None)
             rec["val_acc"] = val_acc
         rec["eval_s"] = round(time.perf_counter() - t1, 4)
         emit(rec)
+        epochs_run = epoch
+        if until is not None and test_acc is not None and test_acc >= until:
+            reached = epoch
+            break
     done = {"peer": peer, "event": "done", "train_s": round(total_train, 4),
-            "samples_per_s": round(n * cfg.epochs / total_train, 1) if total_train else None,
+            "samples_per_s": round(n * epochs_run / total_train, 1) if total_train else None,
             "cores": round(total_cpu / total_train, 2) if total_train else None,
-            "loss": rec.get("loss"), "test_acc": rec.get("test_acc")}
+            "loss": rec.get("loss"), "test_acc": rec.get("test_acc"), "epochs": epochs_run}
+    if until is not None:
+        done["until_test_acc"] = until
+        done["reached_epoch"] = reached
     emit(done)
     return done
 
@@ -219,6 +230,9 @@ def main():
                    "/usr/share/datasets/fashion-mnist)")
     p.add_argument("--npy", default=None, metavar="DIR", help=".npy cache directory")
     p.add_argument("--limit", type=int, default=None, help="use the first N training rows")
+    p.add_argument("--until-test-acc", type=float, default=None, metavar="ACC",
+                   help="stop after the first epoch whose test accuracy reaches ACC "
+                        "(at most --epochs); \"done\" says whether and when it did")
     p.add_argument("--holdout", type=float, default=0.0,
                    help="hold out this fraction of the training rows (a seeded random "
                         "choice) and report val_acc on them each epoch, as dml's "

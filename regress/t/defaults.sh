@@ -4,7 +4,11 @@
 #   1. patience stops a training early on a plateau, keeps the best epoch's
 #      weights and records which epoch that was; explicit epochs run exactly
 #   2. without epochs, minibatch training runs until the loss stops improving
-#      and says why it stopped (result, metrics, the last dml.epochs row)
+#      and says why it stopped (result, metrics, the last dml.epochs row);
+#      it cuts its learning rate on a plateau (schedule plateau), which
+#      cuts by gamma exactly when the loss has stalled for step_size epochs;
+#      an MLP has one hidden layer of 100 units, and weight_decay 5e-4 when
+#      minibatches train it to convergence
 #   3. L-BFGS: 1 and 2 workers, and the in-server fit, give the same model
 #   4. a nearly separable problem converges to a finite model
 #   5. data as it comes: a constant feature (NOTICE, metrics), integer and
@@ -81,6 +85,49 @@ read -r held best <<<"$(sql1 "SELECT metrics->>'validation_rows', metrics->>'bes
 	FROM dml.models WHERE name = 'def_auto_val'" | tr '|' ' ')"
 check "without epochs, adam holds out 10% ($held of 4000 rows) and stops on their loss ($ep epochs, $why, best epoch $best)" \
 	'[ -n "$held" ] && [ "$held" -gt 300 ] && [ "$held" -lt 500 ] && [ "$why" = patience ] && [ "$best" -ge 1 ] && [ "$best" -lt "$ep" ]'
+
+r=$(sql1 "SELECT spec->'hyperparameters'->>'schedule' FROM dml.models WHERE name = 'def_auto_val'")
+r="$r $(sql1 "SELECT spec->'hyperparameters'->>'schedule' FROM dml.models WHERE name = 'def_exact7'")"
+check "without epochs, minibatch training cuts its rate on plateaus; with epochs the rate is constant ($r)" \
+	'[ "$r" = "plateau constant" ]'
+# The same training with a constant rate and with the plateau schedule
+# (tolerance 0: an epoch improves when its validation loss is lower than
+# every earlier one): identical until the loss has stalled for step_size
+# epochs, then the rate is cut by gamma (1e-6: the weights all but stop).
+for sched in constant plateau; do
+	sql1 "SELECT 1 FROM dml_train('def_sched_$sched', 'def_noise', 'y', features => '{x1,x2}',
+		optimizer => 'sgd', learning_rate => 0.5, batch_size => 16, epochs => 14, validation => 0.3,
+		workers => 2, options => '{\"schedule\": \"$sched\", \"step_size\": 2, \"gamma\": 1e-6, \"tolerance\": 0}')" >/dev/null
+done
+read -r cut differ frozen moving <<<"$(sql1 "
+	WITH c AS (SELECT epoch, val_loss FROM dml_epochs WHERE name = 'def_sched_constant'),
+		 p AS (SELECT epoch, val_loss FROM dml_epochs WHERE name = 'def_sched_plateau'),
+		 -- epochs of the plateau run since its validation loss last fell to a new low
+		 s AS (SELECT epoch, val_loss, epoch - max(CASE WHEN val_loss < coalesce(prev_min, 'infinity') THEN epoch END)
+						OVER (ORDER BY epoch) AS stalled
+			   FROM (SELECT epoch, val_loss, min(val_loss) OVER (ORDER BY epoch ROWS BETWEEN UNBOUNDED PRECEDING
+																  AND 1 PRECEDING) AS prev_min FROM p) q),
+		 first_cut AS (SELECT min(epoch) AS e FROM s WHERE stalled >= 2),
+		 first_diff AS (SELECT min(c.epoch) AS e FROM c JOIN p USING (epoch) WHERE c.val_loss <> p.val_loss)
+	SELECT (SELECT e FROM first_cut), (SELECT e FROM first_diff),
+		   (SELECT max(abs(p.val_loss - p0.val_loss) / p0.val_loss) FROM p, p p0, first_diff
+			WHERE p.epoch > first_diff.e AND p0.epoch = first_diff.e),
+		   (SELECT max(abs(c.val_loss - c0.val_loss) / c0.val_loss) FROM c, c c0, first_diff
+			WHERE c.epoch > first_diff.e AND c0.epoch = first_diff.e)" | tr '|' ' ')"
+check "the plateau schedule follows the constant rate until the loss stalls 2 epochs (epoch $cut), then changes course (first different epoch $differ)" \
+	'[ -n "$cut" ] && [ -n "$differ" ] && [ "$differ" -eq $((cut + 1)) ]'
+check "after the cut the rate is gamma times smaller: the validation loss moves by at most $frozen of itself, the constant rate's by $moving" \
+	'num_le "$frozen" 1e-4 && num_le 1e-3 "$moving"'
+sql1 "SELECT 1 FROM dml_train('def_mlp', 'def_logit', 'label', model => 'mlp', epochs => 1)" >/dev/null
+r=$(sql1 "SELECT spec->'hidden' FROM dml.models WHERE name = 'def_mlp'")
+check "an MLP without hidden has one layer of 100 units (scikit-learn's) ($r)" '[ "$r" = "[100]" ]'
+sql1 "SELECT 1 FROM dml_train('def_mlp_adam', 'def_logit', 'label', model => 'mlp', batch_size => 128)" >/dev/null
+r=$(sql1 "SELECT h->>'optimizer', h->>'weight_decay', h->>'schedule' FROM dml.models, LATERAL (SELECT spec->'hyperparameters' h) s
+	WHERE name = 'def_mlp_adam' UNION ALL
+	SELECT h->>'optimizer', h->>'weight_decay', h->>'schedule' FROM dml.models, LATERAL (SELECT spec->'hyperparameters' h) s
+	WHERE name = 'def_mlp'" | tr '\n|' '  ')
+check "an MLP trained by minibatches to convergence gets weight_decay 5e-4; by L-BFGS or with epochs none ($r)" \
+	'[ "$r" = "adam 0.0005 plateau lbfgs 0 constant " ]'
 
 # ---------------------------------------------------------------------
 # 3. L-BFGS: the same model from 1 and 2 workers and from the in-server fit
