@@ -174,9 +174,17 @@ uninstall-bin:
 # ---------------------------------------------------------------------------
 # Tests and benchmarks
 # ---------------------------------------------------------------------------
-UNIT_TESTS = build/test_kernels
+UNIT_TESTS = build/test_kernels build/test_kernels_sse2 build/test_kernels_avx2
 build/test_kernels: regress/unit/test_kernels.c $(patsubst %.c,build/%.o,$(KERNEL_SRCS))
 	$(CC) -O1 -g -Wall -Werror -Ikernels -o $@ $^ $(BLAS_LIBS) -lm
+# the same tests with the kernels built for one instruction set each, no
+# runtime dispatch: the code paths of a machine without AVX-512 (or AVX2)
+build/test_kernels_sse2: regress/unit/test_kernels.c $(KERNEL_SRCS) kernels/kernels.h
+	@mkdir -p build
+	$(CC) -O3 -fno-math-errno -DDML_NO_CLONES -Wall -Werror -Ikernels -o $@ $(filter %.c,$^) $(BLAS_LIBS) -lm
+build/test_kernels_avx2: regress/unit/test_kernels.c $(KERNEL_SRCS) kernels/kernels.h
+	@mkdir -p build
+	$(CC) -O3 -fno-math-errno -DDML_NO_CLONES -mavx2 -mfma -Wall -Werror -Ikernels -o $@ $(filter %.c,$^) $(BLAS_LIBS) -lm
 
 unit: $(UNIT_TESTS)
 

@@ -106,3 +106,35 @@ dml_shuffle(int *idx, int n, DmlRng *rng)
 		idx[j] = t;
 	}
 }
+
+/*
+ * Rows idx[0..B) of X (n, d) and y into Xb (B, d) and yb.  The rows are
+ * random in memory, so each is a cache miss: the gather asks for the row
+ * DML_GATHER_AHEAD places on (up to idx[avail - 1], which may lie in the
+ * next minibatch) while it copies this one, keeping that many misses in
+ * flight instead of one at a time.  The copy is the same with or without.
+ */
+#define DML_GATHER_AHEAD	16
+
+void
+dml_gather_rows(const float *X, const float *y, int d, const int *idx, int B,
+				int avail, float *Xb, float *yb)
+{
+	size_t		bytes = sizeof(float) * (size_t) d;
+
+	for (int b = 0; b < B; b++)
+	{
+		if (b + DML_GATHER_AHEAD < avail)
+		{
+			const char *row = (const char *) (X + (size_t) idx[b + DML_GATHER_AHEAD] * d);
+
+			/* the row's lines (up to four; a wider row streams on its own) */
+			for (size_t off = 0; off < bytes && off < 256; off += 64)
+				__builtin_prefetch(row + off);
+			__builtin_prefetch(row + bytes - 1);
+			__builtin_prefetch(y + idx[b + DML_GATHER_AHEAD]);
+		}
+		memcpy(Xb + (size_t) b * d, X + (size_t) idx[b] * d, bytes);
+		yb[b] = y[idx[b]];
+	}
+}

@@ -37,11 +37,13 @@ extern "C"
 /*
  * Elementwise loops (optimizers, activations) are compiled for AVX-512,
  * AVX2 and baseline x86-64 and picked at load time, so one binary is both
- * portable and fast.
+ * portable and fast.  DML_NO_CLONES compiles them for the -m flags given
+ * only (the unit tests' build/test_kernels_sse2 and _avx2: what a machine
+ * without AVX-512 runs).
  */
 #if defined(__x86_64__) && defined(__has_attribute)
 #if __has_attribute(target_clones) && !defined(__NVCC__) && !defined(__clang__) && \
-	!defined(__SANITIZE_ADDRESS__)
+	!defined(__SANITIZE_ADDRESS__) && !defined(DML_NO_CLONES)
 #define DML_VECTORIZE __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 #endif
@@ -207,6 +209,9 @@ extern uint64_t dml_rng_next(DmlRng *rng);
 extern double dml_rng_uniform(DmlRng *rng);		/* [0, 1) */
 extern double dml_rng_normal(DmlRng *rng);
 extern void dml_shuffle(int *idx, int n, DmlRng *rng);
+/* rows idx[0..B) of X (n, d), y into Xb, yb; idx[B..avail) are read next */
+extern void dml_gather_rows(const float *X, const float *y, int d, const int *idx,
+							int B, int avail, float *Xb, float *yb);
 
 /* ---------------------------------------------------------------------
  * The network (net.c): dense layers with one hidden activation and a loss
@@ -233,6 +238,12 @@ typedef struct DmlWork
 	 * the gradients (NULL: every weight 1); not owned
 	 */
 	const float *class_weight;
+	/*
+	 * the reference path (sgemm, loss and backward passes) for linear and
+	 * logistic regression too, instead of their fused pass in net.c (tests
+	 * compare the two); dml_work_alloc leaves it false
+	 */
+	bool		unfused;
 } DmlWork;
 
 extern size_t dml_net_param_count(int nlayers, const int *sizes);

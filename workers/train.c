@@ -72,15 +72,14 @@ train_split_rows(const Dataset *ds, int **train, int *ntrain, int **val, int *nv
 	}
 }
 
-/* copy rows idx[0..B) into Xb, yb */
+/*
+ * copy rows idx[0..B) into Xb, yb; idx[B..avail) are the rows wanted next,
+ * which the gather prefetches (kernels/common.c)
+ */
 static void
-gather(const Dataset *ds, const int *idx, int B, float *Xb, float *yb)
+gather(const Dataset *ds, const int *idx, int B, int avail, float *Xb, float *yb)
 {
-	for (int b = 0; b < B; b++)
-	{
-		memcpy(Xb + (size_t) b * ds->d, ds->X + (size_t) idx[b] * ds->d, sizeof(float) * ds->d);
-		yb[b] = ds->y[idx[b]];
-	}
+	dml_gather_rows(ds->X, ds->y, ds->d, idx, B, avail, Xb, yb);
 }
 
 /* one batch of the metrics: the model's outputs, in the target's own units */
@@ -164,7 +163,7 @@ train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds, const int *i
 		{
 			int			B = n - lo < EVAL_ROWS ? n - lo : EVAL_ROWS;
 
-			gather(ds, idx + lo, B, Xb, yb);
+			gather(ds, idx + lo, B, n - lo, Xb, yb);
 			eval_batch(m, work, Xb, yb, B, out, met);
 		}
 	comm_allreduce_double(met->v, met->nvalues);
@@ -675,7 +674,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			}
 			else if (B > 0)
 			{
-				gather(ds, train_idx + pos, B, Xb, yb);
+				gather(ds, train_idx + pos, B, ntrain - pos, Xb, yb);
 				sums[0] += dml_net_gradient(net, &work, grads, Xb, yb, B,
 											sync_grad_scale(&sy, B, total));
 				sums[1] += B;

@@ -10,6 +10,8 @@
 #   mpirun --allow-run-as-root --oversubscribe -np 2 OUTDIR/allreduce -b 1K -e 64M
 #   mpirun --allow-run-as-root --oversubscribe -np 2 OUTDIR/sync_step [-n FLOATS]
 #   OUTDIR/copy_reader -t fashion_train -r 3 [-j 2]   (PG* env or -d CONNINFO)
+#   OUTDIR/epoch -r 7 1000000x20x1:bce 60000x784x10:softmax
+#                                       an in-memory epoch taken apart, before/after the fused kernel
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")" && pwd)
@@ -32,3 +34,9 @@ $MPICC -O3 -fno-math-errno $WARN -I"$src/../../workers" -I"$src/../../kernels" -
     "$src/../../workers/sync.c" "$src/../../workers/half.c" "$src/../../coordinator/jobspec.c" -lm
 $CC -O2 $WARN -I"$PG_INCLUDE" -o "$out/copy_reader" "$src/copy_reader.c" \
     -L"$PG_LIBDIR" -lpq
+# one epoch of a single-layer net, with the kernels built as the worker builds them
+K=$src/../../kernels
+$CC -O3 -fno-math-errno -std=gnu11 $WARN -I"$K" -o "$out/epoch" "$src/epoch.c" \
+    "$K/common.c" "$K/net.c" "$K/layers.c" "$K/losses.c" "$K/optim.c" \
+    -L/usr/lib/x86_64-linux-gnu/openblas-serial -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-serial \
+    -l:libopenblas.so.0 -lm

@@ -845,6 +845,292 @@ test_lbfgs(void)
 }
 
 /* ---------------------------------------------------------------------
+ * The fused single-layer kernel (net.c) against the reference path
+ * --------------------------------------------------------------------- */
+
+/*
+ * A single-layer net's data: X (B, C) uniform in [-1, 1), the weights
+ * dml_net_init's times wscale (a large wscale drives the logits to the
+ * loss's extremes), labels or targets for the loss.
+ */
+static void
+fused_data(DmlNet *net, DmlLoss loss, int C, int K, int B, double wscale, DmlRng *rng,
+		   float *X, float *y)
+{
+	int			sizes[2] = {C, K};
+
+	dml_net_alloc(net, 1, sizes, DML_ACT_IDENTITY, loss);
+	dml_net_init(net, dml_rng_next(rng));
+	for (size_t i = 0; i < net->nparams; i++)
+		net->params[i] = (float) (net->params[i] * wscale + (i >= (size_t) K * C ? 0.3 : 0));
+	fill_uniform(X, (size_t) B * C, rng, -1, 1);
+	for (int i = 0; i < (loss == DML_LOSS_MSE ? B * K : B); i++)
+		y[i] = loss == DML_LOSS_MSE ? (float) (2 * dml_rng_uniform(rng) - 1) :
+			(float) (dml_rng_next(rng) % (loss == DML_LOSS_BCE ? 2 : K));
+}
+
+/*
+ * Fused and reference gradients of one case agree to float32 rounding:
+ * each element within 2e-5 of the largest plus 1e-5 relative (the sums
+ * over rows run in another order), the losses within 1e-5 relative.
+ */
+static void
+fused_case(DmlLoss loss, int C, int K, int B, bool weighted, float scale,
+		   bool accumulate, double wscale, DmlRng *rng)
+{
+	static const char *const names[] = {"mse", "bce", "softmax"};
+	DmlNet		net;
+	DmlWork		work;
+	float	   *X = malloc(sizeof(float) * B * C);
+	float	   *y = malloc(sizeof(float) * B * K);
+	float	   *gf,
+			   *gr;
+	double	   *want;
+	float		cw[16];
+	double		lf,
+				lr,
+				big = 0;
+	char		name[160];
+
+	fused_data(&net, loss, C, K, B, wscale, rng, X, y);
+	gf = malloc(sizeof(float) * net.nparams);
+	gr = malloc(sizeof(float) * net.nparams);
+	want = malloc(sizeof(double) * net.nparams);
+	for (int k = 0; k < 16; k++)
+		cw[k] = 0.5f + 0.25f * k;
+	dml_work_alloc(&work, &net, B);
+	work.class_weight = weighted ? cw : NULL;
+	/* accumulate onto the same start; overwrite a buffer of junk */
+	for (size_t i = 0; i < net.nparams; i++)
+		gf[i] = gr[i] = accumulate ? (float) (0.01 * (double) i) : 1e30f;
+	work.unfused = true;
+	lr = accumulate ? dml_net_forward_backward_scaled(&net, &work, gr, X, y, B, scale) :
+		dml_net_gradient(&net, &work, gr, X, y, B, scale);
+	work.unfused = false;
+	lf = accumulate ? dml_net_forward_backward_scaled(&net, &work, gf, X, y, B, scale) :
+		dml_net_gradient(&net, &work, gf, X, y, B, scale);
+	for (size_t i = 0; i < net.nparams; i++)
+	{
+		want[i] = gr[i];
+		big = fmax(big, fabs(gr[i]));
+	}
+	snprintf(name, sizeof(name), "fused %s %dx%d B=%d%s scale %g%s%s: gradient as the reference path's",
+			 names[loss], C, K, B, weighted ? " class-weighted" : "", scale,
+			 accumulate ? " accumulating" : "", wscale > 1 ? " extreme logits" : "");
+	check_vec(name, gf, want, net.nparams, 2e-5 * big, 1e-5);
+	snprintf(name, sizeof(name), "fused %s %dx%d B=%d%s scale %g%s%s: loss as the reference path's",
+			 names[loss], C, K, B, weighted ? " class-weighted" : "", scale,
+			 accumulate ? " accumulating" : "", wscale > 1 ? " extreme logits" : "");
+	check(close_to(lf, lr, 1e-6, 1e-5) && isfinite(lf), name, "fused %.9g reference %.9g", lf, lr);
+	dml_work_free(&work);
+	dml_net_free(&net);
+	free(X), free(y), free(gf), free(gr), free(want);
+}
+
+/* L-BFGS's objective over a single-layer net: loss sum + L2 penalty, doubles outside */
+typedef struct FusedObjective
+{
+	DmlNet	   *net;
+	DmlWork    *work;
+	const float *X,
+			   *y;
+	int			n;
+	double		lambda;
+	float	   *grads;
+} FusedObjective;
+
+static double
+fused_objective(void *arg, const double *x, double *g)
+{
+	FusedObjective *o = arg;
+	double		f;
+
+	for (size_t i = 0; i < o->net->nparams; i++)
+		o->net->params[i] = (float) x[i];
+	f = dml_net_full_gradient(o->net, o->work, o->grads, o->X, o->y, o->n, 64);
+	for (size_t i = 0; i < o->net->nparams; i++)
+		g[i] = o->grads[i];
+	return f + dml_net_penalty(o->net, o->lambda, x, g);
+}
+
+static void
+test_fused(void)
+{
+	DmlRng		rng;
+	const int	Bs[] = {1, 7, 16, 37, 256};
+	const int	Cs[] = {1, 5, 20, 33};
+
+	dml_rng_seed(&rng, 2020);
+	/* one output (linear, logistic): every shape and row count, each option on its own */
+	for (int l = 0; l < 2; l++)
+		for (int ci = 0; ci < 4; ci++)
+			for (int bi = 0; bi < 5; bi++)
+			{
+				DmlLoss		loss = (DmlLoss) l;
+
+				fused_case(loss, Cs[ci], 1, Bs[bi], false, 1.0f, false, 1.0, &rng);
+				if (loss == DML_LOSS_BCE)
+					fused_case(loss, Cs[ci], 1, Bs[bi], true, 1.0f, false, 1.0, &rng);
+				fused_case(loss, Cs[ci], 1, Bs[bi], loss == DML_LOSS_BCE, 1.0f / 256, true, 1.0, &rng);
+			}
+	/* logits far out (|z| to about 100): the loss's stable forms */
+	fused_case(DML_LOSS_BCE, 20, 1, 256, false, 1.0f, false, 150.0, &rng);
+	fused_case(DML_LOSS_BCE, 20, 1, 256, true, 0.5f, false, 150.0, &rng);
+	fused_case(DML_LOSS_MSE, 20, 1, 256, false, 0.5f, true, 150.0, &rng);
+
+	/* a bad label or a NaN feature poisons the loss and every gradient, as in the reference */
+	for (int l = 0; l < 2; l++)
+	{
+		DmlNet		net;
+		DmlWork		work;
+		float		X[16 * 6],
+					y[16],
+					g[2][7];
+		double		loss[2];
+		bool		poisoned = true;
+
+		for (int t = l == 0 ? 1 : 0; t < 2; t++)
+		{
+			fused_data(&net, (DmlLoss) l, 6, 1, 16, 1.0, &rng, X, y);
+			dml_work_alloc(&work, &net, 16);
+			if (t == 0)
+				y[5] = 2.0f;	/* not a class: its weight is NaN */
+			else
+				X[3 * 6 + 2] = NAN;
+			work.class_weight = t == 0 ? (const float[]) {1, 2} : NULL;
+			for (int f = 0; f < 2; f++)
+			{
+				work.unfused = f == 0;
+				loss[f] = dml_net_gradient(&net, &work, g[f], X, y, 16, 1.0f);
+			}
+			for (int f = 0; f < 2; f++)
+			{
+				poisoned = poisoned && isnan(loss[f]);
+				for (int i = 0; i < 7; i++)
+					if (!isnan(g[f][i]))
+						poisoned = false;
+			}
+			dml_work_free(&work);
+			dml_net_free(&net);
+		}
+		check(poisoned, l == 1 ? "fused bce: a bad class-weight label or a NaN feature gives NaN, as the reference" :
+			  "fused mse: a NaN feature gives NaN, as the reference", NULL);
+	}
+
+	/* L2 in the optimizer: 50 SGD steps with weight decay reach the same weights */
+	for (int l = 0; l < 2; l++)
+	{
+		DmlNet		net[2];
+		DmlWork		work;
+		int			n = 400,
+					C = 12;
+		float	   *X = malloc(sizeof(float) * n * C),
+				   *y = malloc(sizeof(float) * n),
+				   *g = malloc(sizeof(float) * (C + 1));
+		double		want[64];
+		char		name[96];
+
+		fused_data(&net[0], (DmlLoss) l, C, 1, n, 1.0, &rng, X, y);
+		dml_net_alloc(&net[1], 1, net[0].sizes, DML_ACT_IDENTITY, (DmlLoss) l);
+		memcpy(net[1].params, net[0].params, sizeof(float) * net[0].nparams);
+		dml_work_alloc(&work, &net[0], 32);
+		for (int f = 0; f < 2; f++)
+		{
+			work.unfused = f == 0;
+			for (int step = 0; step < 50; step++)
+			{
+				int			lo = (step * 32) % (n - 32);
+
+				dml_net_gradient(&net[f], &work, g, X + (size_t) lo * C, y + lo, 32, 1.0f / 32);
+				sgd_update(net[f].params, g, net[f].nparams, 0.1f, 0.01f);
+			}
+		}
+		for (size_t i = 0; i < net[0].nparams; i++)
+			want[i] = net[0].params[i];
+		snprintf(name, sizeof(name), "fused %s: SGD with weight decay, 50 steps, the reference path's weights",
+				 l == 0 ? "mse" : "bce");
+		check_vec(name, net[1].params, want, net[0].nparams, 1e-5, 1e-5);
+		dml_work_free(&work);
+		dml_net_free(&net[0]);
+		dml_net_free(&net[1]);
+		free(X), free(y), free(g);
+	}
+
+	/* L-BFGS with the L2 penalty, and OWL-QN with L1 too: the same optimum */
+	for (int l = 0; l < 2; l++)
+		for (int withl1 = 0; withl1 < 2; withl1++)
+		{
+			DmlNet		net;
+			DmlWork		work;
+			int			n = 300,
+						C = 8;
+			float	   *X = malloc(sizeof(float) * n * C),
+					   *y = malloc(sizeof(float) * n),
+					   *grads;
+			float		cw[2] = {0.5f, 2.0f};
+			double	   *x[2],
+						obj[2];
+			unsigned char *mask;
+			double		worst = 0;
+			char		name[128];
+
+			fused_data(&net, (DmlLoss) l, C, 1, n, 1.0, &rng, X, y);
+			grads = malloc(sizeof(float) * net.nparams);
+			mask = malloc(net.nparams);
+			dml_net_weight_mask(&net, mask);
+			dml_work_alloc(&work, &net, 64);
+			work.class_weight = l == 1 ? cw : NULL;
+			for (int f = 0; f < 2; f++)
+			{
+				FusedObjective o = {&net, &work, X, y, n, 1.0, grads};
+				DmlLbfgsProblem pb = {.n = net.nparams, .objective = fused_objective, .arg = &o,
+				.owner = true, .max_iter = 300, .gtol = 1e-4, .l1 = withl1 ? 3.0 : 0, .l1_mask = mask};
+				DmlLbfgs	lb;
+				DmlLbfgsResult out;
+
+				x[f] = calloc(net.nparams, sizeof(double));
+				work.unfused = f == 0;
+				dml_lbfgs_alloc(&lb, net.nparams, DML_LBFGS_DEFAULT_M);
+				dml_lbfgs_minimize(&pb, &lb, x[f], &out);
+				obj[f] = out.objective;
+				dml_lbfgs_free(&lb);
+			}
+			for (size_t i = 0; i < net.nparams; i++)
+				worst = fmax(worst, fabs(x[0][i] - x[1][i]));
+			snprintf(name, sizeof(name), "fused %s: %s reaches the reference path's optimum",
+					 l == 1 ? "bce class-weighted" : "mse", withl1 ? "OWL-QN (L1 + L2)" : "L-BFGS (L2)");
+			check(close_to(obj[1], obj[0], 0, 1e-6) && worst < 2e-3, name,
+				  "objective %.12g vs %.12g, worst |x difference| %g", obj[1], obj[0], worst);
+			dml_work_free(&work);
+			dml_net_free(&net);
+			free(X), free(y), free(grads), free(mask), free(x[0]), free(x[1]);
+		}
+
+	/* the gather copies the rows asked for, prefetching past the batch or not */
+	{
+		float		Xs[50 * 3],
+					ys[50],
+					Xb[8 * 3],
+					yb[8];
+		int			idx[12] = {49, 3, 17, 0, 22, 22, 8, 41, 5, 6, 7, 9};
+		bool		same = true;
+
+		for (int i = 0; i < 50 * 3; i++)
+			Xs[i] = (float) i;
+		for (int i = 0; i < 50; i++)
+			ys[i] = (float) -i;
+		for (int avail = 8; avail <= 12; avail += 4)
+		{
+			dml_gather_rows(Xs, ys, 3, idx, 8, avail, Xb, yb);
+			for (int b = 0; b < 8; b++)
+				same = same && yb[b] == ys[idx[b]] &&
+					memcmp(Xb + b * 3, Xs + idx[b] * 3, sizeof(float) * 3) == 0;
+		}
+		check(same, "dml_gather_rows copies the rows of idx", NULL);
+	}
+}
+
+/* ---------------------------------------------------------------------
  * The model blob
  * --------------------------------------------------------------------- */
 
@@ -1390,6 +1676,7 @@ main(void)
 	test_rng();
 	test_cholesky();
 	test_lbfgs();
+	test_fused();
 	test_tsqr_wampler(1, 1);
 	test_tsqr_wampler(1, 3);
 	test_tsqr_wampler(2, 1);
