@@ -695,13 +695,7 @@ predict_shards(Predictor *pr, PGconn *home)
 				continue;
 			if (conn == NULL)
 			{
-				if (!sh->conninfo || !sh->snapshot || strlen(sh->snapshot) > 200 ||
-					strspn(sh->snapshot, "0123456789ABCDEFabcdef-") != strlen(sh->snapshot))
-					worker_fail("the job's shard server %d is incomplete", k);
-				conn = PQconnectdb(sh->conninfo);
-				if (PQstatus(conn) != CONNECTION_OK)
-					worker_fail("could not connect to shard server \"%s\": %s",
-								sh->name ? sh->name : "?", PQerrorMessage(conn));
+				conn = shard_connect(spec, k);
 				if (PQsetClientEncoding(conn, PQparameterStatus(home, "server_encoding")) != 0)
 					worker_fail("could not set the client encoding on shard server \"%s\": %s",
 								sh->name ? sh->name : "?", PQerrorMessage(conn));

@@ -42,6 +42,30 @@ shard_exec(PGconn *conn, const SpecShard *sh, const char *sql)
 }
 
 /*
+ * shard_connect
+ *		Connect to shard server k (1-based) with the job's connection
+ *		string, after checking that the job gave it one and a snapshot
+ *		that can be quoted into SET TRANSACTION SNAPSHOT; the caller then
+ *		opens the read-only transaction under that snapshot (training
+ *		here, batch inference in predict.c, each with its own error path).
+ */
+PGconn *
+shard_connect(const WorkerSpec *spec, int k)
+{
+	const SpecShard *sh = &spec->shards[k - 1];
+	PGconn	   *conn;
+
+	if (!sh->conninfo || !sh->snapshot || strlen(sh->snapshot) > 200 ||
+		strspn(sh->snapshot, "0123456789ABCDEFabcdef-") != strlen(sh->snapshot))
+		worker_fail("the job's shard server %d is incomplete", k);
+	conn = PQconnectdb(sh->conninfo);
+	if (PQstatus(conn) != CONNECTION_OK)
+		worker_fail("could not connect to shard server \"%s\": %s",
+					sh->name ? sh->name : "?", PQerrorMessage(conn));
+	return conn;
+}
+
+/*
  * load_shard_slices
  *		Read every shard slice of this rank, one connection per server.
  */
@@ -62,13 +86,7 @@ load_shard_slices(Dataset *ds, const WorkerSpec *spec, int rank)
 				continue;
 			if (conn == NULL)
 			{
-				if (!sh->conninfo || !sh->snapshot || strlen(sh->snapshot) > 200 ||
-					strspn(sh->snapshot, "0123456789ABCDEFabcdef-") != strlen(sh->snapshot))
-					worker_fail("the job's shard server %d is incomplete", k);
-				conn = PQconnectdb(sh->conninfo);
-				if (PQstatus(conn) != CONNECTION_OK)
-					worker_fail("could not connect to shard server \"%s\": %s",
-								sh->name ? sh->name : "?", PQerrorMessage(conn));
+				conn = shard_connect(spec, k);
 				shard_exec(conn, sh, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
 				snprintf(sql, sizeof(sql), "SET TRANSACTION SNAPSHOT '%s'", sh->snapshot);
 				shard_exec(conn, sh, sql);

@@ -226,10 +226,11 @@ extern int	stream_epoch_take(StreamEpoch *e, int B, float *Xb, float *yb);
 extern void stream_epoch_free(StreamEpoch *e);
 extern void load_copy_plain(void *pgconn, Dataset *ds, const WorkerSpec *spec, const char *query);
 
-/* shard_read.c: this rank's slices of shards, each from its own server */
-extern void load_shard_slices(Dataset *ds, const WorkerSpec *spec, int rank);
 /* runtime.c: a connection as the job's caller, checked, or the job ends */
 struct pg_conn;
+/* shard_read.c: this rank's slices of shards, each from its own server */
+extern void load_shard_slices(Dataset *ds, const WorkerSpec *spec, int rank);
+extern struct pg_conn *shard_connect(const WorkerSpec *spec, int k);
 extern struct pg_conn *worker_login(const WorkerSpec *spec);
 
 /* The binary COPY wire format, for load.c (training rows) and predict.c */
