@@ -12,7 +12,7 @@
 #   make bench-jobs       a background job's overhead against dml_train alone
 
 EXTENSION = dml
-EXTVERSION = 1.3
+EXTVERSION = 1.4
 
 MODULE_big = dml
 KERNEL_OBJS = kernels/common.o kernels/layers.o kernels/losses.o kernels/optim.o kernels/net.o kernels/format.o kernels/solve.o \
@@ -30,7 +30,7 @@ OBJS = extension/dml.o extension/train.o extension/train_args.o extension/train_
 	$(KERNEL_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
-DATA = sql/$(EXTENSION)--1.0.sql sql/$(EXTENSION)--1.1.sql sql/$(EXTENSION)--1.2.sql $(wildcard sql/$(EXTENSION)--*--*.sql)
+DATA = sql/$(EXTENSION)--1.0.sql sql/$(EXTENSION)--1.1.sql sql/$(EXTENSION)--1.2.sql sql/$(EXTENSION)--1.3.sql $(wildcard sql/$(EXTENSION)--*--*.sql)
 EXTRA_CLEAN = $(DATA_built) build
 
 PG_CONFIG ?= pg_config

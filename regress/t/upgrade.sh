@@ -25,14 +25,14 @@ newest=$(sed -n "s/^default_version = '\(.*\)'/\1/p" dml.control)
 cleanup() {
 	pgc_psql -d postgres -c "DROP DATABASE IF EXISTS up_old" -c "DROP DATABASE IF EXISTS up_fresh" \
 		-c "DROP DATABASE IF EXISTS up_v10" -c "DROP DATABASE IF EXISTS up_v11" \
-		-c "DROP DATABASE IF EXISTS up_v12" \
+		-c "DROP DATABASE IF EXISTS up_v12" -c "DROP DATABASE IF EXISTS up_v13" \
 		-c "DROP ROLE IF EXISTS up_alice" -c "DROP ROLE IF EXISTS up_bob" \
 		-c "DROP ROLE IF EXISTS up_carol" >/dev/null 2>&1
 }
 cleanup
 trap cleanup EXIT
 pgc_psql -d postgres -c "CREATE DATABASE up_old" -c "CREATE DATABASE up_fresh" \
-	-c "CREATE DATABASE up_v10" -c "CREATE DATABASE up_v11" -c "CREATE DATABASE up_v12" \
+	-c "CREATE DATABASE up_v10" -c "CREATE DATABASE up_v11" -c "CREATE DATABASE up_v12" -c "CREATE DATABASE up_v13" \
 	-c "CREATE ROLE up_alice LOGIN" -c "CREATE ROLE up_bob LOGIN" -c "CREATE ROLE up_carol LOGIN" >/dev/null
 pgc_allow_role up_alice
 export PGDATABASE=up_old
@@ -120,12 +120,15 @@ pgc_psql -d up_v11 -c "ALTER EXTENSION dml UPDATE" >>"$T/upgrade-v11.log" 2>&1
 # an install of 1.2 (the third wave's first release) updated in one step
 pgc_psql -d up_v12 -c "CREATE EXTENSION dml VERSION '1.2'" -c "ALTER EXTENSION dml UPDATE" >"$T/upgrade-v12.log" 2>&1
 check "1.2 updates to $newest" '[ $? = 0 ]' || cat "$T/upgrade-v12.log"
-for db in up_fresh up_old up_v10 up_v11 up_v12; do
+# an install of 1.3 (the third wave's second release) updated in one step
+pgc_psql -d up_v13 -c "CREATE EXTENSION dml VERSION '1.3'" -c "ALTER EXTENSION dml UPDATE" >"$T/upgrade-v13.log" 2>&1
+check "1.3 updates to $newest" '[ $? = 0 ]' || cat "$T/upgrade-v13.log"
+for db in up_fresh up_old up_v10 up_v11 up_v12 up_v13; do
 	pgc_psql -d $db -t -A -f regress/travel/shape.sql >"$T/upgrade-shape-$db.txt" 2>&1
 done
 check "the fresh install's objects are described ($(wc -l <"$T/upgrade-shape-up_fresh.txt") lines)" \
 	'[ "$(wc -l <"$T/upgrade-shape-up_fresh.txt")" -gt 100 ] && ! grep -q ERROR "$T/upgrade-shape-up_fresh.txt"'
-for db in up_old up_v11 up_v12; do
+for db in up_old up_v11 up_v12 up_v13; do
 	if diff "$T/upgrade-shape-up_fresh.txt" "$T/upgrade-shape-$db.txt" >"$T/upgrade-shape-$db.diff"; then
 		ok "updated install ($db) has the same objects as a fresh $newest"
 	else
