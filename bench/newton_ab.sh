@@ -10,8 +10,9 @@
 # dml_train with SET dml.worker_path pointing at it, then at this build's
 # (the installed one), REPS times, alternating.  Prints per build the
 # medians of the statement's wall time and of the worker's parts
-# (dml.models.metrics: load_seconds, train_seconds, total_seconds), the
-# load average before and after, and how far apart the two builds' models
+# (dml.models.metrics: load_seconds, train_seconds, total_seconds) and of
+# the ranks' CPU seconds (user + system, by /usr/bin/time around the
+# worker), the load average before and after, and how far apart the two builds' models
 # are: the largest relative difference of the coefficients and of the
 # log-likelihood (dml_summary's statistics), which for the same model is
 # float64 rounding.  Needs the extension installed (make install).
@@ -34,19 +35,31 @@ export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
 trap 'pgc_stop' EXIT
 pgc_start >/dev/null
 install -m 755 "$out/src/build/dml-worker" "$PGC_DIR/base-dml-worker"
+# each build through a wrapper that records its ranks' CPU seconds (user + system,
+# /usr/bin/time): a figure that other work on the machine disturbs far less than wall time
+mkdir -m 777 "$PGC_DIR/cpu"
+for who in base this; do
+	real=$PGC_DIR/base-dml-worker
+	[ $who = this ] && real=$(pg_config --bindir)/dml-worker
+	printf '#!/bin/sh\nexec /usr/bin/time -a -o %s -f "%%U %%S" %s "$@"\n' "$PGC_DIR/cpu/$who" "$real" >"$PGC_DIR/$who-wrapped"
+	chmod 755 "$PGC_DIR/$who-wrapped"
+done
 pgc_psql -q -c 'CREATE EXTENSION dml'
 psql -X -q -v ON_ERROR_STOP=1 -v rows=1000000 -f bench/sql/synth.sql >/dev/null
 pgc_psql -q -c 'VACUUM ANALYZE' >/dev/null
 
 feats="'{c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13,c14,c15,c16,c17,c18,c19,c20}'"
-# one run: "wall load train total iterations" (seconds), the model named $2
-run_one() {	# worker-path name
-	local t0 t1 id
+# one run: "wall load train total iterations cpu" (seconds), the model named nab_$1
+run_one() {	# base|this
+	local t0 t1 id cpu
+	: >"$PGC_DIR/cpu/$1"
+	chmod 666 "$PGC_DIR/cpu/$1"	# the server's OS user appends to it
 	t0=$(date +%s.%N)
-	id=$(pgc_psql -X -q -t -A -v ON_ERROR_STOP=1 -c "SET dml.worker_path = '$1'" \
-		-c "SELECT model_id FROM dml_train('$2', 'synth_1m', 'label', features => $feats, model => 'logistic', workers => $workers)" | tail -n 1)
+	id=$(pgc_psql -X -q -t -A -v ON_ERROR_STOP=1 -c "SET dml.worker_path = '$PGC_DIR/$1-wrapped'" \
+		-c "SELECT model_id FROM dml_train('nab_$1', 'synth_1m', 'label', features => $feats, model => 'logistic', workers => $workers)" | tail -n 1)
 	t1=$(date +%s.%N)
-	pgc_psql -X -q -t -A -F ' ' -c "SELECT $t1 - $t0, metrics->>'load_seconds', metrics->>'train_seconds', metrics->>'total_seconds', metrics->>'epochs' FROM dml.models WHERE id = $id"
+	cpu=$(awk '{s += $1 + $2} END {print s}' "$PGC_DIR/cpu/$1")
+	pgc_psql -X -q -t -A -F ' ' -c "SELECT $t1 - $t0, metrics->>'load_seconds', metrics->>'train_seconds', metrics->>'total_seconds', metrics->>'epochs', $cpu FROM dml.models WHERE id = $id"
 }
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
@@ -55,18 +68,20 @@ echo "baseline: dml-worker of $(git rev-parse --short "$rev"); this: $(git rev-p
 : >"$out/base"
 : >"$out/this"
 for r in $(seq 1 "$reps"); do
-	run_one "$PGC_DIR/base-dml-worker" "nab_base" >>"$out/base"
-	run_one "" "nab_this" >>"$out/this"
+	run_one base >>"$out/base"
+	run_one this >>"$out/this"
 done
 for who in base this; do
-	printf '%-5s wall %.3f s  load %.3f s  train %.3f s  worker total %.3f s  iterations %s\n' "$who" \
+	printf '%-5s wall %.3f s  load %.3f s  train %.3f s  worker total %.3f s  worker CPU %.3f s  iterations %s\n' "$who" \
 		"$(cut -d' ' -f1 "$out/$who" | median)" "$(cut -d' ' -f2 "$out/$who" | median)" \
 		"$(cut -d' ' -f3 "$out/$who" | median)" "$(cut -d' ' -f4 "$out/$who" | median)" \
-		"$(cut -d' ' -f5 "$out/$who" | sort -u | tr '\n' ' ')"
+		"$(cut -d' ' -f6 "$out/$who" | median)" "$(cut -d' ' -f5 "$out/$who" | sort -u | tr '\n' ' ')"
 done
-printf 'wall baseline/this %.3fx; walls: %s | %s\n' \
-	"$(awk "BEGIN {print $(cut -d' ' -f1 "$out/base" | median) / $(cut -d' ' -f1 "$out/this" | median)}")" \
-	"$(cut -d' ' -f1 "$out/base" | tr '\n' ' ')" "$(cut -d' ' -f1 "$out/this" | tr '\n' ' ')"
+for f in 1:wall 6:CPU; do
+	printf '%s baseline/this %.3fx; runs: %s | %s\n' "${f#*:}" \
+		"$(awk "BEGIN {print $(cut -d' ' -f${f%:*} "$out/base" | median) / $(cut -d' ' -f${f%:*} "$out/this" | median)}")" \
+		"$(cut -d' ' -f${f%:*} "$out/base" | tr '\n' ' ')" "$(cut -d' ' -f${f%:*} "$out/this" | tr '\n' ' ')"
+done
 # the two builds' last models: coefficients and log-likelihood
 pgc_psql -X -q -t -A -c "
 WITH b AS (SELECT metrics->'statistics' s FROM dml.models WHERE name = 'nab_base' ORDER BY version DESC LIMIT 1),
