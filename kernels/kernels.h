@@ -50,6 +50,19 @@ extern "C"
 #ifndef DML_VECTORIZE
 #define DML_VECTORIZE
 #endif
+
+/*
+ * Without trapping math GCC may evaluate both sides of a select (the
+ * clamp in an exponential, the sigmoid's two forms), which is what lets
+ * the loss loops (net.c's fused pass, logit.c's rows) vectorize; dml never
+ * reads the floating-point exception flags.  Inline helpers carry it too,
+ * or GCC would not inline them.
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#define DML_FUSE_MATH __attribute__((optimize("no-trapping-math")))
+#else
+#define DML_FUSE_MATH
+#endif
 #define DML_MAX_WIDTH		65536	/* units in one layer */
 
 typedef enum DmlStatus
@@ -328,6 +341,12 @@ extern void dml_lsq_free(DmlLsq *ls);
 extern double dml_logit_stats(double *g, double *H, const double *X, const double *y,
 							  const unsigned char *skip, int64_t n, int d,
 							  const double *beta);
+/* binary logistic rows in double, vectorized: probabilities and the loss's sum */
+extern double dml_logit_probs(const double *z, const int *label, int64_t n, double *pr,
+							  bool want_loss);
+/* the loss and its two derivatives along z = e0 - t ed (Newton's line search) */
+extern void dml_logit_line(const double *e0, const double *ed, const int *label, int64_t n,
+						   int stride, double t, bool want_loss, double out[3]);
 /* S (p, p) += the symmetric matrix whose lower half is L's (robust.c) */
 extern void dml_add_lower_sym(double *S, const double *L, int p);
 

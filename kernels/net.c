@@ -218,24 +218,12 @@ dml_net_gradient(const DmlNet *net, DmlWork *work, float *grads, const float *X,
 #define FUSE_ROWS			16
 
 /*
- * Without trapping math GCC may evaluate both sides of a select (the
- * clamp in dml_expf_neg, the sigmoid's two forms), which is what lets the
- * loss loop vectorize; dml never reads the floating-point exception flags.
- * The helpers carry it too, or GCC would not inline them.
- */
-#if defined(__GNUC__) && !defined(__clang__)
-#define FUSE_MATH __attribute__((optimize("no-trapping-math")))
-#else
-#define FUSE_MATH
-#endif
-
-/*
  * e^x for x <= 0, branch-free so a loop of it vectorizes: Cephes' expf
  * (range reduction by ln 2 in two parts, degree-6 polynomial; about 1 ulp).
  * Below -87 it gives e^-87 (the true value is below float's normal range,
  * and here it only meets 1 + e), and a NaN stays NaN.
  */
-FUSE_MATH static inline float
+DML_FUSE_MATH static inline float
 dml_expf_neg(float x)
 {
 	float		n,
@@ -267,7 +255,7 @@ dml_expf_neg(float x)
  * log(1 + e) for 0 <= e <= 1 as 2 atanh(s), s = e / (2 + e) <= 1/3: the
  * odd series to s^15 is within float rounding, and exact as e -> 0.
  */
-FUSE_MATH static inline float
+DML_FUSE_MATH static inline float
 dml_log1pf_unit(float e)
 {
 	float		s = e / (2.0f + e);
@@ -291,7 +279,7 @@ fused_applies(const DmlNet *net, const DmlWork *work, int B)
 	return net->nlayers == 1 && net->sizes[1] == 1 && !work->unfused && B <= work->maxB;
 }
 
-DML_VECTORIZE FUSE_MATH static double
+DML_VECTORIZE DML_FUSE_MATH static double
 forward_backward_fused(const DmlNet *net, const float *class_weight, float *grads,
 					   const float *X, const float *y, int B, float scale,
 					   bool accumulate, float *z)

@@ -592,45 +592,25 @@ newton_logits(Newton *nw, const double *v, double *out)
 }
 
 /*
- * Probabilities of one row from its logits e (Kf): pr (Kf) for the free
- * classes.  Returns the row's loss when want_loss, else 0.  log(1 + u)
- * rather than log1p(u): u <= 1, so the absolute error is an ulp of 1,
- * nothing against a sum of losses, at a fraction of the cost.
+ * Softmax: probabilities of one row from its free logits e (Kf), the
+ * reference class's logit 0: pr (Kf) for the free classes.  Returns the
+ * row's loss when want_loss, else 0.  (Logistic regression's rows go
+ * through kernels/logit.c's vectorized dml_logit_probs and dml_logit_line.)
  */
 static inline double
-newton_row(const double *e, int Kf, int binary, int label, double *pr, int want_loss)
+newton_row(const double *e, int Kf, int label, double *pr, int want_loss)
 {
-	if (binary)
-	{
-		double		z = e[0],
-					u = exp(z >= 0 ? -z : z);
+	double		mx = 0,
+				den;
 
-		double		inv = 1.0 / (1.0 + u);
-
-		pr[0] = z >= 0 ? inv : u * inv;
-		return want_loss ? (z > 0 ? z : 0) + log(1.0 + u) - (label ? z : 0) : 0;
-	}
-	else
-	{
-		double		mx = 0,
-					den;
-
-		for (int k = 0; k < Kf; k++)
-			mx = e[k] > mx ? e[k] : mx;
-		den = exp(-mx);			/* the reference class, logit 0 */
-		for (int k = 0; k < Kf; k++)
-			den += (pr[k] = exp(e[k] - mx));
-		for (int k = 0; k < Kf; k++)
-			pr[k] /= den;
-		return want_loss ? log(den) + mx - (label < Kf ? e[label] : 0) : 0;
-	}
-}
-
-/* the target of free logit k: the label itself for logistic, 0/1 for softmax */
-static inline double
-newton_target(int binary, int label, int k)
-{
-	return binary ? label : label == k;
+	for (int k = 0; k < Kf; k++)
+		mx = e[k] > mx ? e[k] : mx;
+	den = exp(-mx);				/* the reference class, logit 0 */
+	for (int k = 0; k < Kf; k++)
+		den += (pr[k] = exp(e[k] - mx));
+	for (int k = 0; k < Kf; k++)
+		pr[k] /= den;
+	return want_loss ? log(den) + mx - (label < Kf ? e[label] : 0) : 0;
 }
 
 /*
@@ -724,16 +704,24 @@ newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 				Kf = nw->Kf;
 	size_t		q = nw->q;
 
-	for (int i = 0; i < B; i++)
+	if (nw->binary)
 	{
-		int64_t		j = j0 + i;
-		double	   *pr = sp->P + (size_t) i * Kf;
-
-		sp->loss += newton_row(nw->eta + (size_t) j * Kf, Kf, nw->binary, nw->label[j], pr,
-							   sp->want_loss);
-		for (int k = 0; k < Kf; k++)
-			sp->R[(size_t) i * Kf + k] = (float) (pr[k] - newton_target(nw->binary, nw->label[j], k));
+		/* one logit a row: the block's probabilities in one vectorized pass */
+		sp->loss += dml_logit_probs(nw->eta + j0, nw->label + j0, B, sp->P, sp->want_loss);
+		for (int i = 0; i < B; i++)
+			sp->R[i] = (float) (sp->P[i] - nw->label[j0 + i]);
 	}
+	else
+		for (int i = 0; i < B; i++)
+		{
+			int64_t		j = j0 + i;
+			double	   *pr = sp->P + (size_t) i * Kf;
+
+			sp->loss += newton_row(nw->eta + (size_t) j * Kf, Kf, nw->label[j], pr,
+								   sp->want_loss);
+			for (int k = 0; k < Kf; k++)
+				sp->R[(size_t) i * Kf + k] = (float) (pr[k] - (nw->label[j] == k));
+		}
 	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Kf, p, B, 1.0f, sp->R, Kf, Zb, p,
 				0.0f, sp->Gb, p);
 	for (size_t i = 0; i < q; i++)
@@ -815,28 +803,37 @@ newton_line(const Newton *nw, const double *theta, const double *delta, double t
 
 	if (!e)
 		worker_fail("out of memory");
-	for (int64_t j = 0; j < nw->nt; j += stride)
+	if (nw->binary)
 	{
-		const double *e0 = nw->eta + (size_t) j * Kf;
-		const double *ed = nw->eta_d + (size_t) j * Kf;
-		int			label = nw->label[j];
-		double		s1 = 0,
-					s2 = 0,
-					m = 0;
-
-		for (int k = 0; k < Kf; k++)
-			e[k] = e0[k] - t * ed[k];
-		loss += newton_row(e, Kf, nw->binary, label, pr, stride == 1);
-		/* d/dt = -sum_k ed_k (p_k - y_k); d2/dt2 = sum_k ed_k^2 p_k - (sum_k ed_k p_k)^2 */
-		for (int k = 0; k < Kf; k++)
-		{
-			s1 += ed[k] * (pr[k] - newton_target(nw->binary, label, k));
-			s2 += ed[k] * ed[k] * pr[k];
-			m += ed[k] * pr[k];
-		}
-		f1 -= s1;
-		f2 += s2 - m * m;
+		/* one logit a row: vectorized (kernels/logit.c) */
+		dml_logit_line(nw->eta, nw->eta_d, nw->label, nw->nt, stride, t, stride == 1, out);
+		loss = out[0];
+		f1 = out[1];
+		f2 = out[2];
 	}
+	else
+		for (int64_t j = 0; j < nw->nt; j += stride)
+		{
+			const double *e0 = nw->eta + (size_t) j * Kf;
+			const double *ed = nw->eta_d + (size_t) j * Kf;
+			int			label = nw->label[j];
+			double		s1 = 0,
+						s2 = 0,
+						m = 0;
+
+			for (int k = 0; k < Kf; k++)
+				e[k] = e0[k] - t * ed[k];
+			loss += newton_row(e, Kf, label, pr, stride == 1);
+			/* d/dt = -sum_k ed_k (p_k - y_k); d2/dt2 = sum_k ed_k^2 p_k - (sum_k ed_k p_k)^2 */
+			for (int k = 0; k < Kf; k++)
+			{
+				s1 += ed[k] * (pr[k] - (label == k));
+				s2 += ed[k] * ed[k] * pr[k];
+				m += ed[k] * pr[k];
+			}
+			f1 -= s1;
+			f2 += s2 - m * m;
+		}
 	free(e);
 	out[0] = loss;
 	out[1] = f1 * stride;

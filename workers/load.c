@@ -11,6 +11,8 @@
  * or an integer or boolean label) run SELECT dml.pack_rows(...) over the
  * slice: the server hands the slice over as one block of float32 rows,
  * which is copied into place; no per-row protocol at all (aggregate.c).
+ * The next slice's query is always queued (libpq's pipeline mode), so the
+ * server builds one block while the rank decodes the one before.
  * Other jobs run COPY (SELECT ...) TO STDOUT (FORMAT binary), decoded as
  * it streams: the numeric features of a row come packed in one field of
  * float32 bytes (dml.num_bytes: binary COPY pays per field more than per
@@ -810,12 +812,10 @@ decode_block(Dataset *ds, const WorkerSpec *spec, const char *p, size_t len)
 		worker_fail("malformed NULL list in a dml.pack_rows block");
 }
 
-/* run one slice's dml.pack_rows query and decode its block */
+/* one slice query's result: its dml.pack_rows block, decoded */
 static void
-block_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
+block_result(PGconn *conn, PGresult *res, Dataset *ds, const WorkerSpec *spec)
 {
-	PGresult   *res = PQexecParams(conn, query, 0, NULL, NULL, NULL, NULL, 1);
-
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		worker_fail_query(conn, res, "reading a slice");
 	if (PQntuples(res) != 1 || PQnfields(res) != 1)
@@ -828,6 +828,53 @@ block_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query
 		decode_block(ds, spec, PQgetvalue(res, 0, 0), len);
 	}
 	PQclear(res);
+}
+
+/*
+ * block_slices
+ *		The dml.pack_rows queries of slices which[0 .. n - 1], in order,
+ *		with the next one always queued on the server (libpq's pipeline
+ *		mode): the server builds slice i + 1's block while this rank
+ *		receives and decodes slice i's.  One query at a time, each side sat
+ *		idle while the other worked.  At most two queries are in flight,
+ *		so neither side's socket buffer ever holds more than a block.
+ */
+static void
+block_slices(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const int *which, int n)
+{
+	PGresult   *res;
+	int			sent = 0;
+
+	if (n == 0)
+		return;
+	if (!PQenterPipelineMode(conn))
+		worker_fail("could not enter libpq's pipeline mode: %s", PQerrorMessage(conn));
+	for (int i = 0; i < n; i++)
+	{
+		while (sent < n && sent <= i + 1)
+		{
+			/* the flush request makes the server send the block as soon as it is built */
+			if (!PQsendQueryParams(conn, spec->slices[which[sent]].query, 0, NULL, NULL, NULL, NULL, 1) ||
+				!PQsendFlushRequest(conn) || PQflush(conn) != 0)
+				worker_fail("could not send a slice query: %s", PQerrorMessage(conn));
+			sent++;
+		}
+		res = PQgetResult(conn);
+		if (res == NULL)
+			worker_fail("no result for a slice query: %s", PQerrorMessage(conn));
+		block_result(conn, res, ds, spec);
+		/* the end of this query's results */
+		if ((res = PQgetResult(conn)) != NULL)
+			worker_fail("a slice query returned more than one result");
+	}
+	if (!PQpipelineSync(conn))
+		worker_fail("could not end the slice queries: %s", PQerrorMessage(conn));
+	res = PQgetResult(conn);
+	if (PQresultStatus(res) != PGRES_PIPELINE_SYNC)
+		worker_fail_query(conn, res, "ending the slice queries");
+	PQclear(res);
+	if (!PQexitPipelineMode(conn))
+		worker_fail("could not leave libpq's pipeline mode: %s", PQerrorMessage(conn));
 }
 
 /*
@@ -1009,6 +1056,8 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	char		sql[512];
 	double		t0 = dml_clock_seconds();
 	int			whole = 0;
+	int		   *which;			/* a run of block slices */
+	int			nblock = 0;
 
 	memset(ds, 0, sizeof(*ds));
 	ds->d = spec->ninputs;
@@ -1080,15 +1129,25 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 		if (spec->snapshot[0] == '\0' && !whole)
 			comm_barrier();
 		maybe_inject_fault(spec, 0, conn);
+		which = malloc(sizeof(int) * (spec->nslices ? spec->nslices : 1));
+		if (!which)
+			worker_fail("out of memory");
+		/* runs of block slices go through block_slices, in order with the COPY ones */
 		for (int i = 0; i < spec->nslices; i++)
 		{
 			if (spec->slices[i].rank != rank || spec->slices[i].shard > 0)
 				continue;
 			if (spec->load_block && !spec->slices[i].whole)
-				block_slice(conn, ds, spec, spec->slices[i].query);
+				which[nblock++] = i;
 			else
+			{
+				block_slices(conn, ds, spec, which, nblock);
+				nblock = 0;
 				copy_slice(conn, ds, spec, spec->slices[i].query);
+			}
 		}
+		block_slices(conn, ds, spec, which, nblock);
+		free(which);
 		exec_ok(conn, "COMMIT");
 		PQfinish(conn);
 	}

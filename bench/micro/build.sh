@@ -12,6 +12,7 @@
 #   OUTDIR/copy_reader -t fashion_train -r 3 [-j 2]   (PG* env or -d CONNINFO)
 #   OUTDIR/epoch -r 7 1000000x20x1:bce 60000x784x10:softmax
 #                                       an in-memory epoch taken apart, before/after the fused kernel
+#   OUTDIR/logit_stats -n 1000000 -d 20        one pass of the float64 Newton polish (CPU time)
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")" && pwd)
@@ -38,5 +39,9 @@ $CC -O2 $WARN -I"$PG_INCLUDE" -o "$out/copy_reader" "$src/copy_reader.c" \
 K=$src/../../kernels
 $CC -O3 -fno-math-errno -std=gnu11 $WARN -I"$K" -o "$out/epoch" "$src/epoch.c" \
     "$K/common.c" "$K/net.c" "$K/layers.c" "$K/losses.c" "$K/optim.c" \
+    -L/usr/lib/x86_64-linux-gnu/openblas-serial -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-serial \
+    -l:libopenblas.so.0 -lm
+$CC -O3 -fno-math-errno -std=gnu11 $WARN -I"$K" -o "$out/logit_stats" "$src/logit_stats.c" \
+    "$K"/*.c \
     -L/usr/lib/x86_64-linux-gnu/openblas-serial -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-serial \
     -l:libopenblas.so.0 -lm

@@ -953,6 +953,163 @@ fused_objective(void *arg, const double *x, double *g)
 	return f + dml_net_penalty(o->net, o->lambda, x, g);
 }
 
+/*
+ * The float64 logistic rows (logit.c) against libm: probabilities, losses
+ * and the line search's derivatives per row, and dml_logit_stats against
+ * the per-row libm form it replaced, on logits from 0 to beyond +-700.
+ */
+static double
+ref_logit_row(double z, double y, double *pr)
+{
+	double		u = exp(-fabs(z));
+
+	*pr = z >= 0 ? 1.0 / (1.0 + u) : u / (1.0 + u);
+	return (z > 0 ? z : 0) + log1p(u) - y * z;
+}
+
+static void
+test_logit_rows(void)
+{
+	DmlRng		rng;
+	enum
+	{
+		N = 1003, D = 7
+	};
+	static double z[N],
+				ed[N],
+				pr[N],
+				X[N * D],
+				y[N];
+	static int	label[N];
+	static unsigned char skip[N];
+	const double edge[] = {0.0, -0.0, 1e-300, -1e-300, 1e-17, -1e-17, 0.5, -0.5, 0.6931471805599453,
+		-0.6931471805599453, 1.0, -1.0, 20.0, -20.0, 36.7, -36.7, 40.0, -40.0, 700.0, -700.0,
+	708.5, -708.5, 745.2, -745.2, 800.0, -800.0, 1e300, -1e300};
+	int			nedge = (int) (sizeof(edge) / sizeof(edge[0]));
+	double		worst_p = 0,
+				worst_l = 0,
+				want_sum = 0,
+				got_sum;
+
+	dml_rng_seed(&rng, 4242);
+	for (int i = 0; i < N; i++)
+	{
+		double		u = dml_rng_uniform(&rng);
+
+		z[i] = i < nedge ? edge[i] : (u < 0.5 ? 30.0 : 3.0) * (2 * dml_rng_uniform(&rng) - 1);
+		ed[i] = 2 * dml_rng_uniform(&rng) - 1;
+		label[i] = dml_rng_uniform(&rng) < 0.5;
+	}
+	got_sum = dml_logit_probs(z, label, N, pr, true);
+	for (int i = 0; i < N; i++)
+	{
+		double		p,
+					l = ref_logit_row(z[i], label[i], &p),
+					gl;
+
+		want_sum += l;
+		/* below e^-708 (z < -708) the rows give e^-708: 1e-300 absolute */
+		worst_p = fmax(worst_p, fmax(fabs(pr[i] - p) - 1e-300, 0) / fmax(p, 1e-300));
+		(void) dml_logit_probs(&z[i], &label[i], 1, &p, false);
+		gl = dml_logit_probs(&z[i], &label[i], 1, &p, true);
+		/* relative to the terms' size: z - y z cancels where the loss is small */
+		worst_l = fmax(worst_l, fmax(fabs(gl - l) - 1e-300, 0) / fmax(fabs(l) + fabs(z[i]), 1e-300));
+	}
+	check(worst_p <= 4e-16, "logit rows: probabilities within 2 ulp of libm's (1e-300 absolute)", "worst relative %.3g", worst_p);
+	check(worst_l <= 4e-16, "logit rows: losses within 2 ulp of libm's (of |loss| + |z|; 1e-300 absolute)",
+		  "worst relative %.3g", worst_l);
+	check_num("logit rows: the losses' sum", got_sum, want_sum, 0, 1e-14);
+	check(dml_logit_probs(z, label, N, pr, false) == 0, "logit rows: no loss asked, 0", NULL);
+	{
+		double		nanz = NAN,
+					p;
+		int			one = 1;
+
+		check(isnan(dml_logit_probs(&nanz, &one, 1, &p, true)) && isnan(p),
+			  "logit rows: a NaN logit gives NaN", NULL);
+	}
+
+	/* the line search's sums, every row and every third */
+	for (int stride = 1; stride <= 3; stride += 2)
+	{
+		double		got[3],
+					want[3] = {0, 0, 0},
+					t = 0.37;
+		char		name[80];
+
+		dml_logit_line(z, ed, label, N, stride, t, true, got);
+		for (int j = 0; j < N; j += stride)
+		{
+			double		p;
+
+			want[0] += ref_logit_row(z[j] - t * ed[j], label[j], &p);
+			want[1] -= ed[j] * (p - label[j]);
+			want[2] += ed[j] * ed[j] * p * (1 - p);
+		}
+		snprintf(name, sizeof(name), "logit line, stride %d: loss", stride);
+		check_num(name, got[0], want[0], 0, 1e-14);
+		snprintf(name, sizeof(name), "logit line, stride %d: first derivative", stride);
+		check_num(name, got[1], want[1], 1e-12, 1e-12);
+		snprintf(name, sizeof(name), "logit line, stride %d: second derivative", stride);
+		check_num(name, got[2], want[2], 1e-12, 1e-12);
+	}
+
+	/* dml_logit_stats against the per-row form, with rows skipped and a block boundary crossed */
+	{
+		double		beta[D + 1],
+					g[D + 1] = {0},
+					H[(D + 1) * (D + 1)] = {0},
+					wg[D + 1] = {0},
+					wH[(D + 1) * (D + 1)] = {0},
+					nll,
+					wnll = 0,
+					eg = 0,
+					eH = 0;
+
+		for (int c = 0; c <= D; c++)
+			beta[c] = 2 * dml_rng_uniform(&rng) - 1;
+		for (int i = 0; i < N; i++)
+		{
+			for (int c = 0; c < D; c++)
+				X[i * D + c] = 4 * dml_rng_uniform(&rng) - 2;
+			y[i] = dml_rng_uniform(&rng) < 0.4;
+			skip[i] = i % 11 == 3;
+		}
+		nll = dml_logit_stats(g, H, X, y, skip, N, D, beta);
+		for (int i = 0; i < N; i++)
+		{
+			double		eta = beta[D],
+						p,
+						zr[D + 1];
+
+			if (skip[i])
+				continue;
+			for (int c = 0; c < D; c++)
+				eta += beta[c] * X[i * D + c];
+			wnll += ref_logit_row(eta, y[i], &p);
+			for (int c = 0; c < D; c++)
+				zr[c] = X[i * D + c];
+			zr[D] = 1;
+			for (int a = 0; a <= D; a++)
+			{
+				wg[a] += (p - y[i]) * zr[a];
+				for (int b = 0; b <= D; b++)
+					wH[a * (D + 1) + b] += p * (1 - p) * zr[a] * zr[b];
+			}
+		}
+		for (int a = 0; a <= D; a++)
+		{
+			eg = fmax(eg, fabs(g[a] - wg[a]) / (1 + fabs(wg[a])));
+			for (int b = 0; b <= D; b++)
+				eH = fmax(eH, fabs(H[a * (D + 1) + b] - wH[a * (D + 1) + b]) /
+						  (1 + fabs(wH[a * (D + 1) + b])));
+		}
+		check_num("logit stats: the negative log-likelihood", nll, wnll, 0, 1e-13);
+		check(eg <= 1e-12, "logit stats: the gradient", "worst %.3g", eg);
+		check(eH <= 1e-12, "logit stats: the Hessian", "worst %.3g", eH);
+	}
+}
+
 static void
 test_fused(void)
 {
@@ -1677,6 +1834,7 @@ main(void)
 	test_cholesky();
 	test_lbfgs();
 	test_fused();
+	test_logit_rows();
 	test_tsqr_wampler(1, 1);
 	test_tsqr_wampler(1, 3);
 	test_tsqr_wampler(2, 1);

@@ -1,0 +1,94 @@
+#!/bin/bash
+# newton_ab.sh: section 10's dml side (logistic regression on synth_1m with
+# the defaults: Newton, 1 worker), run by this build's dml-worker and by
+# another revision's in turn, in one cluster.
+#
+#   bash bench/newton_ab.sh [REV [REPS [WORKERS]]]
+#                      REV default main, REPS 7, WORKERS 1
+#
+# Builds REV's dml-worker (git archive, CPU only), then runs the same
+# dml_train with SET dml.worker_path pointing at it, then at this build's
+# (the installed one), REPS times, alternating.  Prints per build the
+# medians of the statement's wall time and of the worker's parts
+# (dml.models.metrics: load_seconds, train_seconds, total_seconds) and of
+# the ranks' CPU seconds (user + system, by /usr/bin/time around the
+# worker), the load average before and after, and how far apart the two builds' models
+# are: the largest relative difference of the coefficients and of the
+# log-likelihood (dml_summary's statistics), which for the same model is
+# float64 rounding.  Needs the extension installed (make install).
+set -euo pipefail
+
+rev=${1:-main}
+reps=${2:-7}
+workers=${3:-1}
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+out=$here/bench/out/newton_ab
+rm -rf "$out"
+mkdir -p "$out/src"
+git archive "$rev" | tar -x -C "$out/src"
+make -C "$out/src" -s build/dml-worker HAVE_CUDA=no >"$out/build.log" 2>&1 || {
+	cat "$out/build.log" >&2; exit 1; }
+
+source regress/pgcluster.sh
+export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
+trap 'pgc_stop' EXIT
+pgc_start >/dev/null
+install -m 755 "$out/src/build/dml-worker" "$PGC_DIR/base-dml-worker"
+# each build through a wrapper that records its ranks' CPU seconds (user + system,
+# /usr/bin/time): a figure that other work on the machine disturbs far less than wall time
+mkdir -m 777 "$PGC_DIR/cpu"
+for who in base this; do
+	real=$PGC_DIR/base-dml-worker
+	[ $who = this ] && real=$(pg_config --bindir)/dml-worker
+	printf '#!/bin/sh\nexec /usr/bin/time -a -o %s -f "%%U %%S" %s "$@"\n' "$PGC_DIR/cpu/$who" "$real" >"$PGC_DIR/$who-wrapped"
+	chmod 755 "$PGC_DIR/$who-wrapped"
+done
+pgc_psql -q -c 'CREATE EXTENSION dml'
+psql -X -q -v ON_ERROR_STOP=1 -v rows=1000000 -f bench/sql/synth.sql >/dev/null
+pgc_psql -q -c 'VACUUM ANALYZE' >/dev/null
+
+feats="'{c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13,c14,c15,c16,c17,c18,c19,c20}'"
+# one run: "wall load train total iterations cpu" (seconds), the model named nab_$1
+run_one() {	# base|this
+	local t0 t1 id cpu
+	: >"$PGC_DIR/cpu/$1"
+	chmod 666 "$PGC_DIR/cpu/$1"	# the server's OS user appends to it
+	t0=$(date +%s.%N)
+	id=$(pgc_psql -X -q -t -A -v ON_ERROR_STOP=1 -c "SET dml.worker_path = '$PGC_DIR/$1-wrapped'" \
+		-c "SELECT model_id FROM dml_train('nab_$1', 'synth_1m', 'label', features => $feats, model => 'logistic', workers => $workers)" | tail -n 1)
+	t1=$(date +%s.%N)
+	cpu=$(awk '{s += $1 + $2} END {print s}' "$PGC_DIR/cpu/$1")
+	pgc_psql -X -q -t -A -F ' ' -c "SELECT $t1 - $t0, metrics->>'load_seconds', metrics->>'train_seconds', metrics->>'total_seconds', metrics->>'epochs', $cpu FROM dml.models WHERE id = $id"
+}
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "baseline: dml-worker of $(git rev-parse --short "$rev"); this: $(git rev-parse --short HEAD) + working tree; $workers worker(s)"
+: >"$out/base"
+: >"$out/this"
+for r in $(seq 1 "$reps"); do
+	run_one base >>"$out/base"
+	run_one this >>"$out/this"
+done
+for who in base this; do
+	printf '%-5s wall %.3f s  load %.3f s  train %.3f s  worker total %.3f s  worker CPU %.3f s  iterations %s\n' "$who" \
+		"$(cut -d' ' -f1 "$out/$who" | median)" "$(cut -d' ' -f2 "$out/$who" | median)" \
+		"$(cut -d' ' -f3 "$out/$who" | median)" "$(cut -d' ' -f4 "$out/$who" | median)" \
+		"$(cut -d' ' -f6 "$out/$who" | median)" "$(cut -d' ' -f5 "$out/$who" | sort -u | tr '\n' ' ')"
+done
+for f in 1:wall 6:CPU; do
+	printf '%s baseline/this %.3fx; runs: %s | %s\n' "${f#*:}" \
+		"$(awk "BEGIN {print $(cut -d' ' -f${f%:*} "$out/base" | median) / $(cut -d' ' -f${f%:*} "$out/this" | median)}")" \
+		"$(cut -d' ' -f${f%:*} "$out/base" | tr '\n' ' ')" "$(cut -d' ' -f${f%:*} "$out/this" | tr '\n' ' ')"
+done
+# the two builds' last models: coefficients and log-likelihood
+pgc_psql -X -q -t -A -c "
+WITH b AS (SELECT metrics->'statistics' s FROM dml.models WHERE name = 'nab_base' ORDER BY version DESC LIMIT 1),
+     t AS (SELECT metrics->'statistics' s FROM dml.models WHERE name = 'nab_this' ORDER BY version DESC LIMIT 1)
+SELECT format('same model: coefficients differ by at most %s (relative), log-likelihood %s vs %s',
+	(SELECT max(abs((b.s->'coefficients'->>i)::float8 - (t.s->'coefficients'->>i)::float8)
+	            / greatest(abs((b.s->'coefficients'->>i)::float8), 1e-300))
+	   FROM generate_series(0, jsonb_array_length(b.s->'coefficients') - 1) i),
+	b.s->>'log_likelihood', t.s->>'log_likelihood') FROM b, t"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
