@@ -154,7 +154,8 @@ se=$(q -c "SELECT max(abs(a::float8 - b::float8) / abs(a::float8))
 	JOIN jsonb_array_elements_text((SELECT metrics->'statistics'->'std_errors' FROM dml.models WHERE name = 'st_lin_8MB')) WITH ORDINALITY y(b, i) USING (i)")
 check "exact: streamed HC0 standard errors equal in-memory ones to 1e-6 ($se relative)" '[ -n "$se" ] && [ "$(q -c "SELECT $se < 1e-6")" = t ]'
 
-# full-batch gradient descent: a step larger than a block computes in chunks
+# full-batch gradient descent: the gradient summed in stored order, in the
+# same chunks streamed or not (train.c full_gradient)
 for mem in 1GB 8MB; do
 	qa -c "SELECT model_id FROM dml_train('st_fb_$mem', 'st_lin', 'y', model => 'linear', optimizer => 'sgd',
 		learning_rate => 0.1, batch_size => 1000000, epochs => 10, workers => 2,
