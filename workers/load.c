@@ -23,12 +23,18 @@
  * a hash of its decoded values and the seed, so it depends neither on
  * which rank read it nor on the path it came by.
  *
- * A view has no blocks to split: rank 0 reads it and scatters the rows.
+ * A view (or a foreign table, or a partitioned table read through its
+ * parent) has no blocks to split: rank 0 reads it with one COPY and deals
+ * its rows out as they arrive, deal k (deal_rows() rows in arrival order)
+ * to rank k mod world (deal_view).  The deals are the same whether or not
+ * a rank spills, so a view's rows land on the same ranks in the same order
+ * streamed or in memory, and no rank ever holds more than its own share
+ * and one deal.
  *
  * Rows are held within the job's memory budget (spec->memory): when a
- * slice's rows would pass what it leaves for data, what was read so far
- * goes to a local spill and the rest of the slice passes through a
- * staging block into it (start_spill, stream.c); a view never spills.
+ * rank's rows would pass what it leaves for data, what was read so far
+ * goes to a local spill and the rest passes through a staging block into
+ * it (start_spill, stream.c); a view's deals are appended the same way.
  *
  *-------------------------------------------------------------------------
  */
@@ -96,7 +102,7 @@ cmp_key(const void *key, const void *elem)
 /* this rank's memory budget while loading (stream.c) */
 static struct
 {
-	int			allowed;		/* the slice may be spilled (not a view read whole) */
+	int			allowed;		/* a budget is set: the rows may be spilled */
 	int64_t		data;			/* bytes the budget leaves for rows */
 	int64_t		row;			/* bytes of one row in memory */
 	int			window;
@@ -571,10 +577,14 @@ copy_rows(void *pgconn, int nfields, CopyRowFn row, void *arg, double *bytes)
 	return len;
 }
 
+typedef struct Deal Deal;
+static void deal_out(Deal *dl);
+
 typedef struct SliceRows
 {
 	Dataset    *ds;
 	const WorkerSpec *spec;
+	Deal	   *deal;			/* a view's rows, dealt out as they come */
 } SliceRows;
 
 static const char *
@@ -582,17 +592,19 @@ slice_row(void *arg, const char *p, const char *end)
 {
 	SliceRows  *sr = arg;
 
+	if (sr->deal && sr->ds->n == sr->ds->cap)
+		deal_out(sr->deal);		/* a full deal goes before the next row */
 	return decode_tuple(sr->ds, sr->spec, p, end);
 }
 
-/* run one COPY and decode its rows */
+/* run one COPY and decode its rows (into a deal, rows dealt out as it fills) */
 static void
-copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
+copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query, Deal *deal)
 {
 	size_t		qlen = strlen(query) + 64;
 	char	   *sql = malloc(qlen);
 	PGresult   *res;
-	SliceRows	sr = {ds, spec};
+	SliceRows	sr = {ds, spec, deal};
 	int			nfields = 1 + spec->nfeatures - (packing.nnum > 0 ? packing.nnum - 1 : 0);
 
 	if (packing.nnum > 0)
@@ -629,7 +641,7 @@ load_copy_plain(void *pgconn, Dataset *ds, const WorkerSpec *spec, const char *q
 
 	packing.nnum = 0;
 	packing.plain = 1;
-	copy_slice(pgconn, ds, spec, query);
+	copy_slice(pgconn, ds, spec, query, NULL);
 	packing.nnum = nnum;
 	packing.plain = 0;
 }
@@ -940,61 +952,194 @@ exec_ok(PGconn *conn, const char *sql)
 	PQclear(res);
 }
 
-/* hand out rank 0's rows evenly (a view was read whole) */
-static void
-scatter_rows(Dataset *ds)
+/*
+ * Dealing a view's rows
+ *
+ * Rank 0 decodes the view's COPY into a deal of deal_rows() rows; when it
+ * is full (and at the end) deal k goes to rank k mod world: rank 0 appends
+ * it to its own rows, any other rank gets it over MPI and appends it.
+ * Appending goes through reserve(), so a rank past its budget spills the
+ * deals as it would a slice of its own.  The deal's size depends only on
+ * the row's width, never on the budget, so every rank gets the same rows
+ * in the same order streamed or in memory.  What decoding counts (NULLs,
+ * bad values, label keys seen) stays with rank 0; the counts are summed
+ * over the ranks later as any slice's are.  A deal of 0 rows ends it.
+ * ---------------------------------------------------------------------
+ */
+#define DEAL_BYTES	(256 * 1024)
+#define DEAL_TAG	0x4445
+
+struct Deal
 {
-	int64_t		total = ds->n;
-	int		   *counts = malloc(sizeof(int) * worker_world);
-	int		   *displs = malloc(sizeof(int) * worker_world);
-	int		   *xcounts = malloc(sizeof(int) * worker_world);
-	int		   *xdispls = malloc(sizeof(int) * worker_world);
-	Dataset		mine = *ds;
-	int64_t		mycount;
+	Dataset    *own;			/* this rank's rows */
+	Dataset		buf;			/* the deal being filled (rank 0) or received */
+	const WorkerSpec *spec;
+	int64_t		k;				/* deals dealt */
+};
 
-	MPI_Bcast(&total, 1, MPI_INT64_T, 0, *(MPI_Comm *) comm_data_handle());
-	if (total * (int64_t) ds->d > 2000000000LL)
-		worker_fail("a view of %lld rows is too large to scatter; train on a table", (long long) total);
-	for (int r = 0; r < worker_world; r++)
-	{
-		int64_t		lo = total * r / worker_world;
-		int64_t		hi = total * (r + 1) / worker_world;
+/* rows of one deal: about DEAL_BYTES of float32 rows */
+static int64_t
+deal_rows(int d)
+{
+	int64_t		rows = DEAL_BYTES / (4 * ((int64_t) d + 1));
 
-		counts[r] = (int) (hi - lo);
-		displs[r] = (int) lo;
-		xcounts[r] = counts[r] * ds->d;
-		xdispls[r] = displs[r] * ds->d;
-	}
-	mycount = counts[worker_rank];
-	mine.n = mine.cap = mycount;
-	mine.X = malloc(sizeof(float) * (mycount ? mycount : 1) * ds->d);
-	mine.y = malloc(sizeof(float) * (mycount ? mycount : 1));
-	mine.val = malloc(mycount ? mycount : 1);
-	MPI_Scatterv(ds->X, xcounts, xdispls, MPI_FLOAT, mine.X, xcounts[worker_rank], MPI_FLOAT, 0, *(MPI_Comm *) comm_data_handle());
-	MPI_Scatterv(ds->y, counts, displs, MPI_FLOAT, mine.y, counts[worker_rank], MPI_FLOAT, 0, *(MPI_Comm *) comm_data_handle());
-	MPI_Scatterv(ds->val, counts, displs, MPI_UNSIGNED_CHAR, mine.val, counts[worker_rank],
-				 MPI_UNSIGNED_CHAR, 0, *(MPI_Comm *) comm_data_handle());
-	if (ds->wide)
+	return rows < 16 ? 16 : rows > 8192 ? 8192 : rows;
+}
+
+/* a deal's buffer of rows and its arrays (counts point at own's) */
+static void
+deal_init(Deal *dl, Dataset *own, const WorkerSpec *spec)
+{
+	int64_t		cap = deal_rows(own->d);
+
+	memset(dl, 0, sizeof(*dl));
+	dl->own = own;
+	dl->spec = spec;
+	dl->buf.d = own->d;
+	dl->buf.wide = own->wide;
+	dl->buf.cap = cap;
+	dl->buf.null_count = own->null_count;
+	dl->buf.bad_count = own->bad_count;
+	dl->buf.width_errors = own->width_errors;
+	dl->buf.X = malloc(sizeof(float) * cap * own->d);
+	dl->buf.y = malloc(sizeof(float) * cap);
+	dl->buf.val = calloc(cap, 1);
+	if (spec->discover)
+		dl->buf.keys = malloc(sizeof(int64_t) * cap);
+	if (own->wide)
 	{
-		mine.Xd = malloc(sizeof(double) * (mycount ? mycount : 1) * ds->d);
-		mine.yd = malloc(sizeof(double) * (mycount ? mycount : 1));
-		if (!mine.Xd || !mine.yd)
-			worker_fail("out of memory for %lld rows", (long long) mycount);
-		MPI_Scatterv(ds->Xd, xcounts, xdispls, MPI_DOUBLE, mine.Xd, xcounts[worker_rank],
-					 MPI_DOUBLE, 0, *(MPI_Comm *) comm_data_handle());
-		MPI_Scatterv(ds->yd, counts, displs, MPI_DOUBLE, mine.yd, counts[worker_rank],
-					 MPI_DOUBLE, 0, *(MPI_Comm *) comm_data_handle());
-		free(ds->Xd);
-		free(ds->yd);
+		dl->buf.Xd = malloc(sizeof(double) * cap * own->d);
+		dl->buf.yd = malloc(sizeof(double) * cap);
 	}
-	free(ds->X);
-	free(ds->y);
-	free(ds->val);
-	*ds = mine;
-	free(counts);
-	free(displs);
-	free(xcounts);
-	free(xdispls);
+	if (!dl->buf.X || !dl->buf.y || !dl->buf.val || (spec->discover && !dl->buf.keys) ||
+		(own->wide && (!dl->buf.Xd || !dl->buf.yd)))
+		worker_fail("out of memory for a deal of %lld rows", (long long) cap);
+}
+
+/* what decoding counted on rank 0 goes to its own rows; the buffer goes */
+static void
+deal_free(Deal *dl)
+{
+	Dataset    *own = dl->own;
+
+	own->target_nulls += dl->buf.target_nulls;
+	own->target_bad += dl->buf.target_bad;
+	own->unknown_labels += dl->buf.unknown_labels;
+	own->bytes_read += dl->buf.bytes_read;
+	if (dl->buf.seen)
+	{
+		free(own->seen);
+		own->seen = dl->buf.seen;
+		own->nseen = dl->buf.nseen;
+	}
+	own->seen_overflow |= dl->buf.seen_overflow;
+	free(dl->buf.X);
+	free(dl->buf.y);
+	free(dl->buf.val);
+	free(dl->buf.keys);
+	free(dl->buf.Xd);
+	free(dl->buf.yd);
+}
+
+/* append the deal's rows to this rank's (spilling as the budget says) */
+static void
+deal_append(Deal *dl)
+{
+	Dataset    *ds = dl->own;
+	const Dataset *b = &dl->buf;
+	int			d = ds->d;
+
+	for (int64_t i = 0; i < b->n;)
+	{
+		int64_t		k;
+
+		reserve(ds, dl->spec, 1);
+		k = ds->cap - ds->n;
+		if (k > b->n - i)
+			k = b->n - i;
+		memcpy(ds->X + (size_t) ds->n * d, b->X + (size_t) i * d, sizeof(float) * k * d);
+		memcpy(ds->y + ds->n, b->y + i, sizeof(float) * k);
+		if (dl->spec->discover)
+			memcpy(ds->keys + ds->n, b->keys + i, sizeof(int64_t) * k);
+		if (ds->wide)
+		{
+			memcpy(ds->Xd + (size_t) ds->n * d, b->Xd + (size_t) i * d, sizeof(double) * k * d);
+			memcpy(ds->yd + ds->n, b->yd + i, sizeof(double) * k);
+		}
+		ds->n += k;
+		i += k;
+	}
+}
+
+/* rank 0: the deal's rows to their rank, and the deal emptied */
+static void
+deal_out(Deal *dl)
+{
+	MPI_Comm	comm = *(MPI_Comm *) comm_data_handle();
+	Dataset    *b = &dl->buf;
+	int64_t		n = b->n;
+	int			to;
+
+	if (n == 0)
+		return;
+	to = (int) (dl->k++ % worker_world);
+	if (to == 0)
+		deal_append(dl);
+	else
+	{
+		MPI_Send(&n, 1, MPI_INT64_T, to, DEAL_TAG, comm);
+		MPI_Send(b->X, (int) (n * b->d), MPI_FLOAT, to, DEAL_TAG, comm);
+		MPI_Send(b->y, (int) n, MPI_FLOAT, to, DEAL_TAG, comm);
+		if (dl->spec->discover)
+			MPI_Send(b->keys, (int) n, MPI_INT64_T, to, DEAL_TAG, comm);
+		if (b->wide)
+		{
+			MPI_Send(b->Xd, (int) (n * b->d), MPI_DOUBLE, to, DEAL_TAG, comm);
+			MPI_Send(b->yd, (int) n, MPI_DOUBLE, to, DEAL_TAG, comm);
+		}
+	}
+	b->n = 0;
+}
+
+/* rank 0: the last deal, then a deal of 0 rows to every other rank */
+static void
+deal_end(Deal *dl)
+{
+	int64_t		none = 0;
+
+	deal_out(dl);
+	for (int r = 1; r < worker_world; r++)
+		MPI_Send(&none, 1, MPI_INT64_T, r, DEAL_TAG, *(MPI_Comm *) comm_data_handle());
+}
+
+/* any other rank: append the deals rank 0 sends until one of 0 rows */
+static void
+deal_receive(Deal *dl)
+{
+	MPI_Comm	comm = *(MPI_Comm *) comm_data_handle();
+	Dataset    *b = &dl->buf;
+	int64_t		n;
+
+	for (;;)
+	{
+		MPI_Recv(&n, 1, MPI_INT64_T, 0, DEAL_TAG, comm, MPI_STATUS_IGNORE);
+		if (n == 0)
+			break;
+		if (n < 0 || n > b->cap)
+			worker_fail("a deal of %lld rows from rank 0, more than %lld", (long long) n, (long long) b->cap);
+		MPI_Recv(b->X, (int) (n * b->d), MPI_FLOAT, 0, DEAL_TAG, comm, MPI_STATUS_IGNORE);
+		MPI_Recv(b->y, (int) n, MPI_FLOAT, 0, DEAL_TAG, comm, MPI_STATUS_IGNORE);
+		if (dl->spec->discover)
+			MPI_Recv(b->keys, (int) n, MPI_INT64_T, 0, DEAL_TAG, comm, MPI_STATUS_IGNORE);
+		if (b->wide)
+		{
+			MPI_Recv(b->Xd, (int) (n * b->d), MPI_DOUBLE, 0, DEAL_TAG, comm, MPI_STATUS_IGNORE);
+			MPI_Recv(b->yd, (int) n, MPI_DOUBLE, 0, DEAL_TAG, comm, MPI_STATUS_IGNORE);
+		}
+		b->n = n;
+		deal_append(dl);
+		b->n = 0;
+	}
 }
 
 /*
@@ -1031,8 +1176,8 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	/* dml.num_bytes is a function: beyond its argument limit, one field each */
 	if (packing.nnum > DML_FUNC_MAX_ARGS)
 		packing.nnum = 0;
-	/* a view is read whole by rank 0 and scattered: it never spills */
-	budget.allowed = spec->memory > 0 && !whole;
+	/* a view's deals spill on any rank as a slice's rows do */
+	budget.allowed = spec->memory > 0;
 	budget.data = stream_data_budget(spec);
 	budget.row = stream_row_cost(spec);
 	budget.window = spec->window > 0 ? spec->window : DML_WINDOW_DEFAULT;
@@ -1047,8 +1192,17 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	if (budget.allowed)
 		ds->spill_restart = stream_reuse(spec, ds);
 	if (ds->spill)
-		;						/* reused */
-	else if (!whole || rank == 0)
+		;						/* reused (never a view's: stream.c) */
+	else if (whole && rank != 0)
+	{
+		/* a view: rank 0 reads it and deals this rank its rows */
+		Deal		dl;
+
+		deal_init(&dl, ds, spec);
+		deal_receive(&dl);
+		deal_free(&dl);
+	}
+	else
 	{
 		char		snapshot[256];
 
@@ -1084,10 +1238,19 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 		{
 			if (spec->slices[i].rank != rank || spec->slices[i].shard > 0)
 				continue;
-			if (spec->load_block && !spec->slices[i].whole)
+			if (spec->slices[i].whole)
+			{
+				Deal		dl;
+
+				deal_init(&dl, ds, spec);
+				copy_slice(conn, &dl.buf, spec, spec->slices[i].query, &dl);
+				deal_end(&dl);
+				deal_free(&dl);
+			}
+			else if (spec->load_block)
 				block_slice(conn, ds, spec, spec->slices[i].query);
 			else
-				copy_slice(conn, ds, spec, spec->slices[i].query);
+				copy_slice(conn, ds, spec, spec->slices[i].query, NULL);
 		}
 		exec_ok(conn, "COMMIT");
 		PQfinish(conn);
@@ -1119,8 +1282,6 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	if (spec->validation > 0)
 		for (int64_t i = 0; i < ds->n; i++)
 			ds->val[i] = held_out(ds, i, spec->seed, spec->validation);
-	if (whole && worker_world > 1)
-		scatter_rows(ds);
 	ds->load_seconds = dml_clock_seconds() - t0;
 	ds->load_path = spec->load_block && !whole ? "block" : "copy";
 }
