@@ -18,11 +18,12 @@
  * draw rows from a window of blocks in a new order each epoch, and a step
  * larger than a block computes its gradient in chunks of a block.
  *
- * Full-batch training (all-reduce, one step an epoch over every training
- * row) sums the gradient over the training rows in the order they are
- * stored, in chunks of EVAL_ROWS, as L-BFGS does: the same chunks in
- * memory and streamed (a spill's blocks hold the rows in that order), so
- * the model is the same either way, not merely close (full_gradient).
+ * Full-batch training (one step an epoch over every training row, in any
+ * sync mode but async) sums the gradient over the training rows in the
+ * order they are stored, in chunks of EVAL_ROWS, as L-BFGS does: the same
+ * chunks in memory and streamed (a spill's blocks hold the rows in that
+ * order), so the model is the same either way, not merely close
+ * (full_gradient).
  *
  *-------------------------------------------------------------------------
  */
@@ -666,7 +667,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			chunk = stream_block_rows(ds->spill);
 	}
 	/* full batch: the gradient in stored order, the same streamed or not */
-	full = spec->sync == DML_SYNC_ALLREDUCE && plan.steps == 1 && b >= ntrain && ntrain > 0;
+	full = spec->sync != DML_SYNC_ASYNC && plan.steps == 1 && b >= ntrain && ntrain > 0;
 	if (full)
 		chunk = EVAL_ROWS;
 	if (dml_work_alloc(&work, net, chunk > EVAL_ROWS ? chunk : EVAL_ROWS) != DML_OK)
