@@ -961,20 +961,32 @@ exec_ok(PGconn *conn, const char *sql)
  * Appending goes through reserve(), so a rank past its budget spills the
  * deals as it would a slice of its own.  The deal's size depends only on
  * the row's width, never on the budget, so every rank gets the same rows
- * in the same order streamed or in memory.  What decoding counts (NULLs,
- * bad values, label keys seen) stays with rank 0; the counts are summed
- * over the ranks later as any slice's are.  A deal of 0 rows ends it.
+ * in the same order streamed or in memory.  Rank 0 holds the deal it
+ * fills and two messages in flight besides its own rows, any other rank
+ * one message.  What decoding counts (NULLs, bad values, label keys seen)
+ * stays with rank 0; the counts are summed over the ranks later as any
+ * slice's are.  A deal of 0 rows ends it.
  * ---------------------------------------------------------------------
  */
 #define DEAL_BYTES	(256 * 1024)
 #define DEAL_TAG	0x4445
 
+/*
+ * A deal travels as one message: its row count, then the label keys (while
+ * the labels are listed), the float64 rows (spec_float64), the float32
+ * rows and targets.  Rank 0 sends with MPI_Isend from one of two buffers,
+ * so it decodes the next deal while the last travels.
+ */
 struct Deal
 {
 	Dataset    *own;			/* this rank's rows */
-	Dataset		buf;			/* the deal being filled (rank 0) or received */
+	Dataset		buf;			/* the deal being filled (rank 0) */
 	const WorkerSpec *spec;
 	int64_t		k;				/* deals dealt */
+	size_t		msg_bytes;		/* of a full deal's message */
+	char	   *msg[2];			/* messages in flight (rank 0), or received */
+	MPI_Request req[2];
+	int			slot;
 };
 
 /* rows of one deal: about DEAL_BYTES of float32 rows */
@@ -986,7 +998,16 @@ deal_rows(int d)
 	return rows < 16 ? 16 : rows > 8192 ? 8192 : rows;
 }
 
-/* a deal's buffer of rows and its arrays (counts point at own's) */
+/* bytes of a deal's message of n rows */
+static size_t
+deal_bytes(const Deal *dl, int64_t n)
+{
+	size_t		d = (size_t) dl->own->d;
+
+	return 8 + (size_t) n * ((dl->spec->discover ? 8 : 0) + (dl->own->wide ? 8 * d + 8 : 0) + 4 * d + 4);
+}
+
+/* a deal's buffer of rows (counts point at own's) and its message buffers */
 static void
 deal_init(Deal *dl, Dataset *own, const WorkerSpec *spec)
 {
@@ -995,9 +1016,19 @@ deal_init(Deal *dl, Dataset *own, const WorkerSpec *spec)
 	memset(dl, 0, sizeof(*dl));
 	dl->own = own;
 	dl->spec = spec;
+	dl->req[0] = dl->req[1] = MPI_REQUEST_NULL;
+	dl->msg_bytes = deal_bytes(dl, cap);
+	dl->msg[0] = malloc(dl->msg_bytes);
 	dl->buf.d = own->d;
 	dl->buf.wide = own->wide;
 	dl->buf.cap = cap;
+	if (worker_rank != 0)
+	{
+		if (!dl->msg[0])
+			worker_fail("out of memory for a deal of %lld rows", (long long) cap);
+		return;					/* it receives into msg[0] */
+	}
+	dl->msg[1] = malloc(dl->msg_bytes);
 	dl->buf.null_count = own->null_count;
 	dl->buf.bad_count = own->bad_count;
 	dl->buf.width_errors = own->width_errors;
@@ -1011,17 +1042,18 @@ deal_init(Deal *dl, Dataset *own, const WorkerSpec *spec)
 		dl->buf.Xd = malloc(sizeof(double) * cap * own->d);
 		dl->buf.yd = malloc(sizeof(double) * cap);
 	}
-	if (!dl->buf.X || !dl->buf.y || !dl->buf.val || (spec->discover && !dl->buf.keys) ||
-		(own->wide && (!dl->buf.Xd || !dl->buf.yd)))
+	if (!dl->msg[0] || !dl->msg[1] || !dl->buf.X || !dl->buf.y || !dl->buf.val ||
+		(spec->discover && !dl->buf.keys) || (own->wide && (!dl->buf.Xd || !dl->buf.yd)))
 		worker_fail("out of memory for a deal of %lld rows", (long long) cap);
 }
 
-/* what decoding counted on rank 0 goes to its own rows; the buffer goes */
+/* what decoding counted on rank 0 goes to its own rows; the buffers go */
 static void
 deal_free(Deal *dl)
 {
 	Dataset    *own = dl->own;
 
+	MPI_Waitall(2, dl->req, MPI_STATUSES_IGNORE);
 	own->target_nulls += dl->buf.target_nulls;
 	own->target_bad += dl->buf.target_bad;
 	own->unknown_labels += dl->buf.unknown_labels;
@@ -1039,32 +1071,68 @@ deal_free(Deal *dl)
 	free(dl->buf.keys);
 	free(dl->buf.Xd);
 	free(dl->buf.yd);
+	free(dl->msg[0]);
+	free(dl->msg[1]);
 }
 
-/* append the deal's rows to this rank's (spilling as the budget says) */
+/* the parts of a deal's message of n rows at m */
+typedef struct DealParts
+{
+	int64_t    *keys;
+	double	   *Xd;
+	double	   *yd;
+	float	   *X;
+	float	   *y;
+} DealParts;
+
+static DealParts
+deal_parts(const Deal *dl, char *m, int64_t n)
+{
+	DealParts	dp = {NULL, NULL, NULL, NULL, NULL};
+	size_t		d = (size_t) dl->own->d;
+	char	   *p = m + 8;
+
+	if (dl->spec->discover)
+	{
+		dp.keys = (int64_t *) p;
+		p += 8 * n;
+	}
+	if (dl->own->wide)
+	{
+		dp.Xd = (double *) p;
+		p += 8 * n * d;
+		dp.yd = (double *) p;
+		p += 8 * n;
+	}
+	dp.X = (float *) p;
+	p += 4 * n * d;
+	dp.y = (float *) p;
+	return dp;
+}
+
+/* append n rows to this rank's (spilling as the budget says) */
 static void
-deal_append(Deal *dl)
+deal_append(Deal *dl, const DealParts *dp, int64_t n)
 {
 	Dataset    *ds = dl->own;
-	const Dataset *b = &dl->buf;
 	int			d = ds->d;
 
-	for (int64_t i = 0; i < b->n;)
+	for (int64_t i = 0; i < n;)
 	{
 		int64_t		k;
 
 		reserve(ds, dl->spec, 1);
 		k = ds->cap - ds->n;
-		if (k > b->n - i)
-			k = b->n - i;
-		memcpy(ds->X + (size_t) ds->n * d, b->X + (size_t) i * d, sizeof(float) * k * d);
-		memcpy(ds->y + ds->n, b->y + i, sizeof(float) * k);
+		if (k > n - i)
+			k = n - i;
+		memcpy(ds->X + (size_t) ds->n * d, dp->X + (size_t) i * d, sizeof(float) * k * d);
+		memcpy(ds->y + ds->n, dp->y + i, sizeof(float) * k);
 		if (dl->spec->discover)
-			memcpy(ds->keys + ds->n, b->keys + i, sizeof(int64_t) * k);
+			memcpy(ds->keys + ds->n, dp->keys + i, sizeof(int64_t) * k);
 		if (ds->wide)
 		{
-			memcpy(ds->Xd + (size_t) ds->n * d, b->Xd + (size_t) i * d, sizeof(double) * k * d);
-			memcpy(ds->yd + ds->n, b->yd + i, sizeof(double) * k);
+			memcpy(ds->Xd + (size_t) ds->n * d, dp->Xd + (size_t) i * d, sizeof(double) * k * d);
+			memcpy(ds->yd + ds->n, dp->yd + i, sizeof(double) * k);
 		}
 		ds->n += k;
 		i += k;
@@ -1075,28 +1143,39 @@ deal_append(Deal *dl)
 static void
 deal_out(Deal *dl)
 {
-	MPI_Comm	comm = *(MPI_Comm *) comm_data_handle();
 	Dataset    *b = &dl->buf;
 	int64_t		n = b->n;
 	int			to;
+	DealParts	mine = {b->keys, b->Xd, b->yd, b->X, b->y};
 
 	if (n == 0)
 		return;
 	to = (int) (dl->k++ % worker_world);
 	if (to == 0)
-		deal_append(dl);
+		deal_append(dl, &mine, n);
 	else
 	{
-		MPI_Send(&n, 1, MPI_INT64_T, to, DEAL_TAG, comm);
-		MPI_Send(b->X, (int) (n * b->d), MPI_FLOAT, to, DEAL_TAG, comm);
-		MPI_Send(b->y, (int) n, MPI_FLOAT, to, DEAL_TAG, comm);
-		if (dl->spec->discover)
-			MPI_Send(b->keys, (int) n, MPI_INT64_T, to, DEAL_TAG, comm);
-		if (b->wide)
+		char	   *m;
+		DealParts	dp;
+		size_t		d = (size_t) b->d;
+
+		/* the slot's last message must have left */
+		MPI_Wait(&dl->req[dl->slot], MPI_STATUS_IGNORE);
+		m = dl->msg[dl->slot];
+		dp = deal_parts(dl, m, n);
+		memcpy(m, &n, 8);
+		if (dp.keys)
+			memcpy(dp.keys, b->keys, 8 * n);
+		if (dp.Xd)
 		{
-			MPI_Send(b->Xd, (int) (n * b->d), MPI_DOUBLE, to, DEAL_TAG, comm);
-			MPI_Send(b->yd, (int) n, MPI_DOUBLE, to, DEAL_TAG, comm);
+			memcpy(dp.Xd, b->Xd, 8 * n * d);
+			memcpy(dp.yd, b->yd, 8 * n);
 		}
+		memcpy(dp.X, b->X, 4 * n * d);
+		memcpy(dp.y, b->y, 4 * n);
+		MPI_Isend(m, (int) deal_bytes(dl, n), MPI_BYTE, to, DEAL_TAG,
+				  *(MPI_Comm *) comm_data_handle(), &dl->req[dl->slot]);
+		dl->slot ^= 1;
 	}
 	b->n = 0;
 }
@@ -1108,8 +1187,9 @@ deal_end(Deal *dl)
 	int64_t		none = 0;
 
 	deal_out(dl);
+	MPI_Waitall(2, dl->req, MPI_STATUSES_IGNORE);
 	for (int r = 1; r < worker_world; r++)
-		MPI_Send(&none, 1, MPI_INT64_T, r, DEAL_TAG, *(MPI_Comm *) comm_data_handle());
+		MPI_Send(&none, 8, MPI_BYTE, r, DEAL_TAG, *(MPI_Comm *) comm_data_handle());
 }
 
 /* any other rank: append the deals rank 0 sends until one of 0 rows */
@@ -1117,28 +1197,24 @@ static void
 deal_receive(Deal *dl)
 {
 	MPI_Comm	comm = *(MPI_Comm *) comm_data_handle();
-	Dataset    *b = &dl->buf;
-	int64_t		n;
+	int64_t		cap = dl->buf.cap;
 
 	for (;;)
 	{
-		MPI_Recv(&n, 1, MPI_INT64_T, 0, DEAL_TAG, comm, MPI_STATUS_IGNORE);
+		MPI_Status	st;
+		int			got;
+		int64_t		n;
+		DealParts	dp;
+
+		MPI_Recv(dl->msg[0], (int) dl->msg_bytes, MPI_BYTE, 0, DEAL_TAG, comm, &st);
+		MPI_Get_count(&st, MPI_BYTE, &got);
+		memcpy(&n, dl->msg[0], 8);
 		if (n == 0)
 			break;
-		if (n < 0 || n > b->cap)
-			worker_fail("a deal of %lld rows from rank 0, more than %lld", (long long) n, (long long) b->cap);
-		MPI_Recv(b->X, (int) (n * b->d), MPI_FLOAT, 0, DEAL_TAG, comm, MPI_STATUS_IGNORE);
-		MPI_Recv(b->y, (int) n, MPI_FLOAT, 0, DEAL_TAG, comm, MPI_STATUS_IGNORE);
-		if (dl->spec->discover)
-			MPI_Recv(b->keys, (int) n, MPI_INT64_T, 0, DEAL_TAG, comm, MPI_STATUS_IGNORE);
-		if (b->wide)
-		{
-			MPI_Recv(b->Xd, (int) (n * b->d), MPI_DOUBLE, 0, DEAL_TAG, comm, MPI_STATUS_IGNORE);
-			MPI_Recv(b->yd, (int) n, MPI_DOUBLE, 0, DEAL_TAG, comm, MPI_STATUS_IGNORE);
-		}
-		b->n = n;
-		deal_append(dl);
-		b->n = 0;
+		if (n < 0 || n > cap || (size_t) got != deal_bytes(dl, n))
+			worker_fail("a malformed deal of %lld rows from rank 0", (long long) n);
+		dp = deal_parts(dl, dl->msg[0], n);
+		deal_append(dl, &dp, n);
 	}
 }
 
