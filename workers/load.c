@@ -963,12 +963,12 @@ exec_ok(PGconn *conn, const char *sql)
  * the row's width, never on the budget, so every rank gets the same rows
  * in the same order streamed or in memory.  Rank 0 holds the deal it
  * fills and two messages in flight besides its own rows, any other rank
- * one message.  What decoding counts (NULLs, bad values, label keys seen)
+ * one message; the budget counts them (deal_held).  What decoding counts (NULLs, bad values, label keys seen)
  * stays with rank 0; the counts are summed over the ranks later as any
  * slice's are.  A deal of 0 rows ends it.
  * ---------------------------------------------------------------------
  */
-#define DEAL_BYTES	(256 * 1024)
+#define DEAL_BYTES	(1024 * 1024)
 #define DEAL_TAG	0x4445
 
 /*
@@ -1005,6 +1005,18 @@ deal_bytes(const Deal *dl, int64_t n)
 	size_t		d = (size_t) dl->own->d;
 
 	return 8 + (size_t) n * ((dl->spec->discover ? 8 : 0) + (dl->own->wide ? 8 * d + 8 : 0) + 4 * d + 4);
+}
+
+/*
+ * what dealing holds on this rank besides its rows: rank 0 the deal it
+ * fills and two messages, any other rank one message (the budget's)
+ */
+static int64_t
+deal_held(const Dataset *own, const WorkerSpec *spec)
+{
+	Deal		dl = {.own = (Dataset *) own, .spec = spec};
+
+	return (worker_rank == 0 ? 3 : 1) * (int64_t) deal_bytes(&dl, deal_rows(own->d));
 }
 
 /* a deal's buffer of rows (counts point at own's) and its message buffers */
@@ -1255,6 +1267,10 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	/* a view's deals spill on any rank as a slice's rows do */
 	budget.allowed = spec->memory > 0;
 	budget.data = stream_data_budget(spec);
+	/* a view: what dealing holds comes out of the rows' share, a quarter left */
+	if (whole && spec->memory > 0)
+		budget.data = budget.data - deal_held(ds, spec) > budget.data / 4 ?
+			budget.data - deal_held(ds, spec) : budget.data / 4;
 	budget.row = stream_row_cost(spec);
 	budget.window = spec->window > 0 ? spec->window : DML_WINDOW_DEFAULT;
 
