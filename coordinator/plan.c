@@ -8,7 +8,8 @@
  * its leaf partitions, cut the same way, so ranks get equal numbers of
  * blocks whatever the partitions' sizes (a large leaf is shared by ranks, a
  * small one goes whole to a rank).  A view (or a foreign table) has no
- * blocks: rank 0 reads it whole and scatters the rows.
+ * blocks: it is one slice, read by rank 0, which deals the rows out to
+ * every rank as they arrive (workers/load.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -77,7 +78,7 @@ leaf_blocks(Oid relid, char relkind)
  * Whether the workers may read a partitioned table's leaves directly: the
  * caller must have SELECT on every leaf, and the parent must not carry
  * row-level security (a leaf read directly would skip the parent's
- * policies).  Otherwise the parent is read whole by rank 0.
+ * policies).  Otherwise the parent is read as a view is (rank 0 deals it).
  */
 bool
 DmlLeavesReadable(Oid relid)

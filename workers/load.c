@@ -25,12 +25,18 @@
  * a hash of its decoded values and the seed, so it depends neither on
  * which rank read it nor on the path it came by.
  *
- * A view has no blocks to split: rank 0 reads it and scatters the rows.
+ * A view (or a foreign table, or a partitioned table read through its
+ * parent) has no blocks to split: rank 0 reads it with one COPY and deals
+ * its rows out as they arrive, deal k (deal_rows() rows in arrival order)
+ * to rank k mod world (deal_view).  The deals are the same whether or not
+ * a rank spills, so a view's rows land on the same ranks in the same order
+ * streamed or in memory, and no rank ever holds more than its own share
+ * and one deal.
  *
  * Rows are held within the job's memory budget (spec->memory): when a
- * slice's rows would pass what it leaves for data, what was read so far
- * goes to a local spill and the rest of the slice passes through a
- * staging block into it (start_spill, stream.c); a view never spills.
+ * rank's rows would pass what it leaves for data, what was read so far
+ * goes to a local spill and the rest passes through a staging block into
+ * it (start_spill, stream.c); a view's deals are appended the same way.
  *
  *-------------------------------------------------------------------------
  */
@@ -98,7 +104,7 @@ cmp_key(const void *key, const void *elem)
 /* this rank's memory budget while loading (stream.c) */
 static struct
 {
-	int			allowed;		/* the slice may be spilled (not a view read whole) */
+	int			allowed;		/* a budget is set: the rows may be spilled */
 	int64_t		data;			/* bytes the budget leaves for rows */
 	int64_t		row;			/* bytes of one row in memory */
 	int			window;
@@ -573,10 +579,14 @@ copy_rows(void *pgconn, int nfields, CopyRowFn row, void *arg, double *bytes)
 	return len;
 }
 
+typedef struct Deal Deal;
+static void deal_out(Deal *dl);
+
 typedef struct SliceRows
 {
 	Dataset    *ds;
 	const WorkerSpec *spec;
+	Deal	   *deal;			/* a view's rows, dealt out as they come */
 } SliceRows;
 
 static const char *
@@ -584,17 +594,19 @@ slice_row(void *arg, const char *p, const char *end)
 {
 	SliceRows  *sr = arg;
 
+	if (sr->deal && sr->ds->n == sr->ds->cap)
+		deal_out(sr->deal);		/* a full deal goes before the next row */
 	return decode_tuple(sr->ds, sr->spec, p, end);
 }
 
-/* run one COPY and decode its rows */
+/* run one COPY and decode its rows (into a deal, rows dealt out as it fills) */
 static void
-copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query)
+copy_slice(PGconn *conn, Dataset *ds, const WorkerSpec *spec, const char *query, Deal *deal)
 {
 	size_t		qlen = strlen(query) + 64;
 	char	   *sql = malloc(qlen);
 	PGresult   *res;
-	SliceRows	sr = {ds, spec};
+	SliceRows	sr = {ds, spec, deal};
 	int			nfields = 1 + spec->nfeatures - (packing.nnum > 0 ? packing.nnum - 1 : 0);
 
 	if (packing.nnum > 0)
@@ -631,7 +643,7 @@ load_copy_plain(void *pgconn, Dataset *ds, const WorkerSpec *spec, const char *q
 
 	packing.nnum = 0;
 	packing.plain = 1;
-	copy_slice(pgconn, ds, spec, query);
+	copy_slice(pgconn, ds, spec, query, NULL);
 	packing.nnum = nnum;
 	packing.plain = 0;
 }
@@ -987,61 +999,282 @@ exec_ok(PGconn *conn, const char *sql)
 	PQclear(res);
 }
 
-/* hand out rank 0's rows evenly (a view was read whole) */
-static void
-scatter_rows(Dataset *ds)
+/*
+ * Dealing a view's rows
+ *
+ * Rank 0 decodes the view's COPY into a deal of deal_rows() rows; when it
+ * is full (and at the end) deal k goes to rank k mod world: rank 0 appends
+ * it to its own rows, any other rank gets it over MPI and appends it.
+ * Appending goes through reserve(), so a rank past its budget spills the
+ * deals as it would a slice of its own.  The deal's size depends only on
+ * the row's width, never on the budget, so every rank gets the same rows
+ * in the same order streamed or in memory.  Rank 0 holds the deal it
+ * fills and two messages in flight besides its own rows, any other rank
+ * one message; the budget counts them (deal_held).  What decoding counts (NULLs, bad values, label keys seen)
+ * stays with rank 0; the counts are summed over the ranks later as any
+ * slice's are.  A deal of 0 rows ends it.
+ * ---------------------------------------------------------------------
+ */
+#define DEAL_BYTES	(1024 * 1024)
+#define DEAL_TAG	0x4445
+
+/*
+ * A deal travels as one message: its row count, then the label keys (while
+ * the labels are listed), the float64 rows (spec_float64), the float32
+ * rows and targets.  Rank 0 sends with MPI_Isend from one of two buffers,
+ * so it decodes the next deal while the last travels.
+ */
+struct Deal
 {
-	int64_t		total = ds->n;
-	int		   *counts = malloc(sizeof(int) * worker_world);
-	int		   *displs = malloc(sizeof(int) * worker_world);
-	int		   *xcounts = malloc(sizeof(int) * worker_world);
-	int		   *xdispls = malloc(sizeof(int) * worker_world);
-	Dataset		mine = *ds;
-	int64_t		mycount;
+	Dataset    *own;			/* this rank's rows */
+	Dataset		buf;			/* the deal being filled (rank 0) */
+	const WorkerSpec *spec;
+	int64_t		k;				/* deals dealt */
+	size_t		msg_bytes;		/* of a full deal's message */
+	char	   *msg[2];			/* messages in flight (rank 0), or received */
+	MPI_Request req[2];
+	int			slot;
+};
 
-	MPI_Bcast(&total, 1, MPI_INT64_T, 0, *(MPI_Comm *) comm_data_handle());
-	if (total * (int64_t) ds->d > 2000000000LL)
-		worker_fail("a view of %lld rows is too large to scatter; train on a table", (long long) total);
-	for (int r = 0; r < worker_world; r++)
-	{
-		int64_t		lo = total * r / worker_world;
-		int64_t		hi = total * (r + 1) / worker_world;
+/* rows of one deal: about DEAL_BYTES of float32 rows */
+static int64_t
+deal_rows(int d)
+{
+	int64_t		rows = DEAL_BYTES / (4 * ((int64_t) d + 1));
 
-		counts[r] = (int) (hi - lo);
-		displs[r] = (int) lo;
-		xcounts[r] = counts[r] * ds->d;
-		xdispls[r] = displs[r] * ds->d;
-	}
-	mycount = counts[worker_rank];
-	mine.n = mine.cap = mycount;
-	mine.X = malloc(sizeof(float) * (mycount ? mycount : 1) * ds->d);
-	mine.y = malloc(sizeof(float) * (mycount ? mycount : 1));
-	mine.val = malloc(mycount ? mycount : 1);
-	MPI_Scatterv(ds->X, xcounts, xdispls, MPI_FLOAT, mine.X, xcounts[worker_rank], MPI_FLOAT, 0, *(MPI_Comm *) comm_data_handle());
-	MPI_Scatterv(ds->y, counts, displs, MPI_FLOAT, mine.y, counts[worker_rank], MPI_FLOAT, 0, *(MPI_Comm *) comm_data_handle());
-	MPI_Scatterv(ds->val, counts, displs, MPI_UNSIGNED_CHAR, mine.val, counts[worker_rank],
-				 MPI_UNSIGNED_CHAR, 0, *(MPI_Comm *) comm_data_handle());
-	if (ds->wide)
+	return rows < 16 ? 16 : rows > 8192 ? 8192 : rows;
+}
+
+/* bytes of a deal's message of n rows */
+static size_t
+deal_bytes(const Deal *dl, int64_t n)
+{
+	size_t		d = (size_t) dl->own->d;
+
+	return 8 + (size_t) n * ((dl->spec->discover ? 8 : 0) + (dl->own->wide ? 8 * d + 8 : 0) + 4 * d + 4);
+}
+
+/*
+ * what dealing holds on this rank besides its rows: rank 0 the deal it
+ * fills and two messages, any other rank one message (the budget's)
+ */
+static int64_t
+deal_held(const Dataset *own, const WorkerSpec *spec)
+{
+	Deal		dl = {.own = (Dataset *) own, .spec = spec};
+
+	return (worker_rank == 0 ? 3 : 1) * (int64_t) deal_bytes(&dl, deal_rows(own->d));
+}
+
+/* a deal's buffer of rows (counts point at own's) and its message buffers */
+static void
+deal_init(Deal *dl, Dataset *own, const WorkerSpec *spec)
+{
+	int64_t		cap = deal_rows(own->d);
+
+	memset(dl, 0, sizeof(*dl));
+	dl->own = own;
+	dl->spec = spec;
+	dl->req[0] = dl->req[1] = MPI_REQUEST_NULL;
+	dl->msg_bytes = deal_bytes(dl, cap);
+	dl->msg[0] = malloc(dl->msg_bytes);
+	dl->buf.d = own->d;
+	dl->buf.wide = own->wide;
+	dl->buf.cap = cap;
+	if (worker_rank != 0)
 	{
-		mine.Xd = malloc(sizeof(double) * (mycount ? mycount : 1) * ds->d);
-		mine.yd = malloc(sizeof(double) * (mycount ? mycount : 1));
-		if (!mine.Xd || !mine.yd)
-			worker_fail("out of memory for %lld rows", (long long) mycount);
-		MPI_Scatterv(ds->Xd, xcounts, xdispls, MPI_DOUBLE, mine.Xd, xcounts[worker_rank],
-					 MPI_DOUBLE, 0, *(MPI_Comm *) comm_data_handle());
-		MPI_Scatterv(ds->yd, counts, displs, MPI_DOUBLE, mine.yd, counts[worker_rank],
-					 MPI_DOUBLE, 0, *(MPI_Comm *) comm_data_handle());
-		free(ds->Xd);
-		free(ds->yd);
+		if (!dl->msg[0])
+			worker_fail("out of memory for a deal of %lld rows", (long long) cap);
+		return;					/* it receives into msg[0] */
 	}
-	free(ds->X);
-	free(ds->y);
-	free(ds->val);
-	*ds = mine;
-	free(counts);
-	free(displs);
-	free(xcounts);
-	free(xdispls);
+	dl->msg[1] = malloc(dl->msg_bytes);
+	dl->buf.null_count = own->null_count;
+	dl->buf.bad_count = own->bad_count;
+	dl->buf.width_errors = own->width_errors;
+	dl->buf.X = malloc(sizeof(float) * cap * own->d);
+	dl->buf.y = malloc(sizeof(float) * cap);
+	dl->buf.val = calloc(cap, 1);
+	if (spec->discover)
+		dl->buf.keys = malloc(sizeof(int64_t) * cap);
+	if (own->wide)
+	{
+		dl->buf.Xd = malloc(sizeof(double) * cap * own->d);
+		dl->buf.yd = malloc(sizeof(double) * cap);
+	}
+	if (!dl->msg[0] || !dl->msg[1] || !dl->buf.X || !dl->buf.y || !dl->buf.val ||
+		(spec->discover && !dl->buf.keys) || (own->wide && (!dl->buf.Xd || !dl->buf.yd)))
+		worker_fail("out of memory for a deal of %lld rows", (long long) cap);
+}
+
+/* what decoding counted on rank 0 goes to its own rows; the buffers go */
+static void
+deal_free(Deal *dl)
+{
+	Dataset    *own = dl->own;
+
+	MPI_Waitall(2, dl->req, MPI_STATUSES_IGNORE);
+	own->target_nulls += dl->buf.target_nulls;
+	own->target_bad += dl->buf.target_bad;
+	own->unknown_labels += dl->buf.unknown_labels;
+	own->bytes_read += dl->buf.bytes_read;
+	if (dl->buf.seen)
+	{
+		free(own->seen);
+		own->seen = dl->buf.seen;
+		own->nseen = dl->buf.nseen;
+	}
+	own->seen_overflow |= dl->buf.seen_overflow;
+	free(dl->buf.X);
+	free(dl->buf.y);
+	free(dl->buf.val);
+	free(dl->buf.keys);
+	free(dl->buf.Xd);
+	free(dl->buf.yd);
+	free(dl->msg[0]);
+	free(dl->msg[1]);
+}
+
+/* the parts of a deal's message of n rows at m */
+typedef struct DealParts
+{
+	int64_t    *keys;
+	double	   *Xd;
+	double	   *yd;
+	float	   *X;
+	float	   *y;
+} DealParts;
+
+static DealParts
+deal_parts(const Deal *dl, char *m, int64_t n)
+{
+	DealParts	dp = {NULL, NULL, NULL, NULL, NULL};
+	size_t		d = (size_t) dl->own->d;
+	char	   *p = m + 8;
+
+	if (dl->spec->discover)
+	{
+		dp.keys = (int64_t *) p;
+		p += 8 * n;
+	}
+	if (dl->own->wide)
+	{
+		dp.Xd = (double *) p;
+		p += 8 * n * d;
+		dp.yd = (double *) p;
+		p += 8 * n;
+	}
+	dp.X = (float *) p;
+	p += 4 * n * d;
+	dp.y = (float *) p;
+	return dp;
+}
+
+/* append n rows to this rank's (spilling as the budget says) */
+static void
+deal_append(Deal *dl, const DealParts *dp, int64_t n)
+{
+	Dataset    *ds = dl->own;
+	int			d = ds->d;
+
+	for (int64_t i = 0; i < n;)
+	{
+		int64_t		k;
+
+		reserve(ds, dl->spec, 1);
+		k = ds->cap - ds->n;
+		if (k > n - i)
+			k = n - i;
+		memcpy(ds->X + (size_t) ds->n * d, dp->X + (size_t) i * d, sizeof(float) * k * d);
+		memcpy(ds->y + ds->n, dp->y + i, sizeof(float) * k);
+		if (dl->spec->discover)
+			memcpy(ds->keys + ds->n, dp->keys + i, sizeof(int64_t) * k);
+		if (ds->wide)
+		{
+			memcpy(ds->Xd + (size_t) ds->n * d, dp->Xd + (size_t) i * d, sizeof(double) * k * d);
+			memcpy(ds->yd + ds->n, dp->yd + i, sizeof(double) * k);
+		}
+		ds->n += k;
+		i += k;
+	}
+}
+
+/* rank 0: the deal's rows to their rank, and the deal emptied */
+static void
+deal_out(Deal *dl)
+{
+	Dataset    *b = &dl->buf;
+	int64_t		n = b->n;
+	int			to;
+	DealParts	mine = {b->keys, b->Xd, b->yd, b->X, b->y};
+
+	if (n == 0)
+		return;
+	to = (int) (dl->k++ % worker_world);
+	if (to == 0)
+		deal_append(dl, &mine, n);
+	else
+	{
+		char	   *m;
+		DealParts	dp;
+		size_t		d = (size_t) b->d;
+
+		/* the slot's last message must have left */
+		MPI_Wait(&dl->req[dl->slot], MPI_STATUS_IGNORE);
+		m = dl->msg[dl->slot];
+		dp = deal_parts(dl, m, n);
+		memcpy(m, &n, 8);
+		if (dp.keys)
+			memcpy(dp.keys, b->keys, 8 * n);
+		if (dp.Xd)
+		{
+			memcpy(dp.Xd, b->Xd, 8 * n * d);
+			memcpy(dp.yd, b->yd, 8 * n);
+		}
+		memcpy(dp.X, b->X, 4 * n * d);
+		memcpy(dp.y, b->y, 4 * n);
+		MPI_Isend(m, (int) deal_bytes(dl, n), MPI_BYTE, to, DEAL_TAG,
+				  *(MPI_Comm *) comm_data_handle(), &dl->req[dl->slot]);
+		dl->slot ^= 1;
+	}
+	b->n = 0;
+}
+
+/* rank 0: the last deal, then a deal of 0 rows to every other rank */
+static void
+deal_end(Deal *dl)
+{
+	int64_t		none = 0;
+
+	deal_out(dl);
+	MPI_Waitall(2, dl->req, MPI_STATUSES_IGNORE);
+	for (int r = 1; r < worker_world; r++)
+		MPI_Send(&none, 8, MPI_BYTE, r, DEAL_TAG, *(MPI_Comm *) comm_data_handle());
+}
+
+/* any other rank: append the deals rank 0 sends until one of 0 rows */
+static void
+deal_receive(Deal *dl)
+{
+	MPI_Comm	comm = *(MPI_Comm *) comm_data_handle();
+	int64_t		cap = dl->buf.cap;
+
+	for (;;)
+	{
+		MPI_Status	st;
+		int			got;
+		int64_t		n;
+		DealParts	dp;
+
+		MPI_Recv(dl->msg[0], (int) dl->msg_bytes, MPI_BYTE, 0, DEAL_TAG, comm, &st);
+		MPI_Get_count(&st, MPI_BYTE, &got);
+		memcpy(&n, dl->msg[0], 8);
+		if (n == 0)
+			break;
+		if (n < 0 || n > cap || (size_t) got != deal_bytes(dl, n))
+			worker_fail("a malformed deal of %lld rows from rank 0", (long long) n);
+		dp = deal_parts(dl, dl->msg[0], n);
+		deal_append(dl, &dp, n);
+	}
 }
 
 /*
@@ -1080,9 +1313,13 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	/* dml.num_bytes is a function: beyond its argument limit, one field each */
 	if (packing.nnum > DML_FUNC_MAX_ARGS)
 		packing.nnum = 0;
-	/* a view is read whole by rank 0 and scattered: it never spills */
-	budget.allowed = spec->memory > 0 && !whole;
+	/* a view's deals spill on any rank as a slice's rows do */
+	budget.allowed = spec->memory > 0;
 	budget.data = stream_data_budget(spec);
+	/* a view: what dealing holds comes out of the rows' share, a quarter left */
+	if (whole && spec->memory > 0)
+		budget.data = budget.data - deal_held(ds, spec) > budget.data / 4 ?
+			budget.data - deal_held(ds, spec) : budget.data / 4;
 	budget.row = stream_row_cost(spec);
 	budget.window = spec->window > 0 ? spec->window : DML_WINDOW_DEFAULT;
 
@@ -1096,8 +1333,17 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	if (budget.allowed)
 		ds->spill_restart = stream_reuse(spec, ds);
 	if (ds->spill)
-		;						/* reused */
-	else if (!whole || rank == 0)
+		;						/* reused (never a view's: stream.c) */
+	else if (whole && rank != 0)
+	{
+		/* a view: rank 0 reads it and deals this rank its rows */
+		Deal		dl;
+
+		deal_init(&dl, ds, spec);
+		deal_receive(&dl);
+		deal_free(&dl);
+	}
+	else
 	{
 		char		snapshot[256];
 
@@ -1138,13 +1384,23 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 			if (spec->slices[i].rank != rank || spec->slices[i].shard > 0)
 				continue;
 			if (spec->load_block && !spec->slices[i].whole)
-				which[nblock++] = i;
-			else
 			{
-				block_slices(conn, ds, spec, which, nblock);
-				nblock = 0;
-				copy_slice(conn, ds, spec, spec->slices[i].query);
+				which[nblock++] = i;
+				continue;
 			}
+			block_slices(conn, ds, spec, which, nblock);
+			nblock = 0;
+			if (spec->slices[i].whole)
+			{
+				Deal		dl;
+
+				deal_init(&dl, ds, spec);
+				copy_slice(conn, &dl.buf, spec, spec->slices[i].query, &dl);
+				deal_end(&dl);
+				deal_free(&dl);
+			}
+			else
+				copy_slice(conn, ds, spec, spec->slices[i].query, NULL);
 		}
 		block_slices(conn, ds, spec, which, nblock);
 		free(which);
@@ -1178,8 +1434,6 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 	if (spec->validation > 0)
 		for (int64_t i = 0; i < ds->n; i++)
 			ds->val[i] = held_out(ds, i, spec->seed, spec->validation);
-	if (whole && worker_world > 1)
-		scatter_rows(ds);
 	ds->load_seconds = dml_clock_seconds() - t0;
 	ds->load_path = spec->load_block && !whole ? "block" : "copy";
 }

@@ -389,7 +389,8 @@ stream_row_cost(const WorkerSpec *spec)
  * rank among how many, its queries and the spill's layout.  0 when a
  * restart may not reuse a spill: without a snapshot of the caller's (rank
  * 0 exports a new one at each launch), with a shard, which a restart
- * may read under a new snapshot, or on another host than rank 0's (the
+ * may read under a new snapshot, with a view (rank 0 reads it again to
+ * deal the rows of any rank, load.c), or on another host than rank 0's (the
  * coordinator removes the spill directory on its own host only).
  */
 static uint64_t
@@ -405,9 +406,12 @@ spill_key(const WorkerSpec *spec, int d, int wide, int keys, int format, int row
 	sum_add(&ss, layout, sizeof(layout));
 	for (int i = 0; i < spec->nslices; i++)
 	{
+		/* a view's rows come dealt by rank 0, who reads it afresh */
+		if (spec->slices[i].whole)
+			return 0;
 		if (spec->slices[i].rank != worker_rank)
 			continue;
-		if (spec->slices[i].shard > 0 || spec->slices[i].whole)
+		if (spec->slices[i].shard > 0)
 			return 0;
 		sum_add(&ss, spec->slices[i].query, strlen(spec->slices[i].query) + 1);
 	}
@@ -831,7 +835,7 @@ stream_restart_why(int code)
 		case SPILL_BAD_FILE:
 			return "spilled afresh from PostgreSQL: its spill is damaged";
 		case SPILL_UNREPEATABLE:
-			return "spilled afresh from PostgreSQL: the job reads without the caller's snapshot, from a shard, or on another host";
+			return "spilled afresh from PostgreSQL: the job reads without the caller's snapshot, from a shard or a view, or on another host";
 	}
 	return "";
 }

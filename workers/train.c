@@ -18,6 +18,13 @@
  * draw rows from a window of blocks in a new order each epoch, and a step
  * larger than a block computes its gradient in chunks of a block.
  *
+ * Full-batch training (one step an epoch over every training row, in any
+ * sync mode but async) sums the gradient over the training rows in the
+ * order they are stored, in chunks of EVAL_ROWS, as L-BFGS does: the same
+ * chunks in memory and streamed (a spill's blocks hold the rows in that
+ * order), so the model is the same either way, not merely close
+ * (full_gradient).
+ *
  *-------------------------------------------------------------------------
  */
 #include <math.h>
@@ -39,6 +46,66 @@
  */
 #define STREAM_TRAIN_ROWS	(-1)
 #define STREAM_VAL_ROWS		(-2)
+
+/* full_gradient's chunk being filled */
+typedef struct FullBatch
+{
+	const DmlNet *net;
+	DmlWork    *work;
+	float	   *grads;
+	float	   *Xb;				/* (EVAL_ROWS, d) */
+	float	   *yb;
+	int			B;
+	int			chunks;
+	float		scale;
+	double		loss;
+} FullBatch;
+
+static void
+full_chunk(FullBatch *fb)
+{
+	fb->loss += fb->chunks++ == 0 ?
+		dml_net_gradient(fb->net, fb->work, fb->grads, fb->Xb, fb->yb, fb->B, fb->scale) :
+		dml_net_forward_backward_scaled(fb->net, fb->work, fb->grads, fb->Xb, fb->yb, fb->B, fb->scale);
+	fb->B = 0;
+}
+
+/* rows in memory, or a spilled block's: the training ones into chunks */
+static void
+full_rows(const Dataset *v, void *arg)
+{
+	FullBatch  *fb = arg;
+
+	for (int64_t i = 0; i < v->n; i++)
+	{
+		if (v->val[i])
+			continue;
+		memcpy(fb->Xb + (size_t) fb->B * v->d, v->X + (size_t) i * v->d, sizeof(float) * v->d);
+		fb->yb[fb->B++] = v->y[i];
+		if (fb->B == EVAL_ROWS)
+			full_chunk(fb);
+	}
+}
+
+/*
+ * full_gradient
+ *		grads = scale times the gradient over every training row of this
+ *		rank, in stored order and chunks of EVAL_ROWS; returns the loss sum.
+ */
+static double
+full_gradient(Dataset *ds, const DmlNet *net, DmlWork *work, float *grads,
+			  float *Xb, float *yb, float scale)
+{
+	FullBatch	fb = {net, work, grads, Xb, yb, 0, 0, scale, 0};
+
+	if (ds->spill)
+		stream_scan(ds->spill, 0, full_rows, &fb);
+	else
+		full_rows(ds, &fb);
+	if (fb.B > 0 || fb.chunks == 0)
+		full_chunk(&fb);
+	return fb.loss;
+}
 
 /* indices of the training and validation rows */
 void
@@ -587,6 +654,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	/* a spilled slice: each epoch's rows from the stream, a step in chunks */
 	StreamEpoch *se = NULL;
 	int			chunk;
+	bool		full;
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 	train_plan_steps(&plan, ntrain, spec->batch_size);
@@ -598,6 +666,10 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		if (chunk > stream_block_rows(ds->spill))
 			chunk = stream_block_rows(ds->spill);
 	}
+	/* full batch: the gradient in stored order, the same streamed or not */
+	full = spec->sync != DML_SYNC_ASYNC && plan.steps == 1 && b >= ntrain && ntrain > 0;
+	if (full)
+		chunk = EVAL_ROWS;
 	if (dml_work_alloc(&work, net, chunk > EVAL_ROWS ? chunk : EVAL_ROWS) != DML_OK)
 		worker_fail("out of memory for activations of %d rows", chunk);
 	work.class_weight = ds->class_weight;
@@ -643,9 +715,9 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		float	   *own = net->params;
 
 		maybe_inject_fault(spec, epoch, NULL);
-		if (se)
+		if (se && !full)
 			stream_epoch_begin(se, spec->seed, epoch);
-		else
+		else if (!se)
 			train_shuffle(&rng, train_idx, ntrain, spec->seed, epoch);
 
 		for (int s = 0; async ? !sy.epoch_done : s < plan.steps; s++)
@@ -655,7 +727,13 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 
 			if (B < 0)
 				B = 0;
-			if (B > 0 && se)
+			if (B > 0 && full)
+			{
+				sums[0] += full_gradient(ds, net, &work, grads, Xb, yb,
+										 sync_grad_scale(&sy, B, total));
+				sums[1] += B;
+			}
+			else if (B > 0 && se)
 			{
 				float		scale = sync_grad_scale(&sy, B, total);
 

@@ -29,7 +29,7 @@
 typedef struct SpecSlice
 {
 	int			rank;
-	int			whole;			/* read by rank 0 and scattered */
+	int			whole;			/* a view: read by rank 0 and dealt to every rank */
 	int			shard;			/* 0: the coordinating server; k: shard server k */
 	char	   *query;
 } SpecSlice;

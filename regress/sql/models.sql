@@ -199,7 +199,7 @@ SELECT sqlerr($$SELECT dml_train('e', 'nolabel', 'y', model => 'softmax', optimi
 CREATE TABLE manylabels AS SELECT i::float8 AS x, i AS y FROM generate_series(1, 1500) i;
 SELECT sqlerr($$SELECT dml_train('e', 'manylabels', 'y', model => 'softmax', optimizer => 'adam', workers => 2)$$);
 SELECT sqlerr($$SELECT dml_train('e', 'manylabels', 'y', model => 'softmax', workers => 2)$$);
--- A view is read whole by rank 0 (COPY) and scattered; its labels are
+-- A view is read whole by rank 0 (COPY) and dealt out; its labels are
 -- listed the same way, every rank taking part
 CREATE VIEW mixed_v AS SELECT * FROM mixed WHERE label IS NOT NULL;
 SELECT name FROM dml_train('view_logit', 'mixed_v', 'label', features => '{x,small}', model => 'logistic',

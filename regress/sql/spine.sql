@@ -111,7 +111,7 @@ SELECT workers FROM dml_train('uneven', 'uneven', 'y', features => '{x1,x2,x3}',
 			   learning_rate => 0.3, batch_size => 100000, epochs => 300, workers => 2);
 SELECT maxdiff(fitted('uneven'), ls_solution('lin')) < 1e-4 AS uneven_ok;
 
--- A view is read by rank 0 and scattered
+-- A view is read by rank 0 and dealt out to the ranks
 CREATE VIEW lin_view AS SELECT * FROM lin WHERE id % 3 <> 0;
 SELECT workers FROM dml_train('view', 'lin_view', 'y', features => '{x1,x2,x3}', optimizer => 'sgd',
 			   learning_rate => 0.3, batch_size => 100000, epochs => 300, workers => 2);

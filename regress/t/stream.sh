@@ -17,7 +17,12 @@
 # clear errors; an ordinary role can neither point the spill anywhere nor
 # raise the limit.  A restarted rank reuses its spill when intact, and
 # spills afresh from PostgreSQL when it is damaged or missing (the log line
-# and metrics say which).
+# and metrics say which).  A view 8 times the budget (and a partitioned
+# table read through its parent under a policy) is dealt by rank 0 to the
+# ranks, each spilling its share: every rank's peak RSS within the budget,
+# the in-memory accuracy, exact and L-BFGS equal to in memory, validation,
+# a restart from a checkpoint, an error while dealing, cancel and a
+# background job, the spill directory gone after each.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source regress/pgcluster.sh
@@ -154,7 +159,8 @@ se=$(q -c "SELECT max(abs(a::float8 - b::float8) / abs(a::float8))
 	JOIN jsonb_array_elements_text((SELECT metrics->'statistics'->'std_errors' FROM dml.models WHERE name = 'st_lin_8MB')) WITH ORDINALITY y(b, i) USING (i)")
 check "exact: streamed HC0 standard errors equal in-memory ones to 1e-6 ($se relative)" '[ -n "$se" ] && [ "$(q -c "SELECT $se < 1e-6")" = t ]'
 
-# full-batch gradient descent: a step larger than a block computes in chunks
+# full-batch gradient descent: the gradient summed in stored order, in the
+# same chunks streamed or not (train.c full_gradient)
 for mem in 1GB 8MB; do
 	qa -c "SELECT model_id FROM dml_train('st_fb_$mem', 'st_lin', 'y', model => 'linear', optimizer => 'sgd',
 		learning_rate => 0.1, batch_size => 1000000, epochs => 10, workers => 2,
@@ -329,6 +335,111 @@ q -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%st_
 wait "$client"
 check "cancel: the client saw the cancel" 'grep -q "canceling statement due to user request" $T/st-cancel.log'
 check "cancel: the spill directory is gone" '[ "$(spill_dirs)" = 0 ]'
+
+# ---------------------------------------------------------------------
+# A view has no blocks: rank 0 reads it with one COPY and deals its rows
+# out to the ranks as they come (load.c), each rank spilling its own share
+# under the same budget.  The deals do not depend on the budget, so every
+# rank gets the rows it gets in memory.
+# ---------------------------------------------------------------------
+pgc_psql -c "DROP VIEW IF EXISTS st_bigv" -c "CREATE VIEW st_bigv AS SELECT * FROM st_big WHERE id > 0" \
+	-c "GRANT SELECT ON st_bigv TO st_alice" >/dev/null
+vrows=$(q -c "SELECT count(*) FROM st_bigv")
+train_view() {	# name memory [more arguments]
+	qa -c "SELECT model_id FROM dml_train('$1', 'st_bigv', 'y', features => $FEATS, model => 'logistic',
+		optimizer => 'adam', learning_rate => 0.01, epochs => 2, batch_size => 512, workers => 2, seed => 7,
+		options => '{\"memory\": \"$2\", \"window\": 4, \"in_server\": false}'${3:+, $3})" 2>&1
+}
+out=$(train_view st_v_mem 1GB)
+check "view in memory: trains as an ordinary role, nothing streamed" \
+	'grep -qE "^[0-9]+$" <<<"$out" && [ "$(meta st_v_mem "metrics->>'"'"'streamed'"'"'")" = 0 ]'
+out=$(train_view st_v_str 8MB)
+check "view of $vrows rows ($((vrows * 21 * 4)) bytes as float32, over 8 times the budget) streamed: both ranks spilled their deals ($(meta st_v_str "metrics->>'streamed'") ranks)" \
+	'[ $((vrows * 21 * 4)) -ge $((8 * budget)) ] && [ "$(meta st_v_str "metrics->>'"'"'streamed'"'"'")" = 2 ]'
+check "view streamed: every rank's peak RSS is within the budget + 64 MB, rank 0 included ($(meta st_v_str "metrics->'peak_rss'"))" 'within_budget st_v_str'
+a_vmem=$(meta st_v_mem "metrics->>'accuracy'")
+a_vstr=$(meta st_v_str "metrics->>'accuracy'")
+check "view streamed: accuracy $a_vstr within 0.5 points of in memory ($a_vmem)" \
+	'[ "$(echo "d = (${a_vstr:-0} - ${a_vmem:-1}) * 100; if (d < 0) d = -d; d <= 0.5" | bc -l)" = 1 ]'
+check "view streamed: the spill directory is gone after success" '[ "$(spill_dirs)" = 0 ]'
+
+# exact least squares, full-batch gradient descent and L-BFGS (their full
+# gradients summed in stored order, in the same chunks) over a view, with
+# validation rows held out: the in-memory model to 1e-6; the deals give
+# each rank the same rows in the same order
+pgc_psql -c "DROP VIEW IF EXISTS st_linv" -c "CREATE VIEW st_linv AS SELECT * FROM st_lin WHERE b >= 0" \
+	-c "GRANT SELECT ON st_linv TO st_alice" >/dev/null
+for mem in 1GB 8MB; do
+	qa -c "SELECT model_id FROM dml_train('st_vlin_$mem', 'st_linv', 'y', model => 'linear', optimizer => 'exact',
+		workers => 2, options => '{\"memory\": \"$mem\", \"in_server\": false}')" >/dev/null 2>>$T/st-lin.err
+	qa -c "SELECT model_id FROM dml_train('st_vfb_$mem', 'st_linv', 'y', model => 'linear', optimizer => 'sgd',
+		learning_rate => 0.1, batch_size => 1000000, epochs => 10, workers => 2,
+		options => '{\"memory\": \"$mem\", \"in_server\": false}')" >/dev/null 2>>$T/st-lin.err
+	qa -c "SELECT model_id FROM dml_train('st_vlb_$mem', 'st_bigv', 'y', features => $FEATS, model => 'logistic',
+		optimizer => 'lbfgs', epochs => 15, workers => 2, validation => 0.1,
+		options => '{\"memory\": \"$mem\", \"in_server\": false}')" >/dev/null 2>>$T/st-lin.err
+done
+diff=$(q -c "SELECT max(abs(dml_predict('st_vlin_1GB', l) - dml_predict('st_vlin_8MB', l)) / (1 + abs(dml_predict('st_vlin_1GB', l))))
+	FROM (SELECT * FROM st_lin LIMIT 2000) l")
+check "view, exact: streamed ($(meta st_vlin_8MB "metrics->>'streamed'") ranks) equals in memory to 1e-6 (largest difference $diff)" \
+	'[ "$(meta st_vlin_8MB "metrics->>'"'"'streamed'"'"'")" = 2 ] && [ -n "$diff" ] && [ "$(q -c "SELECT $diff < 1e-6")" = t ]'
+diff=$(q -c "SELECT max(abs(dml_predict('st_vfb_1GB', l) - dml_predict('st_vfb_8MB', l)) / (1 + abs(dml_predict('st_vfb_1GB', l))))
+	FROM (SELECT * FROM st_lin LIMIT 2000) l")
+check "view, full batch: streamed ($(meta st_vfb_8MB "metrics->>'streamed'") ranks) equals in memory to 1e-6 (largest difference $diff)" \
+	'[ "$(meta st_vfb_8MB "metrics->>'"'"'streamed'"'"'")" = 2 ] && [ -n "$diff" ] && [ "$(q -c "SELECT $diff < 1e-6")" = t ]'
+diff=$(q -c "SELECT max(abs(dml_predict('st_vlb_1GB', b) - dml_predict('st_vlb_8MB', b))) FROM (SELECT * FROM st_big LIMIT 2000) b")
+v1=$(meta st_vlb_1GB "metrics->>'validation_rows'")
+v2=$(meta st_vlb_8MB "metrics->>'validation_rows'")
+check "view, L-BFGS with validation: streamed ($(meta st_vlb_8MB "metrics->>'streamed'") ranks) equals in memory to 1e-6 (largest difference $diff), the same $v1 rows held out ($v2)" \
+	'[ "$(meta st_vlb_8MB "metrics->>'"'"'streamed'"'"'")" = 2 ] && [ -n "$diff" ] && [ "$(q -c "SELECT $diff < 1e-6")" = t ] &&
+	 [ -n "$v1" ] && [ "$v1" = "$v2" ] && [ "$(meta st_vlb_8MB "metrics->>'"'"'evaluated_on'"'"'")" = validation ]'
+
+# a killed worker: restarted from its checkpoint; a view's spills are not
+# reused (rank 0 reads the view again to deal every rank its rows)
+out=$(pgc_psql -t -A -c "SELECT model_id FROM dml_train('st_vkill', 'st_bigv', 'y', features => $FEATS, model => 'logistic',
+	optimizer => 'adam', epochs => 3, batch_size => 512, workers => 2,
+	options => '{\"memory\": \"8MB\", \"fault\": \"1:2:kill\", \"max_restarts\": 1, \"checkpoint_every\": 1}')" 2>&1)
+check "view, killed worker: restarted from its checkpoint, spilled afresh (no spill of a view is reused), succeeded streamed" \
+	'grep -q "restarting from the checkpoint of epoch 1" <<<"$out" && [ "$(meta st_vkill "metrics->>'"'"'streamed'"'"'")" = 2 ] &&
+	 [ "$(meta st_vkill "metrics->>'"'"'epochs'"'"'")" = 3 ] && [ "$(meta st_vkill "metrics->>'"'"'spill_reused'"'"'")" = 0 ]'
+check "view, killed worker: the spill directory is gone" '[ "$(spill_dirs)" = 0 ]'
+# an error in the view's last rows, after both ranks began to spill
+pgc_psql -c "DROP VIEW IF EXISTS st_badv" \
+	-c "CREATE VIEW st_badv AS SELECT y, $(seq -s, -f 'x%g' 2 20), CASE WHEN id < 790000 THEN x1 ELSE x1 / (id - id) END AS x1 FROM st_big" \
+	-c "GRANT SELECT ON st_badv TO st_alice" >/dev/null
+out=$(qa -c "SELECT model_id FROM dml_train('st_vbad', 'st_badv', 'y', features => $FEATS, model => 'logistic',
+	optimizer => 'adam', epochs => 1, workers => 2, options => '{\"memory\": \"8MB\"}')" 2>&1)
+check "view failing while dealt: a clear error ($(grep ERROR <<<"$out"))" 'grep -q "ERROR:.*division by zero" <<<"$out"'
+check "view failing while dealt: the spill directory is gone" '[ "$(spill_dirs)" = 0 ]'
+# cancel while a streamed view trains
+qa -c "SELECT dml_train('st_vcancel', 'st_bigv', 'y', features => $FEATS, model => 'logistic', optimizer => 'sgd',
+	epochs => 100000, batch_size => 64, workers => 2, options => '{\"memory\": \"8MB\"}')" >$T/st-vcancel.log 2>&1 &
+client=$!
+wait_until 180 '[ "$(spill_dirs)" = 1 ] && grep -q "epoch 1:" $T/st-vcancel.log'
+check "view, cancel: the job's spill directory exists while it trains" '[ "$(spill_dirs)" = 1 ]'
+q -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%st_vcancel%' AND pid <> pg_backend_pid()" >/dev/null
+wait "$client"
+check "view, cancel: the client saw the cancel" 'grep -q "canceling statement due to user request" $T/st-vcancel.log'
+check "view, cancel: the spill directory is gone" '[ "$(spill_dirs)" = 0 ]'
+# a partitioned table under row-level security is read through its parent,
+# as a view is: dealt, spilled, the policy's rows only
+pgc_psql -c "DROP TABLE IF EXISTS st_part" -c "CREATE TABLE st_part (LIKE st_mid) PARTITION BY RANGE (id)" \
+	-c "CREATE TABLE st_part_a PARTITION OF st_part FOR VALUES FROM (MINVALUE) TO (100001)" \
+	-c "CREATE TABLE st_part_b PARTITION OF st_part FOR VALUES FROM (100001) TO (MAXVALUE)" \
+	-c "INSERT INTO st_part SELECT * FROM st_mid" -c "ALTER TABLE st_part ENABLE ROW LEVEL SECURITY" \
+	-c "CREATE POLICY st_part_p ON st_part FOR SELECT TO st_alice USING (id % 10 <> 0)" \
+	-c "GRANT SELECT ON st_part, st_part_a, st_part_b TO st_alice" >/dev/null
+out=$(qa -c "SELECT model_id FROM dml_train('st_vpart', 'st_part', 'y', features => $FEATS, model => 'logistic',
+	optimizer => 'adam', epochs => 1, batch_size => 256, workers => 2, options => '{\"memory\": \"8MB\"}')" 2>&1)
+check "partitioned table under a policy: dealt through its parent and streamed ($(meta st_vpart "metrics->>'streamed'") ranks), the policy's $(meta st_vpart "metrics->>'train_rows'") rows" \
+	'[ "$(meta st_vpart "metrics->>'"'"'streamed'"'"'")" = 2 ] && [ "$(meta st_vpart "metrics->>'"'"'train_rows'"'"'")" = 180000 ] && within_budget st_vpart'
+# a background job over a view streams too
+id=$(qa -c "SELECT dml_train_async('st_vasync', 'st_bigv', 'y', features => $FEATS, model => 'logistic',
+	optimizer => 'adam', epochs => 1, batch_size => 256, workers => 2, options => '{\"memory\": \"8MB\"}')")
+wait_until 300 '[ "$(q -c "SELECT state FROM dml.jobs WHERE id = $id")" = succeeded ]'
+check "view, background job: succeeded streamed within the budget" \
+	'[ "$(q -c "SELECT state FROM dml.jobs WHERE id = $id")" = succeeded ] && [ "$(meta st_vasync "metrics->>'"'"'streamed'"'"'")" = 2 ] && within_budget st_vasync'
+check "view, background job: its spill directory is gone" '[ "$(spill_dirs)" = 0 ]'
 
 # ---------------------------------------------------------------------
 # Where the spill may go: superuser only; unwritable, full, limited
