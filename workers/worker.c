@@ -246,6 +246,7 @@ train_and_send(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int gpu, d
 		dml_metrics_free(&met);
 		free(res->peak_rss);
 		res->peak_rss = NULL;
+		train_forget_evaluation(res);
 	}
 }
 
