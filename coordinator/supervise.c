@@ -1118,6 +1118,19 @@ DmlEndResidentJob(void)
 		DmlKillActiveJob();
 }
 
+/* a job's run, supervised from its start (or its trial's JOB) to its end */
+static void
+job_run_init(JobRun *run, DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_arg)
+{
+	memset(run, 0, sizeof(*run));
+	run->job = job;
+	run->result = result;
+	run->cb = cb;
+	run->cb_arg = cb_arg;
+	run->cxt = CurrentMemoryContext;
+	memset(result, 0, sizeof(*result));
+}
+
 /*
  * A trial sent to the resident job: its JOB (with the checkpoint to
  * resume from, halving's next rung) over the open control socket, then
@@ -1134,13 +1147,7 @@ run_resident_trial(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, vo
 	long		secs;
 	int			usecs;
 
-	memset(&run, 0, sizeof(run));
-	run.job = job;
-	run.result = result;
-	run.cb = cb;
-	run.cb_arg = cb_arg;
-	run.cxt = CurrentMemoryContext;
-	memset(result, 0, sizeof(*result));
+	job_run_init(&run, job, result, cb, cb_arg);
 	job->attempt = 0;
 	if (active_job.spill[0])
 		job->spill_dir = pstrdup(active_job.spill);	/* a restart's ranks spill where the job's did */
@@ -1236,13 +1243,7 @@ DmlRunJob(DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_ar
 	/* the workers' login works before anything starts */
 	DmlCheckWorkerLogin(job->conninfo, GetUserId());
 
-	memset(&run, 0, sizeof(run));
-	run.job = job;
-	run.result = result;
-	run.cb = cb;
-	run.cb_arg = cb_arg;
-	run.cxt = CurrentMemoryContext;
-	memset(result, 0, sizeof(*result));
+	job_run_init(&run, job, result, cb, cb_arg);
 
 	active_job.active = true;
 	active_job.dir[0] = '\0';

@@ -13,11 +13,17 @@
  */
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 #include "coordinator.h"
 #include "shards.h"
@@ -70,18 +76,91 @@
  * Model kind and labels
  * --------------------------------------------------------------------- */
 
+/*
+ * What the relation's rows answered, kept for the rest of the statement:
+ * the ordered labels of a target (the first `limit` of them) and the rows
+ * counted up to a limit.  The queries read with the statement's snapshot
+ * (SPI read-only) as the same role, so asking again in the same statement
+ * gets the same answer: dml_train's plan asks for the labels twice (auto
+ * classification, then the classes), and each of dml_tune's trials asks
+ * what the first one did (two scans of the table a trial, every one the
+ * same).  Kept in TopTransactionContext; valid in the transaction, the
+ * statement (dml_tune's trials are subtransactions of its statement) and
+ * the role that asked.
+ */
+typedef struct RelFacts
+{
+	LocalTransactionId lxid;
+	CommandId	cid;			/* the statement's snapshot's command */
+	Oid			user;
+	Oid			relid;
+	AttrNumber	attnum;			/* labels: of this column */
+	List	   *labels;			/* the first labels_limit of them (or all: fewer) */
+	int			labels_limit;	/* 0: none kept */
+	int64		count_limit;	/* 0: no count kept */
+	int64		count;
+} RelFacts;
+
+static RelFacts rel_facts;
+
+/* are the kept facts this statement's, about relid? */
+static bool
+rel_facts_hold(Oid relid)
+{
+	Snapshot	snap = ActiveSnapshotSet() ? GetActiveSnapshot() : NULL;
+
+	return snap != NULL && rel_facts.relid == relid && rel_facts.lxid == DML_MY_LXID &&
+		rel_facts.cid == snap->curcid && rel_facts.user == GetUserId();
+}
+
+/* start keeping facts about relid in this statement */
+static void
+rel_facts_take(Oid relid)
+{
+	if (rel_facts_hold(relid))
+		return;
+	memset(&rel_facts, 0, sizeof(rel_facts));
+	rel_facts.lxid = DML_MY_LXID;
+	rel_facts.cid = GetActiveSnapshot()->curcid;
+	rel_facts.user = GetUserId();
+	rel_facts.relid = relid;
+}
+
 /* Distinct labels of the target, in the type's order, as text */
 List *
 target_classes(Oid relid, DmlFeature *target, int limit)
 {
 	const char *qcol = quote_identifier(target->name);
 	List	   *sharded;
+	List	   *labels;
+	ListCell   *lc;
+	MemoryContext old;
 
 	if (DmlShardsDistinct(relid, target->name, limit, true, &sharded))
 		return sharded;			/* listed on each shard's server */
-	return spi_text_column(psprintf("SELECT s.v::text FROM (SELECT DISTINCT %s AS v FROM %s "
-									"WHERE %s IS NOT NULL) s ORDER BY s.v",
-									qcol, rel_sql_name(relid), qcol), limit);
+	if (rel_facts_hold(relid) && rel_facts.labels_limit > 0 && rel_facts.attnum == target->attnum &&
+		(limit <= rel_facts.labels_limit || list_length(rel_facts.labels) < rel_facts.labels_limit))
+	{
+		labels = NIL;
+		for (int i = 0; i < list_length(rel_facts.labels) && i < limit; i++)
+			labels = lappend(labels, pstrdup(list_nth(rel_facts.labels, i)));
+		return labels;
+	}
+	labels = spi_text_column(psprintf("SELECT s.v::text FROM (SELECT DISTINCT %s AS v FROM %s "
+									  "WHERE %s IS NOT NULL) s ORDER BY s.v",
+									  qcol, rel_sql_name(relid), qcol), limit);
+	if (!ActiveSnapshotSet())
+		return labels;
+	rel_facts_take(relid);
+	list_free_deep(rel_facts.labels);
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	rel_facts.labels = NIL;
+	foreach(lc, labels)
+		rel_facts.labels = lappend(rel_facts.labels, pstrdup(lfirst(lc)));
+	MemoryContextSwitchTo(old);
+	rel_facts.attnum = target->attnum;
+	rel_facts.labels_limit = limit;
+	return labels;
 }
 
 /*
@@ -282,13 +361,24 @@ count_rows_upto(Oid relid, int64 limit)
 {
 	int64		sharded;
 
+	int64		n;
+
 	if (DmlShardsCountRows(relid, limit, &sharded))
 		return sharded;			/* counted on each shard's server */
+	if (rel_facts_hold(relid) && rel_facts.count_limit == limit)
+		return rel_facts.count;
 	if (SPI_execute(psprintf("SELECT count(*) FROM (SELECT FROM %s LIMIT " INT64_FORMAT ") s",
 							 rel_sql_name(relid), limit), true, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "dml: counting the rows failed");
-	return pg_strtoint64(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	n = pg_strtoint64(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	if (ActiveSnapshotSet())
+	{
+		rel_facts_take(relid);
+		rel_facts.count_limit = limit;
+		rel_facts.count = n;
+	}
+	return n;
 }
 
 /*

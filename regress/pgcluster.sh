@@ -129,7 +129,11 @@ pgc_job_procs() {
 		[ "$(cat "/proc/$p/comm" 2>/dev/null)" = mpirun ] &&
 			[ "$(cat "/proc/$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)/comm" 2>/dev/null)" = mpirun ] &&
 			continue
-		if { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "DML_TEST_CLUSTER=$PGC_DIR"; then
+		# grep reads the NUL-separated entries itself: no pipe.  With
+		# tr | grep -q under pipefail, grep's exit at the match killed tr by
+		# SIGPIPE whenever the environment was longer than tr's 4 KB of
+		# output (a rank's is about 4 KB), and a live process went uncounted
+		if grep -qzxF "DML_TEST_CLUSTER=$PGC_DIR" "/proc/$p/environ" 2>/dev/null; then
 			# a zombie has already exited
 			[ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" = Z ] || n=$((n + 1))
 		fi

@@ -501,6 +501,17 @@ shard_start(size_t np, int W, int r)
 }
 
 /*
+ * A resident job's host segment, kept between dml_tune's trials: making
+ * one (MPI_Win_allocate_shared) is a collective with a file and a mapping
+ * behind it, and the next trial takes it again when its parameters fit.
+ * Every rank decides alike: each compares the same padded count.
+ */
+static struct CommShared *kept_shm = NULL;
+static void **kept_base = NULL;
+static size_t kept_npad = 0;
+static int	kept_hosts = 0;
+
+/*
  * sync_bind
  *		Collective over the data ranks, after sync_start.  Where the
  *		all-reduce can go through shared memory, the parameters, the
@@ -523,8 +534,33 @@ sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, DmlOpt
 	s->L = comm_local_size();
 	s->H = comm_hosts();
 	base = xmalloc(sizeof(void *) * s->L);
-	/* every rank's part is its gradient slot; the host's first rank's also holds the rest */
-	s->shm = comm_shared_alloc(sizeof(float) * npad * (lr == 0 ? (s->H > 1 ? 5 : 4) : 1), base);
+	s->keep_shm = spec->resident != 0;
+	if (kept_shm != NULL && kept_npad >= npad && kept_hosts == s->H)
+	{
+		/* the last trial's segment: big enough, and every rank's part where it was */
+		s->shm = kept_shm;
+		memcpy(base, kept_base, sizeof(void *) * s->L);
+	}
+	else
+	{
+		if (kept_shm != NULL)
+		{
+			comm_shared_free(kept_shm);
+			free(kept_base);
+			kept_shm = NULL;
+			kept_base = NULL;
+		}
+		/* every rank's part is its gradient slot; the host's first rank's also holds the rest */
+		s->shm = comm_shared_alloc(sizeof(float) * npad * (lr == 0 ? (s->H > 1 ? 5 : 4) : 1), base);
+		if (s->keep_shm)
+		{
+			kept_shm = s->shm;
+			kept_base = xmalloc(sizeof(void *) * s->L);
+			memcpy(kept_base, base, sizeof(void *) * s->L);
+			kept_npad = npad;
+			kept_hosts = s->H;
+		}
+	}
 	s->shared = true;
 	s->hierarchical = s->H > 1;
 	s->slot = (float **) base;
@@ -571,7 +607,15 @@ sync_unbind(Sync *s, float **params, float **grads, DmlOptimState *o)
 	o->s1 = s->own_s1;
 	o->s2 = s->own_s2;
 	comm_shared_fence(s->shm);	/* nobody reads the segment any more */
-	comm_shared_free(s->shm);
+	if (s->shm != kept_shm)
+		comm_shared_free(s->shm);
+	else if (!s->keep_shm)
+	{
+		comm_shared_free(kept_shm);
+		free(kept_base);
+		kept_shm = NULL;
+		kept_base = NULL;
+	}
 	s->shm = NULL;
 	free(s->slot);
 	s->slot = NULL;

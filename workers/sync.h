@@ -110,6 +110,7 @@ typedef struct Sync
 	float	   *own_s1;
 	float	   *own_s2;
 	bool		shared;			/* the job's all-reduce went through shared memory */
+	bool		keep_shm;		/* a resident job: the segment stays for the next trial */
 	bool		hierarchical;	/* ... on several hosts, their leaders all-reducing */
 } Sync;
 

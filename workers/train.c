@@ -405,6 +405,34 @@ train_log_init(EpochLog *log, const DmlNet *net, const WorkerSpec *spec, int nva
 		worker_fail("out of memory");
 }
 
+/* the parameters just evaluated on the validation rows, and the figures */
+static void
+keep_evaluation(TrainResult *res, const DmlModel *m, const DmlMetrics *met)
+{
+	size_t		np = m->net.nparams;
+
+	if (res->eval_params == NULL)
+	{
+		res->eval_params = malloc(sizeof(float) * (np ? np : 1));
+		res->eval_values = malloc(sizeof(double) * (met->nvalues ? met->nvalues : 1));
+		if (res->eval_params == NULL || res->eval_values == NULL)
+			worker_fail("out of memory");
+	}
+	memcpy(res->eval_params, m->net.params, sizeof(float) * np);
+	memcpy(res->eval_values, met->v, sizeof(double) * met->nvalues);
+	res->eval_nvalues = met->nvalues;
+}
+
+void
+train_forget_evaluation(TrainResult *res)
+{
+	free(res->eval_params);
+	free(res->eval_values);
+	res->eval_params = NULL;
+	res->eval_values = NULL;
+	res->eval_nvalues = 0;
+}
+
 /*
  * train_log_epoch
  *		After an epoch's steps (sums: loss sum and rows of this rank): reduce
@@ -436,6 +464,7 @@ train_log_epoch(EpochLog *log, TrainResult *res, const WorkerSpec *spec, const D
 	if (log->nval_total > 0)
 	{
 		train_evaluate(m, work, ds, val_idx, nval, &log->met);
+		keep_evaluation(res, m, &log->met);
 		p.val_loss = dml_metrics_loss(&log->met);
 		p.val_metric = dml_metrics_score(&log->met);
 	}
@@ -827,20 +856,33 @@ final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Train
 			   *val_idx;
 	int			ntrain,
 				nval;
-	double		counts[2];
+	double		counts[3];
 	DmlWork		work;
 
+	if (dml_metrics_init(met, m->net.loss, spec->classification ? spec->nclasses : 1) != DML_OK)
+		worker_fail("out of memory");
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 	counts[0] = ntrain;
 	counts[1] = nval;
-	comm_allreduce_double(counts, 2);
+	/*
+	 * The last epoch's validation evaluated these very parameters on these
+	 * rows (no best epoch restored, no replicas averaged since): its
+	 * figures are the model's, and a second pass over the validation rows
+	 * would only repeat them.  Every rank must agree (train_evaluate is a
+	 * collective).
+	 */
+	counts[2] = res->eval_params != NULL && res->eval_nvalues == met->nvalues &&
+		memcmp(res->eval_params, m->net.params, sizeof(float) * m->net.nparams) == 0;
+	comm_allreduce_double(counts, 3);
 	memset(out, 0, sizeof(*out));
 	out->on_validation = counts[1] > 0;
-	if (dml_metrics_init(met, m->net.loss, spec->classification ? spec->nclasses : 1) != DML_OK ||
-		dml_work_alloc(&work, &m->net, EVAL_ROWS) != DML_OK)
+	if (dml_work_alloc(&work, &m->net, EVAL_ROWS) != DML_OK)
 		worker_fail("out of memory");
-	train_evaluate(m, &work, ds, out->on_validation ? val_idx : train_idx,
-				   out->on_validation ? nval : ntrain, met);
+	if (out->on_validation && counts[2] == worker_world)
+		memcpy(met->v, res->eval_values, sizeof(double) * met->nvalues);
+	else
+		train_evaluate(m, &work, ds, out->on_validation ? val_idx : train_idx,
+					   out->on_validation ? nval : ntrain, met);
 	out->epochs = res->epochs_run;
 	out->workers = worker_world;
 	out->servers = res->servers;

@@ -198,8 +198,27 @@ is_iterative(const WorkerSpec *spec)
 static int
 trial_device(const WorkerSpec *spec)
 {
-	return choose_device(spec, is_iterative(spec) && spec->sync == DML_SYNC_ALLREDUCE &&
-						 spec->compression == DML_COMPRESS_NONE);
+	/*
+	 * A resident job's next trial with the same device and the same kind
+	 * of loop gets what the ranks chose for the last one: the hosts and
+	 * their GPUs are the same, and every rank reaches this answer on its
+	 * own (choose_device's collectives cost a trial up to 50 ms on a busy
+	 * machine).
+	 */
+	static bool chosen = false;
+	static int	last_device,
+				last_loop,
+				last_gpu;
+	int			loop = is_iterative(spec) && spec->sync == DML_SYNC_ALLREDUCE &&
+		spec->compression == DML_COMPRESS_NONE;
+
+	if (chosen && last_device == (int) spec->device && last_loop == loop)
+		return last_gpu;
+	last_gpu = choose_device(spec, loop);
+	last_device = (int) spec->device;
+	last_loop = loop;
+	chosen = true;
+	return last_gpu;
 }
 
 /*
@@ -246,6 +265,7 @@ train_and_send(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int gpu, d
 		dml_metrics_free(&met);
 		free(res->peak_rss);
 		res->peak_rss = NULL;
+		train_forget_evaluation(res);
 	}
 }
 

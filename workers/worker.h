@@ -283,6 +283,14 @@ typedef struct TrainResult
 	int			servers;
 	int64_t    *server_stale;	/* (servers) the most staleness each saw */
 	double	   *peak_rss;		/* (data ranks) rank 0: each one's peak resident set */
+	/*
+	 * The last validation (train_log_epoch): the parameters it evaluated
+	 * and its figures, which final_result takes when they are the model's
+	 * (train_forget_evaluation frees them)
+	 */
+	float	   *eval_params;
+	double	   *eval_values;
+	size_t		eval_nvalues;
 } TrainResult;
 
 /* the optimizer settings of spec for a step at learning rate lr */
@@ -353,6 +361,7 @@ extern void train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m,
 						 const TrainResult *res, DmlResult *out, DmlMetrics *met);
+extern void train_forget_evaluation(TrainResult *res);
 
 /* ---------------------------------------------------------------------
  * A predict job (predict.c): read the slice, run the model in blocks on a

@@ -22,7 +22,7 @@ cleanup() {
 	# anything of ours still there is a failure already reported; end it
 	if [ -n "${PGC_DIR:-}" ]; then
 		for p in $(pgrep -f 'dml-worker|mpirun'); do
-			tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "DML_TEST_CLUSTER=$PGC_DIR" &&
+			grep -qzxF "DML_TEST_CLUSTER=$PGC_DIR" "/proc/$p/environ" 2>/dev/null &&
 				kill -9 "$p" 2>/dev/null
 		done
 	fi

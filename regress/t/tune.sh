@@ -278,8 +278,8 @@ pgc_psql -c "SELECT * FROM dml_tune('tune_cancel', 'tune_bc', 'y', search => '{\
 	model => 'mlp', optimizer => 'sgd', batch_size => 1, workers => 2)" >"$log" 2>&1 &
 client=$!
 wait_until 120 'grep -q "trial 2 of 2" "$log" && [ "$(grep -c "epoch 1:" "$log")" -ge 2 ]'
-# (polled: once, under a loaded suite, one count saw 1 process here, and alone it
-# always sees mpirun and both ranks at once)
+# (once polled, still counted again: a count that missed live ranks here was
+# pgc_job_procs' tr | grep -q under pipefail, fixed in pgcluster.sh)
 wait_until 30 '[ "$(pgc_job_procs)" -ge 3 ]'
 running=$(pgc_job_procs)
 check "the second trial runs in the shared job ($running processes)" '[ "$running" -ge 3 ]'
