@@ -248,6 +248,7 @@ wait_ring(int n, MPI_Request *req)
 
 #define RING_TAG	31
 #define RING_MAX	(1u << 30)	/* floats of one message */
+#define RING_FROM	16384		/* floats: below, with cores of their own, MPI_Allreduce */
 
 /*
  * ring_allreduce_float
@@ -257,7 +258,9 @@ wait_ring(int n, MPI_Request *req)
  *		all-gather (the finished parts go round).  Each rank sends
  *		2 (P - 1) / P of the buffer, the least an all-reduce can, and every
  *		rank ends with the same bits, since each part is summed once, on
- *		its way round, and then copied.
+ *		its way round, and then copied.  A small buffer on ranks with cores
+ *		of their own goes to Open MPI's MPI_Allreduce instead, whose trees
+ *		take fewer messages than the ring's 2 (P - 1).
  *
  *		Open MPI's own choices were worse here: the blocking all-reduce
  *		polls flat out for as long as it waits, and the nonblocking one
@@ -278,6 +281,12 @@ ring_allreduce_float(float *buf, size_t n, MPI_Comm comm)
 	MPI_Comm_rank(comm, &r);
 	if (P == 1 || n == 0)
 		return;
+	if (!cores_shared && n < RING_FROM)
+	{
+		/* latency-bound, and polling costs no other rank its core */
+		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int) n, MPI_FLOAT, MPI_SUM, comm));
+		return;
+	}
 	if ((n + P - 1) / P > RING_MAX)
 	{
 		/* parts too large for one message: the buffer in pieces */
