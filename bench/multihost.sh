@@ -104,10 +104,12 @@ ring_ms=$(awk -v b="$B" -v bw="$bw" 'BEGIN { printf "%.1f", 2 * 2 / 3 * b * 8 / 
 bound_ms=$(awk -v o="$(ms "$o_s" "$steps")" -v r="$ring_ms" 'BEGIN { printf "%.1f", o + r }')
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
-# the previous run's figures stay beside the new ones
-prev=
+# earlier runs' figures stay beside the new ones: the replaced report's run,
+# then the earlier runs it kept, the last three in all
+prev= older=
 if [ -f "$report" ]; then
-	prev=$(awk '/^## Cost model/ || /^## Previous run/ { exit } NR > 2 { print }' "$report")
+	prev=$(awk '/^## Cost model/ || /^## Earlier run/ { exit } NR > 2 { print }' "$report")
+	older=$(awk '/^## Earlier run/ { n++ } n >= 1 && n <= 2 { print }' "$report")
 fi
 cat >"$report" <<EOF
 # Training across hosts: bench/multihost.sh
@@ -142,6 +144,9 @@ seconds per epoch are the mean of epochs 2-4 (dml_epochs).
 - ring bound: a ring of the hosts moves 2 (H-1)/H B = $(awk -v b="$B" 'BEGIN { printf "%.0f", 4 / 3 * b }') bytes a host a step,
   $ring_ms ms at $RATE; with the one-host step ($(ms "$o_s" "$steps") ms) the bound is $bound_ms ms;
   the hierarchical step takes $(ms "$h_s" "$steps") ms, $(ratio "$(ms "$h_s" "$steps")" "$bound_ms")x the bound (goal 1.3x).
+  Both sides are measured in the same rounds, but load from other processes stretches the
+  compute (the one-host row) and the waits differently: the ratio means something only
+  on a quiet machine.
 - per-step latency (3-parameter model, 16 rows a rank): $lat us across 3 hosts, $lat1 us on one host
   (rounds:$LA and$L1).
 
@@ -155,6 +160,15 @@ gradient bytes, H hosts, and alpha the cost of one message between hosts.
 Here alpha is bounded by the latency row: $lat us a step across hosts against
 $lat1 us on one host.  Measured here, T_compute + T_host = $(ms "$o_s" "$steps") ms,
 the network term $ring_ms ms at $RATE.
+
+Waiting: the three hosts' 6 ranks share the machine's cores, which the ranks
+see by the kernel's boot id (workers/comm.c); a waiting rank polls 20 us and
+then naps 50 us, in the segment's fences and in the leaders' ring, so the rank
+the step waits for has the core.  Before, each host's 2 ranks counted its
+2 CPUs as their own: fences polled 2 ms and the leaders' MPI_Allreduce
+polled for as long as it waited (the 3-parameter step took 19 ms).  The
+flat rows use Open MPI's blocking collectives, which poll with
+mpi_yield_when_idle (set in dml.mpi_options by regress/nshosts.sh).
 
 What these figures do and do not predict: the three hosts share $(nproc) cores, so
 every rank's compute, every fence and every TCP copy competes for the same two
@@ -172,9 +186,10 @@ EOF
 if [ -n "$prev" ]; then
 	{
 		echo
-		echo "## Previous run (the report this run replaced)"
+		echo "## Earlier run"
 		echo
 		echo "$prev"
+		[ -z "$older" ] || { echo; echo "$older"; }
 	} >>"$report"
 fi
 cat "$report"
