@@ -42,8 +42,10 @@ static int *world_host = NULL;	/* (world) host of each world rank: its lowest wo
 #define SPIN_SHARED_NS	20000		/* ranks share cores: 20 us */
 #define NAP_NS			50000
 static int64_t spin_limit = SPIN_OWN_NS;
+static bool cores_shared = false;	/* more ranks on this machine than its CPUs */
 static int	host_oversubscribed(void);
 static void find_hosts(bool is_server);
+static void find_machine(void);
 
 int			world_rank = 0;
 int			world_size = 1;
@@ -66,8 +68,67 @@ comm_init(int *argc, char ***argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &world_size);
 	worker_rank = world_rank;
 	worker_world = world_size;
-	spin_limit = host_oversubscribed() ? SPIN_SHARED_NS : SPIN_OWN_NS;
 	find_hosts(false);
+	find_machine();
+}
+
+/*
+ * This kernel's boot id, hashed (FNV-1a): the same for every process on
+ * one machine, whatever its namespaces (containers, the test suite's
+ * namespace hosts), and different on another machine.  0 when unreadable.
+ */
+static uint64_t
+machine_id(void)
+{
+	FILE	   *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	char		line[64];
+	uint64_t	h = 14695981039346656037ULL;
+
+	if (f == NULL)
+		return 0;
+	if (fgets(line, sizeof(line), f) == NULL)
+		line[0] = '\0';
+	fclose(f);
+	if (line[0] == '\0')
+		return 0;
+	for (const char *c = line; *c && *c != '\n'; c++)
+		h = (h ^ (unsigned char) *c) * 1099511628211ULL;
+	return h | 1;
+}
+
+/*
+ * find_machine
+ *		Whether the job's ranks on this machine outnumber the CPUs this
+ *		process may run on, which sets how long a waiting rank polls
+ *		(spin_limit).  Open MPI's host (a network namespace, a container)
+ *		is not always a machine: the three namespace hosts of the tests
+ *		share this machine's cores, and each of their ranks that polled
+ *		2 ms in a fence or flat out in a blocking all-reduce took a core
+ *		from the rank the step waited for (a 3-parameter model's step took
+ *		19 ms across them, against 0.35 ms with all ranks on one host).
+ *		So the ranks count each other by the kernel's boot id; where that
+ *		cannot be read, by Open MPI's count of ranks on this host.
+ *		Collective over the world.
+ */
+static void
+find_machine(void)
+{
+	uint64_t	id = machine_id();
+	uint64_t   *all = malloc(sizeof(uint64_t) * world_size);
+	int			same = 0;
+	cpu_set_t	set;
+
+	if (all == NULL)
+		worker_fail("out of memory");
+	mpiCheck(MPI_Allgather(&id, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD));
+	for (int r = 0; r < world_size; r++)
+		same += all[r] == id;
+	free(all);
+	if (id == 0)
+		cores_shared = host_oversubscribed();
+	else
+		cores_shared = sched_getaffinity(0, sizeof(set), &set) == 0 && same > CPU_COUNT(&set);
+	spin_limit = cores_shared ? SPIN_SHARED_NS : SPIN_OWN_NS;
 }
 
 /*
@@ -164,6 +225,123 @@ comm_probe(int source, int tag, MPI_Comm comm, MPI_Status *st)
 }
 
 /*
+ * as MPI_Waitall for the ring below: poll for spin_limit, then nap between
+ * polls (each poll also moves Open MPI's TCP traffic on)
+ */
+static void
+wait_ring(int n, MPI_Request *req)
+{
+	int64_t		start = dml_clock_ns();
+	int			done = 0;
+
+	for (;;)
+	{
+		mpiCheck(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
+		if (done)
+			break;
+		if (dml_clock_ns() - start > spin_limit)
+			nap(NAP_NS);
+		else
+			cpu_relax();
+	}
+}
+
+#define RING_TAG	31
+#define RING_MAX	(1u << 30)	/* floats of one message */
+#define RING_FROM	16384		/* floats: below, with cores of their own, MPI_Allreduce */
+
+/*
+ * ring_allreduce_float
+ *		Sum of buf over the ranks of comm, in place, as a ring: P - 1
+ *		steps of reduce-scatter (each rank passes a 1/P part of the buffer
+ *		to the next rank, which adds it into its own), then P - 1 of
+ *		all-gather (the finished parts go round).  Each rank sends
+ *		2 (P - 1) / P of the buffer, the least an all-reduce can, and every
+ *		rank ends with the same bits, since each part is summed once, on
+ *		its way round, and then copied.  A small buffer on ranks with cores
+ *		of their own goes to Open MPI's MPI_Allreduce instead, whose trees
+ *		take fewer messages than the ring's 2 (P - 1).
+ *
+ *		Open MPI's own choices were worse here: the blocking all-reduce
+ *		polls flat out for as long as it waits, and the nonblocking one
+ *		(libnbc) takes a binomial tree for fewer than 4 ranks, whose root
+ *		receives and sends the whole buffer twice (1.5x the ring's bytes on
+ *		its link).  Nonblocking messages let a waiting rank nap
+ *		(wait_ring).
+ */
+static void
+ring_allreduce_float(float *buf, size_t n, MPI_Comm comm)
+{
+	static float *tmp = NULL;
+	static size_t tmp_n = 0;
+	int			P,
+				r;
+
+	MPI_Comm_size(comm, &P);
+	MPI_Comm_rank(comm, &r);
+	if (P == 1 || n == 0)
+		return;
+	if (!cores_shared && n < RING_FROM)
+	{
+		/* latency-bound, and polling costs no other rank its core */
+		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int) n, MPI_FLOAT, MPI_SUM, comm));
+		return;
+	}
+	if ((n + P - 1) / P > RING_MAX)
+	{
+		/* parts too large for one message: the buffer in pieces */
+		size_t		piece = (size_t) RING_MAX * P;
+
+		for (size_t off = 0; off < n; off += piece)
+			ring_allreduce_float(buf + off, n - off < piece ? n - off : piece, comm);
+		return;
+	}
+	if (tmp_n < (n + P - 1) / P)
+	{
+		free(tmp);
+		tmp_n = (n + P - 1) / P;
+		tmp = malloc(sizeof(float) * tmp_n);
+		if (tmp == NULL)
+			worker_fail("out of memory for an all-reduce of %zu values", n);
+	}
+	{
+		int			right = (r + 1) % P,
+					left = (r + P - 1) % P;
+
+#define PART_LO(c)	(n * (size_t) (c) / (size_t) P)
+#define PART_N(c)	((int) (PART_LO((c) + 1) - PART_LO(c)))
+		for (int s = 0; s < P - 1; s++)
+		{
+			int			out = (r - s + P) % P,
+						in = (r - s - 1 + 2 * P) % P;
+			MPI_Request req[2];
+			float	   *dst = buf + PART_LO(in);
+
+			mpiCheck(MPI_Irecv(tmp, PART_N(in), MPI_FLOAT, left, RING_TAG, comm, &req[0]));
+			mpiCheck(MPI_Isend(buf + PART_LO(out), PART_N(out), MPI_FLOAT, right, RING_TAG,
+							   comm, &req[1]));
+			wait_ring(2, req);
+			for (int i = 0; i < PART_N(in); i++)
+				dst[i] += tmp[i];
+		}
+		for (int s = 0; s < P - 1; s++)
+		{
+			int			out = (r + 1 - s + P) % P,
+						in = (r - s + P) % P;
+			MPI_Request req[2];
+
+			mpiCheck(MPI_Irecv(buf + PART_LO(in), PART_N(in), MPI_FLOAT, left, RING_TAG, comm,
+							   &req[0]));
+			mpiCheck(MPI_Isend(buf + PART_LO(out), PART_N(out), MPI_FLOAT, right, RING_TAG,
+							   comm, &req[1]));
+			wait_ring(2, req);
+		}
+#undef PART_LO
+#undef PART_N
+	}
+}
+
+/*
  * find_hosts
  *		Which ranks share a host: every world rank's host (named by the
  *		lowest world rank on it), and for the data ranks a communicator of
@@ -233,12 +411,7 @@ comm_hosts_even(void)
 void
 comm_peers_allreduce_float(float *buf, size_t n)
 {
-	for (size_t off = 0; off < n; off += 1u << 30)
-	{
-		size_t		c = n - off < (1u << 30) ? n - off : (1u << 30);
-
-		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int) c, MPI_FLOAT, MPI_SUM, peer_comm));
-	}
+	ring_allreduce_float(buf, n, peer_comm);
 }
 
 int
@@ -506,23 +679,18 @@ comm_count_hierarchical(double bytes)
 }
 
 /*
- * sum of buf over the hosts' leaders (local rank 0 only), in place.
- * Blocking: Open MPI's nonblocking all-reduce progresses only when tested,
- * and waited for in naps it made the MLP's step 1.3x slower on the
- * namespace hosts (their oversubscribed cores are better served by
- * mpi_yield_when_idle).
+ * sum of buf over the hosts' leaders (local rank 0 only), in place, by the
+ * ring of ring_allreduce_float.  (Open MPI's nonblocking all-reduce,
+ * waited for in naps, had made the MLP's step 1.3x slower on the
+ * namespace hosts: for 3 ranks it is a binomial tree; its blocking one
+ * polls flat out.)
  */
 void
 comm_leaders_allreduce_float(float *buf, size_t n)
 {
 	if (host_count == 1 || local_rank != 0)
 		return;
-	for (size_t off = 0; off < n; off += 1u << 30)
-	{
-		size_t		c = n - off < (1u << 30) ? n - off : (1u << 30);
-
-		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int) c, MPI_FLOAT, MPI_SUM, leader_comm));
-	}
+	ring_allreduce_float(buf, n, leader_comm);
 }
 
 /*

@@ -34,7 +34,7 @@
  * its L ranks, and one more buffer, the host's sum.  A step is a fence;
  * each rank sums its 1/L of the host's slots into the host sum; a fence;
  * the host's first rank (its leader) all-reduces the host sum with the
- * other hosts' leaders (MPI_Allreduce over H ranks: one copy of the
+ * other hosts' leaders (a ring over H ranks, comm.c: one copy of the
  * gradient per host crosses the network, not one per rank); a fence; each
  * rank steps its 1/L of the host's parameters with the sum; a fence.
  * Every host applies the same sum to the same parameters, so the hosts'

@@ -203,8 +203,9 @@ main(int argc, char **argv)
 					   algbw * 2.0 * (worker_world - 1) / worker_world,
 					   med / t[0][rounds / 2]);
 			}
-			free(t[m]);
 		}
+		for (int m = 0; m < NMETHODS; m++)
+			free(t[m]);
 		sync_unbind(&sy[SHM], &shm_params, &shm_grads, &shm_opt);
 		for (int m = 1; m < NMETHODS; m++)
 			sync_free(&sy[m]);

@@ -106,6 +106,18 @@ for k in linear softmax mlp; do
 	check "$k: 3 hosts x 2 ranks = 6 ranks on one host (1e-5)" '[ "$(maxdiff m_${k}_3x2 m_${k}_1x6 $k)" = t ]'
 	check "$k: 3 hosts x 2 ranks = 1 rank (1e-5)" '[ "$(maxdiff m_${k}_3x2 m_${k}_1 $k)" = t ]'
 done
+# hosts with unequal ranks (2, 2, 1): the leaders' ring, not the peers' rings
+train m_linear_5 linear y 5 NULL >$T/mh-linear-5.log
+hosts=$(sql1 "SELECT hosts::text || ' ' || (SELECT metrics->>'allreduce' FROM dml.models WHERE name = 'm_linear_5')
+	FROM dml_epochs WHERE name = 'm_linear_5' AND epoch = 1")
+check "5 ranks on 3 hosts ($hosts) = 1 rank (1e-5)" \
+	'[ "$hosts" = "{dmlh1,dmlh1,dmlh2,dmlh2,dmlh3} hierarchical" ] && [ "$(maxdiff m_linear_5 m_linear_1 linear)" = t ]'
+# a rank on each of 2 hosts: 2 ranks on this machine's 2 cores, so they poll
+# as ranks with cores of their own do (MPI_Allreduce for a small model)
+train m_linear_2 linear y 2 "'{dmlh1,dmlh2}'" >$T/mh-linear-2.log
+hosts=$(sql1 "SELECT hosts::text FROM dml_epochs WHERE name = 'm_linear_2' AND epoch = 1")
+check "2 ranks on 2 hosts ($hosts) = 1 rank (1e-5)" \
+	'[ "$hosts" = "{dmlh1,dmlh2}" ] && [ "$(maxdiff m_linear_2 m_linear_1 linear)" = t ]'
 hosts=$(sql1 "SELECT hosts FROM dml_epochs WHERE name = 'm_linear_3x2' AND epoch = 1")
 check "dml.epochs says which host ran each rank ($hosts)" '[ "$hosts" = "{dmlh1,dmlh1,dmlh2,dmlh2,dmlh3,dmlh3}" ]'
 how=$(sql1 "SELECT metrics->>'allreduce' || ' ' || (metrics->'hosts')::text FROM dml.models WHERE name = 'm_linear_3x2'")
