@@ -1769,6 +1769,38 @@ test_distributions(void)
 		  dml_incbeta(2.5, 0.5, 0.3));
 }
 
+/*
+ * The OpenBLAS core type the worker forces: none for a core with AVX2 kernels
+ * (any case) or no name; for the SSE3 fallback, a core this CPU can run that
+ * is itself left alone, and none where the CPU lacks AVX2 and FMA.
+ */
+static void
+test_blas_core(void)
+{
+	const char *forced = dml_blas_core_override("Prescott");
+	int			avx2 = 0,
+				avx512 = 0;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+	__builtin_cpu_init();
+	avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#endif
+	check(dml_blas_core_override("Haswell") == NULL &&
+		  dml_blas_core_override("skylakex") == NULL &&
+		  dml_blas_core_override("Cooperlake") == NULL &&
+		  dml_blas_core_override("Zen") == NULL &&
+		  dml_blas_core_override(NULL) == NULL,
+		  "BLAS core: AVX2 kernels and no name are left alone", "");
+	check(avx2 ? forced != NULL && dml_blas_core_override(forced) == NULL &&
+		  strcmp(forced, avx512 ? "SkylakeX" : "Haswell") == 0 : forced == NULL,
+		  "BLAS core: the SSE3 fallback is replaced by what this CPU runs",
+		  "avx2 %d avx512 %d forced %s", avx2, avx512, forced ? forced : "(none)");
+	check(dml_blas_core_override("Sandybridge") == (avx2 ? forced : NULL),
+		  "BLAS core: an AVX-only core too", "");
+}
+
 /* a float64 model round-trips bit for bit as format version 2 and predicts in float64 */
 static void
 test_format_f64(void)
@@ -1841,6 +1873,7 @@ main(void)
 	test_tsqr_wampler(2, 3);
 	test_tsqr_rank();
 	test_distributions();
+	test_blas_core();
 	test_format_f64();
 	test_format();
 	test_predict();
