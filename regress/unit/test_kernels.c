@@ -1770,6 +1770,35 @@ test_distributions(void)
 }
 
 /*
+ * Adam flushes subnormals in its own loop only: the caller's floating-point
+ * control word is the same after it, and a weight whose gradient is zero and
+ * whose first moment is subnormal takes the same value as without the flush
+ */
+static void
+test_adam_subnormal(void)
+{
+	float		params[2] = {0.25f, -1e-3f},
+				m[2] = {1e-39f, -3e-39f},
+				v[2] = {1e-8f, 2e-9f},
+				g[2] = {0.0f, 0.0f};
+	int			same = 1;
+#if defined(__x86_64__) || defined(__SSE__)
+	unsigned int before = __builtin_ia32_stmxcsr(),
+				after;
+
+	adam_update(params, m, v, g, 2, 0.001f, 0.9f, 0.999f, 1e-8f, 0.0f, 1000);
+	after = __builtin_ia32_stmxcsr();
+	same = before == after;
+#else
+	adam_update(params, m, v, g, 2, 0.001f, 0.9f, 0.999f, 1e-8f, 0.0f, 1000);
+#endif
+	check(same && params[0] == 0.25f && params[1] == -1e-3f && m[0] == 0.0f && m[1] == 0.0f &&
+		  v[0] > 0.0f && v[1] > 0.0f,
+		  "adam: subnormal moments flushed in its loop only, weights as without",
+		  "params %.9g %.9g m %g %g", params[0], params[1], m[0], m[1]);
+}
+
+/*
  * The OpenBLAS core type the worker forces: none for a core with AVX2 kernels
  * (any case) or no name; for the SSE3 fallback, a core this CPU can run that
  * is itself left alone, and none where the CPU lacks AVX2 and FMA.
@@ -1874,6 +1903,7 @@ main(void)
 	test_tsqr_rank();
 	test_distributions();
 	test_blas_core();
+	test_adam_subnormal();
 	test_format_f64();
 	test_format();
 	test_predict();
