@@ -5,6 +5,7 @@
 # the single-core sgemm floor measured in the same run.
 #
 #   bash bench/mlp_ab.sh [REV [REPS [EPOCHS]]]     REV default main, REPS 3, EPOCHS 3
+#   CONFIGS="1:128 2:128" bash bench/mlp_ab.sh ...  only these WORKERS:BATCH
 #
 # For each of w1 b256, w1 b128, w2 b128, w2 b256 (workers, batch per
 # worker), REPS runs of each build alternating; prints the median epoch
@@ -78,7 +79,7 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 r_own=$(OPENBLAS_NUM_THREADS=1 rate)
 r_forced=$(OPENBLAS_CORETYPE=$forced OPENBLAS_NUM_THREADS=1 rate)
 echo "sgemm rate at the MLP's shapes, 1 thread: $r_own GFLOP/s ($core), $r_forced GFLOP/s ($forced)"
-for cfg in 1:256 1:128 2:128 2:256; do
+for cfg in ${CONFIGS:-1:256 1:128 2:128 2:256}; do
 	w=${cfg%:*}
 	b=${cfg#*:}
 	: >"$out/base_${w}_$b"
