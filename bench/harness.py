@@ -427,6 +427,18 @@ def main():
     RAW["stream"] = stream
     log("sgemm")
     sgemm_cmd = f"{micro}/sgemm -t 1 -s {M['sgemm_s']}"
+    # the kernels dml-worker runs: where OpenBLAS falls back to SSE3 ones on a
+    # CPU it does not know, the worker forces a core type
+    # (dml_blas_core_override), and the floor is taken with the same
+    cfg_out, _ = sh(f"{micro}/sgemm -t 1 -s 0.01 2048x2048x2048")
+    own_core = next((l for l in cfg_out.splitlines() if l.startswith("sgemm:")), "").split()
+    own_core = next((w for w in own_core if w.startswith("MAX_THREADS")), None) and \
+        own_core[[w.startswith("MAX_THREADS") for w in own_core].index(True) - 1]
+    cpu_flags = set(next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "").split())
+    if own_core and own_core.lower() not in ("haswell", "zen", "skylakex", "cooperlake",
+                                             "sapphirerapids") and {"avx2", "fma"} <= cpu_flags:
+        forced = "SkylakeX" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= cpu_flags else "Haswell"
+        sgemm_cmd = f"OPENBLAS_CORETYPE={forced} {sgemm_cmd}"
     out, _ = sh(sgemm_cmd)
     sgemm = [r for r in jsonl(out) if r.get("bench") == "sgemm"]
     RAW["sgemm"] = sgemm

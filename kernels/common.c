@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 
 /* Name of a status, for error messages */
 /* the name a stop reason has in metrics, results and dml.epochs */
@@ -137,4 +138,28 @@ dml_gather_rows(const float *X, const float *y, int d, const int *idx, int B,
 		memcpy(Xb + (size_t) b * d, X + (size_t) idx[b] * d, bytes);
 		yb[b] = y[idx[b]];
 	}
+}
+
+/* the OpenBLAS core type to force on this CPU, or NULL (kernels.h) */
+const char *
+dml_blas_core_override(const char *corename)
+{
+	/* OpenBLAS's x86-64 kernels with AVX2 and FMA, or wider */
+	static const char *const fast[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake",
+	"SapphireRapids"};
+
+	if (corename == NULL)
+		return NULL;
+	for (size_t i = 0; i < sizeof(fast) / sizeof(fast[0]); i++)
+		if (strcasecmp(corename, fast[i]) == 0)
+			return NULL;
+#if defined(__x86_64__) && defined(__GNUC__)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+		return "SkylakeX";
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		return "Haswell";
+#endif
+	return NULL;
 }

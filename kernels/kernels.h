@@ -223,6 +223,15 @@ extern double dml_rng_uniform(DmlRng *rng);		/* [0, 1) */
 extern double dml_rng_normal(DmlRng *rng);
 extern void dml_shuffle(int *idx, int n, DmlRng *rng);
 /* rows idx[0..B) of X (n, d), y into Xb, yb; idx[B..avail) are read next */
+/*
+ * The OpenBLAS core type to force (OPENBLAS_CORETYPE) on this CPU, or NULL
+ * when the one OpenBLAS detected has AVX2 or better kernels, or the CPU has
+ * none.  Debian's OpenBLAS 0.3.21 does not know newer CPU models (Intel
+ * model 207, Emerald Rapids, among them) and falls back to its SSE3
+ * "Prescott" kernels, 4-5x slower at sgemm.  corename is what
+ * openblas_get_corename() says.
+ */
+extern const char *dml_blas_core_override(const char *corename);
 extern void dml_gather_rows(const float *X, const float *y, int d, const int *idx,
 							int B, int avail, float *Xb, float *yb);
 

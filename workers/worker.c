@@ -20,6 +20,7 @@
  *-------------------------------------------------------------------------
  */
 #include <errno.h>
+#include <cblas.h>
 #include <mpi.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -314,6 +315,20 @@ main(int argc, char **argv)
 	size_t		text_len = 0;
 	unsigned char *attached = NULL;
 	size_t		attached_len = 0;
+
+	/*
+	 * OpenBLAS chose its kernels when it was loaded.  Where it fell back to
+	 * its SSE3 ones on a CPU it does not know (dml_blas_core_override), run
+	 * this program again with the core type named: once, since the variable
+	 * is then set.  The same products, 4-5x faster; on failure, go on.
+	 */
+	if (getenv("OPENBLAS_CORETYPE") == NULL)
+	{
+		const char *core = dml_blas_core_override(openblas_get_corename());
+
+		if (core != NULL && setenv("OPENBLAS_CORETYPE", core, 1) == 0)
+			execv("/proc/self/exe", argv);
+	}
 
 	/* die with mpirun, whatever kills it */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);

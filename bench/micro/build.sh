@@ -13,6 +13,7 @@
 #   OUTDIR/epoch -r 7 1000000x20x1:bce 60000x784x10:softmax
 #                                       an in-memory epoch taken apart, before/after the fused kernel
 #   OUTDIR/logit_stats -n 1000000 -d 20        one pass of the float64 Newton polish (CPU time)
+#   OUTDIR/mlp_epoch -b 128 IMAGES LABELS       in-memory Fashion-MNIST MLP epochs taken apart (CPU time)
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")" && pwd)
@@ -42,6 +43,10 @@ $CC -O3 -fno-math-errno -std=gnu11 $WARN -I"$K" -o "$out/epoch" "$src/epoch.c" \
     -L/usr/lib/x86_64-linux-gnu/openblas-serial -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-serial \
     -l:libopenblas.so.0 -lm
 $CC -O3 -fno-math-errno -std=gnu11 $WARN -I"$K" -o "$out/logit_stats" "$src/logit_stats.c" \
+    "$K"/*.c \
+    -L/usr/lib/x86_64-linux-gnu/openblas-serial -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-serial \
+    -l:libopenblas.so.0 -lm
+$CC -O3 -fno-math-errno -std=gnu11 $WARN -I"$K" -o "$out/mlp_epoch" "$src/mlp_epoch.c" \
     "$K"/*.c \
     -L/usr/lib/x86_64-linux-gnu/openblas-serial -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-serial \
     -l:libopenblas.so.0 -lm

@@ -1769,6 +1769,67 @@ test_distributions(void)
 		  dml_incbeta(2.5, 0.5, 0.3));
 }
 
+/*
+ * Adam flushes subnormals in its own loop only: the caller's floating-point
+ * control word is the same after it, and a weight whose gradient is zero and
+ * whose first moment is subnormal takes the same value as without the flush
+ */
+static void
+test_adam_subnormal(void)
+{
+	float		params[2] = {0.25f, -1e-3f},
+				m[2] = {1e-39f, -3e-39f},
+				v[2] = {1e-8f, 2e-9f},
+				g[2] = {0.0f, 0.0f};
+	int			same = 1;
+#if defined(__x86_64__) || defined(__SSE__)
+	unsigned int before = __builtin_ia32_stmxcsr(),
+				after;
+
+	adam_update(params, m, v, g, 2, 0.001f, 0.9f, 0.999f, 1e-8f, 0.0f, 1000);
+	after = __builtin_ia32_stmxcsr();
+	same = before == after;
+#else
+	adam_update(params, m, v, g, 2, 0.001f, 0.9f, 0.999f, 1e-8f, 0.0f, 1000);
+#endif
+	check(same && params[0] == 0.25f && params[1] == -1e-3f && m[0] == 0.0f && m[1] == 0.0f &&
+		  v[0] > 0.0f && v[1] > 0.0f,
+		  "adam: subnormal moments flushed in its loop only, weights as without",
+		  "params %.9g %.9g m %g %g", params[0], params[1], m[0], m[1]);
+}
+
+/*
+ * The OpenBLAS core type the worker forces: none for a core with AVX2 kernels
+ * (any case) or no name; for the SSE3 fallback, a core this CPU can run that
+ * is itself left alone, and none where the CPU lacks AVX2 and FMA.
+ */
+static void
+test_blas_core(void)
+{
+	const char *forced = dml_blas_core_override("Prescott");
+	int			avx2 = 0,
+				avx512 = 0;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+	__builtin_cpu_init();
+	avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#endif
+	check(dml_blas_core_override("Haswell") == NULL &&
+		  dml_blas_core_override("skylakex") == NULL &&
+		  dml_blas_core_override("Cooperlake") == NULL &&
+		  dml_blas_core_override("Zen") == NULL &&
+		  dml_blas_core_override(NULL) == NULL,
+		  "BLAS core: AVX2 kernels and no name are left alone", "");
+	check(avx2 ? forced != NULL && dml_blas_core_override(forced) == NULL &&
+		  strcmp(forced, avx512 ? "SkylakeX" : "Haswell") == 0 : forced == NULL,
+		  "BLAS core: the SSE3 fallback is replaced by what this CPU runs",
+		  "avx2 %d avx512 %d forced %s", avx2, avx512, forced ? forced : "(none)");
+	check(dml_blas_core_override("Sandybridge") == (avx2 ? forced : NULL),
+		  "BLAS core: an AVX-only core too", "");
+}
+
 /* a float64 model round-trips bit for bit as format version 2 and predicts in float64 */
 static void
 test_format_f64(void)
@@ -1841,6 +1902,8 @@ main(void)
 	test_tsqr_wampler(2, 3);
 	test_tsqr_rank();
 	test_distributions();
+	test_blas_core();
+	test_adam_subnormal();
 	test_format_f64();
 	test_format();
 	test_predict();
