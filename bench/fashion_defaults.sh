@@ -46,6 +46,9 @@ raw=$(mktemp /tmp/fashion-defaults.XXXXXX)
 source regress/pgcluster.sh
 pgc_start
 trap 'pgc_stop; rm -f "$raw"' EXIT
+# the peers on the OpenBLAS kernels dml-worker runs (peer_blas.sh)
+source bench/peer_blas.sh
+echo "fashion_defaults.sh: peers' OpenBLAS kernels: $PEER_BLAS" >&2
 export PGDATABASE=dml_fashion_defaults
 pgc_psql -d postgres -c "CREATE DATABASE $PGDATABASE" >/dev/null
 pgc_psql -c "CREATE EXTENSION dml" >/dev/null

@@ -119,6 +119,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 pgc_start
 echo "run.sh: cluster in $PGC_DIR, port $PGC_PORT" >&2
+# the peers on the OpenBLAS kernels dml-worker runs (peer_blas.sh)
+source bench/peer_blas.sh
+echo "run.sh: peers' OpenBLAS kernels: $PEER_BLAS" >&2
 # the benchmark runs as root; the socket directory must let root's psql in
 pgc_psql -c 'CREATE EXTENSION dml'
 if [ -n "${DML_BENCH_BASELINE:-}" ]; then

@@ -98,6 +98,13 @@ def run_loop(conn):
                 best_args=dict(learning_rate=best["learning_rate"], hidden=best["hidden"]))
 
 
+def cpu_model():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
 def run_sklearn(conn):
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.model_selection import GridSearchCV
@@ -176,7 +183,9 @@ def main():
           "average (1, 5, 15 min) before and after each row is part of the figure. "
           f"The loop and the grid ran {a.rounds} times side by side, alternating which went "
           "first; the table gives the median run of each, the rounds follow. "
-          "Command: `bash bench/tune.sh " + a.mode + "`.", "",
+          "Command: `bash bench/tune.sh " + a.mode + "`. "
+          f"CPU: {cpu_model()}; scikit-learn's OpenBLAS kernels: {os.environ.get('PEER_BLAS', 'not recorded')} "
+          "(bench/peer_blas.sh: the core type dml-worker forces where OpenBLAS falls back to its SSE3 kernels).", "",
           "| run | wall s | best validation accuracy | best configuration | load before | load after |",
           "| --- | ---: | ---: | --- | --- | --- |",
           f"| loop of 8 dml_train | {lp['wall']:.1f} | {lp['best']:.4f} | {json.dumps(lp['best_args'])} "

@@ -29,5 +29,7 @@ pgc_psql -c 'CREATE EXTENSION dml' >/dev/null
 echo "tune.sh: cluster in $PGC_DIR; loading Fashion-MNIST" >&2
 bash bench/load_fashion.sh "${limit[@]}" >bench/out/tune-load-$mode.log 2>&1
 pgc_psql -c 'VACUUM ANALYZE' >/dev/null
+# scikit-learn on the OpenBLAS kernels dml-worker runs (peer_blas.sh)
+source bench/peer_blas.sh
 /usr/bin/python3 bench/tune.py --mode "$mode" --out "$report" --json "bench/out/tune-$mode.json"
 echo "tune.sh: report in $report" >&2
