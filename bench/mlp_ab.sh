@@ -25,27 +25,10 @@ epochs=${3:-3}
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 out=$here/bench/out/mlp_ab
-rm -rf "$out"
-mkdir -p "$out/src"
-git archive "$rev" | tar -x -C "$out/src"
-make -C "$out/src" -s build/dml-worker HAVE_CUDA=no >"$out/build.log" 2>&1 || {
-	cat "$out/build.log" >&2; exit 1; }
+source bench/worker_ab.sh
+worker_ab_start "$rev" "$out"
 bash bench/micro/build.sh "$out/micro" >"$out/micro.log" 2>&1 || {
 	cat "$out/micro.log" >&2; exit 1; }
-
-source regress/pgcluster.sh
-export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
-trap 'pgc_stop' EXIT
-pgc_start >/dev/null
-install -m 755 "$out/src/build/dml-worker" "$PGC_DIR/base-dml-worker"
-mkdir -m 777 "$PGC_DIR/cpu"
-for who in base this; do
-	real=$PGC_DIR/base-dml-worker
-	[ $who = this ] && real=$(pg_config --bindir)/dml-worker
-	printf '#!/bin/sh\nexec /usr/bin/time -a -o %s -f "%%U %%S" %s "$@"\n' "$PGC_DIR/cpu/$who" "$real" >"$PGC_DIR/$who-wrapped"
-	chmod 755 "$PGC_DIR/$who-wrapped"
-done
-pgc_psql -q -c 'CREATE EXTENSION dml'
 PATH=$here/build:$PATH bash bench/load_fashion.sh >/dev/null
 
 # the FLOP-weighted sgemm rate at the MLP's batch-256 shapes, 1 thread

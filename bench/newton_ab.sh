@@ -24,27 +24,8 @@ workers=${3:-1}
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 out=$here/bench/out/newton_ab
-rm -rf "$out"
-mkdir -p "$out/src"
-git archive "$rev" | tar -x -C "$out/src"
-make -C "$out/src" -s build/dml-worker HAVE_CUDA=no >"$out/build.log" 2>&1 || {
-	cat "$out/build.log" >&2; exit 1; }
-
-source regress/pgcluster.sh
-export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
-trap 'pgc_stop' EXIT
-pgc_start >/dev/null
-install -m 755 "$out/src/build/dml-worker" "$PGC_DIR/base-dml-worker"
-# each build through a wrapper that records its ranks' CPU seconds (user + system,
-# /usr/bin/time): a figure that other work on the machine disturbs far less than wall time
-mkdir -m 777 "$PGC_DIR/cpu"
-for who in base this; do
-	real=$PGC_DIR/base-dml-worker
-	[ $who = this ] && real=$(pg_config --bindir)/dml-worker
-	printf '#!/bin/sh\nexec /usr/bin/time -a -o %s -f "%%U %%S" %s "$@"\n' "$PGC_DIR/cpu/$who" "$real" >"$PGC_DIR/$who-wrapped"
-	chmod 755 "$PGC_DIR/$who-wrapped"
-done
-pgc_psql -q -c 'CREATE EXTENSION dml'
+source bench/worker_ab.sh
+worker_ab_start "$rev" "$out"
 psql -X -q -v ON_ERROR_STOP=1 -v rows=1000000 -f bench/sql/synth.sql >/dev/null
 pgc_psql -q -c 'VACUUM ANALYZE' >/dev/null
 

@@ -1,0 +1,33 @@
+# worker_ab.sh: the setup the A/B benchmarks share (newton_ab.sh, mlp_ab.sh),
+# sourced from the top of the tree.
+#
+#   worker_ab_start REV OUT
+#
+# Builds REV's dml-worker (git archive, CPU only) under OUT/src, starts a
+# private cluster (regress/pgcluster.sh; stopped on exit) and creates the
+# extension.  Each build runs through a wrapper, $PGC_DIR/base-wrapped
+# (REV's) and $PGC_DIR/this-wrapped (the installed one), that appends its
+# ranks' CPU seconds (user + system, /usr/bin/time) to $PGC_DIR/cpu/base or
+# $PGC_DIR/cpu/this: a figure that other work on the machine disturbs far
+# less than wall time.  Point dml.worker_path at a wrapper to pick a build.
+worker_ab_start() {
+	local rev=$1 out=$2 who real
+	rm -rf "$out"
+	mkdir -p "$out/src"
+	git archive "$rev" | tar -x -C "$out/src"
+	make -C "$out/src" -s build/dml-worker HAVE_CUDA=no >"$out/build.log" 2>&1 || {
+		cat "$out/build.log" >&2; return 1; }
+	source regress/pgcluster.sh
+	export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
+	trap 'pgc_stop' EXIT
+	pgc_start >/dev/null
+	install -m 755 "$out/src/build/dml-worker" "$PGC_DIR/base-dml-worker"
+	mkdir -m 777 "$PGC_DIR/cpu"
+	for who in base this; do
+		real=$PGC_DIR/base-dml-worker
+		[ $who = this ] && real=$(pg_config --bindir)/dml-worker
+		printf '#!/bin/sh\nexec /usr/bin/time -a -o %s -f "%%U %%S" %s "$@"\n' "$PGC_DIR/cpu/$who" "$real" >"$PGC_DIR/$who-wrapped"
+		chmod 755 "$PGC_DIR/$who-wrapped"
+	done
+	pgc_psql -q -c 'CREATE EXTENSION dml'
+}
