@@ -20,18 +20,8 @@ kinds=${3:-logit softmax}
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 out=$here/bench/out/fused_epoch
-rm -rf "$out"
-mkdir -p "$out/src"
-git archive "$rev" | tar -x -C "$out/src"
-make -C "$out/src" -s build/dml-worker HAVE_CUDA=no >"$out/build.log" 2>&1 || {
-	cat "$out/build.log" >&2; exit 1; }
-
-source regress/pgcluster.sh
-export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
-trap 'pgc_stop' EXIT
-pgc_start >/dev/null
-install -m 755 "$out/src/build/dml-worker" "$PGC_DIR/base-dml-worker"
-pgc_psql -q -c 'CREATE EXTENSION dml'
+source bench/worker_ab.sh
+worker_ab_start "$rev" "$out"
 psql -X -q -v ON_ERROR_STOP=1 -v rows=1000000 -f bench/sql/synth.sql >/dev/null
 case " $kinds " in *" softmax "*) bash bench/load_fashion.sh >/dev/null 2>&1 ;; esac
 pgc_psql -q -c 'VACUUM ANALYZE' >/dev/null

@@ -2,7 +2,8 @@
  *
  * clock.h
  *	  The one monotonic clock of dml's programs (workers, kernels, tools):
- *	  CLOCK_MONOTONIC, never set back, in nanoseconds or seconds.
+ *	  CLOCK_MONOTONIC, never set back, in nanoseconds or seconds; and the
+ *	  process's CPU time, for benchmarks on a machine others share.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,6 +30,16 @@ dml_clock_seconds(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* seconds of CPU time this process has used, all its threads */
+static inline double
+dml_clock_cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 

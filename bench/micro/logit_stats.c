@@ -13,22 +13,13 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "clock.h"
 #include "kernels.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-
-static double
-cpu_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 int
 main(int argc, char **argv)
@@ -80,9 +71,9 @@ main(int argc, char **argv)
 
 		memset(g, 0, sizeof(double) * (d + 1));
 		memset(H, 0, sizeof(double) * (d + 1) * (d + 1));
-		t = cpu_seconds();
+		t = dml_clock_cpu_seconds();
 		nll = dml_logit_stats(g, H, X, y, NULL, n, d, beta);
-		t = cpu_seconds() - t;
+		t = dml_clock_cpu_seconds() - t;
 		best = t < best ? t : best;
 	}
 	printf("%lld x %d: fastest of %d passes %.1f ms CPU; nll %.17g g[0] %.17g H[0] %.17g\n",

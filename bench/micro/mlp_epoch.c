@@ -19,22 +19,13 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "clock.h"
 #include "kernels.h"
 
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double
-cpu_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 int
 main(int argc, char **argv)
@@ -124,7 +115,7 @@ main(int argc, char **argv)
 					tf = 0,
 					to = 0,
 					loss = 0,
-					t0 = cpu_seconds(),
+					t0 = dml_clock_cpu_seconds(),
 					w;
 		int			rows = 0;
 
@@ -135,21 +126,21 @@ main(int argc, char **argv)
 		for (int pos = 0; pos < n && steps != max_steps; pos += B, steps++)
 		{
 			int			c = n - pos < B ? n - pos : B;
-			double		a = cpu_seconds(),
+			double		a = dml_clock_cpu_seconds(),
 						m,
 						f;
 
 			dml_gather_rows(X, y, d, idx + pos, c, n - pos, Xb, yb);
-			m = cpu_seconds();
+			m = dml_clock_cpu_seconds();
 			loss += dml_net_gradient(&net, &work, grads, Xb, yb, c, 1.0f / c);
-			f = cpu_seconds();
+			f = dml_clock_cpu_seconds();
 			optim_step(&st, &o, net.params, grads);
-			to += cpu_seconds() - f;
+			to += dml_clock_cpu_seconds() - f;
 			tg += m - a;
 			tf += f - m;
 			rows += c;
 		}
-		w = cpu_seconds() - t0;
+		w = dml_clock_cpu_seconds() - t0;
 		printf("epoch %d: %d rows, CPU %.1f ms (gather %.1f, forward-backward %.1f, adam %.1f); "
 			   "%.1f GFLOP/s over the epoch, %.1f in forward-backward; loss %.6f\n",
 			   e + 1, rows, 1e3 * w, 1e3 * tg, 1e3 * tf, 1e3 * to,
