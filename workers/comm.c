@@ -250,17 +250,55 @@ wait_ring(int n, MPI_Request *req)
 #define RING_MAX	(1u << 30)	/* floats of one message */
 #define RING_FROM	16384		/* floats: below, with cores of their own, MPI_Allreduce */
 
+/* dst[0..n) += src[0..n), for the ring's reduce-scatter */
+typedef void (*RingAdd) (void *dst, const void *src, int n);
+
+static void
+add_float(void *dst, const void *src, int n)
+{
+	float	   *d = dst;
+	const float *a = src;
+
+	for (int i = 0; i < n; i++)
+		d[i] += a[i];
+}
+
+static void
+add_half(void *dst, const void *src, int n)
+{
+	half_add(dst, src, (size_t) n);
+}
+
+/* elementwise sum of IEEE binary16 values, each partial sum rounded to binary16 */
+static void
+half_sum(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+	(void) type;
+	half_add(inout, in, (size_t) *len);
+}
+
+static MPI_Op
+half_sum_op(void)
+{
+	static MPI_Op op = MPI_OP_NULL;
+
+	if (op == MPI_OP_NULL)
+		mpiCheck(MPI_Op_create(half_sum, 1, &op));
+	return op;
+}
+
 /*
- * ring_allreduce_float
- *		Sum of buf over the ranks of comm, in place, as a ring: P - 1
- *		steps of reduce-scatter (each rank passes a 1/P part of the buffer
- *		to the next rank, which adds it into its own), then P - 1 of
- *		all-gather (the finished parts go round).  Each rank sends
- *		2 (P - 1) / P of the buffer, the least an all-reduce can, and every
- *		rank ends with the same bits, since each part is summed once, on
- *		its way round, and then copied.  A small buffer on ranks with cores
- *		of their own goes to Open MPI's MPI_Allreduce instead, whose trees
- *		take fewer messages than the ring's 2 (P - 1).
+ * ring_allreduce
+ *		Sum of buf (n values of esize bytes, MPI type `type`, added by
+ *		`add`, or by `op` where Open MPI sums) over the ranks of comm, in
+ *		place, as a ring: P - 1 steps of reduce-scatter (each rank passes a
+ *		1/P part of the buffer to the next rank, which adds it into its
+ *		own), then P - 1 of all-gather (the finished parts go round).  Each
+ *		rank sends 2 (P - 1) / P of the buffer, the least an all-reduce
+ *		can, and every rank ends with the same bits, since each part is
+ *		summed once, on its way round, and then copied.  A small buffer on
+ *		ranks with cores of their own goes to Open MPI's MPI_Allreduce
+ *		instead, whose trees take fewer messages than the ring's 2 (P - 1).
  *
  *		Open MPI's own choices were worse here: the blocking all-reduce
  *		polls flat out for as long as it waits, and the nonblocking one
@@ -270,10 +308,12 @@ wait_ring(int n, MPI_Request *req)
  *		(wait_ring).
  */
 static void
-ring_allreduce_float(float *buf, size_t n, MPI_Comm comm)
+ring_allreduce(void *buf, size_t n, size_t esize, MPI_Datatype type, RingAdd add, MPI_Op op,
+			   MPI_Comm comm)
 {
-	static float *tmp = NULL;
-	static size_t tmp_n = 0;
+	static char *tmp = NULL;
+	static size_t tmp_bytes = 0;
+	char	   *b = buf;
 	int			P,
 				r;
 
@@ -284,7 +324,7 @@ ring_allreduce_float(float *buf, size_t n, MPI_Comm comm)
 	if (!cores_shared && n < RING_FROM)
 	{
 		/* latency-bound, and polling costs no other rank its core */
-		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int) n, MPI_FLOAT, MPI_SUM, comm));
+		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int) n, type, op, comm));
 		return;
 	}
 	if ((n + P - 1) / P > RING_MAX)
@@ -293,14 +333,15 @@ ring_allreduce_float(float *buf, size_t n, MPI_Comm comm)
 		size_t		piece = (size_t) RING_MAX * P;
 
 		for (size_t off = 0; off < n; off += piece)
-			ring_allreduce_float(buf + off, n - off < piece ? n - off : piece, comm);
+			ring_allreduce(b + off * esize, n - off < piece ? n - off : piece, esize, type, add,
+						   op, comm);
 		return;
 	}
-	if (tmp_n < (n + P - 1) / P)
+	if (tmp_bytes < esize * ((n + P - 1) / P))
 	{
 		free(tmp);
-		tmp_n = (n + P - 1) / P;
-		tmp = malloc(sizeof(float) * tmp_n);
+		tmp_bytes = esize * ((n + P - 1) / P);
+		tmp = malloc(tmp_bytes);
 		if (tmp == NULL)
 			worker_fail("out of memory for an all-reduce of %zu values", n);
 	}
@@ -315,14 +356,12 @@ ring_allreduce_float(float *buf, size_t n, MPI_Comm comm)
 			int			out = (r - s + P) % P,
 						in = (r - s - 1 + 2 * P) % P;
 			MPI_Request req[2];
-			float	   *dst = buf + PART_LO(in);
 
-			mpiCheck(MPI_Irecv(tmp, PART_N(in), MPI_FLOAT, left, RING_TAG, comm, &req[0]));
-			mpiCheck(MPI_Isend(buf + PART_LO(out), PART_N(out), MPI_FLOAT, right, RING_TAG,
+			mpiCheck(MPI_Irecv(tmp, PART_N(in), type, left, RING_TAG, comm, &req[0]));
+			mpiCheck(MPI_Isend(b + esize * PART_LO(out), PART_N(out), type, right, RING_TAG,
 							   comm, &req[1]));
 			wait_ring(2, req);
-			for (int i = 0; i < PART_N(in); i++)
-				dst[i] += tmp[i];
+			add(b + esize * PART_LO(in), tmp, PART_N(in));
 		}
 		for (int s = 0; s < P - 1; s++)
 		{
@@ -330,15 +369,21 @@ ring_allreduce_float(float *buf, size_t n, MPI_Comm comm)
 						in = (r - s + P) % P;
 			MPI_Request req[2];
 
-			mpiCheck(MPI_Irecv(buf + PART_LO(in), PART_N(in), MPI_FLOAT, left, RING_TAG, comm,
+			mpiCheck(MPI_Irecv(b + esize * PART_LO(in), PART_N(in), type, left, RING_TAG, comm,
 							   &req[0]));
-			mpiCheck(MPI_Isend(buf + PART_LO(out), PART_N(out), MPI_FLOAT, right, RING_TAG,
+			mpiCheck(MPI_Isend(b + esize * PART_LO(out), PART_N(out), type, right, RING_TAG,
 							   comm, &req[1]));
 			wait_ring(2, req);
 		}
 #undef PART_LO
 #undef PART_N
 	}
+}
+
+static void
+ring_allreduce_float(float *buf, size_t n, MPI_Comm comm)
+{
+	ring_allreduce(buf, n, sizeof(float), MPI_FLOAT, add_float, MPI_SUM, comm);
 }
 
 /*
@@ -555,24 +600,15 @@ comm_allreduce_max_double(double *buf, int n)
 	mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_MAX, data_comm));
 }
 
-/* elementwise sum of IEEE binary16 values, each partial sum rounded to binary16 */
-static void
-half_sum(void *in, void *inout, int *len, MPI_Datatype *type)
-{
-	(void) type;
-	half_add(inout, in, (size_t) *len);
-}
-
 /* sum of fp16 values over the data ranks, in place; counted at 2 bytes a value */
 void
 comm_allreduce_half(uint16_t *buf, size_t n)
 {
-	static MPI_Op op = MPI_OP_NULL;
+	MPI_Op		op;
 
 	if (worker_world == 1)
 		return;
-	if (op == MPI_OP_NULL)
-		mpiCheck(MPI_Op_create(half_sum, 1, &op));
+	op = half_sum_op();
 	for (size_t off = 0; off < n; off += 1u << 30)
 	{
 		size_t		c = n - off < (1u << 30) ? n - off : (1u << 30);
@@ -691,6 +727,85 @@ comm_leaders_allreduce_float(float *buf, size_t n)
 	if (host_count == 1 || local_rank != 0)
 		return;
 	ring_allreduce_float(buf, n, leader_comm);
+}
+
+/*
+ * Across hosts, for the hierarchical all-reduce's compressed step: the
+ * ranks that exchange a host's sum with the other hosts are the peers
+ * (each local rank its own range) where every host runs as many ranks,
+ * else the leaders (the whole sum).  They wait in naps, as the ring does.
+ */
+static MPI_Comm
+cross_comm(void)
+{
+	return peer_comm != MPI_COMM_NULL ? peer_comm : leader_comm;
+}
+
+/* whether this rank exchanges (part of) its host's sum with the other hosts */
+bool
+comm_cross_member(void)
+{
+	return host_count > 1 && (peer_comm != MPI_COMM_NULL || local_rank == 0);
+}
+
+/* maximum of buf[0..n) over the cross-host ranks (comm_cross_member only), in place */
+void
+comm_cross_max_float(float *buf, int n)
+{
+	MPI_Request req;
+
+	mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_MAX, cross_comm(), &req));
+	wait_ring(1, &req);
+}
+
+/* sum of n binary16 values over the cross-host ranks, in place, by the ring */
+void
+comm_cross_allreduce_half(uint16_t *buf, size_t n)
+{
+	ring_allreduce(buf, n, sizeof(uint16_t), MPI_UINT16_T, add_half, half_sum_op(), cross_comm());
+}
+
+/*
+ * bytes from every cross-host rank into recv (host h's at h * bytes), as a
+ * ring: H - 1 steps, each passing on the block received in the step before
+ */
+void
+comm_cross_allgather_bytes(const void *send, size_t bytes, void *recv)
+{
+	MPI_Comm	comm = cross_comm();
+	char	   *out = recv;
+	int			P,
+				r;
+
+	MPI_Comm_size(comm, &P);
+	MPI_Comm_rank(comm, &r);
+	if (bytes > INT_MAX)
+		worker_fail("all-gather of %zu bytes per rank is too large", bytes);
+	memcpy(out + (size_t) r * bytes, send, bytes);
+	for (int s = 0; s < P - 1; s++)
+	{
+		int			give = (r - s + P) % P,
+					take = (r - s - 1 + P) % P;
+		MPI_Request req[2];
+
+		mpiCheck(MPI_Irecv(out + (size_t) take * bytes, (int) bytes, MPI_BYTE, (r + P - 1) % P,
+						   RING_TAG, comm, &req[0]));
+		mpiCheck(MPI_Isend(out + (size_t) give * bytes, (int) bytes, MPI_BYTE, (r + 1) % P,
+						   RING_TAG, comm, &req[1]));
+		wait_ring(2, req);
+	}
+}
+
+/*
+ * count a hierarchical step whose within-host part moves a buffer of
+ * `within` bytes (as comm_count_hierarchical) and whose exchange between
+ * hosts put `across` bytes on the network, all ranks together
+ */
+void
+comm_count_hierarchical_split(double within, double across)
+{
+	sync_bytes += 2.0 * (worker_world - host_count) * within + across;
+	sync_across += across;
 }
 
 /*

@@ -61,6 +61,11 @@ extern bool comm_elsewhere(int world_rank);
 extern void comm_leaders_allreduce_float(float *buf, size_t n);
 extern bool comm_hosts_even(void);
 extern void comm_peers_allreduce_float(float *buf, size_t n);
+extern bool comm_cross_member(void);
+extern void comm_cross_max_float(float *buf, int n);
+extern void comm_cross_allreduce_half(uint16_t *buf, size_t n);
+extern void comm_cross_allgather_bytes(const void *send, size_t bytes, void *recv);
+extern void comm_count_hierarchical_split(double within, double across);
 
 /* a segment the data ranks on one host map */
 typedef struct CommShared CommShared;

@@ -528,8 +528,13 @@ sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, DmlOpt
 	int			lr = comm_local_rank();
 	void	  **base;
 
-	if (s->mode != DML_SYNC_ALLREDUCE || s->comp != DML_COMPRESS_NONE || s->W < 2 ||
-		!spec->shared_memory)
+	/*
+	 * Compression is for the network: on one host the ranks all-reduce as
+	 * the flat path does (compressed, through MPI); across hosts the
+	 * host's sum is compressed on its way between hosts (cross_compressed)
+	 */
+	if (s->mode != DML_SYNC_ALLREDUCE || s->W < 2 || !spec->shared_memory ||
+		(s->comp != DML_COMPRESS_NONE && comm_hosts() < 2))
 		return;
 	s->L = comm_local_size();
 	s->H = comm_hosts();
@@ -647,6 +652,82 @@ sum_slots(float *sum, float *const *slot, int L, size_t lo, size_t hi)
 }
 
 /*
+ * The hosts' sums of v[0..n) (this rank's range of its host's sum; the
+ * same range on every host), compressed on the network as the job asks,
+ * with error feedback of what the compression left out of this host's
+ * range.  Every host decodes the same bytes in the same order, so the
+ * hosts' sums stay equal.
+ */
+static void
+cross_compressed(Sync *s, float *v, size_t n, float *residual)
+{
+	int			H = s->H;
+
+	if (n == 0)
+		return;
+	if (s->comp == DML_COMPRESS_FP16)
+	{
+		uint16_t   *h = (uint16_t *) s->order;	/* n ints hold n halves */
+		float	   *u = s->scratch;
+		float		m = 0,
+					scale;
+
+		for (size_t i = 0; i < n; i++)
+		{
+			float		a;
+
+			u[i] = v[i] + residual[i];
+			a = fabsf(u[i]);
+			m = a > m ? a : m;
+		}
+		comm_cross_max_float(&m, 1);
+		/* H terms of at most 32768 / H each: the sum stays below fp16's 65504 */
+		scale = pow2_scale(m, 32768.0f / (float) H);
+		half_from_float(h, u, n, scale);
+		half_to_float(residual, h, n, 1.0f / scale);
+		for (size_t i = 0; i < n; i++)
+			residual[i] = u[i] - residual[i];
+		comm_cross_allreduce_half(h, n);
+		half_to_float(v, h, n, 1.0f / scale);
+		return;
+	}
+	{
+		/* top-k: each host's (index, value) pairs gathered, summed densely */
+		size_t		k = topk_count(s->topk_ratio, n);
+		unsigned char *mine = xmalloc(8 * k),
+				   *all = xmalloc(8 * k * (size_t) H);
+		float		scale;
+		int32_t		nv;
+
+		ps_encode(ENC_TOPK, v, n, residual, s->topk_ratio, mine, &scale, &nv, s->scratch,
+				  s->order);
+		if ((size_t) nv != k)
+			worker_fail("top-k selected %d values, expected %zu", nv, k);
+		comm_cross_allgather_bytes(mine, 8 * k, all);
+		memset(v, 0, sizeof(float) * n);
+		for (int r = 0; r < H; r++)
+			ps_decode_add(ENC_TOPK, all + 8 * k * (size_t) r, n, (int32_t) k, 1.0f, v);
+		free(mine);
+		free(all);
+	}
+}
+
+/*
+ * bytes all the hosts put on the network for a range of n values:
+ * halves round a ring of H (2 (H - 1) / H of the range from each), or
+ * k pairs of 8 bytes from each host to each other
+ */
+static double
+cross_bytes(const Sync *s, size_t n)
+{
+	if (n == 0)
+		return 0;
+	if (s->comp == DML_COMPRESS_FP16)
+		return 2.0 * (s->H - 1) * 2.0 * (double) n;
+	return (double) s->H * (s->H - 1) * 8.0 * (double) topk_count(s->topk_ratio, n);
+}
+
+/*
  * One step through the segment: each rank sums its range of the host's
  * gradients; on several hosts the leaders all-reduce the host sums (one
  * copy per host crosses the network); each rank steps its range of the
@@ -660,7 +741,29 @@ shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t
 
 	comm_shared_fence(s->shm);	/* every rank's gradient is in its slot */
 	sum_slots(sum, s->slot, s->L, s->lo, s->hi);
-	if (s->hierarchical && comm_hosts_even())
+	if (s->hierarchical && s->comp != DML_COMPRESS_NONE)
+	{
+		bool		even = comm_hosts_even();
+		double		across = 0;
+
+		if (!even)
+			comm_shared_fence(s->shm);	/* the host's sum is whole */
+		if (comm_cross_member())
+		{
+			size_t		lo = even ? s->lo : 0,
+						hi = even ? s->hi : s->np;
+
+			cross_compressed(s, s->host_sum + lo, hi - lo, s->residual + lo);
+		}
+		if (!even)
+			comm_shared_fence(s->shm);	/* every host's sum is in */
+		/* the network's bytes, the same figure on every rank: each range's */
+		for (int l = 0; l < (even ? s->L : 1); l++)
+			across += cross_bytes(s, even ? shard_start(s->np, s->L, l + 1) -
+								  shard_start(s->np, s->L, l) : s->np);
+		comm_count_hierarchical_split(sizeof(float) * (double) s->np, across);
+	}
+	else if (s->hierarchical && comm_hosts_even())
 	{
 		/* each rank's range with the same range of the other hosts: no fence */
 		comm_peers_allreduce_float(s->host_sum + s->lo, s->hi - s->lo);
@@ -683,7 +786,9 @@ shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t
 		o->t++;
 	}
 	comm_shared_fence(s->shm);	/* every range is stepped */
-	if (s->hierarchical)
+	if (s->hierarchical && s->comp != DML_COMPRESS_NONE)
+		;						/* counted above */
+	else if (s->hierarchical)
 		comm_count_hierarchical(sizeof(float) * (double) s->np);
 	else
 		comm_count_bytes(sizeof(float) * (double) s->np);

@@ -9,7 +9,8 @@
  *	  allreduce  gradients summed by MPI_Allreduce; every replica steps (on
  *	             each host: summed in shared memory, each rank stepping 1/L
  *	             of the host's shared copy of the parameters; the hosts'
- *	             leaders all-reduce the host sums between)
+ *	             leaders all-reduce the host sums between, and a compression
+ *	             asked for applies to the host sums on the network)
  *	  ps         servers sum the workers' pushes of a clock, step, serve pulls
  *	  ssp        ps, but a worker may run up to `staleness` clocks ahead of
  *	             the slowest; s = 0 is ps

@@ -152,9 +152,11 @@ echo "# one host, allreduce: accuracy $base"
 for mode in "allreduce|sync => 'allreduce'" "ps|sync => 'ps', servers => 2" \
 	"ssp|sync => 'ssp', servers => 2, staleness => 1" "async|sync => 'async', servers => 2" \
 	"gossip|sync => 'gossip'" "average|sync => 'average', average_every => 4" \
-	"fp16|compression => 'fp16'" "topk|compression => 'topk', topk_ratio => 0.1"; do
+	"fp16|compression => 'fp16'" "topk|compression => 'topk', topk_ratio => 0.1" \
+	"fp16_5|compression => 'fp16'" "topk_5|compression => 'topk', topk_ratio => 0.1"; do
 	name=${mode%%|*}
-	w=6; case $name in ps|ssp|async) w=4 ;; esac
+	# 5 ranks: hosts of 2, 2 and 1, whose leaders exchange the whole host sums
+	w=6; case $name in ps|ssp|async) w=4 ;; *_5) w=5 ;; esac
 	acc=$(syncrun "s_$name" $w NULL "${mode#*|}")
 	spread=$(sql1 "SELECT array_length(hosts, 1) || ' ranks on ' ||
 		(SELECT count(DISTINCT h) FROM unnest(hosts) h) || ' hosts' FROM dml_epochs WHERE name = 's_$name' LIMIT 1")
@@ -162,6 +164,10 @@ for mode in "allreduce|sync => 'allreduce'" "ps|sync => 'ps', servers => 2" \
 		'[ -n "$acc" ] && [ -n "$base" ] && awk -v a="$acc" -v b="$base" "BEGIN { exit !(a >= b - 0.02 && b > 0.8) }" &&
 		 [ "${spread#* ranks on }" = "3 hosts" ]'
 done
+how=$(sql1 "SELECT string_agg(metrics->>'allreduce', ' ' ORDER BY name) FROM dml.models
+	WHERE name IN ('s_fp16', 's_topk', 's_fp16_5', 's_topk_5')")
+check "fp16 and top-k across hosts go through the hierarchical all-reduce ($how)" \
+	'[ "$how" = "hierarchical hierarchical hierarchical hierarchical" ]'
 
 # ---------------------------------------------------------------------
 # 3. bytes across hosts per step, measured on the links
@@ -175,13 +181,15 @@ tx() { # bytes every host has sent on its link
 }
 sql1 "CREATE TABLE mhw AS SELECT i, sin(i * 0.37)::float8 AS x1, cos(i * 0.91)::float8 AS x2,
 	(sin(i * 0.37) + 2 * cos(i * 0.91))::float8 AS y FROM generate_series(1, 300) i" >/dev/null
-for how in hierarchical flat one; do
+for how in hierarchical flat one fp16 topk; do
 	opt='{}'; [ $how = flat ] && opt='{"shared_memory": false}'
 	w=6; [ $how = one ] && w=3
+	comp=; [ $how = fp16 ] && comp=", compression => 'fp16'"
+	[ $how = topk ] && comp=", compression => 'topk', topk_ratio => 0.01"
 	t0=$(tx)
 	sql1 "SELECT workers FROM dml_train('w_$how', 'mhw', 'y', features => '{x1,x2}', model => 'mlp',
 		hidden => '{256,256}', optimizer => 'sgd', learning_rate => 0.01, batch_size => 1000,
-		epochs => 20, workers => $w, device => 'cpu', options => '$opt')" >$T/mh-bytes-$how.log 2>&1
+		epochs => 20, workers => $w, device => 'cpu', options => '$opt' $comp)" >$T/mh-bytes-$how.log 2>&1
 	t1=$(tx)
 	eval "net_$how=$((t1 - t0))"
 done
@@ -198,6 +206,22 @@ check "... one copy per host, not per rank: 2 ranks a host send what 1 rank a ho
 	'awk -v h="$copies_h" -v o="$copies_1" "BEGIN { exit !(h <= 1.25 * o && h >= 0.75 * o) }"'
 check "dml.epochs.bytes_across records the leaders' ring, 4 copies per step ($rec)" \
 	'[ -n "$rec" ] && awk -v r="$rec" -v b="$B" "BEGIN { exit !(r >= 4 * 20 * b && r <= 4.2 * 20 * b) }"'
+# compressed, the host sums cross the network compressed: fp16 half the
+# bytes; top-k 1% as (index, value) pairs from each host to each other,
+# k = ceil(0.01 n) of each local rank's range (2 ranges)
+P=$((B / 4))
+rec_f=$(sql1 "SELECT sum(bytes_across) FROM dml_epochs WHERE name = 'w_fp16'")
+rec_t=$(sql1 "SELECT sum(bytes_across) FROM dml_epochs WHERE name = 'w_topk'")
+want_t=$(awk -v p="$P" 'function ceil(x) { return x == int(x) ? x : int(x) + 1 }
+	BEGIN { lo = int(p / 2 / 16) * 16; print 20 * 3 * 2 * 8 * (ceil(0.01 * lo) + ceil(0.01 * (p - lo))) }')
+read -r share_f share_t <<<"$(awk -v f="$net_fp16" -v t="$net_topk" -v h="$net_hierarchical" \
+	'BEGIN { printf "%.3f %.3f", f / h, t / h }')"
+echo "# on the links, against uncompressed hierarchical: fp16 $share_f, top-k 0.01 $share_t; recorded across: fp16 $rec_f, top-k $rec_t"
+check "hierarchical fp16: the links carry about half the uncompressed bytes ($share_f), recorded 2 copies of halves per step ($rec_f)" \
+	'awk -v s="$share_f" -v r="$rec_f" -v b="$B" "BEGIN { exit !(s >= 0.4 && s <= 0.65 && r >= 2 * 20 * b && r <= 2.1 * 20 * b) }"'
+# (the epochs' metric sums cross too: a few hundred bytes)
+check "hierarchical top-k 1%: the links carry a small part of the uncompressed bytes ($share_t), recorded as the pairs sent ($rec_t; the pairs $want_t)" \
+	'awk -v s="$share_t" -v r="$rec_t" -v w="$want_t" "BEGIN { exit !(s < 0.15 && r >= w && r <= 1.01 * w) }"'
 
 # ---------------------------------------------------------------------
 # 4. a host lost mid-training
