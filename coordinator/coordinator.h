@@ -234,6 +234,7 @@ extern void DmlRunJob(DmlJob *job, DmlJobResult *result,
 					  DmlProgressCallback cb, void *cb_arg);
 extern void DmlKillActiveJob(void);
 extern void DmlEndResidentJob(void);
+extern void DmlFinishResidentJob(void);
 
 /*
  * extension/jobs.c, for a background job: each checkpoint as it arrives

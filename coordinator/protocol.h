@@ -81,7 +81,8 @@ typedef enum DmlMsgType
 	DML_MSG_DONE = 8,
 	DML_MSG_CLASSES = 9,
 	DML_MSG_JOB = 10,
-	DML_MSG_STEP = 11
+	DML_MSG_STEP = 11,
+	DML_MSG_END = 12			/* coordinator -> rank 0: a resident job's trials are over */
 } DmlMsgType;
 
 /* One epoch's figures, reduced over every rank by rank 0 */

@@ -1118,6 +1118,47 @@ DmlEndResidentJob(void)
 		DmlKillActiveJob();
 }
 
+/*
+ * DmlFinishResidentJob
+ *		End dml_tune's resident job, if one is running, as a job ends: rank 0
+ *		is told that no trial follows (END), every rank leaves MPI, and
+ *		mpirun exits by itself.  Killing it (DmlKillActiveJob) cost the
+ *		search a second and more: mpirun takes its time to notice signalled
+ *		ranks.  Waits at most 5 s, interruptibly; what is left then, or on
+ *		any error, DmlKillActiveJob ends.
+ */
+void
+DmlFinishResidentJob(void)
+{
+	uint32		hdr[3] = {DML_MSG_MAGIC, DML_MSG_END, 0};
+	TimestampTz deadline;
+
+	if (!resident.alive || active_job.pid <= 0 || active_job.conn_fd < 0)
+		return;
+	if (send_to_rank0((const char *) hdr, sizeof(hdr)))
+	{
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 5000);
+		while (GetCurrentTimestamp() < deadline)
+		{
+			int			status;
+			pid_t		r = waitpid(active_job.pid, &status, WNOHANG);
+
+			if (r == active_job.pid || (r < 0 && errno == ECHILD))
+			{
+				elog(DEBUG1, "dml: the search's job ended by itself (mpirun's exit status %d)",
+					 r == active_job.pid && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+				active_job.pid = 0;
+				break;
+			}
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 2,
+							 PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	DmlKillActiveJob();			/* what remains: stragglers, sockets, directories */
+}
+
 /* a job's run, supervised from its start (or its trial's JOB) to its end */
 static void
 job_run_init(JobRun *run, DmlJob *job, DmlJobResult *result, DmlProgressCallback cb, void *cb_arg)

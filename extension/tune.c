@@ -1249,6 +1249,7 @@ tune_run(NullableDatum *a, bool check_only)
 		else
 			for (int i = 0; i < s.ntrials; i++)
 				run_trial(&s, &s.trials[i], fixed, fn, 0, 0, 1);
+		DmlFinishResidentJob();
 	}
 	PG_FINALLY();
 	{

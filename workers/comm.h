@@ -82,7 +82,7 @@ extern void control_connect(const char *path);
 extern void control_send(uint32_t type, const void *a, size_t alen,
 						 const void *b, size_t blen);
 extern void control_start_watchdog(void);
-extern void control_next_job(char **text, size_t *len, unsigned char **attached,
+extern bool control_next_job(char **text, size_t *len, unsigned char **attached,
 							 size_t *attached_len);
 extern void control_receive_job(char **text, size_t *len, unsigned char **attached,
 								size_t *attached_len);

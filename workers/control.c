@@ -173,6 +173,7 @@ static pthread_mutex_t next_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t next_cond = PTHREAD_COND_INITIALIZER;
 static unsigned char *next_payload = NULL;
 static uint32_t next_len = 0;
+static int	next_end = 0;		/* END came: no trial follows */
 
 /* the watchdog's read of exactly len bytes; false at EOF or error */
 static int
@@ -207,6 +208,15 @@ watchdog(void *arg)
 	{
 		unsigned char *payload;
 
+		if (hdr[0] == DML_MSG_MAGIC && hdr[1] == DML_MSG_END && hdr[2] == 0)
+		{
+			/* the resident job is over: the main thread ends it; read no more */
+			pthread_mutex_lock(&next_lock);
+			next_end = 1;
+			pthread_cond_broadcast(&next_cond);
+			pthread_mutex_unlock(&next_lock);
+			return NULL;
+		}
 		if (hdr[0] != DML_MSG_MAGIC || hdr[1] != DML_MSG_JOB || hdr[2] < 4 || hdr[2] > DML_MSG_MAX)
 		{
 			fprintf(stderr, "dml-worker error: rank 0 on %s: malformed message from the coordinator\n",
@@ -235,23 +245,30 @@ watchdog(void *arg)
 /*
  * control_next_job
  *		Rank 0 of a resident job waits (asleep) for the coordinator's next
- *		JOB, as control_receive_job reads the first.
+ *		JOB, as control_receive_job reads the first.  False when the
+ *		coordinator said that none follows (END).
  */
-void
+bool
 control_next_job(char **text, size_t *len, unsigned char **attached, size_t *attached_len)
 {
 	unsigned char *payload;
 	uint32_t	plen;
 
 	pthread_mutex_lock(&next_lock);
-	while (next_payload == NULL)
+	while (next_payload == NULL && !next_end)
 		pthread_cond_wait(&next_cond, &next_lock);
+	if (next_payload == NULL)
+	{
+		pthread_mutex_unlock(&next_lock);
+		return false;
+	}
 	payload = next_payload;
 	plen = next_len;
 	next_payload = NULL;
 	pthread_cond_broadcast(&next_cond);
 	pthread_mutex_unlock(&next_lock);
 	split_job(payload, plen, text, len, attached, attached_len);
+	return true;
 }
 
 void

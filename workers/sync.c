@@ -511,6 +511,18 @@ static void **kept_base = NULL;
 static size_t kept_npad = 0;
 static int	kept_hosts = 0;
 
+/* a resident job's kept host segment freed, at its end (collective over the data ranks) */
+void
+sync_release_kept(void)
+{
+	if (kept_shm == NULL)
+		return;
+	comm_shared_free(kept_shm);
+	free(kept_base);
+	kept_shm = NULL;
+	kept_base = NULL;
+}
+
 /*
  * sync_bind
  *		Collective over the data ranks, after sync_start.  Where the

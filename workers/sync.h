@@ -117,6 +117,7 @@ typedef struct Sync
 
 extern void sync_init(Sync *s, const WorkerSpec *spec, size_t np);
 extern void sync_start(Sync *s, const float *params, const DmlOptimState *o, int64_t epoch_rows);
+extern void sync_release_kept(void);
 extern void sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads,
 					  DmlOptimState *o);
 extern void sync_unbind(Sync *s, float **params, float **grads, DmlOptimState *o);

@@ -275,8 +275,10 @@ train_and_send(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int gpu, d
  * coordinator's next JOB and hands it on; every rank takes its settings
  * into spec, with the checkpoint to resume from that came with it.  The
  * ranks wait in a barrier that naps, not in a collective that spins.
+ * False when the coordinator said that no trial follows: rank 0 hands on
+ * an empty job.
  */
-static void
+static bool
 next_trial(WorkerSpec *spec)
 {
 	char	   *text = NULL;
@@ -286,10 +288,20 @@ next_trial(WorkerSpec *spec)
 	char		err[512];
 	WorkerSpec	next;
 
-	if (world_rank == 0)
-		control_next_job(&text, &len, &attached, &attached_len);
+	if (world_rank == 0 && !control_next_job(&text, &len, &attached, &attached_len))
+	{
+		text = strdup("");
+		len = 0;
+		if (text == NULL)
+			worker_fail("out of memory");
+	}
 	comm_barrier();
 	comm_share_job(&text, &len);
+	if (len == 0)
+	{
+		free(text);
+		return false;
+	}
 	if (spec_parse(&next, text, len, err, sizeof(err)) != 0)
 		worker_fail("%s", err);
 	if (next.world != world_size || next.servers != 0)
@@ -299,6 +311,7 @@ next_trial(WorkerSpec *spec)
 	next.attached_len = attached_len;
 	*spec = next;
 	comm_job_bytes_reset();
+	return true;
 }
 
 int
@@ -404,12 +417,14 @@ main(int argc, char **argv)
 	/*
 	 * dml_tune's resident job: trial after trial over the rows loaded and
 	 * prepared once, each model sent as a job of its own sends it, until
-	 * the coordinator closes the socket (the watchdog ends the job).
+	 * the coordinator says that none follows (END), or closes the socket
+	 * (the watchdog ends the job).
 	 */
 	for (int trial = 1;; trial++)
 	{
 		train_and_send(&ds, &spec, &res, gpu, t0, trial);
-		next_trial(&spec);
+		if (!next_trial(&spec))
+			break;
 		t0 = dml_clock_seconds();
 		if (trial > 1)
 			dml_model_free(&res.model);
@@ -418,5 +433,7 @@ main(int argc, char **argv)
 		gpu = trial_device(&spec);
 		send_training_line(&spec, gpu);
 	}
+	sync_release_kept();
+	comm_finalize();
 	return 0;
 }

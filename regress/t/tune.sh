@@ -244,6 +244,15 @@ twins=$(q -c "SELECT count(*) FROM dml.models o JOIN dml.models h ON h.name = 't
 check "each trial's model is bit for bit its dml_train twin's ($twins of 8)" '[ "$twins" = 8 ]'
 wait_until 10 '[ "$(pgc_job_procs)" = 0 ]'
 check "no worker outlives the search" '[ "$(pgc_job_procs)" = 0 ] && [ "$(pgc_job_dirs)" = 0 ]'
+# its end: rank 0 told that no trial follows, every rank leaves MPI and
+# mpirun exits 0 by itself (a kill cost the search a second and more)
+ended=$(q -c "SET client_min_messages = debug1" -c "SELECT count(*) FROM dml_tune('tune_end', 'tune_bc', 'y',
+	search => '{\"learning_rate\": [0.001, 0.01]}', model => 'logistic', optimizer => 'adam', epochs => 1,
+	workers => 2)" 2>&1 | grep -o "the search's job ended by itself (mpirun's exit status [0-9-]*)" || true)
+check "a search's job ends by itself at the end: $ended" \
+	'[ "$ended" = "the search'"'"'s job ended by itself (mpirun'"'"'s exit status 0)" ]'
+wait_until 10 '[ "$(pgc_job_procs)" = 0 ]'
+check "and leaves no worker" '[ "$(pgc_job_procs)" = 0 ] && [ "$(pgc_job_dirs)" = 0 ]'
 
 # a trial that reads the rows otherwise (another kind of model) gets a job of its own
 q -c "SET client_min_messages = warning" \
