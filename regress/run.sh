@@ -40,6 +40,7 @@ PASS=0
 FAIL=0
 SKIP=0
 FAILED=()
+LAST_TALLY=$SECONDS
 
 # count "ok"/"not ok"/"skip" lines of TAP-like output
 tally() {
@@ -50,7 +51,9 @@ tally() {
 	p=$((p - s))
 	PASS=$((PASS + p)); FAIL=$((FAIL + f)); SKIP=$((SKIP + s))
 	[ "$f" -gt 0 ] && FAILED+=("$name")
-	echo "   $name: $p passed, $f failed, $s skipped"
+	# the seconds since the last part's line: where the suite's time goes
+	echo "   $name: $p passed, $f failed, $s skipped ($((SECONDS - LAST_TALLY)) s)"
+	LAST_TALLY=$SECONDS
 }
 
 echo "== C unit tests"
