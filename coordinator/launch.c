@@ -462,7 +462,7 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path)
 
 	for (char **e = environ; *e; e++)
 		nenv++;
-	envp = palloc(sizeof(char *) * (nenv + 8));
+	envp = palloc(sizeof(char *) * (nenv + 12));
 	nenv = 0;
 	for (char **e = environ; *e; e++)
 		if (strncmp(*e, "OPENBLAS_NUM_THREADS=", 21) != 0 &&
@@ -488,6 +488,24 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path)
 	 * there is nothing to flush: restart or report at once.
 	 */
 	envp[nenv++] = env_entry("OMPI_MCA_odls_base_sigkill_timeout", "0");
+
+	/*
+	 * Between hosts, TCP messages up to 1 MiB go eagerly, without the
+	 * rendezvous handshake above 64 KiB: the leaders' ring passes parts of
+	 * a third of the gradient, and each handshake waits on a rank that may
+	 * be napping (workers/comm.c).  On the namespace hosts the MLP's epoch
+	 * took 0.358 s eager against 0.445 s (bench/MULTIHOST.md).  The
+	 * server's environment, or dml.mpi_options on the command line, may
+	 * say otherwise.  Within a host (vader) nothing changes.
+	 */
+	for (int i = 0; i < 3; i++)
+	{
+		static const char *const eager[] = {"OMPI_MCA_btl_tcp_eager_limit",
+			"OMPI_MCA_btl_tcp_rndv_eager_limit", "OMPI_MCA_btl_tcp_max_send_size"};
+
+		if (getenv(eager[i]) == NULL)
+			envp[nenv++] = env_entry(eager[i], "1048576");
+	}
 	envp[nenv] = NULL;
 
 	logfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);

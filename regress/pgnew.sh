@@ -69,7 +69,7 @@ fi
 
 # --- quick: a reduced but real part ---------------------------------------------
 bash .ci/setup.sh >/dev/null || fail "setup"
-make -s >buildnew.log 2>&1 && make -s install >>buildnew.log 2>&1 || { tail -30 buildnew.log; fail "build and install on $V"; }
+make -s -j"$(nproc)" >buildnew.log 2>&1 && make -s install >>buildnew.log 2>&1 || { tail -30 buildnew.log; fail "build and install on $V"; }
 echo "ok - dml builds and installs on $(pg_config --version)"
 RESULTS=$(mktemp -d /tmp/dml-pg$V.XXXXXX)
 chmod 777 "$RESULTS"

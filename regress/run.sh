@@ -33,7 +33,7 @@ RESULTS=$(mktemp -d /tmp/dml-regress.XXXXXX)
 chmod 777 "$RESULTS"
 export DML_TEST_TMP=$RESULTS
 echo "== build and install"
-make -s >"$RESULTS/build.log" 2>&1 && $SUDO make -s install >>"$RESULTS/build.log" 2>&1 || {
+make -s -j"$(nproc)" >"$RESULTS/build.log" 2>&1 && $SUDO make -s install >>"$RESULTS/build.log" 2>&1 || {
 	cat "$RESULTS/build.log"; echo "0 passed, 1 failed"; exit 1; }
 
 PASS=0
@@ -60,7 +60,7 @@ echo "== C unit tests"
 # build/test_kernels: the kernels as the worker runs them (picked at load
 # time); _sse2 and _avx2: built for that instruction set only (no AVX-512)
 for t in test_kernels test_kernels_sse2 test_kernels_avx2; do
-	if make -s build/$t >"$RESULTS/unit-$t.log" 2>&1; then
+	if make -s -j"$(nproc)" build/$t >"$RESULTS/unit-$t.log" 2>&1; then
 		if [ "$t" = test_kernels_avx2 ] && ! grep -qw avx2 /proc/cpuinfo; then
 			continue
 		fi

@@ -223,6 +223,27 @@ check "hierarchical fp16: the links carry about half the uncompressed bytes ($sh
 check "hierarchical top-k 1%: the links carry a small part of the uncompressed bytes ($share_t), recorded as the pairs sent ($rec_t; the pairs $want_t)" \
 	'awk -v s="$share_t" -v r="$rec_t" -v w="$want_t" "BEGIN { exit !(s < 0.15 && r >= w && r <= 1.01 * w) }"'
 
+# the launch's TCP settings reach the ranks on the other hosts: messages
+# up to 1 MiB go eagerly (coordinator/launch.c), read from a remote rank's
+# environment while it trains
+pgc_psql -c "SELECT epochs FROM dml_train('w_eager', 'mhw', 'y', features => '{x1,x2}', model => 'mlp',
+	hidden => '{256,256}', optimizer => 'sgd', learning_rate => 0.01, batch_size => 16,
+	epochs => 400, workers => 6, device => 'cpu')" >$T/mh-eager.log 2>&1 &
+client=$!
+remote_worker() {
+	local p
+	for p in $(ip netns pids "$NSH_TAG-dmlh3" 2>/dev/null); do
+		grep -qa 'dml-worker' "/proc/$p/cmdline" 2>/dev/null && grep -qa 'OMPI_COMM_WORLD_RANK' "/proc/$p/environ" &&
+			{ echo "$p"; return; }
+	done
+}
+wait_until 60 '[ -n "$(remote_worker)" ]'
+eager=$(tr '\0' '\n' <"/proc/$(remote_worker)/environ" 2>/dev/null | grep -c '^OMPI_MCA_btl_tcp_\(eager_limit\|rndv_eager_limit\|max_send_size\)=1048576$')
+sql1 "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%w_eager%' AND pid <> pg_backend_pid()" >/dev/null
+wait "$client"
+check "a rank on another host sends TCP messages up to 1 MiB eagerly ($eager of 3 settings in its environment)" '[ "$eager" = 3 ]'
+wait_until 10 '[ "$(all_job_procs)" -eq 0 ]'
+
 # ---------------------------------------------------------------------
 # 4. a host lost mid-training
 # ---------------------------------------------------------------------
