@@ -301,6 +301,19 @@ for how in cancel terminate; do
 	check "$how: no process of the job on any host" '[ "$(all_job_procs)" -eq 0 ]'
 done
 
+# a model search across the hosts: its trials share one job of 6 ranks,
+# which ends by itself at the end (rank 0 told that no trial follows) and
+# leaves nothing on any host
+ended=$(pgc_psql -At -c "SET client_min_messages = debug1" -c "SELECT count(*) FROM dml_tune('t_hosts', 'mhc', 'y',
+	features => '{x1,x2}', search => '{\"learning_rate\": [0.1, 0.5]}', model => 'logistic',
+	optimizer => 'sgd', batch_size => 64, epochs => 2, workers => 6, device => 'cpu')" 2>&1 |
+	grep -o "the search's job ended by itself (mpirun's exit status [0-9-]*)" || true)
+spread=$(sql1 "SELECT count(DISTINCT h) FROM dml_epochs, unnest(hosts) h WHERE name = 't_hosts'")
+check "dml_tune across hosts (ranks on $spread hosts): its job ends by itself: $ended" \
+	'[ "$spread" = 3 ] && [ "$ended" = "the search'"'"'s job ended by itself (mpirun'"'"'s exit status 0)" ]'
+wait_until 10 '[ "$(all_job_procs)" -eq 0 ]'
+check "... and leaves no process on any host" '[ "$(all_job_procs)" -eq 0 ]'
+
 # ---------------------------------------------------------------------
 # 6. dml_predict_table on 3 ranks, one on each host
 # ---------------------------------------------------------------------
