@@ -498,13 +498,13 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path)
 	 * server's environment, or dml.mpi_options on the command line, may
 	 * say otherwise.  Within a host (vader) nothing changes.
 	 */
-	for (int i = 0; i < 3; i++)
 	{
 		static const char *const eager[] = {"OMPI_MCA_btl_tcp_eager_limit",
 			"OMPI_MCA_btl_tcp_rndv_eager_limit", "OMPI_MCA_btl_tcp_max_send_size"};
 
-		if (getenv(eager[i]) == NULL)
-			envp[nenv++] = env_entry(eager[i], "1048576");
+		for (int i = 0; i < lengthof(eager); i++)
+			if (getenv(eager[i]) == NULL)
+				envp[nenv++] = env_entry(eager[i], "1048576");
 	}
 	envp[nenv] = NULL;
 

@@ -703,15 +703,17 @@ comm_count_p2p(double bytes, int dest)
 }
 
 /*
- * count a hierarchical all-reduce of bytes: within each host as a ring of
- * its ranks would move it, 2 (L - 1) times the buffer; across hosts a ring
- * of the hosts' leaders, 2 (H - 1) times
+ * count a hierarchical all-reduce of a buffer of `within` bytes: within
+ * each host as a ring of its ranks would move it, 2 (L - 1) times the
+ * buffer; across hosts what the hosts put on the network, all together,
+ * `across` bytes (uncompressed, the leaders' ring: 2 (H - 1) times the
+ * buffer)
  */
 void
-comm_count_hierarchical(double bytes)
+comm_count_hierarchical(double within, double across)
 {
-	sync_bytes += 2.0 * (worker_world - host_count) * bytes + 2.0 * (host_count - 1) * bytes;
-	sync_across += 2.0 * (host_count - 1) * bytes;
+	sync_bytes += 2.0 * (worker_world - host_count) * within + across;
+	sync_across += across;
 }
 
 /*
@@ -794,18 +796,6 @@ comm_cross_allgather_bytes(const void *send, size_t bytes, void *recv)
 						   RING_TAG, comm, &req[1]));
 		wait_ring(2, req);
 	}
-}
-
-/*
- * count a hierarchical step whose within-host part moves a buffer of
- * `within` bytes (as comm_count_hierarchical) and whose exchange between
- * hosts put `across` bytes on the network, all ranks together
- */
-void
-comm_count_hierarchical_split(double within, double across)
-{
-	sync_bytes += 2.0 * (worker_world - host_count) * within + across;
-	sync_across += across;
 }
 
 /*

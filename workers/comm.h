@@ -41,7 +41,7 @@ extern double comm_job_bytes(void);		/* sync bytes of the whole job so far */
 extern double comm_job_bytes_across(void);	/* ... of which crossed between hosts */
 extern void comm_job_bytes_reset(void);	/* a resident job's next trial counts afresh */
 extern void comm_count_bytes(double buffer_bytes);	/* a ring all-reduce of this buffer elsewhere */
-extern void comm_count_hierarchical(double buffer_bytes);
+extern void comm_count_hierarchical(double within, double across);
 extern void comm_count_p2p(double bytes, int dest_world_rank);
 extern void comm_reduce_p2p(double extra, double extra_across);
 extern void comm_barrier(void);
@@ -65,7 +65,6 @@ extern bool comm_cross_member(void);
 extern void comm_cross_max_float(float *buf, int n);
 extern void comm_cross_allreduce_half(uint16_t *buf, size_t n);
 extern void comm_cross_allgather_bytes(const void *send, size_t bytes, void *recv);
-extern void comm_count_hierarchical_split(double within, double across);
 
 /* a segment the data ranks on one host map */
 typedef struct CommShared CommShared;

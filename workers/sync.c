@@ -750,13 +750,14 @@ static void
 shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t total)
 {
 	float	   *sum = s->hierarchical ? s->host_sum : s->scratch;
+	/* the network's bytes of the step, all hosts together: the leaders' ring */
+	double		across = 2.0 * (s->H - 1) * sizeof(float) * (double) s->np;
 
 	comm_shared_fence(s->shm);	/* every rank's gradient is in its slot */
 	sum_slots(sum, s->slot, s->L, s->lo, s->hi);
 	if (s->hierarchical && s->comp != DML_COMPRESS_NONE)
 	{
 		bool		even = comm_hosts_even();
-		double		across = 0;
 
 		if (!even)
 			comm_shared_fence(s->shm);	/* the host's sum is whole */
@@ -769,11 +770,11 @@ shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t
 		}
 		if (!even)
 			comm_shared_fence(s->shm);	/* every host's sum is in */
-		/* the network's bytes, the same figure on every rank: each range's */
+		/* compressed, the same figure on every rank: each range's */
+		across = 0;
 		for (int l = 0; l < (even ? s->L : 1); l++)
 			across += cross_bytes(s, even ? shard_start(s->np, s->L, l + 1) -
 								  shard_start(s->np, s->L, l) : s->np);
-		comm_count_hierarchical_split(sizeof(float) * (double) s->np, across);
 	}
 	else if (s->hierarchical && comm_hosts_even())
 	{
@@ -798,10 +799,8 @@ shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t
 		o->t++;
 	}
 	comm_shared_fence(s->shm);	/* every range is stepped */
-	if (s->hierarchical && s->comp != DML_COMPRESS_NONE)
-		;						/* counted above */
-	else if (s->hierarchical)
-		comm_count_hierarchical(sizeof(float) * (double) s->np);
+	if (s->hierarchical)
+		comm_count_hierarchical(sizeof(float) * (double) s->np, across);
 	else
 		comm_count_bytes(sizeof(float) * (double) s->np);
 }
