@@ -38,6 +38,9 @@
 
 #include <cblas.h>
 #include <math.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -652,6 +655,33 @@ pack_null(PackState *st, int col)
 	st->nnulls++;
 }
 
+/*
+ * A block is megabytes: the state's buffer, the final bytea, bytea's send
+ * copy and the protocol message's buffer.  glibc maps an allocation that
+ * large afresh, and returns a freed one to the kernel (unmapped, or trimmed
+ * from the heap's top), so each slice's copies fault in and zero new pages:
+ * on a 1M x 20 float64 load, a quarter of the server's time.  The backend
+ * that packs a slice packs the next one (a worker's load session), so keep
+ * its blocks in the heap for reuse, up to the size of a few blocks.  The
+ * state's buffer starts at the size the last block needed.
+ */
+static Size pack_cap_hint;
+
+static void
+pack_keep_memory(void)
+{
+#ifdef __GLIBC__
+	static bool done = false;
+
+	if (!done)
+	{
+		mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);	/* glibc's largest */
+		mallopt(M_TRIM_THRESHOLD, 128 * 1024 * 1024);
+		done = true;
+	}
+#endif
+}
+
 /* add one row to a block of float32 or (wide) float64 features */
 static Datum
 pack_rows_trans(FunctionCallInfo fcinfo, bool wide)
@@ -691,6 +721,9 @@ pack_rows_trans(FunctionCallInfo fcinfo, bool wide)
 		st->int_target = t == INT8OID;
 		st->wide = wide;
 		st->cap = PACK_HEADER + (Size) 4096 * (8 + (wide ? 8 : 4) * (Size) n);
+		if (pack_cap_hint > st->cap)
+			st->cap = pack_cap_hint;
+		pack_keep_memory();
 		st->buf = MemoryContextAllocHuge(aggcxt, st->cap);
 		st->len = PACK_HEADER;
 	}
@@ -708,6 +741,7 @@ pack_rows_trans(FunctionCallInfo fcinfo, bool wide)
 					 errmsg("dml.pack_rows: too many rows in one group")));
 		st->buf = repalloc_huge(st->buf, cap);
 		st->cap = cap;
+		pack_cap_hint = Max(pack_cap_hint, cap);
 	}
 	dst = st->buf + st->len;
 

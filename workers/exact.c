@@ -1291,6 +1291,18 @@ newton_labels_block(const Dataset *v, void *arg)
 }
 
 /*
+ * With float64 rows (ds->wide) the float32 iterations hand over to the
+ * float64 polish (newton_polish64), which takes full Newton steps until a
+ * step would gain less than 1e-15 of the loss.  Once a nearly full step
+ * was predicted to gain at most this share of the loss, the next float32
+ * iteration would only measure what is left (quadratic convergence: about
+ * its square, below float32's reach) and stop: the polish's first pass
+ * measures it in float64 at the same point instead, one pass over the
+ * rows fewer.
+ */
+#define NEWTON_HANDOVER	1e-6
+
+/*
  * train_newton
  *		Newton's method with a line search.  Stops when the Newton
  *		decrement (the improvement a full step predicts) or the improvement
@@ -1430,6 +1442,9 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 					nw.eta[j] -= step * nw.eta_d[j];
 				if (loss - new_loss <= spec->tolerance * fmax(fabs(new_loss), 1e-300))
 					done = 1;
+				else if (ds->wide && fabs(step - 1) <= 0.25 &&
+						 decrement <= NEWTON_HANDOVER * fmax(fabs(loss), 1e-300))
+					done = 1;	/* the float64 polish's first pass checks it */
 			}
 		}
 		res->final_loss = new_loss / nw.n;
