@@ -14,6 +14,9 @@
 #   5. data as it comes: a constant feature (NOTICE, metrics), integer and
 #      boolean features, a text or boolean target
 #   6. a read-only transaction or a standby says why no model can be stored
+#   7. the rows the defaults count (logistic regression's weight_decay is
+#      0.1 / rows): those the statement sees, without deleted ones, and
+#      under row-level security only the caller's
 # Runs against the cluster regress/run.sh started.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -192,6 +195,29 @@ out=$(pgc_psql -At -c "SET default_transaction_read_only = on" \
 	-c "SELECT 1 FROM dml_train('def_ro', 'def_logit', 'label')" 2>&1)
 check "so does default_transaction_read_only (no nextval error)" \
 	'grep <<<"$out" -q "cannot train a model in a read-only transaction" && ! grep <<<"$out" -q nextval'
+
+# ---------------------------------------------------------------------
+# 7. the rows the defaults count
+# ---------------------------------------------------------------------
+wd() { sql1 "SELECT (spec->'hyperparameters'->>'weight_decay')::float8 * $2 FROM dml.models WHERE name = '$1' ORDER BY version DESC LIMIT 1"; }
+sql1 "SELECT 1 FROM dml_train('def_rows', 'def_logit', 'label', workers => 1)" >/dev/null
+r=$(wd def_rows 4000)
+check "logistic's weight_decay is 0.1 / the table's 4000 rows (x 4000: $r)" 'awk -v v="$r" "BEGIN { exit !(v > 0.0999999 && v < 0.1000001) }"'
+sql1 "DELETE FROM def_logit WHERE i % 4 = 0" >/dev/null
+sql1 "SELECT 1 FROM dml_train('def_rows', 'def_logit', 'label', workers => 1)" >/dev/null
+r=$(wd def_rows 3000)
+check "rows deleted (not vacuumed) are not counted (0.1 / 3000, x 3000: $r)" 'awk -v v="$r" "BEGIN { exit !(v > 0.0999999 && v < 0.1000001) }"'
+sql1 "DROP ROLE IF EXISTS def_rls_user; CREATE ROLE def_rls_user LOGIN;
+	GRANT SELECT ON def_logit TO def_rls_user;
+	ALTER TABLE def_logit ENABLE ROW LEVEL SECURITY;
+	CREATE POLICY def_half ON def_logit TO def_rls_user USING (i <= 2000)" >/dev/null
+pgc_allow_role def_rls_user
+out=$(pgc_as_pg psql -X -q -At -U def_rls_user -c "SET client_min_messages = warning" \
+	-c "SELECT kind FROM dml_train('def_rows_rls', 'def_logit', 'label', workers => 1)" 2>&1)
+r=$(wd def_rows_rls 1500)
+check "under row-level security only the caller's rows count (1500 of 3000, x 1500: $r; $out)" 'awk -v v="$r" "BEGIN { exit !(v > 0.0999999 && v < 0.1000001) }"'
+sql1 "ALTER TABLE def_logit DISABLE ROW LEVEL SECURITY; DROP POLICY def_half ON def_logit;
+	SELECT dml_drop_model('def_rows_rls'); REVOKE ALL ON def_logit FROM def_rls_user; DROP ROLE def_rls_user" >/dev/null
 
 sql1 "SELECT dml_drop_model(name) FROM (SELECT DISTINCT name FROM dml.models WHERE name LIKE 'def\_%') m;
 DROP TABLE def_noise, def_sep, def_mixed, def_logit" >/dev/null
