@@ -108,10 +108,12 @@ fi
 # --- private cluster ------------------------------------------------------------
 # shellcheck source=../regress/pgcluster.sh
 source regress/pgcluster.sh
+cluster_cg=
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	pgc_stop || true
+	[ -n "$cluster_cg" ] && rmdir "$cluster_cg" 2>/dev/null
 	exit $rc
 }
 trap cleanup EXIT
@@ -119,6 +121,29 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 pgc_start
 echo "run.sh: cluster in $PGC_DIR, port $PGC_PORT" >&2
+# The cluster's processes in a cgroup of their own (root only; cgroup v2, or
+# v1's cpuacct), so that the CPU time of a dml_train (its backend, the
+# backends serving the workers' reads, mpirun, the workers) can be read:
+# harness.py's "cores used".  New backends inherit the postmaster's group.
+cluster_cpu=
+if [ "$(id -u)" = 0 ]; then
+	pm=$(head -n 1 "$PGC_DIR/data/postmaster.pid")
+	for root in /sys/fs/cgroup /sys/fs/cgroup/unified /sys/fs/cgroup/cpuacct; do
+		if [ -f "$root/cgroup.controllers" ] || [ -f "$root/cpuacct.usage" ]; then
+			cg=$root/dml-bench-$$
+			if mkdir "$cg" 2>/dev/null; then
+				cluster_cg=$cg
+				for p in "$pm" $(pgrep -P "$pm"); do echo "$p" >"$cg/cgroup.procs" 2>/dev/null; done
+				if grep -qx "$pm" "$cg/cgroup.procs" 2>/dev/null; then
+					[ -f "$cg/cpu.stat" ] && cluster_cpu=$cg/cpu.stat
+					[ -f "$cg/cpuacct.usage" ] && cluster_cpu=$cg/cpuacct.usage
+				fi
+				[ -n "$cluster_cpu" ] && break
+			fi
+		fi
+	done
+fi
+echo "run.sh: the cluster's CPU time from ${cluster_cpu:-nowhere (no cgroup)}" >&2
 # the peers on the OpenBLAS kernels dml-worker runs (peer_blas.sh)
 source bench/peer_blas.sh
 echo "run.sh: peers' OpenBLAS kernels: $PEER_BLAS" >&2
@@ -156,6 +181,6 @@ EOF
 
 # --- the benchmarks -----------------------------------------------------------
 $PY bench/harness.py --mode "$mode" --out "$report" --micro "$here/build/micro" \
-	--workdir "$out_dir" --setup-json "$setup_json" "${baseline_args[@]}" "${torch_args[@]}" 2>&1 | tee -a "$out_dir/run-$mode.log" >&2
+	--workdir "$out_dir" --setup-json "$setup_json" ${cluster_cpu:+--cluster-cpu "$cluster_cpu"} "${baseline_args[@]}" "${torch_args[@]}" 2>&1 | tee -a "$out_dir/run-$mode.log" >&2
 
 echo "run.sh: $mode done in $(( $(date +%s) - t_begin )) s; report: $report" >&2
