@@ -43,6 +43,10 @@
 #include "launch.h"
 #include "shards.h"
 
+/* kernels/kernels.h and OpenBLAS (cblas.h would bring <complex.h>) */
+extern const char *dml_blas_core_override(const char *corename);
+extern char *openblas_get_corename(void);
+
 extern char **environ;
 
 /* Append "key value\n" to buf with the value escaped */
@@ -462,7 +466,7 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path)
 
 	for (char **e = environ; *e; e++)
 		nenv++;
-	envp = palloc(sizeof(char *) * (nenv + 12));
+	envp = palloc(sizeof(char *) * (nenv + 13));
 	nenv = 0;
 	for (char **e = environ; *e; e++)
 		if (strncmp(*e, "OPENBLAS_NUM_THREADS=", 21) != 0 &&
@@ -470,6 +474,20 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path)
 			envp[nenv++] = *e;
 	envp[nenv++] = env_entry("OPENBLAS_NUM_THREADS", "1");
 	envp[nenv++] = env_entry("OMP_NUM_THREADS", "1");
+	/*
+	 * Where OpenBLAS would fall back to its SSE3 kernels on this CPU
+	 * (dml_blas_core_override), a worker runs itself again with
+	 * OPENBLAS_CORETYPE set.  mpirun's ranks on this machine inherit its
+	 * environment, so name the core here and spare each of them that exec;
+	 * ranks on other hosts do not see it and still decide for their CPU.
+	 */
+	if (getenv("OPENBLAS_CORETYPE") == NULL)
+	{
+		const char *core = dml_blas_core_override(openblas_get_corename());
+
+		if (core != NULL)
+			envp[nenv++] = env_entry("OPENBLAS_CORETYPE", core);
+	}
 	/* CMA needs ptrace rights that containers often withhold */
 	envp[nenv++] = env_entry("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
 
