@@ -341,7 +341,10 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 			nll += loss[b];
 			if (tiles)
 			{
-				/* the gradient by one DGEMV below */
+				/*
+				 * the gradient by one DGEMV below, skipped rows weighted
+				 * 0 (the loader keeps finite rows only)
+				 */
 				rs[b] = r;
 				z = Z + (size_t) m++ * HESS_TILE_P;
 				for (int c = 0; c < d; c++)
