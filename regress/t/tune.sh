@@ -212,9 +212,14 @@ e=$(err -U tune_alice -c "SELECT dml_tune_async('tune_alice_j', 'tune_mine', 'y'
 check "dml_tune_async checks the search before queueing" \
 	'grep -q "search names unknown argument" <<<"$e" &&
 	 [ "$(q -c "SELECT count(*) FROM dml.job_runs WHERE name = '"'"'tune_alice_j'"'"'")" = 0 ]'
+# the straggler hook (2 ms a step: 143 steps an epoch, 4 epochs, so over a
+# second a trial) keeps each trial running long enough to be seen between
+# two polls, however busy the machine: without it, in a fresh-clone run
+# under two busy loops, the polls missed all three trials
 id=$(q -U tune_alice -c "SELECT dml_tune_async('tune_alice_j', 'tune_mine', 'y',
 	search => '{\"learning_rate\": [0.001, 0.01, 0.1]}', model => 'mlp', hidden => '{8}',
-	optimizer => 'sgd', batch_size => 4, epochs => 4, workers => 1)")
+	optimizer => 'sgd', batch_size => 4, epochs => 4, workers => 1,
+	options => '{\"straggler\": \"0:2\"}')")
 check "dml_tune_async returns a job id" '[ -n "$id" ] && [ "$id" -gt 0 ]'
 seen=0
 wait_until 120 '[ -n "$(q -U tune_alice -c "SELECT phase FROM dml.progress WHERE job = $id AND phase LIKE '"'"'trial % of 3'"'"'")" ] && seen=1
