@@ -1457,12 +1457,14 @@ def main():
          "cluster in a cgroup of its own) over its wall time, so a worker's load overlapped with the "
          "server's reading shows as more than one core.", ""]
     rows = []
+    # cores used in each run: the cluster's CPU seconds over the wall time, where measured
+    cores_used = {w: [r["cpu"] / r["wall"] for r in lr_runs[w] if r.get("cpu") is not None and r["wall"] > 0]
+                  for w in (1, 2)}
     for w in (1, 2):
         walls = [r["wall"] for r in lr_runs[w]]
         m0 = lr_runs[w][0]["metrics"]
         ll = dml_ll.get(f"bench_logit_peer_w{w}")
-        cpus = [r["cpu"] / r["wall"] for r in lr_runs[w] if r.get("cpu") is not None and r["wall"] > 0]
-        cores = f"{med(cpus):.2f}" if cpus else f"{w} (not measured)"
+        cores = f"{med(cores_used[w]):.2f}" if cores_used[w] else f"{w} (not measured)"
         rows.append([f"dml, {w} worker{'s' if w > 1 else ''}", fmt_med(walls) + " s", "—",
                      f"{m0.get('optimizer')}, {m0.get('epochs')} iterations", cores,
                      "—" if ll is None else f"{ll:.9f}", "yes" if ll is not None and same(ll) else "no"])
@@ -1490,8 +1492,7 @@ def main():
                              f"{'met' if reach[peer] / d1 >= goal else 'NOT met'})")
             else:
                 parts.append(f"{peer} did not reach the same log-likelihood")
-        cpus1 = [r["cpu"] / r["wall"] for r in lr_runs[1] if r.get("cpu") is not None and r["wall"] > 0]
-        used = f"{med(cpus1):.2f} cores used" if cpus1 else "cores not measured"
+        used = f"{med(cores_used[1]):.2f} cores used" if cores_used[1] else "cores not measured"
         rep.head("Logistic regression on synth_1m to the same log-likelihood, peers on 1 core "
                  f"including their export: dml 1 worker ({used}, its load overlapping the server's "
                  "reading) faster than " + "; ".join(parts) + " (section 10).")

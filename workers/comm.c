@@ -7,6 +7,7 @@
  *-------------------------------------------------------------------------
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <limits.h>
 #include <mpi.h>
 #include <netinet/in.h>
@@ -16,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,26 +75,29 @@ int			server_count = 0;
 static void
 tcp_nodelay_all(void)
 {
-	struct rlimit rl;
-	int			maxfd = 1024;
+	DIR		   *d = opendir("/proc/self/fd");	/* the open descriptors only */
+	struct dirent *e;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 65536)
-		maxfd = (int) rl.rlim_cur;
-	for (int fd = 3; fd < maxfd; fd++)
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL)
 	{
+		int			fd = atoi(e->d_name);
 		struct sockaddr_storage ss;
 		socklen_t	len = sizeof(ss);
 		int			type;
 		socklen_t	tlen = sizeof(type);
 		int			one = 1;
 
-		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM)
+		if (fd < 3 || fd == dirfd(d) ||
+			getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM)
 			continue;
 		if (getsockname(fd, (struct sockaddr *) &ss, &len) != 0 ||
 			(ss.ss_family != AF_INET && ss.ss_family != AF_INET6))
 			continue;
 		(void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
+	closedir(d);
 }
 
 /* MPI up, errors returned (not fatal) so we can report them */
