@@ -160,6 +160,7 @@ $(patsubst %.c,build/%.o,$(WORKER_SRCS)) $(patsubst %.c,build/gpu/%.o,$(WORKER_S
 
 install: install-bin
 install-bin: $(WORKERS) build/dml-load-idx
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
 	$(INSTALL_PROGRAM) build/dml-worker '$(DESTDIR)$(bindir)/dml-worker'
 ifeq ($(HAVE_CUDA),yes)
 	$(INSTALL_PROGRAM) build/dml-worker-gpu '$(DESTDIR)$(bindir)/dml-worker-gpu'

@@ -134,6 +134,7 @@ typedef struct DmlJob
 	char	   *spill_dir;		/* the job's spill directory (set by DmlRunJob) */
 	int64		spill_limit;	/* bytes of spill for the job; 0: no limit */
 	int			spill_format;	/* options "spill": DML_SPILL_* */
+	int			tf32;			/* options "tf32": GPU GEMMs take TF32 inputs */
 
 	/* synchronization (workers/sync.h) */
 	DmlSyncMode sync;

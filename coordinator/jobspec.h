@@ -80,7 +80,8 @@
 	X(I64, spill_limit, 0, 0) \
 	X(INT, spill_format, 0, 0) \
 	X(INT, checkpoint_last, 0, 0) \
-	X(INT, resident, 0, 0)
+	X(INT, resident, 0, 0) \
+	X(INT, tf32, 0, 0)
 
 /*
  * The job's enums.  The first values of DmlJobOptimizer are kernels.h's

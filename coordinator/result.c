@@ -52,6 +52,9 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 	/* format version 2 holds float64 values (kernels/format.c) */
 	appendStringInfo(&buf, "\"precision\": \"%s\", ",
 					 r->blob_len > 4 && blob[4] >= 2 ? "float64" : "float32");
+	/* options "tf32": the GPU's GEMMs took their inputs rounded to TF32 */
+	if (r->gpu && job->tf32)
+		appendStringInfo(&buf, "\"tf32\": true, ");
 	if (statistics)
 		appendStringInfo(&buf, "\"statistics\": %s, ", statistics);
 	/* dml_tune: the trial's place in the search's one job, over rows loaded once */

@@ -107,6 +107,15 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	INTEGER_OPT("checkpoint_every", job->checkpoint_every, 0, 1000000);
 	INTEGER_OPT("epoch_timeout", job->epoch_timeout, 0, 86400 * 7);
 	INTEGER_OPT("window", job->window, 1, DML_WINDOW_MAX);
+	if (strcmp(key, "tf32") == 0)
+	{
+		if (v->type != jbvBool)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"tf32\" must be true or false")));
+		job->tf32 = v->val.boolean;
+		return;
+	}
 	if (strcmp(key, "memory") == 0)
 	{
 		int			kb;
@@ -388,6 +397,11 @@ choose_sync(DmlJob *job, FunctionCallInfo fcinfo)
 				 errmsg("optimizer \"%s\" takes one all-reduce per pass: sync modes and compression apply to iterative optimizers",
 						dml_job_name(DML_NAMES_OPTIMIZER, job->optimizer)),
 				 errhint("Use optimizer => 'sgd', 'momentum' or 'adam' with sync => '%s'.", sync)));
+	if (job->tf32 && job->device == DML_DEVICE_CPU)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"tf32\" applies to training on a GPU"),
+				 errhint("Use device => 'gpu' or 'auto' with it, or leave it out.")));
 	if (job->device == DML_DEVICE_GPU &&
 		(job->sync != DML_SYNC_ALLREDUCE || job->compression != DML_COMPRESS_NONE))
 		ereport(ERROR,

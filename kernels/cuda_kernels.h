@@ -130,6 +130,9 @@ extern int	gather_rows_cuda(float *out, const float *inp, const int *idx,
 /* x (n) *= alpha */
 extern int	scale_cuda(float *x, size_t n, float alpha, cudaStream_t stream);
 
+/* small layers of at most 16 outputs on dml's own kernels (1, the default) or cuBLAS (0) */
+extern void dml_cuda_set_skinny(int on);
+
 /* ---------------------------------------------------------------------
  * Losses (losses.cu): forward and backward fused; *loss += sum of rows'
  * losses (double, on the device); dlogits as on the CPU.  A softmax label

@@ -7,9 +7,16 @@
 #   (a) every CUDA kernel vs its CPU twin on random inputs, FP32 and TF32,
 #   (b) the same MLP trained on GPU and CPU, loss curves compared,
 #   (c) a throughput table (training step samples/s, GEMM TFLOP/s),
-#   (d) dml_predict_table with device => 'gpu' against the CPU path, in a
-#       private cluster of its own (regress/gpu/predict_table.sh; needs the
-#       extension installed, and installs it when it is not).
+#   (d) through a real server, each in a private cluster of its own:
+#       dml_predict_table with device => 'gpu' against the CPU path
+#       (regress/gpu/predict_table.sh), then dml_train on the GPU end to
+#       end, every model kind, device 'auto', the GPU loop's limits, cancel
+#       and a killed GPU worker, and the timings against PyTorch on the same
+#       GPU (regress/gpu/e2e.sh).  They need the extension installed (and
+#       install it when it is not).  On a lent GPU machine with neither
+#       PostgreSQL nor a package registry, run `bash tools/gpu_carry.sh` here
+#       first and carry .gpucarry/ there: regress/gpu/device_setup.sh sets
+#       it up.
 # Where no GPU is visible the build still runs (so the CUDA code is proven
 # to compile and link) and the GPU checks are reported as skipped, exit 0.
 # Tolerances and their reasons are at the top of regress/gpu/gpu_check.c.
@@ -40,6 +47,7 @@ finish() {
 	exit $?
 }
 
+[ -x "$NVCC" ] || { command -v nvcc >/dev/null && NVCC=$(command -v nvcc) && CUDA_HOME=$(dirname "$(dirname "$NVCC")"); }
 if [ ! -x "$NVCC" ]; then
 	echo "skip - everything: no CUDA toolkit at $CUDA_HOME"
 	skipped=$((skipped + 1))
@@ -47,6 +55,26 @@ if [ ! -x "$NVCC" ]; then
 fi
 
 mkdir -p "$OUT/cuda" "$OUT/cpu"
+
+# NCCL: beside the toolkit (Debian's CUDA here), else the one a Python
+# wheel ships (nvidia-nccl-cu13, as on an image built around PyTorch), whose
+# lib/ holds only libnccl.so.2; it is linked by that name, and the run finds
+# it through LD_LIBRARY_PATH
+NCCL_INC=
+NCCL_LINK=-lnccl
+if [ ! -f "$CUDA_HOME/include/nccl.h" ]; then
+	for py in ${PYTHON:-} python3 /usr/bin/python3; do
+		d=$($py -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null) || continue
+		if [ -f "$d/include/nccl.h" ] && [ -f "$d/lib/libnccl.so.2" ]; then
+			NCCL_INC="-I$d/include"
+			NCCL_LINK="-L$d/lib -Wl,-rpath,$d/lib -l:libnccl.so.2"
+			export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+			echo "# NCCL from $d"
+			break
+		fi
+	done
+fi
+NVCCFLAGS="$NVCCFLAGS $NCCL_INC"
 
 # the CPU reference uses OpenBLAS; a machine without it (a bare GPU image)
 # gets regress/gpu/refblas.c, plain loops behind the same CBLAS calls
@@ -110,10 +138,10 @@ if [ "$build_ok" -eq 1 ]; then
 		build_ok=0
 	fi
 	# the harness is C: this also proves cuda_kernels.h is includable from C
-	if $CC $CFLAGS -I"$CUDA_HOME/include" -c regress/gpu/gpu_check.c -o "$OUT/gpu_check.o" >> "$log" 2>&1 &&
+	if $CC $CFLAGS -I"$CUDA_HOME/include" $NCCL_INC -c regress/gpu/gpu_check.c -o "$OUT/gpu_check.o" >> "$log" 2>&1 &&
 		$CC -o "$OUT/gpu_check" "$OUT/gpu_check.o" "${objs[@]}" "${cpu_objs[@]}" $BLAS_OBJ \
 			-L"$CUDA_HOME/lib64" -Wl,-rpath,"$CUDA_HOME/lib64" \
-			-lcudart -lcublas -lnccl $BLAS_LIB -lm -lstdc++ -lpthread >> "$log" 2>&1; then
+			-lcudart -lcublas $NCCL_LINK $BLAS_LIB -lm -lstdc++ -lpthread >> "$log" 2>&1; then
 		ok "link gpu_check (C harness + CUDA objects + cudart, cuBLAS, NCCL)"
 	else
 		notok "build gpu_check"
@@ -165,23 +193,46 @@ if [ -n "$dml_fp32" ] && [ "$dml_fp32" != "nan" ]; then
 	if peer=$($PY regress/gpu/torch_peer.py 2>"$OUT/torch_peer.err"); then
 		echo "$peer" | sed 's/^/# torch: /'
 		for prec in fp32 tf32; do
-			t=$(echo "$peer" | sed -n "s/.*\"precision\": \"$prec\", \"samples_per_s\": \([0-9]*\).*/\1/p")
+			# PyTorch's best of its two ways (eager, CUDA graph) at this precision
+			read -r t mode <<<"$(echo "$peer" | $PY -c "import json, sys
+rs = [json.loads(l) for l in sys.stdin if l.strip()]
+b = max((r for r in rs if r['precision'] == '$prec'), key=lambda r: r['samples_per_s'])
+print(b['samples_per_s'], b['mode'])")"
 			d=$(awk -v p="$prec" '$2 == "GPU" && $3 == p { print $4 }' "$OUT/gpu_check.out" | tail -n 1)
 			[ -n "$t" ] && [ -n "$d" ] &&
-				echo "# $prec step 784-1024-1024-10, batch 1024: dml $d samples/s, PyTorch $t samples/s, dml/PyTorch $(awk -v a="$d" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
+				echo "# $prec step 784-1024-1024-10, batch 1024: dml $d samples/s, PyTorch $t samples/s ($mode), dml/PyTorch $(awk -v a="$d" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
 		done
 	else
 		echo "# PyTorch comparison not run: $(tail -n 1 "$OUT/torch_peer.err")"
 	fi
 fi
 
-# (d) dml_predict_table on the GPU against the CPU, through a real server
+# (d) through a real server: dml_predict_table on the GPU against the CPU,
+# then dml_train on the GPU end to end (regress/gpu/e2e.sh).  A lent GPU
+# machine with no PostgreSQL and no package registry gets what
+# tools/gpu_carry.sh put in .gpucarry/ (regress/gpu/device_setup.sh).
 ndev=$("$OUT/gpu_check" --device-count 2>/dev/null)
 if [ "${ndev:-0}" -gt 0 ] 2>/dev/null; then
-	bash regress/gpu/predict_table.sh > "$OUT/predict_table.out" 2>&1
-	fold regress/gpu/predict_table.sh "$OUT/predict_table.out" $?
+	server=1
+	if ! command -v pg_config >/dev/null && [ -d "${DML_GPU_CARRY:-.gpucarry}" ]; then
+		source regress/gpu/device_setup.sh
+		if dml_device_setup > "$OUT/device_setup.out" 2>&1; then
+			ok "PostgreSQL 15 and dml from .gpucarry set up on this machine"
+		else
+			notok "PostgreSQL 15 and dml from .gpucarry set up on this machine"
+			server=0
+		fi
+		cat "$OUT/device_setup.out"
+	fi
+	if [ "$server" = 1 ]; then
+		bash regress/gpu/predict_table.sh > "$OUT/predict_table.out" 2>&1
+		fold regress/gpu/predict_table.sh "$OUT/predict_table.out" $?
+		bash regress/gpu/e2e.sh > "$OUT/e2e.out" 2>&1
+		fold regress/gpu/e2e.sh "$OUT/e2e.out" $?
+	fi
 else
 	echo "skip - dml_predict_table on the GPU vs the CPU: no CUDA device # SKIP"
-	skipped=$((skipped + 1))
+	echo "skip - dml_train on the GPU end to end: no CUDA device # SKIP"
+	skipped=$((skipped + 2))
 fi
 finish

@@ -97,7 +97,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	cudaRtCheck(cudaSetDevice(device));
 	dml_net_init(net, spec->seed);
 	gpuCheck(dml_gpu_net_alloc(&g, net, b > 0 ? b : 1, (DmlOptimizer) spec->optimizer,
-							   device, 0, errbuf, sizeof(errbuf)));
+							   device, spec->tf32, errbuf, sizeof(errbuf)));
 
 	if (ds->spill)
 	{

@@ -176,6 +176,8 @@ send_training_line(const WorkerSpec *spec, int gpu)
 	n = snprintf(line, sizeof(line), "training %s on %s with %d worker%s",
 				 dml_job_name(DML_NAMES_KIND, spec->kind), gpu >= 0 ? "gpu" : "cpu", worker_world,
 				 worker_world == 1 ? "" : "s");
+	if (gpu >= 0 && spec->tf32)
+		n += snprintf(line + n, sizeof(line) - n, ", tf32");
 	if (spec->sync != DML_SYNC_ALLREDUCE || spec->compression != DML_COMPRESS_NONE)
 		n += snprintf(line + n, sizeof(line) - n, ", sync %s%s%s",
 					  dml_job_name(DML_NAMES_SYNC, spec->sync),

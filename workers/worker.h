@@ -98,6 +98,7 @@ typedef struct WorkerSpec
 	char	   *spill_dir;		/* the job's spill directory */
 	int64_t		spill_limit;	/* bytes of spill for the job; 0: no limit */
 	int			spill_format;	/* DML_SPILL_*: how the float32 inputs are spilled */
+	int			tf32;			/* GPU GEMMs round their inputs to TF32 (options "tf32") */
 	int			checkpoint_last;	/* also checkpoint the last epoch (dml_tune's halving) */
 	int			resident;		/* dml_tune: after the model, wait for the next trial's job */
 

@@ -208,6 +208,9 @@ SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', sync => 'g
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', compression => 'topk', topk_ratio => 0)$$);
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'newton', sync => 'ps')$$);
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', sync => 'ps', device => 'gpu')$$);
+-- options tf32: GPU GEMMs on TF32 inputs; a boolean, and only where a GPU may train
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', device => 'cpu', options => '{"tf32": true}')$$);
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', device => 'gpu', options => '{"tf32": 1}')$$);
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', options => '{"straggler": "1"}')$$);
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', options => '{"straggler": "*:5:1.5"}')$$);
 SET dml.test_hooks = off;
