@@ -1369,7 +1369,9 @@ def main():
                "dml's and PyTorch's rate for the same step (batch 1,024, SGD) side by side.", "",
                codeblock([big[0]["sql"]]), ""]
     if info["gpu"] == "none":
-        gpu_txt.append("GPU runs: not run, no GPU on this machine (`nvidia-smi -L` found none).")
+        gpu_txt.append("GPU runs: not run here, no GPU on this machine (`nvidia-smi -L` found none). "
+                       "The figures `make gpu-check` gave on a lent GPU (dml against PyTorch on the "
+                       "same GPU, the device's sgemm, the load path, TF32) are in bench/GPU.md.")
     else:
         gpu_txt.append(f"`nvidia-smi -L`: {info['gpu']}. Run `make gpu-check` for the GPU "
                        "checks and the throughput table.")
