@@ -417,6 +417,15 @@ env_entry(const char *name, const char *value)
  *		the control socket is (the job itself follows over it).  Returns
  *		the child's pid; the log (mpirun's stdout and stderr) goes to
  *		dir/worker.log.
+ *
+ *		A job of one rank on this host, with dml.mpirun and dml.mpi_options
+ *		as they come, starts the worker itself instead: an isolated MPI
+ *		singleton (OMPI_MCA_ess_singleton_isolated), with no mpirun and no
+ *		daemon to wire up with.  A bare MPI program took 0.14 s of wall time
+ *		under `mpirun -np 1` and 0.02 s as an isolated singleton (MPI_Init
+ *		40-50 ms against 21 ms), on every training, search and predict job
+ *		of one rank.  The worker's exit status is then the child's own, and
+ *		cancel and restarts treat its process group as they treat mpirun's.
  */
 pid_t
 DmlLaunch(DmlJob *job, const char *dir, const char *socket_path)
@@ -435,10 +444,15 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path)
 	pid_t		parent = getpid();
 	pid_t		pid;
 	int			maxfd = (int) sysconf(_SC_OPEN_MAX);
+	bool		direct;
 
 	if (maxfd < 1024)
 		maxfd = 1024;
+	direct = job->workers + job->servers == 1 && placement == NULL &&
+		options[strspn(options, " \t\n")] == '\0' && strcmp(job->mpirun, "mpirun") == 0;
 	argv = palloc(sizeof(char *) * (32 + strlen(options)));
+	if (direct)
+		goto worker;
 	argv[argc++] = job->mpirun;
 	argv[argc++] = "-np";
 	argv[argc++] = np;
@@ -460,13 +474,14 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path)
 	/* dml.mpi_options: the superuser's words, split at white space */
 	for (char *tok = strtok_r(options, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
 		argv[argc++] = tok;
+worker:
 	argv[argc++] = job->worker_path;
 	argv[argc++] = socket_path;	/* the job itself comes over it */
 	argv[argc] = NULL;
 
 	for (char **e = environ; *e; e++)
 		nenv++;
-	envp = palloc(sizeof(char *) * (nenv + 13));
+	envp = palloc(sizeof(char *) * (nenv + 14));
 	nenv = 0;
 	for (char **e = environ; *e; e++)
 		if (strncmp(*e, "OPENBLAS_NUM_THREADS=", 21) != 0 &&
@@ -506,6 +521,8 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path)
 	 * there is nothing to flush: restart or report at once.
 	 */
 	envp[nenv++] = env_entry("OMPI_MCA_odls_base_sigkill_timeout", "0");
+	if (direct)
+		envp[nenv++] = env_entry("OMPI_MCA_ess_singleton_isolated", "1");
 
 	/*
 	 * Between hosts, TCP messages up to 1 MiB go eagerly, without the
@@ -566,7 +583,7 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path)
 				close(fd);
 		execvpe(argv[0], (char *const *) argv, envp);
 		{
-			static const char msg[] = "dml: could not execute mpirun\n";
+			static const char msg[] = "dml: could not execute mpirun or the worker\n";
 
 			if (write(2, msg, sizeof(msg) - 1) < 0)
 				_exit(126);
