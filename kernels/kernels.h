@@ -356,6 +356,14 @@ extern double dml_logit_probs(const double *z, const int *label, int64_t n, doub
 /* the loss and its two derivatives along z = e0 - t ed (Newton's line search) */
 extern void dml_logit_line(const double *e0, const double *ed, const int *label, int64_t n,
 						   int stride, double t, bool want_loss, double out[3]);
+/*
+ * The Hessian's sum in register tiles on AVX-512 (logit.c), for models of
+ * at most DML_HESS_TILE_P parameters: Hs (24, 24) += Z' Z over m rows of Z
+ * (m, 24), columns past the model's zero
+ */
+#define DML_HESS_TILE_P 24
+extern bool dml_hess_tiles_ok(int p);
+extern void dml_hess_tiles(double *Hs, const double *Z, int m);
 /* S (p, p) += the symmetric matrix whose lower half is L's (robust.c) */
 extern void dml_add_lower_sym(double *S, const double *L, int p);
 

@@ -233,7 +233,7 @@ logit_block(const double *z, const double *y, int B, double *pr, double *loss, d
  * symmetric.  Other CPUs, wider models, and the builds for one instruction
  * set (DML_NO_CLONES: the unit tests' _sse2 and _avx2) take DSYRK.
  */
-#define HESS_TILE_P 24
+#define HESS_TILE_P DML_HESS_TILE_P
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DML_NO_CLONES)
 #include <immintrin.h>
 #define HESS_TILES 1
@@ -271,6 +271,30 @@ hess_tiles_ok(int p)
 #else
 #define HESS_TILES 0
 #endif
+
+/* whether dml_hess_tiles runs on this CPU for p parameters */
+bool
+dml_hess_tiles_ok(int p)
+{
+#if HESS_TILES
+	return hess_tiles_ok(p);
+#else
+	return false;
+#endif
+}
+
+/*
+ * Hs (DML_HESS_TILE_P, DML_HESS_TILE_P) += Z' Z over the m rows of Z
+ * (m, DML_HESS_TILE_P), its columns past the model's zero; only where
+ * dml_hess_tiles_ok said so
+ */
+void
+dml_hess_tiles(double *Hs, const double *Z, int m)
+{
+#if HESS_TILES
+	hess_tiles_avx512(Hs, Z, m);
+#endif
+}
 
 /*
  * dml_logit_stats
