@@ -54,33 +54,57 @@ row_has_null(const Dataset *ds, int64_t i)
 	return 0;
 }
 
-/* step 3's sums over ds's rows: inputs and target of the training rows, and every row */
+/*
+ * step 3's sums over ds's rows: inputs and target of the training rows, and
+ * every row.  The input sums run in local arrays the compiler may keep
+ * apart from everything else (restrict), with NaN taken out by a select,
+ * so the column loop vectorizes; they start from stats[] and go back there
+ * at the end, so each is the same running sum in row order as before.
+ * (Through stats[] itself GCC kept a scalar loop with a branch a value and
+ * three loads and stores: 7% of the logistic job's worker samples.)
+ */
 static void
 add_stats(const Dataset *ds, double *stats)
 {
 	int			d = ds->d;
+	double	   *acc = calloc(3 * (size_t) (d ? d : 1), sizeof(double));
+	double	   *restrict s1 = acc,
+			   *restrict s2 = acc + d,
+			   *restrict cnt = acc + 2 * (size_t) d;
+	double		y1 = stats[3 * d],
+				y2 = stats[3 * d + 1],
+				ntrain = stats[3 * d + 2];
 
+	if (acc == NULL)
+		worker_fail("out of memory");
+	/* from the sums so far: the same additions in the same order as one running sum */
+	memcpy(acc, stats, sizeof(double) * 3 * d);
 	for (int64_t i = 0; i < ds->n; i++)
 	{
-		const float *x = ds->X + (size_t) i * d;
+		const float *restrict x = ds->X + (size_t) i * d;
 
-		stats[3 * d + 3] += 1;
 		if (ds->val[i])
 			continue;
-		/* branch-free, so the compiler vectorizes across columns */
 		for (int c = 0; c < d; c++)
 		{
-			int			ok = !isnan(x[c]);
-			double		v = ok ? x[c] : 0.0;
+			float		v = x[c];
+			int			ok = v == v;
+			double		w = ok ? (double) v : 0.0;
 
-			stats[c] += v;
-			stats[d + c] += v * v;
-			stats[2 * d + c] += ok;
+			s1[c] += w;
+			s2[c] += w * w;
+			cnt[c] += ok;
 		}
-		stats[3 * d] += ds->y[i];
-		stats[3 * d + 1] += (double) ds->y[i] * ds->y[i];
-		stats[3 * d + 2] += 1;
+		y1 += ds->y[i];
+		y2 += (double) ds->y[i] * ds->y[i];
+		ntrain += 1;
 	}
+	memcpy(stats, acc, sizeof(double) * 3 * d);
+	stats[3 * d] = y1;
+	stats[3 * d + 1] = y2;
+	stats[3 * d + 2] = ntrain;
+	stats[3 * d + 3] += (double) ds->n;
+	free(acc);
 }
 
 typedef struct PrepBlock
@@ -325,22 +349,36 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 		}
 		stream_set_transform(ds->spill, model, impute, spec->loss == DML_LOSS_MSE);
 	}
-	for (int64_t i = 0; i < ds->n; i++)
 	{
-		if (ds->wide)
-			for (int c = 0; c < d; c++)
-				if (isnan(ds->Xd[(size_t) i * d + c]))
-					ds->Xd[(size_t) i * d + c] = stats[2 * d + c] > 0 ? stats[c] / stats[2 * d + c] : 0;
-		float	   *x = ds->X + (size_t) i * d;
+		const float *restrict mean = model->in_mean,
+				   *restrict scale = model->in_scale;
 
-		for (int c = 0; c < d; c++)
+		for (int64_t i = 0; i < ds->n; i++)
 		{
-			float		v = isnan(x[c]) ? model->in_mean[c] : x[c];
+			float	   *restrict x = ds->X + (size_t) i * d;
 
-			x[c] = (v - model->in_mean[c]) * model->in_scale[c];
+			if (ds->wide)
+			{
+				double	   *restrict xd = ds->Xd + (size_t) i * d;
+				int			nan = 0;
+
+				/* a read-only test first (it vectorizes); rows with a NULL are rare */
+				for (int c = 0; c < d; c++)
+					nan |= xd[c] != xd[c];
+				if (nan)
+					for (int c = 0; c < d; c++)
+						if (isnan(xd[c]))
+							xd[c] = stats[2 * d + c] > 0 ? stats[c] / stats[2 * d + c] : 0;
+			}
+			for (int c = 0; c < d; c++)
+			{
+				float		v = x[c] != x[c] ? mean[c] : x[c];
+
+				x[c] = (v - mean[c]) * scale[c];
+			}
+			if (spec->loss == DML_LOSS_MSE)
+				ds->y[i] = (ds->y[i] - model->out_mean[0]) / model->out_scale[0];
 		}
-		if (spec->loss == DML_LOSS_MSE)
-			ds->y[i] = (ds->y[i] - model->out_mean[0]) / model->out_scale[0];
 	}
 	free(counts);
 	free(stats);
