@@ -10,6 +10,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "comm.h"
@@ -87,10 +88,20 @@ add_stats(const Dataset *ds, double *stats)
 			continue;
 		for (int c = 0; c < d; c++)
 		{
+			/*
+			 * NaN by its bits: a float comparison may trap, so GCC would
+			 * not turn it into a select (-ftrapping-math)
+			 */
 			float		v = x[c];
-			int			ok = v == v;
-			double		w = ok ? (double) v : 0.0;
+			uint32_t	bits;
+			int			ok;
+			double		w;
 
+			memcpy(&bits, &v, sizeof(bits));
+			ok = (bits & 0x7fffffffu) <= 0x7f800000u;
+			bits &= -(uint32_t) ok;		/* NaN becomes +0 */
+			memcpy(&v, &bits, sizeof(v));
+			w = v;
 			s1[c] += w;
 			s2[c] += w * w;
 			cnt[c] += ok;
@@ -364,7 +375,12 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 
 				/* a read-only test first (it vectorizes); rows with a NULL are rare */
 				for (int c = 0; c < d; c++)
-					nan |= xd[c] != xd[c];
+				{
+					uint64_t	bits;
+
+					memcpy(&bits, &xd[c], sizeof(bits));
+					nan |= (bits & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+				}
 				if (nan)
 					for (int c = 0; c < d; c++)
 						if (isnan(xd[c]))
@@ -372,8 +388,11 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 			}
 			for (int c = 0; c < d; c++)
 			{
-				float		v = x[c] != x[c] ? mean[c] : x[c];
+				float		v = x[c];
+				uint32_t	bits;
 
+				memcpy(&bits, &v, sizeof(bits));
+				v = (bits & 0x7fffffffu) > 0x7f800000u ? mean[c] : v;
 				x[c] = (v - mean[c]) * scale[c];
 			}
 			if (spec->loss == DML_LOSS_MSE)
