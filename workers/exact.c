@@ -763,15 +763,14 @@ newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 		}
 	if (nw->raw)
 	{
-		/* the rows as they lie (the tiles' case, binary): slopes, then the intercept */
+		/*
+		 * the rows as they lie, only in the tiles' case (binary, one
+		 * residual a row): the slopes by SGEMV, then the intercept
+		 */
 		int			d = nw->d;
 		float		r1 = 0;
 
-		if (Kf == 1)
-			cblas_sgemv(CblasRowMajor, CblasTrans, B, d, 1.0f, Zb, d, sp->R, 1, 0.0f, sp->Gb, 1);
-		else
-			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Kf, d, B, 1.0f, sp->R, Kf, Zb, d,
-						0.0f, sp->Gb, p);
+		cblas_sgemv(CblasRowMajor, CblasTrans, B, d, 1.0f, Zb, d, sp->R, 1, 0.0f, sp->Gb, 1);
 		for (int i = 0; i < B; i++)
 			r1 += sp->R[i];
 		sp->Gb[d] = r1;
