@@ -451,30 +451,30 @@ DmlLaunch(DmlJob *job, const char *dir, const char *socket_path)
 	direct = job->workers + job->servers == 1 && placement == NULL &&
 		options[strspn(options, " \t\n")] == '\0' && strcmp(job->mpirun, "mpirun") == 0;
 	argv = palloc(sizeof(char *) * (32 + strlen(options)));
-	if (direct)
-		goto worker;
-	argv[argc++] = job->mpirun;
-	argv[argc++] = "-np";
-	argv[argc++] = np;
-	argv[argc++] = "--oversubscribe";
-	argv[argc++] = "--bind-to";
-	argv[argc++] = "none";
-	argv[argc++] = "-x";
-	argv[argc++] = "OPENBLAS_NUM_THREADS";
-	argv[argc++] = "-x";
-	argv[argc++] = "OMP_NUM_THREADS";
-	if (placement)
+	if (!direct)
 	{
-		/* local host first: rank 0 is there (hosts.c) */
-		argv[argc++] = "--host";
-		argv[argc++] = placement;
-		argv[argc++] = "--map-by";
-		argv[argc++] = "slot";
+		argv[argc++] = job->mpirun;
+		argv[argc++] = "-np";
+		argv[argc++] = np;
+		argv[argc++] = "--oversubscribe";
+		argv[argc++] = "--bind-to";
+		argv[argc++] = "none";
+		argv[argc++] = "-x";
+		argv[argc++] = "OPENBLAS_NUM_THREADS";
+		argv[argc++] = "-x";
+		argv[argc++] = "OMP_NUM_THREADS";
+		if (placement)
+		{
+			/* local host first: rank 0 is there (hosts.c) */
+			argv[argc++] = "--host";
+			argv[argc++] = placement;
+			argv[argc++] = "--map-by";
+			argv[argc++] = "slot";
+		}
+		/* dml.mpi_options: the superuser's words, split at white space */
+		for (char *tok = strtok_r(options, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
+			argv[argc++] = tok;
 	}
-	/* dml.mpi_options: the superuser's words, split at white space */
-	for (char *tok = strtok_r(options, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
-		argv[argc++] = tok;
-worker:
 	argv[argc++] = job->worker_path;
 	argv[argc++] = socket_path;	/* the job itself comes over it */
 	argv[argc] = NULL;

@@ -17,14 +17,7 @@ notok() { n=$((n + 1)); echo "not ok $n - $1"; }
 check() { if eval "$2"; then ok "$1"; else notok "$1"; fi; }
 T=${DML_TEST_TMP:-$(mktemp -d /tmp/dml-t.XXXXXX)}
 chmod 777 "$T"
-wait_until() {
-	local deadline
-	deadline=$(echo "$(date +%s.%N) + $1" | bc)
-	until eval "$2"; do
-		[ "$(echo "$(date +%s.%N) > $deadline" | bc)" = 1 ] && return 1
-		sleep 0.05
-	done
-}
+source "$(dirname "${BASH_SOURCE[0]}")/wait.sh"
 
 # stop_job LABEL HOW MATCH LOG CLIENT TRIES: end a running job and check that
 # it ended.  HOW is cancel or terminate (sent to the backend whose query

@@ -469,7 +469,6 @@ typedef struct Newton
 	double		n;				/* training rows of every rank */
 	double		lambda;			/* weight decay */
 	int			precise;		/* Hessian blocks in double (after a float32 one failed) */
-	int			raw_ok;			/* this pass's chunks take rows as they lie in ds */
 	int			raw;			/* this chunk's Zb is ds's rows (B, d), no 1 appended */
 } Newton;
 
@@ -517,10 +516,12 @@ newton_scan_block(const Dataset *v, void *arg)
  *		fn on every chunk of NEWTON_BLOCK training rows (the last may be
  *		short) as [x, 1] in float32, in row order: from memory, or read
  *		from the spill block by block.  The chunks are the same either way,
- *		so a streamed fit sums the same products in the same order.
+ *		so a streamed fit sums the same products in the same order.  With
+ *		raw_ok, fn also takes rows as they lie in memory (nw->raw) where a
+ *		chunk's rows are consecutive there.
  */
 static void
-newton_pass(Newton *nw, NewtonChunkFn fn, void *arg)
+newton_pass(Newton *nw, NewtonChunkFn fn, void *arg, bool raw_ok)
 {
 	int			d = nw->d,
 				p = nw->p;
@@ -549,7 +550,7 @@ newton_pass(Newton *nw, NewtonChunkFn fn, void *arg)
 			 * (the copy with a 1 appended was 9% of a logistic job's
 			 * worker samples: two passes an iteration)
 			 */
-			if (nw->raw_ok && nw->rows[j0 + B - 1] - nw->rows[j0] == B - 1)
+			if (raw_ok && nw->rows[j0 + B - 1] - nw->rows[j0] == B - 1)
 			{
 				nw->raw = 1;
 				fn(nw, j0, B, nw->ds->X + (size_t) nw->rows[j0] * d, arg);
@@ -563,7 +564,6 @@ newton_pass(Newton *nw, NewtonChunkFn fn, void *arg)
 			}
 			fn(nw, j0, B, Zb, arg);
 		}
-	nw->raw_ok = 0;
 	free(Zb);
 }
 
@@ -622,8 +622,7 @@ newton_logits(Newton *nw, const double *v, double *out)
 		worker_fail("out of memory");
 	for (size_t i = 0; i < (size_t) Kf * p; i++)
 		vf[i] = (float) v[i];
-	nw->raw_ok = 1;
-	newton_pass(nw, newton_logits_chunk, &lp);
+	newton_pass(nw, newton_logits_chunk, &lp, true);
 	free(vf);
 	free(ob);
 }
@@ -842,8 +841,7 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
 		worker_fail("out of memory for the Newton statistics");
 	memset(H, 0, sizeof(double) * q * q);
 	/* the tiles' chunk takes rows as they lie; the SYRK blocks need [x, 1] */
-	nw->raw_ok = sp.Zt != NULL;
-	newton_pass(nw, newton_stats_chunk, &sp);
+	newton_pass(nw, newton_stats_chunk, &sp, sp.Zt != NULL);
 	if (sp.Ht)
 		/* binary: q = p; the lower half, as the blocks fill it */
 		for (int i = 0; i < p; i++)

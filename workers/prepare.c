@@ -56,6 +56,29 @@ row_has_null(const Dataset *ds, int64_t i)
 }
 
 /*
+ * NaN (a NULL) tested by the value's bits: a float comparison may trap, so
+ * under -ftrapping-math GCC turns none into a select, and the column loops
+ * around them stayed scalar
+ */
+static inline int
+nan_bits_f32(float v)
+{
+	uint32_t	bits;
+
+	memcpy(&bits, &v, sizeof(bits));
+	return (bits & 0x7fffffffu) > 0x7f800000u;
+}
+
+static inline int
+nan_bits_f64(double v)
+{
+	uint64_t	bits;
+
+	memcpy(&bits, &v, sizeof(bits));
+	return (bits & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+}
+
+/*
  * step 3's sums over ds's rows: inputs and target of the training rows, and
  * every row.  The input sums run in local arrays the compiler may keep
  * apart from everything else (restrict), with NaN taken out by a select,
@@ -88,18 +111,14 @@ add_stats(const Dataset *ds, double *stats)
 			continue;
 		for (int c = 0; c < d; c++)
 		{
-			/*
-			 * NaN by its bits: a float comparison may trap, so GCC would
-			 * not turn it into a select (-ftrapping-math)
-			 */
 			float		v = x[c];
+			int			ok = !nan_bits_f32(v);
 			uint32_t	bits;
-			int			ok;
 			double		w;
 
+			/* NaN becomes +0 by a mask: a select on v would not vectorize either */
 			memcpy(&bits, &v, sizeof(bits));
-			ok = (bits & 0x7fffffffu) <= 0x7f800000u;
-			bits &= -(uint32_t) ok;		/* NaN becomes +0 */
+			bits &= -(uint32_t) ok;
 			memcpy(&v, &bits, sizeof(v));
 			w = v;
 			s1[c] += w;
@@ -375,12 +394,7 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 
 				/* a read-only test first (it vectorizes); rows with a NULL are rare */
 				for (int c = 0; c < d; c++)
-				{
-					uint64_t	bits;
-
-					memcpy(&bits, &xd[c], sizeof(bits));
-					nan |= (bits & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
-				}
+					nan |= nan_bits_f64(xd[c]);
 				if (nan)
 					for (int c = 0; c < d; c++)
 						if (isnan(xd[c]))
@@ -388,11 +402,8 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 			}
 			for (int c = 0; c < d; c++)
 			{
-				float		v = x[c];
-				uint32_t	bits;
+				float		v = nan_bits_f32(x[c]) ? mean[c] : x[c];
 
-				memcpy(&bits, &v, sizeof(bits));
-				v = (bits & 0x7fffffffu) > 0x7f800000u ? mean[c] : v;
 				x[c] = (v - mean[c]) * scale[c];
 			}
 			if (spec->loss == DML_LOSS_MSE)

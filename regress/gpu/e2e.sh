@@ -38,42 +38,14 @@ set -u
 cd "$(dirname "$0")/../.."
 DEV=${DML_E2E_DEVICE:-gpu}
 PY=${PYTHON:-python3}
-passed=0
-failed=0
-skipped=0
-ok() { echo "ok - $1"; passed=$((passed + 1)); }
-notok() { echo "not ok - $1"; failed=$((failed + 1)); }
-skip() { echo "skip - $1 # SKIP"; skipped=$((skipped + 1)); }
-check() { if eval "$2"; then ok "$1"; else notok "$1"; fi; }
-finish() {
-	echo "$passed passed, $failed failed, $skipped skipped"
-	[ "$failed" -eq 0 ]
-	exit $?
-}
+source regress/gpu/lib.sh
 now() { date +%s.%N; }
-# wait_until DEADLINE_S CMD...: poll CMD every 0.1 s until it succeeds
-wait_until() {
-	local end
-	end=$(awk -v d="$1" -v t="$(now)" 'BEGIN { printf "%.3f", t + d }')
-	shift
-	while ! "$@"; do
-		awk -v e="$end" -v t="$(now)" 'BEGIN { exit !(t > e) }' && return 1
-		sleep 0.1
-	done
-}
 
 ngpu=0
 command -v nvidia-smi >/dev/null && ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 [ "$DEV" = gpu ] && [ "$ngpu" -eq 0 ] && { notok "a CUDA device for the end-to-end checks"; finish; }
 
-source regress/pgcluster.sh
-if ! pgc_start >/tmp/dml-gpu-e2e-start.log 2>&1; then
-	sed 's/^/#   /' /tmp/dml-gpu-e2e-start.log
-	notok "start a PostgreSQL cluster"
-	finish
-fi
-trap 'pgc_stop' EXIT
-q() { pgc_psql -t -A "$@"; }
+gpu_cluster e2e
 LOG=$PGC_DIR/e2e.log
 
 q -c "CREATE EXTENSION dml" >/dev/null
@@ -177,7 +149,7 @@ for how in cancel kill; do
 		features => '{pixels}', model => 'mlp', hidden => '{1024,1024}', optimizer => 'sgd', batch_size => 256,
 		epochs => 100000, device => '$DEV', workers => 1)" >"$PGC_DIR/$how.out" 2>&1 ) &
 	bg=$!
-	if ! wait_until 180 running "$name"; then
+	if ! wait_until 180 "running $name"; then
 		notok "$how: the long training was seen running"
 		kill "$bg" 2>/dev/null
 		wait "$bg"

@@ -1024,6 +1024,18 @@ cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* the median of 5 runs of 200 steps, as regress/gpu/torch_peer.py times PyTorch */
+static double
+gpu_steps_median(DmlNet *net, const float *d_X, const float *d_y, int B, int tf32)
+{
+	double		r[5];
+
+	for (int i = 0; i < 5; i++)
+		r[i] = gpu_steps_per_s(net, d_X, d_y, B, tf32, 200);
+	qsort(r, 5, sizeof(double), cmp_double);
+	return r[2];
+}
+
 /* (c): samples/s of a training step, GEMM TFLOP/s, square sgemm */
 static void
 test_throughput(void)
@@ -1042,7 +1054,6 @@ test_throughput(void)
 			   *d_y;
 	double		flops_step = 0.0,
 				gpu_sps[2],
-				cublas_sps[2],
 				cpu_sps,
 				t0 = 0.0;
 	int			cpu_steps = 5;
@@ -1062,27 +1073,9 @@ test_throughput(void)
 	for (int l = 0; l < 3; l++)
 		flops_step += 2.0 * B * sizes[l] * sizes[l + 1] * (l == 0 ? 2 : 3);
 
-	/*
-	 * the median of 5 runs of 200 steps, as regress/gpu/torch_peer.py times
-	 * PyTorch; first with every layer on cuBLAS (the A of an A/B), then as
-	 * dml trains (the last layer, 10 wide, on the skinny kernels)
-	 */
-	for (int skinny = 0; skinny < 2; skinny++)
-	{
-		dml_cuda_set_skinny(skinny);
-		for (int tf32 = 0; tf32 < 2; tf32++)
-		{
-			double		r[5];
-
-			for (int i = 0; i < 5; i++)
-				r[i] = gpu_steps_per_s(&net, d_X, d_y, B, tf32, 200);
-			qsort(r, 5, sizeof(double), cmp_double);
-			if (skinny)
-				gpu_sps[tf32] = r[2];
-			else
-				cublas_sps[tf32] = r[2];
-		}
-	}
+	/* at this size every layer is on cuBLAS (layers.cu's use_skinny) */
+	for (int tf32 = 0; tf32 < 2; tf32++)
+		gpu_sps[tf32] = gpu_steps_median(&net, d_X, d_y, B, tf32);
 
 	/* the CPU: the same step, OpenBLAS with its own thread count */
 	grads = calloc(net.nparams, sizeof(float));
@@ -1184,13 +1177,8 @@ test_throughput(void)
 		dml_net_init(&fnet, 5);
 		for (int skinny = 0; skinny < 2; skinny++)
 		{
-			double		r[5];
-
 			dml_cuda_set_skinny(skinny);
-			for (int i = 0; i < 5; i++)
-				r[i] = gpu_steps_per_s(&fnet, d_X, d_y, 128, 0, 200);
-			qsort(r, 5, sizeof(double), cmp_double);
-			f_sps[skinny] = r[2];
+			f_sps[skinny] = gpu_steps_median(&fnet, d_X, d_y, 128, 0);
 		}
 		printf("# training step 784-256-128-10, batch 128, fp32: cuBLAS only %.0f samples/s, "
 			   "with the skinny last layer %.0f samples/s (%.2fx)\n",
@@ -1200,8 +1188,6 @@ test_throughput(void)
 
 	printf("# training step 784-1024-1024-10, batch %d (%.2f GFLOP per step):\n", B, flops_step * 1e-9);
 	printf("# %-24s %14s %12s\n", "device", "samples/s", "TFLOP/s");
-	printf("# %-24s %14.0f %12.2f\n", "GPU fp32, cuBLAS only", cublas_sps[0], cublas_sps[0] / B * flops_step * 1e-12);
-	printf("# %-24s %14.0f %12.2f\n", "GPU tf32, cuBLAS only", cublas_sps[1], cublas_sps[1] / B * flops_step * 1e-12);
 	printf("# %-24s %14.0f %12.2f\n", "GPU fp32", gpu_sps[0], gpu_sps[0] / B * flops_step * 1e-12);
 	printf("# %-24s %14.0f %12.2f\n", "GPU tf32", gpu_sps[1], gpu_sps[1] / B * flops_step * 1e-12);
 	snprintf(name, sizeof(name), "CPU (OpenBLAS, %d thr)", openblas_get_num_threads());

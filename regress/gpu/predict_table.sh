@@ -26,35 +26,8 @@
 set -u
 cd "$(dirname "$0")/../.."
 DEVICE=${DML_PREDICT_DEVICE:-gpu}
-passed=0
-failed=0
-ok() { echo "ok - $1"; passed=$((passed + 1)); }
-notok() { echo "not ok - $1"; failed=$((failed + 1)); }
-check() { if eval "$2"; then ok "$1"; else notok "$1"; fi; }
-finish() {
-	echo "$passed passed, $failed failed, 0 skipped"
-	[ "$failed" -eq 0 ]
-	exit $?
-}
-
-SUDO=
-[ "$(id -u)" = 0 ] || SUDO=sudo
-if [ ! -f "$(pg_config --sharedir)/extension/dml.control" ] || [ ! -x "$(pg_config --bindir)/dml-worker" ]; then
-	if ! { make -s >/tmp/dml-gpu-predict-build.log 2>&1 && $SUDO make -s install >>/tmp/dml-gpu-predict-build.log 2>&1; }; then
-		sed 's/^/#   /' /tmp/dml-gpu-predict-build.log
-		notok "build and install dml"
-		finish
-	fi
-fi
-
-source regress/pgcluster.sh
-if ! pgc_start >/tmp/dml-gpu-predict-start.log 2>&1; then
-	sed 's/^/#   /' /tmp/dml-gpu-predict-start.log
-	notok "start a PostgreSQL cluster"
-	finish
-fi
-trap 'pgc_stop' EXIT
-q() { pgc_psql -t -A "$@"; }
+source regress/gpu/lib.sh
+gpu_cluster predict
 
 q -c "CREATE EXTENSION dml" >/dev/null
 q -c "ALTER DATABASE postgres SET dml.test_hooks = on" >/dev/null
