@@ -42,7 +42,7 @@ MODES = {
                   sgemm_s=0.1, ar_max="4M", copy_reps=1,
                   sync_epochs=2, sync_target=0.70, sync_delay_ms=2, sync_workers=(2,), goal_pairs=2),
     "full": dict(reps=3, synth_rows=1000000, fashion_limit=None, sm_epochs=10, mlp_epochs=5,
-                 logit_adam_epochs=2, mlp20_epochs=1, sk_logreg_iter=100,
+                 logit_adam_epochs=4, mlp20_epochs=1, sk_logreg_iter=100,
                  sm_target=0.84, mlp_target=0.87, stream_n=1 << 24, stream_reps=10,
                  sgemm_s=0.5, ar_max="64M", copy_reps=3,
                  sync_epochs=8, sync_target=0.83, sync_delay_ms=3, sync_workers=(2, 4), goal_pairs=5),
@@ -556,12 +556,28 @@ def main():
         sql = f"SELECT dml_evaluate('bench_{kind}_w{w}_b{b}', 'fashion_test') ->> 'accuracy'"
         test_acc[(kind, w, b)] = (float(q(conn, sql)[0][0]), sql)
 
-    logit_adam = {}
+    # the small models' epochs: options "shuffle" at its default (auto: blocks
+    # over 16 MB of narrow rows and three or more epochs) and with the row
+    # shuffle, alternating; and linear regression's
+    logit_adam, logit_adam_rows, lin_adam = {}, {}, {}
     for w in (1, 2):
-        logit_adam[w] = dml_runs(conn, R, f"logistic-adam-w{w}", f"bench_logit_adam_w{w}",
-                                 "synth_1m", "label", features=FEATS, model="logistic",
-                                 optimizer="adam", batch_size=256,
-                                 epochs=M["logit_adam_epochs"], workers=w)
+        logit_adam[w], logit_adam_rows[w] = [], []
+        for r in range(R):
+            log(f"dml logistic-adam-w{w} run {r + 1}/{R} (and with shuffle rows)")
+            logit_adam[w].append(dml_train(conn, f"bench_logit_adam_w{w}", "synth_1m", "label",
+                                           features=FEATS, model="logistic", optimizer="adam",
+                                           batch_size=256, epochs=M["logit_adam_epochs"], workers=w))
+            logit_adam_rows[w].append(dml_train(conn, f"bench_logit_adam_rows_w{w}", "synth_1m",
+                                                "label", features=FEATS, model="logistic",
+                                                optimizer="adam", batch_size=256,
+                                                epochs=M["logit_adam_epochs"], workers=w,
+                                                options={"shuffle": "rows"}))
+        RAW.setdefault("dml", {})[f"logistic-adam-w{w}"] = logit_adam[w]
+        RAW["dml"][f"logistic-adam-rows-w{w}"] = logit_adam_rows[w]
+        lin_adam[w] = dml_runs(conn, R, f"linear-adam-w{w}", f"bench_lin_adam_w{w}",
+                               "synth_1m", "y", features=FEATS, model="linear",
+                               optimizer="adam", batch_size=256,
+                               epochs=M["logit_adam_epochs"], workers=w)
 
     # ---- section 1 text
     s = ["## 1. Data path: dml's loader vs COPY to /dev/null",
@@ -1013,35 +1029,70 @@ def main():
     bw1 = max(stream[1][k] for k in ("copy_gbs", "scale_gbs", "add_gbs", "triad_gbs"))
     bw2 = max(stream[2][k] for k in ("copy_gbs", "scale_gbs", "add_gbs", "triad_gbs"))
     rows = []
-    d = 20 + 1  # features + label, float32 in the worker's matrix
-    for label, runs_by_w in (("logistic newton, one Newton iteration", logit),
-                             ("logistic adam b256, one epoch", logit_adam)):
+    floor_ratio = {}
+    for label, runs_by_w, d, how in (
+            ("logistic newton, one Newton iteration", logit, 20 + 1, "seconds"),
+            ("logistic adam b256, one epoch", logit_adam, 20 + 1, "rate"),
+            ("logistic adam b256, one epoch, shuffle rows", logit_adam_rows, 20 + 1, "rate"),
+            ("linear adam b256, one epoch", lin_adam, 20 + 1, "rate"),
+            ("softmax adam Fashion-MNIST (w1 b256, w2 b128), one epoch",
+             {1: fash[("softmax", 1, 256)], 2: fash[("softmax", 2, 128)]}, 784 + 1, "rate")):
         for w in (1, 2):
             runs = runs_by_w[w]
             ntrain = med(mval(runs, "train_rows"))
-            ep = med([epoch_median(r, "seconds") for r in runs])
+            if how == "seconds":
+                ep = med([epoch_median(r, "seconds") for r in runs])
+            else:
+                # the epoch's training part (a validation pass is not counted)
+                ep = med([ntrain / epoch_median(r, "rows_per_second") for r in runs])
             nbytes = ntrain * d * 4
             floor = nbytes / ((bw1 if w == 1 else bw2) * 1e9)
-            rows.append([label, w, fmt(nbytes / 1e6) + " MB", f"{fmt(bw1 if w == 1 else bw2)} GB/s",
-                         fmt(floor * 1e3) + " ms", fmt(ep * 1e3) + " ms", ratio(ep, floor, 1)])
+            floor_ratio[(label, w)] = ep / floor
+            shuffle = runs[-1]["metrics"].get("shuffle", "rows")
+            if how == "seconds":
+                shuffle = "—"
+            elif shuffle == "blocks":
+                shuffle = f"blocks of {runs[-1]['metrics'].get('shuffle_block')} rows"
+            rows.append([label, w, shuffle, fmt(nbytes / 1e6) + " MB",
+                         f"{fmt(bw1 if w == 1 else bw2)} GB/s", fmt(floor * 1e3) + " ms",
+                         fmt(ep * 1e3) + " ms", ratio(ep, floor, 1),
+                         fmt(med(mval(runs, "train_seconds"))) + " s"])
     newton_flops = n_synth * 21 * 21 * 2
     s = ["## 4. Limits", "",
-         "### Logistic regression epoch vs the memory-bandwidth floor", "",
-         "Floor = bytes of the worker matrices (training rows x (20 features + label) x 4 bytes, "
+         "### Small models' epochs vs the memory-bandwidth floor", "",
+         "Floor = bytes of the worker matrices (training rows x (features + label) x 4 bytes, "
          "float32, all workers) / STREAM bandwidth measured in this run (best kernel; 1 thread for "
-         "1 worker, 2 threads for 2 workers): the time just to stream the data once. Epoch time is "
-         "the median `dml.epochs.seconds`. A Newton iteration also forms X^T W X, about "
+         "1 worker, 2 threads for 2 workers): the time just to stream the data once. A minibatch "
+         "epoch's time is its training part (training rows / the median `dml.epochs.rows_per_second`; "
+         "a validation pass is not counted); a Newton iteration's is the median `dml.epochs.seconds`. "
+         "\"shuffle\" is the order an epoch took its rows in (options `shuffle`): at its default "
+         "(`auto`) 1,000,000 x 20 over "
+         f"{M['logit_adam_epochs']} epochs takes blocks, and the row shuffle's runs alternate with "
+         "them. The block shuffle lays the rows out once per job, before the first epoch: that "
+         "pass is not in the epoch times but is in train_seconds (all epochs). A Newton iteration "
+         "also forms X^T W X, about "
          f"2·n·d² = {fmt(newton_flops / 1e9)} GFLOP for d = 21 "
          f"({fmt(newton_flops / (med([x['median_gflops'] for x in sgemm if x['m'] == 2048]) * 1e9) * 1e3)} ms "
          "at the single-core sgemm peak below), so its floor is that, not bandwidth.", "",
-         table(["what", "workers", "data", "STREAM", "floor", "dml epoch", "dml / floor"], rows), "",
+         table(["what", "workers", "shuffle", "data", "STREAM", "floor", "dml epoch", "dml / floor",
+                "train_seconds"], rows), "",
          codeblock([f"STREAM: {stream_cmd}",
                     f"  1 thread: copy {stream[1]['copy_gbs']} scale {stream[1]['scale_gbs']} add "
                     f"{stream[1]['add_gbs']} triad {stream[1]['triad_gbs']} GB/s",
                     f"  2 threads: copy {stream[2]['copy_gbs']} scale {stream[2]['scale_gbs']} add "
                     f"{stream[2]['add_gbs']} triad {stream[2]['triad_gbs']} GB/s",
                     f"logistic newton: {logit[1][0]['sql']}",
-                    f"logistic adam: {logit_adam[1][0]['sql']}"]), ""]
+                    f"logistic adam: {logit_adam[1][0]['sql']}",
+                    f"logistic adam, shuffle rows: {logit_adam_rows[1][0]['sql']}",
+                    f"linear adam: {lin_adam[1][0]['sql']}",
+                    f"softmax adam: {fash[('softmax', 1, 256)][0]['sql']}"]), ""]
+    ad = [floor_ratio[("logistic adam b256, one epoch", w)] for w in (1, 2)]
+    rw = [floor_ratio[("logistic adam b256, one epoch, shuffle rows", w)] for w in (1, 2)]
+    sm = [floor_ratio[("softmax adam Fashion-MNIST (w1 b256, w2 b128), one epoch", w)] for w in (1, 2)]
+    rep.head(f"Small models against the STREAM floor (goal within 3x): the logistic Adam epoch on "
+             f"1,000,000 x 20 {fmt(ad[0])}x (1 worker) and {fmt(ad[1])}x (2 workers) with the block "
+             f"shuffle, {fmt(rw[0])}x and {fmt(rw[1])}x with the row shuffle; Fashion-MNIST softmax "
+             f"{fmt(sm[0])}x and {fmt(sm[1])}x (section 4).")
     # MLP vs FLOPs
     sizes = [784, 256, 128, 10]
     mm = sum(sizes[i] * sizes[i + 1] for i in range(3))

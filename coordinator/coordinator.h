@@ -135,6 +135,7 @@ typedef struct DmlJob
 	int64		spill_limit;	/* bytes of spill for the job; 0: no limit */
 	int			spill_format;	/* options "spill": DML_SPILL_* */
 	int			tf32;			/* options "tf32": GPU GEMMs take TF32 inputs */
+	DmlShuffle	shuffle;		/* options "shuffle": an epoch's row order */
 
 	/* synchronization (workers/sync.h) */
 	DmlSyncMode sync;

@@ -22,6 +22,7 @@ static const char *const kind_names[] = {"linear", "logistic", "softmax", "mlp",
 static const char *const loss_names[] = {"mse", "bce", "softmax", NULL};
 static const char *const activation_names[] = {"identity", "relu", "tanh", "sigmoid", NULL};
 static const char *const cov_names[] = {"nonrobust", "HC0", "HC1", NULL};
+static const char *const shuffle_names[] = {"auto", "rows", "blocks", NULL};
 
 static const char *const *const lists[] = {
 	[DML_NAMES_OPTIMIZER] = optimizer_names,
@@ -34,6 +35,7 @@ static const char *const *const lists[] = {
 	[DML_NAMES_LOSS] = loss_names,
 	[DML_NAMES_ACTIVATION] = activation_names,
 	[DML_NAMES_COV] = cov_names,
+	[DML_NAMES_SHUFFLE] = shuffle_names,
 };
 
 /* the name of value in list which; "?" out of range */

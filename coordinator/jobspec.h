@@ -81,7 +81,8 @@
 	X(INT, spill_format, 0, 0) \
 	X(INT, checkpoint_last, 0, 0) \
 	X(INT, resident, 0, 0) \
-	X(INT, tf32, 0, 0)
+	X(INT, tf32, 0, 0) \
+	X(ENUM, shuffle, 1, DML_NAMES_SHUFFLE)
 
 /*
  * The job's enums.  The first values of DmlJobOptimizer are kernels.h's
@@ -130,6 +131,25 @@ typedef enum DmlCompression
 	DML_COMPRESS_FP16,
 	DML_COMPRESS_TOPK
 } DmlCompression;
+
+/*
+ * How an in-memory epoch orders a rank's training rows (options
+ * "shuffle"; workers/train.c, train_layout_blocks): "rows" shuffles the
+ * rows one by one each epoch; "blocks" lays the training rows out once in
+ * a seeded random order and then shuffles blocks of consecutive rows
+ * (about DML_SHUFFLE_BLOCK_BYTES each), so an epoch streams memory instead
+ * of reading a random row at a time; "auto" takes blocks for narrow rows
+ * in a large slice over several epochs, rows otherwise.
+ */
+typedef enum DmlShuffle
+{
+	DML_SHUFFLE_AUTO,
+	DML_SHUFFLE_ROWS,
+	DML_SHUFFLE_BLOCKS
+} DmlShuffle;
+
+#define DML_SHUFFLE_BLOCK_BYTES		4096
+#define DML_SHUFFLE_AUTO_BYTES		(16 * 1024 * 1024)
 
 typedef enum DmlNulls
 {
@@ -196,7 +216,8 @@ typedef enum DmlJobNames
 	DML_NAMES_KIND,
 	DML_NAMES_LOSS,				/* kernels.h's DmlLoss */
 	DML_NAMES_ACTIVATION,		/* kernels.h's DmlAct */
-	DML_NAMES_COV
+	DML_NAMES_COV,
+	DML_NAMES_SHUFFLE
 } DmlJobNames;
 
 /* the name of value in list which; "?" out of range */

@@ -138,6 +138,7 @@ typedef struct DmlResult
 	int32_t		spill_format;	/* DML_SPILL_*: what the spills held */
 	int32_t		spill_reused;	/* restarted ranks that found their spill intact */
 	int32_t		spill_recreated;	/* and those that spilled afresh */
+	int32_t		shuffle_block;	/* rows a block of the in-memory block shuffle; 0: rows */
 	int32_t		trial_in_job;	/* a resident job's (dml_tune) trial: 1, 2, ...; else 0 */
 	double		train_rows;
 	double		validation_rows;

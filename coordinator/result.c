@@ -55,6 +55,9 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 	/* options "tf32": the GPU's GEMMs took their inputs rounded to TF32 */
 	if (r->gpu && job->tf32)
 		appendStringInfo(&buf, "\"tf32\": true, ");
+	/* options "shuffle": the epochs shuffled blocks of this many rows */
+	if (r->shuffle_block > 0)
+		appendStringInfo(&buf, "\"shuffle\": \"blocks\", \"shuffle_block\": %d, ", r->shuffle_block);
 	if (statistics)
 		appendStringInfo(&buf, "\"statistics\": %s, ", statistics);
 	/* dml_tune: the trial's place in the search's one job, over rows loaded once */

@@ -143,6 +143,17 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 					 errhint("\"fp16\" halves the spill of inputs that fit a half float (up to 65504 in magnitude, about 3 significant digits); \"int8\" quarters it for integer-valued inputs such as pixels from 0 to 255, exactly.")));
 		return;
 	}
+	if (strcmp(key, "shuffle") == 0)
+	{
+		int			sh = dml_job_parse(DML_NAMES_SHUFFLE, str);
+
+		if (sh < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"shuffle\" must be \"auto\", \"rows\" or \"blocks\"")));
+		job->shuffle = (DmlShuffle) sh;
+		return;
+	}
 	if (strcmp(key, "schedule") == 0)
 	{
 		int			sched = dml_job_parse(DML_NAMES_SCHEDULE, str);

@@ -109,11 +109,14 @@ dml_shuffle(int *idx, int n, DmlRng *rng)
 }
 
 /*
- * Rows idx[0..B) of X (n, d) and y into Xb (B, d) and yb.  The rows are
- * random in memory, so each is a cache miss: the gather asks for the row
+ * Rows idx[0..B) of X (n, d) and y into Xb (B, d) and yb.  Rows at random
+ * places in memory are each a cache miss: the gather asks for the row
  * DML_GATHER_AHEAD places on (up to idx[avail - 1], which may lie in the
  * next minibatch) while it copies this one, keeping that many misses in
- * flight instead of one at a time.  The copy is the same with or without.
+ * flight instead of one at a time, into the L2 cache (a hint to L1 holds
+ * a line fill buffer per line, and there are too few of those).  Within a
+ * run of consecutive rows (the block shuffle's, workers/train.c) the
+ * hardware prefetcher streams the rows.  The copy is the same either way.
  */
 #define DML_GATHER_AHEAD	16
 
@@ -125,15 +128,32 @@ dml_gather_rows(const float *X, const float *y, int d, const int *idx, int B,
 
 	for (int b = 0; b < B; b++)
 	{
-		if (b + DML_GATHER_AHEAD < avail)
+		int			a = b + DML_GATHER_AHEAD;
+
+		/* the next row of a run comes with the stream */
+		if (a < avail && idx[a] != idx[a - 1] + 1)
 		{
-			const char *row = (const char *) (X + (size_t) idx[b + DML_GATHER_AHEAD] * d);
+			const char *row = (const char *) (X + (size_t) idx[a] * d);
 
 			/* the row's lines (up to four; a wider row streams on its own) */
 			for (size_t off = 0; off < bytes && off < 256; off += 64)
-				__builtin_prefetch(row + off);
-			__builtin_prefetch(row + bytes - 1);
-			__builtin_prefetch(y + idx[b + DML_GATHER_AHEAD]);
+				__builtin_prefetch(row + off, 0, 1);
+			__builtin_prefetch(row + bytes - 1, 0, 1);
+			__builtin_prefetch(y + idx[a], 0, 1);
+		}
+		if (b + 1 < B && idx[b + 1] == idx[b] + 1)
+		{
+			/* a run, copied whole: the rows it passes over are not asked for */
+			int			r = idx[b],
+						len = 2;
+
+			while (b + len < B && idx[b + len] == r + len)
+				len++;
+			memcpy(Xb + (size_t) b * d, X + (size_t) r * d, bytes * (size_t) len);
+			for (int k = 0; k < len; k++)
+				yb[b + k] = y[r + k];
+			b += len - 1;
+			continue;
 		}
 		memcpy(Xb + (size_t) b * d, X + (size_t) idx[b] * d, bytes);
 		yb[b] = y[idx[b]];

@@ -641,6 +641,165 @@ sync_facts(TrainResult *res, const Sync *sy)
 }
 
 /*
+ * train_block_rows
+ *		Rows a block of the block shuffle (options "shuffle"), or 0 for the
+ *		row-by-row shuffle.  A block is about DML_SHUFFLE_BLOCK_BYTES of
+ *		rows, at most a step's rows.  "auto" takes blocks where the rows are
+ *		narrow (a block holds four or more: a wider row streams well on its
+ *		own), the job's training rows pass DML_SHUFFLE_AUTO_BYTES (beyond the
+ *		caches, where reading a random row at a time costs several times
+ *		streaming them) and the epochs are at least three (the layout costs
+ *		about two epochs' random reads, and each epoch then saves about one).  Every
+ *		input is the same on every rank, so every rank decides alike.  A
+ *		spill streams its own order, a full batch needs none, and a
+ *		resident worker (dml_tune) keeps its rows in loaded order for the
+ *		next trial.
+ */
+static int
+train_block_rows(const Dataset *ds, const WorkerSpec *spec, int64_t all_rows, int b,
+				 int epochs, bool full)
+{
+	size_t		row = sizeof(float) * ((size_t) ds->d + 1);
+	int			c = (int) ((DML_SHUFFLE_BLOCK_BYTES + row - 1) / row);
+
+	if (spec->shuffle == DML_SHUFFLE_ROWS || ds->spill || full || spec->resident ||
+		ds->Xd != NULL)
+		return 0;
+	if (c > b)
+		c = b;
+	if (c < 2)
+		return 0;
+	if (spec->shuffle == DML_SHUFFLE_BLOCKS)
+		return c;
+	if (c < 4 || epochs < 3 || (double) all_rows * row < DML_SHUFFLE_AUTO_BYTES)
+		return 0;
+	return c;
+}
+
+/*
+ * train_layout_blocks
+ *		The block shuffle's layout: the rank's training rows moved to the
+ *		front of ds in a seeded random order (Fisher-Yates on the rows
+ *		themselves), its validation rows after them in their order, and
+ *		train_idx and val_idx made the identity on them.  In place: only
+ *		the validation rows are held aside meanwhile.
+ *
+ *		With the rows in random order, a block of consecutive rows is a
+ *		uniform random sample of the rank's training rows, so an epoch
+ *		that takes blocks in a shuffled order draws minibatches just as
+ *		the row shuffle does: the first epoch's partition into minibatches
+ *		is a uniformly random one, and every epoch visits every row once.
+ *		What differs is only that the rows of one block share a minibatch
+ *		in every epoch.
+ */
+static void
+train_layout_blocks(Dataset *ds, int *train_idx, int ntrain, int *val_idx, int nval,
+					uint64_t seed)
+{
+	int			d = ds->d;
+	size_t		rb = sizeof(float) * (size_t) d;
+	float	   *vx = malloc(rb * (size_t) (nval ? nval : 1));
+	float	   *vy = malloc(sizeof(float) * (size_t) (nval ? nval : 1));
+	float	   *tmp = malloc(rb ? rb : 1);
+	int			js[64];
+	DmlRng		rng;
+
+	if (!vx || !vy || !tmp)
+		worker_fail("out of memory");
+	for (int k = 0; k < nval; k++)
+	{
+		memcpy(vx + (size_t) k * d, ds->X + (size_t) val_idx[k] * d, rb);
+		vy[k] = ds->y[val_idx[k]];
+	}
+	/* train_idx ascends, so a row moves only towards the front */
+	for (int k = 0; k < ntrain; k++)
+		if (train_idx[k] != k)
+		{
+			memcpy(ds->X + (size_t) k * d, ds->X + (size_t) train_idx[k] * d, rb);
+			ds->y[k] = ds->y[train_idx[k]];
+		}
+	/* Fisher-Yates, 64 swaps at a time: their random rows asked for first */
+	dml_rng_seed(&rng, (seed ^ 0xB10C5EEDull) * 1000003u + (uint64_t) worker_rank);
+	for (int hi = ntrain - 1; hi > 0; hi -= 64)
+	{
+		int			cnt = hi < 64 ? hi : 64;
+
+		for (int t = 0; t < cnt; t++)
+		{
+			const float *r;
+
+			js[t] = (int) (dml_rng_next(&rng) % (uint64_t) (hi - t + 1));
+			r = ds->X + (size_t) js[t] * d;
+			__builtin_prefetch(r, 1, 1);
+			__builtin_prefetch(r + d - 1, 1, 1);
+		}
+		for (int t = 0; t < cnt; t++)
+		{
+			int			i = hi - t,
+						j = js[t];
+			float		yt;
+
+			if (i == j)
+				continue;
+			memcpy(tmp, ds->X + (size_t) i * d, rb);
+			memcpy(ds->X + (size_t) i * d, ds->X + (size_t) j * d, rb);
+			memcpy(ds->X + (size_t) j * d, tmp, rb);
+			yt = ds->y[i];
+			ds->y[i] = ds->y[j];
+			ds->y[j] = yt;
+		}
+	}
+	if (nval > 0)
+	{
+		memcpy(ds->X + (size_t) ntrain * d, vx, rb * (size_t) nval);
+		memcpy(ds->y + ntrain, vy, sizeof(float) * (size_t) nval);
+	}
+	for (int k = 0; k < ntrain; k++)
+	{
+		train_idx[k] = k;
+		ds->val[k] = 0;
+	}
+	for (int k = 0; k < nval; k++)
+	{
+		val_idx[k] = ntrain + k;
+		ds->val[ntrain + k] = 1;
+	}
+	free(vx);
+	free(vy);
+	free(tmp);
+}
+
+/*
+ * epoch_order
+ *		Epoch's order of the rank's n training rows into idx: the row
+ *		shuffle (c = 0), or blocks of c consecutive rows (the last one
+ *		shorter) in an order that each epoch shuffles from the last, as
+ *		train_shuffle does the rows.
+ */
+static void
+epoch_order(DmlRng *rng, int *idx, int n, int c, int *blocks, uint64_t seed, int epoch)
+{
+	int			nb,
+				k = 0;
+
+	if (c == 0)
+	{
+		train_shuffle(rng, idx, n, seed, epoch);
+		return;
+	}
+	nb = (n + c - 1) / c;
+	train_shuffle(rng, blocks, nb, seed, epoch);
+	for (int q = 0; q < nb; q++)
+	{
+		int			lo = blocks[q] * c,
+					hi = lo + c < n ? lo + c : n;
+
+		for (int r = lo; r < hi; r++)
+			idx[k++] = r;
+	}
+}
+
+/*
  * train_iterative
  *		SGD, momentum, Nesterov or Adam over minibatches, synchronized by
  *		the job's sync mode (sync.c), with validation, early stopping,
@@ -684,6 +843,10 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	StreamEpoch *se = NULL;
 	int			chunk;
 	bool		full;
+	/* the block shuffle (options "shuffle"): rows a block, the blocks' order */
+	int			block_rows;
+	int		   *blocks = NULL;
+	double		layout_seconds = 0;
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 	train_plan_steps(&plan, ntrain, spec->batch_size);
@@ -711,6 +874,19 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	/* a budget of optimizer steps, not a data-size-blind count of epochs */
 	if (spec->max_steps > 0 && (int64_t) epochs * plan.steps > spec->max_steps)
 		epochs = (int) ((spec->max_steps + plan.steps - 1) / plan.steps);
+	block_rows = train_block_rows(ds, spec, all_rows, b, epochs, full);
+	if (block_rows > 0)
+	{
+		blocks = malloc(sizeof(int) * (size_t) (ntrain / block_rows + 1));
+		if (blocks == NULL)
+			worker_fail("out of memory");
+		for (int q = 0; q <= ntrain / block_rows; q++)
+			blocks[q] = q;
+		layout_seconds = dml_clock_seconds();
+		train_layout_blocks(ds, train_idx, ntrain, val_idx, nval, (uint64_t) spec->seed);
+		layout_seconds = dml_clock_seconds() - layout_seconds;
+		res->shuffle_block = block_rows;
+	}
 	straggler_init(&straggler, spec);
 
 	dml_net_init(net, spec->seed);
@@ -723,11 +899,13 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		first_epoch = train_resume(spec, m, &opt) + 1;
 	/* in memory each epoch shuffles the last one's order; a stream's orders stand alone */
 	for (int e = 1; e < first_epoch && se == NULL; e++)
-		train_shuffle(&rng, train_idx, ntrain, spec->seed, e);
+		epoch_order(&rng, train_idx, ntrain, block_rows, blocks, spec->seed, e);
 	sync_init(&sy, spec, np);
 	sync_start(&sy, net->params, &opt, all_rows);
 	sync_bind(&sy, spec, &net->params, &grads, &opt);
 	train_log_init(&log, net, spec, nval);
+	/* the training's time counts the block shuffle's layout */
+	log.train_time += layout_seconds;
 	start = dml_clock_seconds();
 
 	for (int epoch = first_epoch; epoch <= epochs && !res->out_of_time; epoch++)
@@ -747,7 +925,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		if (se && !full)
 			stream_epoch_begin(se, spec->seed, epoch);
 		else if (!se)
-			train_shuffle(&rng, train_idx, ntrain, spec->seed, epoch);
+			epoch_order(&rng, train_idx, ntrain, block_rows, blocks, spec->seed, epoch);
 
 		for (int s = 0; async ? !sy.epoch_done : s < plan.steps; s++)
 		{
@@ -837,6 +1015,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	free(yb);
 	free(opt.s1);
 	free(opt.s2);
+	free(blocks);
 	free(train_idx);
 	free(val_idx);
 	free(plan.rows);
@@ -888,6 +1067,7 @@ final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Train
 	out->servers = res->servers;
 	out->load_block = strcmp(ds->load_path, "block") == 0;
 	out->has_sync = res->has_sync;
+	out->shuffle_block = res->shuffle_block;
 	out->allreduce = res->allreduce;
 	out->out_of_time = res->out_of_time;
 	out->stopped = res->out_of_time ? DML_STOP_MAX_TIME : res->stopped;

@@ -99,6 +99,7 @@ typedef struct WorkerSpec
 	int64_t		spill_limit;	/* bytes of spill for the job; 0: no limit */
 	int			spill_format;	/* DML_SPILL_*: how the float32 inputs are spilled */
 	int			tf32;			/* GPU GEMMs round their inputs to TF32 (options "tf32") */
+	DmlShuffle	shuffle;		/* an epoch's row order (options "shuffle") */
 	int			checkpoint_last;	/* also checkpoint the last epoch (dml_tune's halving) */
 	int			resident;		/* dml_tune: after the model, wait for the next trial's job */
 
@@ -279,6 +280,7 @@ typedef struct TrainResult
 	bool		out_of_time;	/* stopped because max_seconds was spent */
 	/* what the synchronization did (an iterative loop ran: has_sync) */
 	bool		has_sync;
+	int			shuffle_block;	/* rows a block of the block shuffle; 0: rows one by one */
 	int			allreduce;		/* 0: none, 1: MPI, 2: shared memory */
 	double		consensus;		/* gossip; NaN otherwise */
 	int			servers;

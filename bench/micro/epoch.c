@@ -9,7 +9,10 @@
  *	  prefetch, and the fused pass for one-output nets: softmax keeps the
  *	  reference path, so only its gather differs), alternated rep by rep.
  *
- *	  epoch [-r REPS] [-b BATCH] [SHAPE...]
+ *	  epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS] [SHAPE...]
+
+ *	  With -c, the after path takes its rows in blocks of BLOCK_ROWS
+ *	  consecutive rows in a shuffled order (options "shuffle": "blocks").
  *
  *	  SHAPE is ROWSxCOLSxK:LOSS with LOSS bce, softmax or mse, for example
  *	  1000000x20x1:bce (synth_1m's logistic regression, the default) and
@@ -30,6 +33,9 @@
 #include <time.h>
 
 #define MAX_REPS 64
+
+/* -c C: the after path takes blocks of C consecutive rows in a shuffled order */
+static int block_rows = 0;
 
 /* the gather before prefetch (workers/train.c until the fused kernel) */
 static void
@@ -98,7 +104,23 @@ one_epoch(int fused, int rep, DmlNet *net, DmlWork *work, const float *X, const 
 	t0 = dml_clock_seconds();
 	c0 = cpu_seconds();
 	dml_rng_seed(&rng, 1000003u + (uint64_t) rep * 7919u);
-	dml_shuffle(idx, n, &rng);
+	if (fused && block_rows > 0)
+	{
+		/* as workers/train.c's epoch_order (the rows are random already) */
+		int			nb = (n + block_rows - 1) / block_rows,
+					k = 0;
+		int		   *bl = malloc(sizeof(int) * nb);
+
+		for (int q = 0; q < nb; q++)
+			bl[q] = q;
+		dml_shuffle(bl, nb, &rng);
+		for (int q = 0; q < nb; q++)
+			for (int r = bl[q] * block_rows; r < n && r < (bl[q] + 1) * block_rows; r++)
+				idx[k++] = r;
+		free(bl);
+	}
+	else
+		dml_shuffle(idx, n, &rng);
 	*loss = 0;
 	for (int pos = 0; pos < n; pos += B)
 	{
@@ -263,9 +285,12 @@ main(int argc, char **argv)
 			reps = atoi(argv[++i]);
 		else if (strcmp(argv[i], "-b") == 0 && i + 1 < argc)
 			B = atoi(argv[++i]);
+		else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
+			block_rows = atoi(argv[++i]);
+
 		else
 		{
-			fprintf(stderr, "usage: epoch [-r REPS] [-b BATCH] [ROWSxCOLSxK:LOSS...]\n");
+			fprintf(stderr, "usage: epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS] [ROWSxCOLSxK:LOSS...]\n");
 			return 2;
 		}
 	}

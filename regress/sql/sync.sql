@@ -211,6 +211,9 @@ SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', sync => 'p
 -- options tf32: GPU GEMMs on TF32 inputs; a boolean, and only where a GPU may train
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', device => 'cpu', options => '{"tf32": true}')$$);
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', device => 'gpu', options => '{"tf32": 1}')$$);
+-- options shuffle: auto, rows or blocks (regress/t/shuffle.sh trains with each)
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', options => '{"shuffle": "sorted"}')$$);
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', options => '{"shuffle": true}')$$);
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', options => '{"straggler": "1"}')$$);
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', optimizer => 'sgd', options => '{"straggler": "*:5:1.5"}')$$);
 SET dml.test_hooks = off;

@@ -214,6 +214,15 @@ same=$(sql1 "SELECT abs(a.loss - b.loss) <= 1e-6 * abs(a.loss) + 1e-12 FROM dml.
 	WHERE a.model_id = 0$(model_id_of clean) AND a.epoch = 6 AND b.model_id = 0$(model_id_of resumed) AND b.epoch = 6
 	AND b.restarts = 1" 2>/dev/null)
 check "a job resumed from its checkpoint ends with the loss of an uninterrupted one" '[ "$same" = t ]'
+# the same with the block shuffle (options "shuffle"): the restarted ranks
+# lay their rows out again as the first launch did
+run_sql bclean "$(train_sql fault_bclean '{"shuffle": "blocks"}')"
+run_sql bresumed "$(train_sql fault_bresumed '{"shuffle": "blocks", "fault": "1:4:kill"}')"
+same=$(sql1 "SELECT abs(a.loss - b.loss) <= 1e-6 * abs(a.loss) + 1e-12 AND c.metrics->>'shuffle' = 'blocks' AND d.metrics->>'shuffle' = 'blocks'
+	FROM dml.epochs a, dml.epochs b, dml.models c, dml.models d
+	WHERE a.model_id = 0$(model_id_of bclean) AND a.epoch = 6 AND b.model_id = 0$(model_id_of bresumed) AND b.epoch = 6
+	AND b.restarts = 1 AND c.id = a.model_id AND d.id = b.model_id" 2>/dev/null)
+check "shuffle blocks: a job resumed from its checkpoint ends with the loss of an uninterrupted one" '[ "$same" = t ]'
 
 # Newton (one pass per iteration) survives a fault too
 run_sql newton "SELECT model_id FROM dml_train('fault_newton', 'fault_data', 'label', features => '{x1,x2}',

@@ -1285,6 +1285,45 @@ test_fused(void)
 		}
 		check(same, "dml_gather_rows copies the rows of idx", NULL);
 	}
+	/* runs of consecutive rows (the block shuffle's), within and across batches */
+	{
+		enum
+		{
+			N = 300, D = 5, B = 32, M = 256
+		};
+		float	   *Xs = malloc(sizeof(float) * N * D),
+				   *ys = malloc(sizeof(float) * N),
+					Xb[B * D],
+					yb[B];
+		int			idx[M];
+		bool		same = true;
+		DmlRng		rng;
+
+		for (int i = 0; i < N * D; i++)
+			Xs[i] = (float) i;
+		for (int i = 0; i < N; i++)
+			ys[i] = (float) -i;
+		dml_rng_seed(&rng, 5);
+		for (int k = 0; k < M;)
+		{
+			/* a run of 1 to 40 rows from a random start */
+			int			len = 1 + (int) (dml_rng_next(&rng) % 40),
+						r = (int) (dml_rng_next(&rng) % (N - 40));
+
+			for (int j = 0; j < len && k < M; j++)
+				idx[k++] = r + j;
+		}
+		for (int pos = 0; pos < M; pos += B)
+		{
+			dml_gather_rows(Xs, ys, D, idx + pos, B, M - pos, Xb, yb);
+			for (int b = 0; b < B; b++)
+				same = same && yb[b] == ys[idx[pos + b]] &&
+					memcmp(Xb + b * D, Xs + idx[pos + b] * D, sizeof(float) * D) == 0;
+		}
+		check(same, "dml_gather_rows copies runs of consecutive rows", NULL);
+		free(Xs);
+		free(ys);
+	}
 }
 
 /* ---------------------------------------------------------------------
