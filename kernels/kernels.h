@@ -114,6 +114,13 @@ extern int	dml_act_parse(const char *name);	/* -1 when unknown */
  * Layers (layers.c)
  * --------------------------------------------------------------------- */
 
+/*
+ * Layers of at most 12 outputs on AVX-512 kernels of dml's own instead of
+ * sgemm (layers.c); on by default.  dml_set_skinny(false) keeps sgemm (the
+ * benchmarks' A/B, the unit tests' reference).
+ */
+extern void dml_set_skinny(bool on);
+extern bool dml_skinny_applies(int B, int OC);
 /* out (B,OC) = inp (B,C) @ weight (OC,C)^T + bias (OC) */
 extern void dense_forward(float *out, const float *inp, const float *weight,
 						  const float *bias, int B, int C, int OC);
@@ -130,6 +137,11 @@ extern void dense_backward_acc(float *dinp, float *dweight, float *dbias,
 							   const float *dout, const float *inp,
 							   const float *weight, int B, int C, int OC,
 							   bool accumulate);
+/* a layer over rows idx[0..B) of X read in place; where dml_skinny_applies */
+extern void dense_forward_rows(float *out, const float *X, const int *idx, int B, int avail,
+							   const float *weight, const float *bias, int C, int OC);
+extern void dense_wgrad_rows(float *dweight, float *dbias, const float *dout, const float *X,
+							 const int *idx, int B, int C, int OC, bool accumulate);
 
 /* out (n) = act(inp (n)); may run in place */
 extern void activation_forward(float *out, const float *inp, size_t n, DmlAct act);
@@ -295,6 +307,11 @@ extern double dml_net_forward_backward(const DmlNet *net, DmlWork *work,
 /* grads = scale * d(sum loss)/dparams (overwritten; B >= 1); the sum of losses */
 extern double dml_net_gradient(const DmlNet *net, DmlWork *work, float *grads,
 							   const float *X, const float *y, int B, float scale);
+/* the same over rows idx[0..B) of X read in place (net.c); where it applies */
+extern bool dml_net_rows_applies(const DmlNet *net, const DmlWork *work, int B);
+extern double dml_net_gradient_rows(const DmlNet *net, DmlWork *work, float *grads,
+									const float *X, const int *idx, int B, int avail,
+									const float *y, float scale);
 /* grads += scale * d(sum loss)/dparams; returns the (unscaled) sum of losses */
 extern double dml_net_forward_backward_scaled(const DmlNet *net, DmlWork *work,
 											  float *grads, const float *X,

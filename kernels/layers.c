@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * layers.c
- *	  Dense layers on OpenBLAS sgemm and their activations.
+ *	  Dense layers on OpenBLAS sgemm (AVX-512 kernels of their own for
+ *	  layers of a few outputs) and their activations.
  *
  * The CPU reference; cuda/layers.cu is its CUDA twin, name for name.
  * Single-threaded by design: each MPI rank pins OpenBLAS to one thread,
@@ -40,11 +41,277 @@ dml_act_parse(const char *name)
  * Dense layer
  * --------------------------------------------------------------------- */
 
+/*
+ * Skinny layers: OC <= SKINNY_OC outputs (softmax regression's classes, an
+ * MLP's output layer).  OpenBLAS's sgemm packs both operands for every
+ * call and its kernels are cut for wide outputs: at 256 x 10 x 784 it ran
+ * at about a third of its large-shape rate, and the softmax epoch spent
+ * two thirds of its time there.  On AVX-512 these take its place:
+ *
+ *  - forward: each output a dot product along the row, two rows at a
+ *    time (OC x 2 accumulators, each weight vector loaded once for both
+ *    rows), the accumulators reduced once at the end of the row;
+ *  - weight gradient: dweight[k] += sum over rows of dout[b][k] inp[b],
+ *    32 columns at a time (OC x 2 accumulators), the rows streaming
+ *    through once per 32 columns.
+ *
+ * The products are summed in another order than sgemm's, so the results
+ * agree to float32 rounding, not bit for bit.  Other CPUs, wider layers
+ * and the builds for one instruction set (DML_NO_CLONES: the unit tests'
+ * _sse2 and _avx2) keep sgemm; so does dml_set_skinny(false).
+ */
+#define SKINNY_OC	12
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DML_NO_CLONES)
+#include <immintrin.h>
+#define SKINNY 1
+
+static bool skinny_off = false;
+
+__attribute__((target("avx512f"), always_inline)) static inline void
+skinny_fwd_rows(float *restrict out, const float *restrict x0, const float *restrict x1,
+				const float *p0, const float *p1,
+				const float *restrict W, const float *restrict bias, int C, const int OC)
+{
+	__m512		a0[SKINNY_OC],
+				a1[SKINNY_OC];
+	int			j = 0;
+
+#pragma GCC unroll 12
+	for (int k = 0; k < OC; k++)
+		a0[k] = a1[k] = _mm512_setzero_ps();
+	for (; j + 16 <= C; j += 16)
+	{
+		__m512		v0 = _mm512_loadu_ps(x0 + j),
+					v1 = _mm512_loadu_ps(x1 + j);
+
+		/* rows read in place: the next pair's lines, one each a step */
+		if (p0)
+		{
+			_mm_prefetch((const char *) (p0 + j), _MM_HINT_T0);
+			_mm_prefetch((const char *) (p1 + j), _MM_HINT_T0);
+		}
+#pragma GCC unroll 12
+		for (int k = 0; k < OC; k++)
+		{
+			__m512		w = _mm512_loadu_ps(W + (size_t) k * C + j);
+
+			/* one load for both rows (GCC would fold it into each FMA) */
+			__asm__("" : "+v"(w));
+			a0[k] = _mm512_fmadd_ps(v0, w, a0[k]);
+			a1[k] = _mm512_fmadd_ps(v1, w, a1[k]);
+		}
+	}
+	if (j < C)
+	{
+		__mmask16	m = (__mmask16) ((1u << (C - j)) - 1);
+		__m512		v0 = _mm512_maskz_loadu_ps(m, x0 + j),
+					v1 = _mm512_maskz_loadu_ps(m, x1 + j);
+
+#pragma GCC unroll 12
+		for (int k = 0; k < OC; k++)
+		{
+			__m512		w = _mm512_maskz_loadu_ps(m, W + (size_t) k * C + j);
+
+			a0[k] = _mm512_fmadd_ps(v0, w, a0[k]);
+			a1[k] = _mm512_fmadd_ps(v1, w, a1[k]);
+		}
+	}
+#pragma GCC unroll 12
+	for (int k = 0; k < OC; k++)
+	{
+		out[k] = bias[k] + _mm512_reduce_add_ps(a0[k]);
+		out[OC + k] = bias[k] + _mm512_reduce_add_ps(a1[k]);
+	}
+}
+
+/* out (B,OC) = inp (B,C) @ W (OC,C)^T + bias, OC a constant after inlining */
+__attribute__((target("avx512f"), always_inline)) static inline void
+skinny_fwd_oc(float *out, const float *inp, const float *W, const float *bias,
+			  int B, int C, const int OC)
+{
+	int			b = 0;
+
+	for (; b + 2 <= B; b += 2)
+		skinny_fwd_rows(out + (size_t) b * OC, inp + (size_t) b * C,
+						inp + (size_t) (b + 1) * C, NULL, NULL, W, bias, C, OC);
+	if (b < B)
+	{
+		float		two[2 * SKINNY_OC];
+
+		/* the last row alone: paired with itself, its second copy dropped */
+		skinny_fwd_rows(two, inp + (size_t) b * C, inp + (size_t) b * C, NULL, NULL, W, bias,
+						C, OC);
+		memcpy(out + (size_t) b * OC, two, sizeof(float) * OC);
+	}
+}
+
+/*
+ * As skinny_fwd_oc for rows idx[0..B) of X (n, C), read where they lie; a
+ * wide row's lines are asked for a pair ahead (idx[B..avail) are read next)
+ */
+__attribute__((target("avx512f"), always_inline)) static inline void
+skinny_fwd_idx_oc(float *out, const float *X, const int *idx, int B, int avail,
+				  const float *W, const float *bias, int C, const int OC)
+{
+	int			b = 0;
+	bool		wide = C >= 64;
+
+	for (; b + 2 <= B; b += 2)
+	{
+		const float *p0 = NULL,
+				   *p1 = NULL;
+
+		if (wide && b + 3 < avail)
+		{
+			p0 = X + (size_t) idx[b + 2] * C;
+			p1 = X + (size_t) idx[b + 3] * C;
+		}
+		skinny_fwd_rows(out + (size_t) b * OC, X + (size_t) idx[b] * C,
+						X + (size_t) idx[b + 1] * C, p0, p1, W, bias, C, OC);
+	}
+	if (b < B)
+	{
+		float		two[2 * SKINNY_OC];
+		const float *x = X + (size_t) idx[b] * C;
+
+		skinny_fwd_rows(two, x, x, NULL, NULL, W, bias, C, OC);
+		memcpy(out + (size_t) b * OC, two, sizeof(float) * OC);
+	}
+}
+
+/*
+ * dW (OC,C) (+)= dout (B,OC)^T inp (B,C), 32 columns at a time; with idx,
+ * inp's row b is X's row idx[b] (inp is X)
+ */
+__attribute__((target("avx512f"), always_inline)) static inline void
+skinny_wgrad_oc(float *dW, const float *dout, const float *inp, const int *idx, int B, int C,
+				bool accumulate, const int OC)
+{
+	for (int j = 0; j < C; j += 32)
+	{
+		int			left = C - j;
+		__mmask16	m0 = left >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << left) - 1);
+		__mmask16	m1 = left >= 32 ? (__mmask16) 0xFFFF :
+			left > 16 ? (__mmask16) ((1u << (left - 16)) - 1) : (__mmask16) 0;
+		__m512		a0[SKINNY_OC],
+					a1[SKINNY_OC];
+
+#pragma GCC unroll 12
+		for (int k = 0; k < OC; k++)
+			a0[k] = a1[k] = _mm512_setzero_ps();
+		for (int b = 0; b < B; b++)
+		{
+			const float *x = inp + (size_t) (idx ? idx[b] : b) * C + j;
+			const float *d = dout + (size_t) b * OC;
+			__m512		v0 = _mm512_maskz_loadu_ps(m0, x),
+						v1 = _mm512_maskz_loadu_ps(m1, x + 16);
+
+#pragma GCC unroll 12
+			for (int k = 0; k < OC; k++)
+			{
+				__m512		g = _mm512_set1_ps(d[k]);
+
+				a0[k] = _mm512_fmadd_ps(g, v0, a0[k]);
+				a1[k] = _mm512_fmadd_ps(g, v1, a1[k]);
+			}
+		}
+#pragma GCC unroll 12
+		for (int k = 0; k < OC; k++)
+		{
+			float	   *w = dW + (size_t) k * C + j;
+
+			if (accumulate)
+			{
+				a0[k] = _mm512_add_ps(a0[k], _mm512_maskz_loadu_ps(m0, w));
+				a1[k] = _mm512_add_ps(a1[k], _mm512_maskz_loadu_ps(m1, w + 16));
+			}
+			_mm512_mask_storeu_ps(w, m0, a0[k]);
+			_mm512_mask_storeu_ps(w + 16, m1, a1[k]);
+		}
+	}
+}
+
+#define SKINNY_CASES(CALL) \
+	switch (OC) \
+	{ \
+		case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break; \
+		case 4: CALL(4); break; case 5: CALL(5); break; case 6: CALL(6); break; \
+		case 7: CALL(7); break; case 8: CALL(8); break; case 9: CALL(9); break; \
+		case 10: CALL(10); break; case 11: CALL(11); break; default: CALL(12); break; \
+	}
+
+__attribute__((target("avx512f"))) static void
+skinny_forward(float *out, const float *inp, const float *W, const float *bias,
+			   int B, int C, int OC)
+{
+#define FWD(n) skinny_fwd_oc(out, inp, W, bias, B, C, n)
+	SKINNY_CASES(FWD);
+#undef FWD
+}
+
+__attribute__((target("avx512f"))) static void
+skinny_forward_idx(float *out, const float *X, const int *idx, int B, int avail,
+				   const float *W, const float *bias, int C, int OC)
+{
+#define FWD(n) skinny_fwd_idx_oc(out, X, idx, B, avail, W, bias, C, n)
+	SKINNY_CASES(FWD);
+#undef FWD
+}
+
+__attribute__((target("avx512f"))) static void
+skinny_wgrad(float *dW, const float *dout, const float *inp, const int *idx, int B, int C,
+			 bool accumulate, int OC)
+{
+#define WG(n) skinny_wgrad_oc(dW, dout, inp, idx, B, C, accumulate, n)
+	SKINNY_CASES(WG);
+#undef WG
+}
+
+static bool
+skinny_applies(int B, int OC)
+{
+	static int	avx512 = -1;
+
+	if (avx512 < 0)
+		avx512 = __builtin_cpu_supports("avx512f") ? 1 : 0;
+	return avx512 && !skinny_off && B >= 2 && OC >= 1 && OC <= SKINNY_OC;
+}
+#else
+#define SKINNY 0
+#endif
+
+/* whether skinny layers take sgemm's place where they can (the default) */
+void
+dml_set_skinny(bool on)
+{
+#if SKINNY
+	skinny_off = !on;
+#endif
+}
+
+/* whether a layer of OC outputs over B rows would run skinny on this CPU */
+bool
+dml_skinny_applies(int B, int OC)
+{
+#if SKINNY
+	return skinny_applies(B, OC);
+#else
+	return false;
+#endif
+}
+
 /* out (B,OC) = inp (B,C) @ weight (OC,C)^T + bias (OC) */
 void
 dense_forward(float *out, const float *inp, const float *weight,
 			  const float *bias, int B, int C, int OC)
 {
+#if SKINNY
+	if (skinny_applies(B, OC))
+	{
+		skinny_forward(out, inp, weight, bias, B, C, OC);
+		return;
+	}
+#endif
 	for (int b = 0; b < B; b++)
 		memcpy(out + (size_t) b * OC, bias, sizeof(float) * OC);
 	if (B == 1)
@@ -69,8 +336,13 @@ dense_backward_acc(float *dinp, float *dweight, float *dbias, const float *dout,
 				   const float *inp, const float *weight, int B, int C, int OC,
 				   bool accumulate)
 {
-	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B,
-				1.0f, dout, OC, inp, C, accumulate ? 1.0f : 0.0f, dweight, C);
+#if SKINNY
+	if (skinny_applies(B, OC))
+		skinny_wgrad(dweight, dout, inp, NULL, B, C, accumulate, OC);
+	else
+#endif
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B,
+					1.0f, dout, OC, inp, C, accumulate ? 1.0f : 0.0f, dweight, C);
 	if (!accumulate)
 		memset(dbias, 0, sizeof(float) * OC);
 	for (int b = 0; b < B; b++)
@@ -83,6 +355,41 @@ dense_backward_acc(float *dinp, float *dweight, float *dbias, const float *dout,
 	if (dinp != NULL)
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, OC,
 					1.0f, dout, OC, weight, C, 0.0f, dinp, C);
+}
+
+/*
+ * A layer over rows idx[0..B) of X (n, C) read where they lie, with no
+ * gather into a minibatch first (a wide row is streamed once, by the
+ * forward pass, instead of copied and read again): only where
+ * dml_skinny_applies(B, OC).  The results are bit for bit those of
+ * dense_forward and dense_backward_acc (without dinp) over the gathered
+ * rows.  idx[B..avail) are the rows read next.
+ */
+void
+dense_forward_rows(float *out, const float *X, const int *idx, int B, int avail,
+				   const float *weight, const float *bias, int C, int OC)
+{
+#if SKINNY
+	skinny_forward_idx(out, X, idx, B, avail, weight, bias, C, OC);
+#endif
+}
+
+void
+dense_wgrad_rows(float *dweight, float *dbias, const float *dout, const float *X,
+				 const int *idx, int B, int C, int OC, bool accumulate)
+{
+#if SKINNY
+	skinny_wgrad(dweight, dout, X, idx, B, C, accumulate, OC);
+#endif
+	if (!accumulate)
+		memset(dbias, 0, sizeof(float) * OC);
+	for (int b = 0; b < B; b++)
+	{
+		const float *row = dout + (size_t) b * OC;
+
+		for (int o = 0; o < OC; o++)
+			dbias[o] += row[o];
+	}
 }
 
 /* ---------------------------------------------------------------------

@@ -351,20 +351,16 @@ forward_backward_fused(const DmlNet *net, const float *class_weight, float *grad
 	return sum;
 }
 
+/*
+ * The loss of logits (B,K) against y, summed, and its gradient in dout
+ * (each row's times its class's weight, then all times scale)
+ */
 static double
-forward_backward(const DmlNet *net, DmlWork *work, float *grads, const float *X,
-				 const float *y, int B, float scale, bool accumulate)
+loss_delta(const DmlNet *net, const DmlWork *work, const float *logits, float *dout,
+		   const float *y, int B, int K, float scale)
 {
-	int			L = net->nlayers;
-	int			K = net->sizes[L];
-	const float *logits;
-	float	   *dout = work->dacts[0];
 	double		loss = 0.0;
 
-	if (fused_applies(net, work, B))
-		return forward_backward_fused(net, work->class_weight, grads, X, y, B,
-									  scale, accumulate, work->acts[1]);
-	logits = dml_net_forward(net, work, X, B);
 	switch (net->loss)
 	{
 		case DML_LOSS_MSE:
@@ -398,6 +394,24 @@ forward_backward(const DmlNet *net, DmlWork *work, float *grads, const float *X,
 	if (scale != 1.0f)
 		for (size_t i = 0; i < (size_t) B * K; i++)
 			dout[i] *= scale;
+	return loss;
+}
+
+static double
+forward_backward(const DmlNet *net, DmlWork *work, float *grads, const float *X,
+				 const float *y, int B, float scale, bool accumulate)
+{
+	int			L = net->nlayers;
+	int			K = net->sizes[L];
+	const float *logits;
+	float	   *dout = work->dacts[0];
+	double		loss = 0.0;
+
+	if (fused_applies(net, work, B))
+		return forward_backward_fused(net, work->class_weight, grads, X, y, B,
+									  scale, accumulate, work->acts[1]);
+	logits = dml_net_forward(net, work, X, B);
+	loss = loss_delta(net, work, logits, dout, y, B, K, scale);
 
 	for (int l = L - 1; l >= 0; l--)
 	{
@@ -416,6 +430,41 @@ forward_backward(const DmlNet *net, DmlWork *work, float *grads, const float *X,
 			dout = dinp;
 		}
 	}
+	return loss;
+}
+
+/*
+ * Whether dml_net_gradient_rows takes a minibatch of B rows: a single
+ * layer of 2 to 12 outputs (softmax regression, or linear regression of
+ * several targets) where skinny layers run (layers.c).
+ */
+bool
+dml_net_rows_applies(const DmlNet *net, const DmlWork *work, int B)
+{
+	return net->nlayers == 1 && net->sizes[1] >= 2 && !work->unfused && B <= work->maxB &&
+		dml_skinny_applies(B, net->sizes[1]);
+}
+
+/*
+ * As dml_net_gradient over the rows idx[0..B) of X (n, sizes[0]), read
+ * where they lie instead of gathered first (idx[B..avail) are read next),
+ * with y the minibatch's targets in that order; only where
+ * dml_net_rows_applies.  Bit for bit the gathered minibatch's gradient.
+ */
+double
+dml_net_gradient_rows(const DmlNet *net, DmlWork *work, float *grads, const float *X,
+					  const int *idx, int B, int avail, const float *y, float scale)
+{
+	int			C = net->sizes[0],
+				K = net->sizes[1];
+	float	   *logits = work->acts[1];
+	double		loss;
+
+	dense_forward_rows(logits, X, idx, B, avail, net->params + dml_net_weight_offset(net, 0),
+					   net->params + dml_net_bias_offset(net, 0), C, K);
+	loss = loss_delta(net, work, logits, work->dacts[0], y, B, K, scale);
+	dense_wgrad_rows(grads + dml_net_weight_offset(net, 0), grads + dml_net_bias_offset(net, 0),
+					 work->dacts[0], X, idx, B, C, K, false);
 	return loss;
 }
 

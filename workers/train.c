@@ -957,6 +957,17 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 				}
 				sums[1] += B;
 			}
+			else if (B > 0 && dml_net_rows_applies(net, &work, B))
+			{
+				/* softmax: the rows read in place, only their labels gathered */
+				const int  *ix = train_idx + pos;
+
+				for (int k = 0; k < B; k++)
+					yb[k] = ds->y[ix[k]];
+				sums[0] += dml_net_gradient_rows(net, &work, grads, ds->X, ix, B, ntrain - pos,
+												 yb, sync_grad_scale(&sy, B, total));
+				sums[1] += B;
+			}
 			else if (B > 0)
 			{
 				gather(ds, train_idx + pos, B, ntrain - pos, Xb, yb);

@@ -9,7 +9,7 @@
  *	  prefetch, and the fused pass for one-output nets: softmax keeps the
  *	  reference path, so only its gather differs), alternated rep by rep.
  *
- *	  epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS] [SHAPE...]
+ *	  epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS] [-S] [SHAPE...]
 
  *	  With -c, the after path takes its rows in blocks of BLOCK_ROWS
  *	  consecutive rows in a shuffled order (options "shuffle": "blocks").
@@ -287,10 +287,11 @@ main(int argc, char **argv)
 			B = atoi(argv[++i]);
 		else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
 			block_rows = atoi(argv[++i]);
-
+		else if (strcmp(argv[i], "-S") == 0)
+			dml_set_skinny(false);
 		else
 		{
-			fprintf(stderr, "usage: epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS] [ROWSxCOLSxK:LOSS...]\n");
+			fprintf(stderr, "usage: epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS] [-S] [ROWSxCOLSxK:LOSS...]\n");
 			return 2;
 		}
 	}

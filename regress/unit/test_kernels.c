@@ -1842,6 +1842,141 @@ test_adam_subnormal(void)
  * (any case) or no name; for the SSE3 fallback, a core this CPU can run that
  * is itself left alone, and none where the CPU lacks AVX2 and FMA.
  */
+/*
+ * Skinny layers (layers.c: at most 12 outputs, AVX-512) against sgemm: the
+ * forward pass and the weight gradient, overwritten and accumulated, over
+ * odd row counts and column counts off the vector width.  Where the CPU
+ * or the build has no skinny kernels both sides are sgemm.
+ */
+static void
+test_skinny(void)
+{
+	static const int Bs[] = {2, 3, 7, 64, 257};
+	static const int Cs[] = {1, 5, 16, 17, 31, 33, 128, 784};
+	DmlRng		rng;
+	double		worst = 0;
+	bool		finite = true;
+	int			shapes = 0;
+
+	dml_rng_seed(&rng, 77);
+	for (int bi = 0; bi < 5; bi++)
+		for (int ci = 0; ci < 8; ci++)
+			for (int OC = 1; OC <= 13; OC++)
+			{
+				int			B = Bs[bi],
+							C = Cs[ci];
+				float	   *x = malloc(sizeof(float) * B * C),
+						   *w = malloc(sizeof(float) * OC * C),
+						   *bias = malloc(sizeof(float) * OC),
+						   *dout = malloc(sizeof(float) * B * OC),
+						   *o[2],
+						   *g[2],
+						   *gb[2];
+
+				for (int i = 0; i < B * C; i++)
+					x[i] = (float) dml_rng_normal(&rng);
+				for (int i = 0; i < OC * C; i++)
+					w[i] = (float) dml_rng_normal(&rng);
+				for (int i = 0; i < OC; i++)
+					bias[i] = (float) dml_rng_normal(&rng);
+				for (int i = 0; i < B * OC; i++)
+					dout[i] = (float) dml_rng_normal(&rng);
+				for (int v = 0; v < 2; v++)
+				{
+					o[v] = malloc(sizeof(float) * B * OC);
+					g[v] = malloc(sizeof(float) * OC * C);
+					gb[v] = malloc(sizeof(float) * OC);
+					dml_set_skinny(v == 1);
+					dense_forward(o[v], x, w, bias, B, C, OC);
+					/* overwritten, then accumulated onto itself: twice the sum */
+					dense_backward_acc(NULL, g[v], gb[v], dout, x, w, B, C, OC, false);
+					dense_backward_acc(NULL, g[v], gb[v], dout, x, w, B, C, OC, true);
+				}
+				dml_set_skinny(true);
+				/* relative to the sum of the products' magnitudes, about sqrt(C) */
+				for (int i = 0; i < B * OC; i++)
+				{
+					double		e = fabs((double) o[1][i] - o[0][i]) / (sqrt((double) C) + 1);
+
+					finite = finite && isfinite(o[1][i]);
+					worst = e > worst ? e : worst;
+				}
+				for (int i = 0; i < OC * C; i++)
+				{
+					double		e = fabs((double) g[1][i] - g[0][i]) / (sqrt((double) B) + 1);
+
+					finite = finite && isfinite(g[1][i]);
+					worst = e > worst ? e : worst;
+				}
+				shapes++;
+				for (int v = 0; v < 2; v++)
+					free(o[v]), free(g[v]), free(gb[v]);
+				free(x), free(w), free(bias), free(dout);
+			}
+	check(finite && worst < 2e-5, "skinny layers agree with sgemm (forward, weight gradient)",
+		  "worst scaled difference %g over %d shapes", worst, shapes);
+	/* softmax over rows read in place: the gathered minibatch's gradient, bit for bit */
+	{
+		enum
+		{
+			N = 500, C = 70, K = 10, B = 37
+		};
+		int			sizes[2] = {C, K};
+		float	   *X = malloc(sizeof(float) * N * C),
+				   *y = malloc(sizeof(float) * N),
+					Xb[B * C],
+					yb[B],
+					cw[K];
+		int			idx[N];
+		DmlNet		net;
+		DmlWork		work;
+		bool		same = true,
+					applies;
+
+		for (int i = 0; i < N * C; i++)
+			X[i] = (float) dml_rng_normal(&rng);
+		for (int i = 0; i < N; i++)
+		{
+			y[i] = (float) (dml_rng_next(&rng) % K);
+			idx[i] = i;
+		}
+		for (int k = 0; k < K; k++)
+			cw[k] = 0.5f + 0.1f * k;
+		dml_shuffle(idx, N, &rng);
+		dml_net_alloc(&net, 1, sizes, DML_ACT_IDENTITY, DML_LOSS_SOFTMAX);
+		dml_net_init(&net, 3);
+		dml_work_alloc(&work, &net, B);
+		applies = dml_net_rows_applies(&net, &work, B);
+		for (int weighted = 0; weighted < 2 && applies; weighted++)
+			for (int pos = 0; pos + B <= N; pos += B)
+			{
+				float	   *g0 = malloc(sizeof(float) * net.nparams),
+						   *g1 = malloc(sizeof(float) * net.nparams);
+				double		l0,
+							l1;
+
+				work.class_weight = weighted ? cw : NULL;
+				dml_gather_rows(X, y, C, idx + pos, B, N - pos, Xb, yb);
+				l0 = dml_net_gradient(&net, &work, g0, Xb, yb, B, 1.0f / 300);
+				l1 = dml_net_gradient_rows(&net, &work, g1, X, idx + pos, B, N - pos, yb, 1.0f / 300);
+				same = same && l0 == l1 && memcmp(g0, g1, sizeof(float) * net.nparams) == 0;
+				free(g0);
+				free(g1);
+			}
+		if (applies)
+			check(same, "softmax over rows read in place: the gathered rows' gradient, bit for bit",
+				  NULL);
+		else
+			printf("# rows read in place do not run on this CPU and build: not compared\n");
+		dml_work_free(&work);
+		dml_net_free(&net);
+		free(X);
+		free(y);
+	}
+	printf("# skinny kernels %s on this CPU and build (2 x 10 layer: %s)\n",
+		   dml_skinny_applies(2, 10) ? "in use" : "not used", dml_skinny_applies(2, 10) ? "skinny" : "sgemm");
+}
+
 static void
 test_blas_core(void)
 {
@@ -1941,6 +2076,7 @@ main(void)
 	test_tsqr_wampler(2, 3);
 	test_tsqr_rank();
 	test_distributions();
+	test_skinny();
 	test_blas_core();
 	test_adam_subnormal();
 	test_format_f64();
