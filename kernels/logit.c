@@ -227,10 +227,9 @@ logit_block(const double *z, const double *y, int B, double *pr, double *loss, d
  * parameters: OpenBLAS's DSYRK at p = 21 ran far below the machine's peak
  * (its packing copies took as long as its kernel), half of a polish pass.
  * Here H (24 x 24, the rows padded with zeros) is summed in three tiles of
- * 8 columns, each held in 24 registers while the block's rows stream
- * through: per row, 24 fused multiply-adds per tile.  Every entry sums its
- * products in row order, (c, k) and (k, c) alike, so H stays exactly
- * symmetric.  Other CPUs, wider models, and the builds for one instruction
+ * 8 columns, each held in up to 24 registers while the block's rows stream
+ * through: per row, 24, 16 and 8 fused multiply-adds (the tiles' rows on
+ * and below the diagonal).  Every entry sums its products in row order.  Other CPUs, wider models, and the builds for one instruction
  * set (DML_NO_CLONES: the unit tests' _sse2 and _avx2) take DSYRK.
  */
 #define HESS_TILE_P DML_HESS_TILE_P
@@ -238,29 +237,44 @@ logit_block(const double *z, const double *y, int B, double *pr, double *loss, d
 #include <immintrin.h>
 #define HESS_TILES 1
 
+/* tile T's rows c >= 8 T (the lower triangle and the diagonal block) */
+__attribute__((target("avx512f"), always_inline)) static inline void
+hess_tile(double *restrict Hs, const double *restrict Z, int m, const int T)
+{
+	__m512d		acc[HESS_TILE_P];
+
+#pragma GCC unroll 24
+	for (int c = 8 * T; c < HESS_TILE_P; c++)
+		acc[c] = _mm512_loadu_pd(Hs + c * HESS_TILE_P + 8 * T);
+	for (int i = 0; i < m; i++)
+	{
+		const double *z = Z + (size_t) i * HESS_TILE_P;
+		__m512d		zk = _mm512_loadu_pd(z + 8 * T);
+
+#pragma GCC unroll 24
+		for (int c = 8 * T; c < HESS_TILE_P; c++)
+			acc[c] = _mm512_fmadd_pd(_mm512_set1_pd(z[c]), zk, acc[c]);
+	}
+#pragma GCC unroll 24
+	for (int c = 8 * T; c < HESS_TILE_P; c++)
+		_mm512_storeu_pd(Hs + c * HESS_TILE_P + 8 * T, acc[c]);
+}
+
+/*
+ * Only the rows c >= 8 t of tile t are summed (48 of 72 multiply-adds a
+ * row); the entries above the diagonal blocks are then copied from their
+ * mirror images, which hold the whole running sum, so H stays exactly
+ * symmetric
+ */
 __attribute__((target("avx512f"))) static void
 hess_tiles_avx512(double *restrict Hs, const double *restrict Z, int m)
 {
-	for (int t = 0; t < HESS_TILE_P / 8; t++)
-	{
-		__m512d		acc[HESS_TILE_P];
-
-#pragma GCC unroll 24
-		for (int c = 0; c < HESS_TILE_P; c++)
-			acc[c] = _mm512_loadu_pd(Hs + c * HESS_TILE_P + 8 * t);
-		for (int i = 0; i < m; i++)
-		{
-			const double *z = Z + (size_t) i * HESS_TILE_P;
-			__m512d		zk = _mm512_loadu_pd(z + 8 * t);
-
-#pragma GCC unroll 24
-			for (int c = 0; c < HESS_TILE_P; c++)
-				acc[c] = _mm512_fmadd_pd(_mm512_set1_pd(z[c]), zk, acc[c]);
-		}
-#pragma GCC unroll 24
-		for (int c = 0; c < HESS_TILE_P; c++)
-			_mm512_storeu_pd(Hs + c * HESS_TILE_P + 8 * t, acc[c]);
-	}
+	hess_tile(Hs, Z, m, 0);
+	hess_tile(Hs, Z, m, 1);
+	hess_tile(Hs, Z, m, 2);
+	for (int c = 0; c < HESS_TILE_P; c++)
+		for (int k = (c / 8 + 1) * 8; k < HESS_TILE_P; k++)
+			Hs[c * HESS_TILE_P + k] = Hs[k * HESS_TILE_P + c];
 }
 
 static bool

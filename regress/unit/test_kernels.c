@@ -1977,6 +1977,53 @@ test_skinny(void)
 		   dml_skinny_applies(2, 10) ? "in use" : "not used", dml_skinny_applies(2, 10) ? "skinny" : "sgemm");
 }
 
+/*
+ * The Hessian's register tiles (logit.c, AVX-512): two calls' sums against
+ * a plain double loop, every entry of the 24 x 24, and exactly symmetric
+ */
+static void
+test_hess_tiles(void)
+{
+	enum
+	{
+		P = DML_HESS_TILE_P, M = 300
+	};
+	double	   *Z = calloc((size_t) M * P, sizeof(double)),
+				Hs[P * P] = {0},
+				ref[P * P] = {0},
+				worst = 0;
+	bool		symmetric = true;
+	DmlRng		rng;
+
+	if (!dml_hess_tiles_ok(21))
+	{
+		printf("# the Hessian's tiles do not run on this CPU and build: not compared\n");
+		free(Z);
+		return;
+	}
+	dml_rng_seed(&rng, 24);
+	for (int i = 0; i < M; i++)
+		for (int c = 0; c < 21; c++)
+			Z[(size_t) i * P + c] = dml_rng_normal(&rng);
+	dml_hess_tiles(Hs, Z, 170);
+	dml_hess_tiles(Hs, Z + (size_t) 170 * P, M - 170);
+	for (int i = 0; i < M; i++)
+		for (int c = 0; c < P; c++)
+			for (int k = 0; k < P; k++)
+				ref[c * P + k] += Z[(size_t) i * P + c] * Z[(size_t) i * P + k];
+	for (int c = 0; c < P; c++)
+		for (int k = 0; k < P; k++)
+		{
+			double		e = fabs(Hs[c * P + k] - ref[c * P + k]) / (fabs(ref[c * P + k]) + 1);
+
+			worst = e > worst ? e : worst;
+			symmetric = symmetric && Hs[c * P + k] == Hs[k * P + c];
+		}
+	check(worst < 1e-12 && symmetric, "the Hessian's tiles: every entry of two calls' sums, symmetric",
+		  "worst relative difference %g, symmetric %d", worst, symmetric);
+	free(Z);
+}
+
 static void
 test_blas_core(void)
 {
@@ -2077,6 +2124,7 @@ main(void)
 	test_tsqr_rank();
 	test_distributions();
 	test_skinny();
+	test_hess_tiles();
 	test_blas_core();
 	test_adam_subnormal();
 	test_format_f64();
