@@ -646,14 +646,13 @@ sync_facts(TrainResult *res, const Sync *sy)
  *		row-by-row shuffle.  A block is about DML_SHUFFLE_BLOCK_BYTES of
  *		rows, at most a step's rows.  "auto" takes blocks where the rows are
  *		narrow (a block holds four or more: a wider row streams well on its
- *		own), the job's training rows pass DML_SHUFFLE_AUTO_BYTES (beyond the
- *		caches, where reading a random row at a time costs several times
- *		streaming them) and the epochs are at least three (the layout costs
- *		about two epochs' random reads, and each epoch then saves about one).  Every
- *		input is the same on every rank, so every rank decides alike.  A
- *		spill streams its own order, a full batch needs none, and a
- *		resident worker (dml_tune) keeps its rows in loaded order for the
- *		next trial.
+ *		own), the job's training rows (all ranks') pass
+ *		DML_SHUFFLE_AUTO_BYTES (beyond the caches, where reading a random
+ *		row at a time costs several times streaming them) and the epochs
+ *		are at least three (the layout costs about two epochs' random
+ *		reads, and each epoch then saves about one).  A spill streams its
+ *		own order, a full batch needs none, and a resident worker
+ *		(dml_tune) keeps its rows in loaded order for the next trial.
  */
 static int
 train_block_rows(const Dataset *ds, const WorkerSpec *spec, int64_t all_rows, int b,
