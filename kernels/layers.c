@@ -124,59 +124,41 @@ skinny_fwd_rows(float *restrict out, const float *restrict x0, const float *rest
 	}
 }
 
-/* out (B,OC) = inp (B,C) @ W (OC,C)^T + bias, OC a constant after inlining */
-__attribute__((target("avx512f"), always_inline)) static inline void
-skinny_fwd_oc(float *out, const float *inp, const float *W, const float *bias,
-			  int B, int C, const int OC)
-{
-	int			b = 0;
-
-	for (; b + 2 <= B; b += 2)
-		skinny_fwd_rows(out + (size_t) b * OC, inp + (size_t) b * C,
-						inp + (size_t) (b + 1) * C, NULL, NULL, W, bias, C, OC);
-	if (b < B)
-	{
-		float		two[2 * SKINNY_OC];
-
-		/* the last row alone: paired with itself, its second copy dropped */
-		skinny_fwd_rows(two, inp + (size_t) b * C, inp + (size_t) b * C, NULL, NULL, W, bias,
-						C, OC);
-		memcpy(out + (size_t) b * OC, two, sizeof(float) * OC);
-	}
-}
-
 /*
- * As skinny_fwd_oc for rows idx[0..B) of X (n, C), read where they lie; a
- * wide row's lines are asked for a pair ahead (idx[B..avail) are read next)
+ * out (B,OC) = the rows (B,C) @ W (OC,C)^T + bias, OC a constant after
+ * inlining: row b is X's row b, or with idx X's row idx[b], read where it
+ * lies, a wide row's lines asked for a pair ahead (idx[B..avail) are read
+ * next)
  */
 __attribute__((target("avx512f"), always_inline)) static inline void
-skinny_fwd_idx_oc(float *out, const float *X, const int *idx, int B, int avail,
-				  const float *W, const float *bias, int C, const int OC)
+skinny_fwd_oc(float *out, const float *X, const int *idx, int B, int avail,
+			  const float *W, const float *bias, int C, const int OC)
 {
 	int			b = 0;
-	bool		wide = C >= 64;
+	bool		ahead = idx != NULL && C >= 64;
 
+#define ROW(i) (X + (size_t) (idx ? idx[i] : (i)) * C)
 	for (; b + 2 <= B; b += 2)
 	{
 		const float *p0 = NULL,
 				   *p1 = NULL;
 
-		if (wide && b + 3 < avail)
+		if (ahead && b + 3 < avail)
 		{
-			p0 = X + (size_t) idx[b + 2] * C;
-			p1 = X + (size_t) idx[b + 3] * C;
+			p0 = ROW(b + 2);
+			p1 = ROW(b + 3);
 		}
-		skinny_fwd_rows(out + (size_t) b * OC, X + (size_t) idx[b] * C,
-						X + (size_t) idx[b + 1] * C, p0, p1, W, bias, C, OC);
+		skinny_fwd_rows(out + (size_t) b * OC, ROW(b), ROW(b + 1), p0, p1, W, bias, C, OC);
 	}
 	if (b < B)
 	{
 		float		two[2 * SKINNY_OC];
-		const float *x = X + (size_t) idx[b] * C;
 
-		skinny_fwd_rows(two, x, x, NULL, NULL, W, bias, C, OC);
+		/* the last row alone: paired with itself, its second copy dropped */
+		skinny_fwd_rows(two, ROW(b), ROW(b), NULL, NULL, W, bias, C, OC);
 		memcpy(out + (size_t) b * OC, two, sizeof(float) * OC);
 	}
+#undef ROW
 }
 
 /*
@@ -241,19 +223,10 @@ skinny_wgrad_oc(float *dW, const float *dout, const float *inp, const int *idx, 
 	}
 
 __attribute__((target("avx512f"))) static void
-skinny_forward(float *out, const float *inp, const float *W, const float *bias,
-			   int B, int C, int OC)
+skinny_forward(float *out, const float *X, const int *idx, int B, int avail,
+			   const float *W, const float *bias, int C, int OC)
 {
-#define FWD(n) skinny_fwd_oc(out, inp, W, bias, B, C, n)
-	SKINNY_CASES(FWD);
-#undef FWD
-}
-
-__attribute__((target("avx512f"))) static void
-skinny_forward_idx(float *out, const float *X, const int *idx, int B, int avail,
-				   const float *W, const float *bias, int C, int OC)
-{
-#define FWD(n) skinny_fwd_idx_oc(out, X, idx, B, avail, W, bias, C, n)
+#define FWD(n) skinny_fwd_oc(out, X, idx, B, avail, W, bias, C, n)
 	SKINNY_CASES(FWD);
 #undef FWD
 }
@@ -270,11 +243,8 @@ skinny_wgrad(float *dW, const float *dout, const float *inp, const int *idx, int
 static bool
 skinny_applies(int B, int OC)
 {
-	static int	avx512 = -1;
-
-	if (avx512 < 0)
-		avx512 = __builtin_cpu_supports("avx512f") ? 1 : 0;
-	return avx512 && !skinny_off && B >= 2 && OC >= 1 && OC <= SKINNY_OC;
+	return !skinny_off && B >= 2 && OC >= 1 && OC <= SKINNY_OC &&
+		__builtin_cpu_supports("avx512f");
 }
 #else
 #define SKINNY 0
@@ -300,6 +270,21 @@ dml_skinny_applies(int B, int OC)
 #endif
 }
 
+/* dbias (+)= the column sums of dout (B,OC) */
+static void
+bias_grad(float *dbias, const float *dout, int B, int OC, bool accumulate)
+{
+	if (!accumulate)
+		memset(dbias, 0, sizeof(float) * OC);
+	for (int b = 0; b < B; b++)
+	{
+		const float *row = dout + (size_t) b * OC;
+
+		for (int o = 0; o < OC; o++)
+			dbias[o] += row[o];
+	}
+}
+
 /* out (B,OC) = inp (B,C) @ weight (OC,C)^T + bias (OC) */
 void
 dense_forward(float *out, const float *inp, const float *weight,
@@ -308,7 +293,7 @@ dense_forward(float *out, const float *inp, const float *weight,
 #if SKINNY
 	if (skinny_applies(B, OC))
 	{
-		skinny_forward(out, inp, weight, bias, B, C, OC);
+		skinny_forward(out, inp, NULL, B, B, weight, bias, C, OC);
 		return;
 	}
 #endif
@@ -343,15 +328,7 @@ dense_backward_acc(float *dinp, float *dweight, float *dbias, const float *dout,
 #endif
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B,
 					1.0f, dout, OC, inp, C, accumulate ? 1.0f : 0.0f, dweight, C);
-	if (!accumulate)
-		memset(dbias, 0, sizeof(float) * OC);
-	for (int b = 0; b < B; b++)
-	{
-		const float *row = dout + (size_t) b * OC;
-
-		for (int o = 0; o < OC; o++)
-			dbias[o] += row[o];
-	}
+	bias_grad(dbias, dout, B, OC, accumulate);
 	if (dinp != NULL)
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, OC,
 					1.0f, dout, OC, weight, C, 0.0f, dinp, C);
@@ -370,7 +347,7 @@ dense_forward_rows(float *out, const float *X, const int *idx, int B, int avail,
 				   const float *weight, const float *bias, int C, int OC)
 {
 #if SKINNY
-	skinny_forward_idx(out, X, idx, B, avail, weight, bias, C, OC);
+	skinny_forward(out, X, idx, B, avail, weight, bias, C, OC);
 #endif
 }
 
@@ -381,15 +358,7 @@ dense_wgrad_rows(float *dweight, float *dbias, const float *dout, const float *X
 #if SKINNY
 	skinny_wgrad(dweight, dout, X, idx, B, C, accumulate, OC);
 #endif
-	if (!accumulate)
-		memset(dbias, 0, sizeof(float) * OC);
-	for (int b = 0; b < B; b++)
-	{
-		const float *row = dout + (size_t) b * OC;
-
-		for (int o = 0; o < OC; o++)
-			dbias[o] += row[o];
-	}
+	bias_grad(dbias, dout, B, OC, accumulate);
 }
 
 /* ---------------------------------------------------------------------
