@@ -317,6 +317,9 @@ extern double dml_net_forward_backward_scaled(const DmlNet *net, DmlWork *work,
 											  float *grads, const float *X,
 											  const float *y, int B, float scale);
 
+/* z (B) = X (B, C) w, rows of few inputs (net.c) */
+extern void dml_rows_dot(float *z, const float *X, const float *w, int B, int C);
+
 /* Turn logits (B,K) into predictions in place: identity / sigmoid / softmax */
 extern void dml_net_output(const DmlNet *net, float *logits, int B);
 
@@ -376,11 +379,14 @@ extern void dml_logit_line(const double *e0, const double *ed, const int *label,
 /*
  * The Hessian's sum in register tiles on AVX-512 (logit.c), for models of
  * at most DML_HESS_TILE_P parameters: Hs (24, 24) += Z' Z over m rows of Z
- * (m, 24), columns past the model's zero
+ * (m, 24), columns past the model's p zero
  */
 #define DML_HESS_TILE_P 24
 extern bool dml_hess_tiles_ok(int p);
-extern void dml_hess_tiles(double *Hs, const double *Z, int m);
+extern void dml_hess_tiles(double *Hs, const double *Z, int m, int p);
+/* the float32 Newton rows' gradient (d + 1) and their rows for the tiles */
+extern void dml_logit_rows(const float *X, int B, int d, size_t ld, const double *pr,
+						   const int *label, double *g, double *Z);
 /* S (p, p) += the symmetric matrix whose lower half is L's (robust.c) */
 extern void dml_add_lower_sym(double *S, const double *L, int p);
 

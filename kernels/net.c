@@ -385,6 +385,24 @@ narrow_applies(int C)
 #define NARROW 0
 #endif
 
+/*
+ * z[b] = X[b] . w over B rows of C inputs, C apart: the narrow kernel where
+ * it applies (Newton's direction logits, workers/exact.c), else SGEMV
+ */
+void
+dml_rows_dot(float *z, const float *X, const float *w, int B, int C)
+{
+#if NARROW
+	if (narrow_applies(C))
+	{
+		memset(z, 0, sizeof(float) * B);
+		narrow_forward(z, X, w, B, C);
+		return;
+	}
+#endif
+	cblas_sgemv(CblasRowMajor, CblasNoTrans, B, C, 1.0f, X, C, w, 1, 0.0f, z, 1);
+}
+
 static bool
 fused_applies(const DmlNet *net, const DmlWork *work, int B)
 {

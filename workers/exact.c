@@ -25,6 +25,12 @@
  * logits (eta, eta_d: 16 (K - 1) bytes a training row) and labels stay in
  * memory, within what the budget leaves for rows.
  *
+ * A Newton iteration reads the rows twice: the statistics pass, which also
+ * moves eta by the step the iteration before took, and the direction's
+ * logits pass, which for binary models also sums the line search's first
+ * trial (the full step) while each block's logits are in cache.  Only a
+ * search that goes past its first trial reads eta and eta_d again.
+ *
  *-------------------------------------------------------------------------
  */
 #include <cblas.h>
@@ -466,6 +472,7 @@ typedef struct Newton
 	int		   *label;			/* (nt) class index */
 	double	   *eta;			/* (nt, Kf) Z theta */
 	double	   *eta_d;			/* (nt, Kf) Z delta */
+	double		step;			/* eta -= step eta_d is still to be done (by the next statistics pass) */
 	double		n;				/* training rows of every rank */
 	double		lambda;			/* weight decay */
 	int			precise;		/* Hessian blocks in double (after a float32 one failed) */
@@ -576,6 +583,7 @@ typedef struct LogitsPass
 	const float *vf;			/* (Kf, p) */
 	float	   *ob;				/* (NEWTON_BLOCK, Kf) */
 	double	   *out;
+	double	   *first;			/* binary: the line search's sums at t = 1, or NULL */
 } LogitsPass;
 
 static void
@@ -594,34 +602,54 @@ newton_logits_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 		 * logistic job's worker samples)
 		 */
 		if (Kf == 1)
-			cblas_sgemv(CblasRowMajor, CblasNoTrans, B, d, 1.0f, Zb, d, lp->vf, 1, 0.0f, lp->ob, 1);
+			dml_rows_dot(lp->ob, Zb, lp->vf, B, d);
 		else
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, Kf, d, 1.0f, Zb, d,
 						lp->vf, p, 0.0f, lp->ob, Kf);
 		for (int i = 0; i < B; i++)
 			for (int k = 0; k < Kf; k++)
 				lp->out[(size_t) (j0 + i) * Kf + k] = lp->ob[(size_t) i * Kf + k] + lp->vf[(size_t) k * p + d];
-		return;
 	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, Kf, p, 1.0f, Zb, p,
-				lp->vf, p, 0.0f, lp->ob, Kf);
-	for (size_t i = 0; i < (size_t) B * Kf; i++)
-		lp->out[(size_t) j0 * Kf + i] = lp->ob[i];
+	else
+	{
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, Kf, p, 1.0f, Zb, p,
+					lp->vf, p, 0.0f, lp->ob, Kf);
+		for (size_t i = 0; i < (size_t) B * Kf; i++)
+			lp->out[(size_t) j0 * Kf + i] = lp->ob[i];
+	}
+	if (lp->first)
+	{
+		/*
+		 * the search's first trial, the full step, while the block's
+		 * logits are in cache: one pass over eta and eta_d fewer
+		 */
+		double		o[3];
+
+		dml_logit_line(nw->eta + j0, lp->out + j0, nw->label + j0, B, 1, 1.0, true, o);
+		for (int i = 0; i < 3; i++)
+			lp->first[i] += o[i];
+	}
 }
 
+/*
+ * out (nt, Kf) = the rows' logits of v (Kf, p); for binary models, first
+ * (3, or NULL) gets this rank's sums of newton_line at t = 1
+ */
 static void
-newton_logits(Newton *nw, const double *v, double *out)
+newton_logits(Newton *nw, const double *v, double *out, double *first)
 {
 	int			p = nw->p,
 				Kf = nw->Kf;
 	float	   *vf = malloc(sizeof(float) * Kf * p);
 	float	   *ob = malloc(sizeof(float) * NEWTON_BLOCK * Kf);
-	LogitsPass	lp = {vf, ob, out};
+	LogitsPass	lp = {vf, ob, out, nw->binary ? first : NULL};
 
 	if (!vf || !ob)
 		worker_fail("out of memory");
 	for (size_t i = 0; i < (size_t) Kf * p; i++)
 		vf[i] = (float) v[i];
+	if (lp.first)
+		lp.first[0] = lp.first[1] = lp.first[2] = 0;
 	newton_pass(nw, newton_logits_chunk, &lp, true);
 	free(vf);
 	free(ob);
@@ -742,10 +770,33 @@ newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 				Kf = nw->Kf;
 	size_t		q = nw->q;
 
+	if (nw->step != 0)
+	{
+		/* the last iteration's step, block by block as the pass reads eta */
+		double	   *e = nw->eta + (size_t) j0 * Kf;
+		const double *ed = nw->eta_d + (size_t) j0 * Kf;
+
+		for (size_t i = 0; i < (size_t) B * Kf; i++)
+			e[i] -= nw->step * ed[i];
+	}
 	if (nw->binary)
 	{
 		/* one logit a row: the block's probabilities in one vectorized pass */
 		sp->loss += dml_logit_probs(nw->eta + j0, nw->label + j0, B, sp->P, sp->want_loss);
+		if (sp->Zt)
+		{
+			/*
+			 * binary, at most 24 parameters, AVX-512: one read of the
+			 * rows gives the gradient and the rows weighted by sqrt(p (1
+			 * - p)) in double, which the tiles sum as the polish sums
+			 * them (OpenBLAS's SSYRK on 256 x 21 spent as long packing as
+			 * computing)
+			 */
+			dml_logit_rows(Zb, B, nw->d, nw->raw ? nw->d : nw->p, sp->P, nw->label + j0,
+						   sp->G, sp->Zt);
+			dml_hess_tiles(sp->Ht, sp->Zt, B, nw->p);
+			return;
+		}
 		for (int i = 0; i < B; i++)
 			sp->R[i] = (float) (sp->P[i] - nw->label[j0 + i]);
 	}
@@ -760,48 +811,10 @@ newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 			for (int k = 0; k < Kf; k++)
 				sp->R[(size_t) i * Kf + k] = (float) (pr[k] - (nw->label[j] == k));
 		}
-	if (nw->raw)
-	{
-		/*
-		 * the rows as they lie, only in the tiles' case (binary, one
-		 * residual a row): the slopes by SGEMV, then the intercept
-		 */
-		int			d = nw->d;
-		float		r1 = 0;
-
-		cblas_sgemv(CblasRowMajor, CblasTrans, B, d, 1.0f, Zb, d, sp->R, 1, 0.0f, sp->Gb, 1);
-		for (int i = 0; i < B; i++)
-			r1 += sp->R[i];
-		sp->Gb[d] = r1;
-	}
-	else
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Kf, p, B, 1.0f, sp->R, Kf, Zb, p,
-					0.0f, sp->Gb, p);
+	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Kf, p, B, 1.0f, sp->R, Kf, Zb, p,
+				0.0f, sp->Gb, p);
 	for (size_t i = 0; i < q; i++)
 		sp->G[i] += sp->Gb[i];
-	if (sp->Zt)
-	{
-		/*
-		 * binary, at most 24 parameters, AVX-512: the rows weighted by
-		 * sqrt(p (1 - p)) in double, summed in register tiles as the
-		 * polish sums them (OpenBLAS's SSYRK on 256 x 21 spent as long
-		 * packing as computing)
-		 */
-		int			d = nw->d;
-
-		for (int i = 0; i < B; i++)
-		{
-			double		a = sqrt(sp->P[i] * (1 - sp->P[i]));
-			double	   *z = sp->Zt + (size_t) i * DML_HESS_TILE_P;
-			const float *x = Zb + (size_t) i * (nw->raw ? d : p);
-
-			for (int c = 0; c < d; c++)
-				z[c] = a * x[c];
-			z[d] = a;
-		}
-		dml_hess_tiles(sp->Ht, sp->Zt, B);
-		return;
-	}
 	if (sp->Zd)
 		for (size_t i = 0; i < (size_t) B * p; i++)
 			sp->Zd[i] = Zb[i];
@@ -842,6 +855,7 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
 	memset(H, 0, sizeof(double) * q * q);
 	/* the tiles' chunk takes rows as they lie; the SYRK blocks need [x, 1] */
 	newton_pass(nw, newton_stats_chunk, &sp, sp.Zt != NULL);
+	nw->step = 0;				/* eta is at theta now */
 	if (sp.Ht)
 		/* binary: q = p; the lower half, as the blocks fill it */
 		for (int i = 0; i < p; i++)
@@ -876,14 +890,15 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
 
 /*
  * The loss at theta - t delta and its first two derivatives in t, from
- * eta and eta_d, all-reduced; the penalty is added from theta and delta.
+ * eta and eta_d (or this rank's sums, when the logits pass made them),
+ * all-reduced; the penalty is added from theta and delta.
  * With stride > 1 only every stride-th row is read, the loss is left out
  * (out[0] = 0) and the sums are scaled up: an estimate of the derivatives
  * for locating the step, never for accepting it.
  */
 static void
 newton_line(const Newton *nw, const double *theta, const double *delta, double t, int stride,
-			double out[3])
+			const double *sums, double out[3])
 {
 	int			Kf = nw->Kf,
 				p = nw->p;
@@ -895,7 +910,14 @@ newton_line(const Newton *nw, const double *theta, const double *delta, double t
 
 	if (!e)
 		worker_fail("out of memory");
-	if (nw->binary)
+	if (sums)
+	{
+		/* the binary full step's, summed by the logits pass */
+		loss = sums[0];
+		f1 = sums[1];
+		f2 = sums[2];
+	}
+	else if (nw->binary)
 	{
 		/* one logit a row: vectorized (kernels/logit.c) */
 		dml_logit_line(nw->eta, nw->eta_d, nw->label, nw->nt, stride, t, stride == 1, out);
@@ -966,7 +988,8 @@ newton_next_step(double t, const double v[3])
  * loss; *best gets its loss.
  */
 static double
-newton_search(const Newton *nw, const double *theta, const double *delta, double L, double *best)
+newton_search(const Newton *nw, const double *theta, const double *delta, double L,
+			  const double *first, double *best)
 {
 	double		t = 1.0,
 				best_t = 0;
@@ -979,7 +1002,8 @@ newton_search(const Newton *nw, const double *theta, const double *delta, double
 		double		v[3],
 					next;
 
-		newton_line(nw, theta, delta, t, 1, v);
+		/* the full step's sums may come from the logits pass (first) */
+		newton_line(nw, theta, delta, t, 1, tries == 0 ? first : NULL, v);
 		if (!(v[0] <= *best))
 		{
 			if (best_t > 0)
@@ -1003,7 +1027,7 @@ newton_search(const Newton *nw, const double *theta, const double *delta, double
 			{
 				double		u = next;
 
-				newton_line(nw, theta, delta, u, stride, v);
+				newton_line(nw, theta, delta, u, stride, NULL, v);
 				if (!(v[2] > 0))
 					break;
 				next = newton_next_step(u, v);
@@ -1522,16 +1546,18 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			done = 1;			/* a full step would gain less than tolerance */
 		else
 		{
-			newton_logits(&nw, delta, nw.eta_d);
-			step = newton_search(&nw, theta, delta, loss, &new_loss);
+			double		first[3];
+
+			newton_logits(&nw, delta, nw.eta_d, first);
+			step = newton_search(&nw, theta, delta, loss, nw.binary ? first : NULL, &new_loss);
 			if (step == 0)
 				done = 1;		/* no descent left in float64 */
 			else
 			{
 				for (size_t i = 0; i < q; i++)
 					theta[i] -= step * delta[i];
-				for (int64_t j = 0; j < nw.nt * nw.Kf; j++)
-					nw.eta[j] -= step * nw.eta_d[j];
+				/* eta follows in the next statistics pass, a pass over eta fewer */
+				nw.step = step;
 				if (loss - new_loss <= spec->tolerance * fmax(fabs(new_loss), 1e-300))
 					done = 1;
 				else if (ds->wide && fabs(step - 1) <= 0.25 &&

@@ -1978,8 +1978,10 @@ test_skinny(void)
 }
 
 /*
- * The Hessian's register tiles (logit.c, AVX-512): two calls' sums against
- * a plain double loop, every entry of the 24 x 24, and exactly symmetric
+ * The Hessian's register tiles (logit.c, AVX-512), made for each model
+ * size p: two calls' sums against a plain double loop, every entry of the
+ * 24 x 24 (past p: zero), and exactly symmetric; M rows cross the tiles'
+ * chunks of 128
  */
 static void
 test_hess_tiles(void)
@@ -1988,11 +1990,8 @@ test_hess_tiles(void)
 	{
 		P = DML_HESS_TILE_P, M = 300
 	};
-	double	   *Z = calloc((size_t) M * P, sizeof(double)),
-				Hs[P * P] = {0},
-				ref[P * P] = {0},
-				worst = 0;
-	bool		symmetric = true;
+	static const int sizes[] = {1, 5, 8, 9, 16, 17, 21, 24};
+	double	   *Z = malloc(sizeof(double) * M * P);
 	DmlRng		rng;
 
 	if (!dml_hess_tiles_ok(21))
@@ -2002,25 +2001,116 @@ test_hess_tiles(void)
 		return;
 	}
 	dml_rng_seed(&rng, 24);
-	for (int i = 0; i < M; i++)
-		for (int c = 0; c < 21; c++)
-			Z[(size_t) i * P + c] = dml_rng_normal(&rng);
-	dml_hess_tiles(Hs, Z, 170);
-	dml_hess_tiles(Hs, Z + (size_t) 170 * P, M - 170);
-	for (int i = 0; i < M; i++)
+	for (int s = 0; s < (int) (sizeof(sizes) / sizeof(sizes[0])); s++)
+	{
+		int			p = sizes[s];
+		double		Hs[P * P] = {0},
+					ref[P * P] = {0},
+					worst = 0;
+		bool		symmetric = true;
+
+		for (int i = 0; i < M; i++)
+			for (int c = 0; c < P; c++)
+				Z[(size_t) i * P + c] = c < p ? dml_rng_normal(&rng) : 0;
+		dml_hess_tiles(Hs, Z, 170, p);
+		dml_hess_tiles(Hs, Z + (size_t) 170 * P, M - 170, p);
+		for (int i = 0; i < M; i++)
+			for (int c = 0; c < P; c++)
+				for (int k = 0; k < P; k++)
+					ref[c * P + k] += Z[(size_t) i * P + c] * Z[(size_t) i * P + k];
 		for (int c = 0; c < P; c++)
 			for (int k = 0; k < P; k++)
-				ref[c * P + k] += Z[(size_t) i * P + c] * Z[(size_t) i * P + k];
-	for (int c = 0; c < P; c++)
-		for (int k = 0; k < P; k++)
-		{
-			double		e = fabs(Hs[c * P + k] - ref[c * P + k]) / (fabs(ref[c * P + k]) + 1);
+			{
+				double		e = fabs(Hs[c * P + k] - ref[c * P + k]) / (fabs(ref[c * P + k]) + 1);
 
-			worst = e > worst ? e : worst;
-			symmetric = symmetric && Hs[c * P + k] == Hs[k * P + c];
+				worst = e > worst ? e : worst;
+				symmetric = symmetric && Hs[c * P + k] == Hs[k * P + c];
+			}
+		char		name[96];
+
+		snprintf(name, sizeof(name), "the Hessian's tiles, p = %d: every entry of two calls' sums, symmetric", p);
+		check(worst < 1e-12 && symmetric, name, "worst relative difference %g, symmetric %d",
+			  worst, symmetric);
+	}
+	free(Z);
+}
+
+/*
+ * The float32 Newton rows (dml_logit_rows, AVX-512): the gradient against
+ * a double loop, the tiles' rows equal bit for bit to sqrt(p (1 - p)) [x,
+ * 1, 0...], for rows as they lie (d apart) and with a column more
+ */
+static void
+test_newton_rows(void)
+{
+	enum
+	{
+		P = DML_HESS_TILE_P, B = 37
+	};
+	static const int dims[] = {1, 7, 8, 15, 16, 20, 23};
+	float	   *X = malloc(sizeof(float) * B * P);
+	double	   *Z = malloc(sizeof(double) * B * P);
+	double		pr[B];
+	int			label[B];
+	DmlRng		rng;
+
+	if (!dml_hess_tiles_ok(21))
+	{
+		printf("# the Newton rows' kernel does not run on this CPU and build: not compared\n");
+		free(X);
+		free(Z);
+		return;
+	}
+	dml_rng_seed(&rng, 25);
+	for (int s = 0; s < (int) (sizeof(dims) / sizeof(dims[0])); s++)
+		for (int extra = 0; extra <= 1; extra++)
+		{
+			int			d = dims[s],
+						ld = d + extra;
+			double		g[P + 1],
+						ref[P + 1],
+						worst = 0;
+			bool		same = true;
+
+			for (int i = 0; i < B * P; i++)
+				X[i] = (float) dml_rng_normal(&rng);
+			for (int i = 0; i < B; i++)
+			{
+				pr[i] = dml_rng_uniform(&rng);
+				label[i] = i % 3 == 0;
+			}
+			for (int c = 0; c <= P; c++)
+				g[c] = ref[c] = c;	/* added to */
+			for (int i = 0; i < B * P; i++)
+				Z[i] = NAN;
+			dml_logit_rows(X, B, d, ld, pr, label, g, Z);
+			for (int i = 0; i < B; i++)
+			{
+				double		r = pr[i] - label[i],
+							a = sqrt(pr[i] * (1 - pr[i]));
+
+				for (int c = 0; c < P; c++)
+				{
+					double		x = c < d ? X[(size_t) i * ld + c] : c == d ? 1 : 0;
+
+					if (c <= d)
+						ref[c] += r * x;
+					same = same && Z[(size_t) i * P + c] == a * x;
+				}
+			}
+			for (int c = 0; c <= P; c++)
+			{
+				double		e = fabs(g[c] - ref[c]) / (fabs(ref[c]) + 1);
+
+				worst = e > worst ? e : worst;
+			}
+			char		name[96];
+
+			snprintf(name, sizeof(name), "the Newton rows, d = %d, rows %d apart: the gradient and the tiles' rows", d, ld);
+			check(worst < 1e-12 && same, name, "worst relative difference %g, rows the same %d",
+				  worst, same);
 		}
-	check(worst < 1e-12 && symmetric, "the Hessian's tiles: every entry of two calls' sums, symmetric",
-		  "worst relative difference %g, symmetric %d", worst, symmetric);
+	free(X);
 	free(Z);
 }
 
@@ -2125,6 +2215,7 @@ main(void)
 	test_distributions();
 	test_skinny();
 	test_hess_tiles();
+	test_newton_rows();
 	test_blas_core();
 	test_adam_subnormal();
 	test_format_f64();
