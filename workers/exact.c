@@ -1414,7 +1414,9 @@ newton_labels_block(const Dataset *v, void *arg)
  * iteration would only measure what is left (quadratic convergence: about
  * its square, below float32's reach) and stop: the polish's first pass
  * measures it in float64 at the same point instead, one pass over the
- * rows fewer.
+ * rows fewer.  Where the step before was nearly full too, that iteration
+ * takes its full step without a search (two passes fewer: the direction's
+ * logits and the search's trial).
  */
 #define NEWTON_HANDOVER	1e-6
 
@@ -1437,6 +1439,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			   *H,
 			   *delta;
 	double		loss = 0,
+				last_step = 0,	/* the step the iteration before took */
 				t_start = dml_clock_seconds();
 	int			iter,
 				have_loss = 0;
@@ -1544,12 +1547,27 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		new_loss = loss;
 		if (decrement <= spec->tolerance * fmax(fabs(loss), 1e-300))
 			done = 1;			/* a full step would gain less than tolerance */
+		else if (ds->wide && fabs(last_step - 1) <= 0.25 &&
+				 decrement <= NEWTON_HANDOVER * fmax(fabs(loss), 1e-300))
+		{
+			/*
+			 * in Newton's quadratic region (the step before was nearly
+			 * full) with at most NEWTON_HANDOVER of the loss to gain: the
+			 * full step, unsearched, and the float64 polish, whose first
+			 * pass measures the loss there (the search would have read
+			 * the rows once more to accept t = 1)
+			 */
+			for (size_t i = 0; i < q; i++)
+				theta[i] -= delta[i];
+			done = 1;
+		}
 		else
 		{
 			double		first[3];
 
 			newton_logits(&nw, delta, nw.eta_d, first);
 			step = newton_search(&nw, theta, delta, loss, nw.binary ? first : NULL, &new_loss);
+			last_step = step;
 			if (step == 0)
 				done = 1;		/* no descent left in float64 */
 			else
