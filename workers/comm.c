@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <limits.h>
+#include <linux/futex.h>
 #include <mpi.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -191,6 +193,36 @@ host_oversubscribed(void)
 	return (local ? atoi(local) : world_size) > cpus;
 }
 
+/*
+ * A wait that outlasts a whole spin_limit of polling, where each rank has
+ * a core of its own, means the rank it waits for was not running: another
+ * process holds that core (a busy machine, the PostgreSQL backends serving
+ * a read).  Polling on then only takes the core that rank could be moved
+ * to: a 2-worker job's steps took 4-12 times as long beside one busy
+ * process on 2 cores.  So after such a wait the next SPIN_BACKOFF waits
+ * poll for SPIN_SHARED_NS only, then nap; after them the full spin is
+ * tried again.
+ */
+#define SPIN_BACKOFF	256
+static int	spin_short_left = 0;
+
+/* how long the wait now starting polls before it naps */
+static inline int64_t
+spin_budget(void)
+{
+	return spin_short_left > 0 ? SPIN_SHARED_NS : spin_limit;
+}
+
+/* a wait that began at start has ended */
+static inline void
+spin_ended(int64_t start)
+{
+	if (spin_limit > SPIN_SHARED_NS && dml_clock_ns() - start > spin_limit)
+		spin_short_left = SPIN_BACKOFF;
+	else if (spin_short_left > 0)
+		spin_short_left--;
+}
+
 /* a polite spin: tells the core this thread is waiting */
 static inline void
 cpu_relax(void)
@@ -229,7 +261,7 @@ wait_a_little(int64_t start)
 {
 	int64_t		now = dml_clock_ns();
 
-	if (now - start > spin_limit && now - last_active > ACTIVE_NS)
+	if (now - start > spin_budget() && now - last_active > ACTIVE_NS)
 		nap(NAP_NS);
 }
 
@@ -247,6 +279,7 @@ comm_wait_all(int n, MPI_Request *req)
 			break;
 		wait_a_little(start);
 	}
+	spin_ended(start);
 	last_active = dml_clock_ns();
 }
 
@@ -264,6 +297,7 @@ comm_probe(int source, int tag, MPI_Comm comm, MPI_Status *st)
 			break;
 		wait_a_little(start);
 	}
+	spin_ended(start);
 	last_active = dml_clock_ns();
 }
 
@@ -282,11 +316,12 @@ wait_ring(int n, MPI_Request *req)
 		mpiCheck(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
 		if (done)
 			break;
-		if (dml_clock_ns() - start > spin_limit)
+		if (dml_clock_ns() - start > spin_budget())
 			nap(NAP_NS);
 		else
 			cpu_relax();
 	}
+	spin_ended(start);
 }
 
 #define RING_TAG	31
@@ -919,7 +954,8 @@ typedef struct SharedBarrier
 	atomic_int	arrived;
 	char		pad1[60];
 	atomic_int	generation;
-	char		pad2[60];
+	atomic_int	sleepers;		/* ranks asleep on generation (a futex) */
+	char		pad2[56];
 } SharedBarrier;
 
 struct CommShared
@@ -966,10 +1002,40 @@ comm_shared_alloc(size_t bytes, void **base)
 	{
 		atomic_init(&sh->barrier->arrived, 0);
 		atomic_init(&sh->barrier->generation, 0);
+		atomic_init(&sh->barrier->sleepers, 0);
 	}
 	mpiCheck(MPI_Win_lock_all(MPI_MODE_NOCHECK, sh->win));
 	mpiCheck(MPI_Barrier(host_comm));	/* the barrier is set up */
 	return sh;
+}
+
+/*
+ * The fence's sleep: the futex on the barrier's generation word, shared
+ * between the host's ranks (the segment is one shared mapping).  A rank
+ * that stopped polling sleeps until the last rank's arrival wakes it,
+ * where a nap loop overslept each wait by up to a nap and the timer's
+ * slack (about 100 us a fence).
+ */
+#define FENCE_SLEEP_NS	1000000	/* at most 1 ms, then the generation is read again */
+
+static void
+futex_wait(atomic_int *word, int val, long ns)
+{
+#ifdef SYS_futex
+	struct timespec ts = {0, ns};
+
+	(void) syscall(SYS_futex, (int *) word, FUTEX_WAIT, val, &ts, NULL, 0);
+#else
+	nap(NAP_NS);
+#endif
+}
+
+static void
+futex_wake_all(atomic_int *word)
+{
+#ifdef SYS_futex
+	(void) syscall(SYS_futex, (int *) word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+#endif
 }
 
 /*
@@ -987,19 +1053,33 @@ comm_shared_fence(CommShared *sh)
 
 	if (atomic_fetch_add(&b->arrived, 1) == sh->ranks - 1)
 	{
-		/* the last to arrive lets the others go */
+		/* the last to arrive lets the others go, and wakes those asleep */
 		atomic_store(&b->arrived, 0);
 		atomic_fetch_add(&b->generation, 1);
+		if (atomic_load(&b->sleepers) > 0)
+			futex_wake_all(&b->generation);
 		return;
 	}
 	start = dml_clock_ns();
 	while (atomic_load(&b->generation) == gen)
 	{
-		if (dml_clock_ns() - start > spin_limit)
-			nap(NAP_NS);
+		if (dml_clock_ns() - start > spin_budget())
+		{
+			/*
+			 * asleep until the last rank arrives: counted first, so that
+			 * a release that did not see this sleeper came before the
+			 * check below (every atomic here is sequentially consistent)
+			 * or the futex's own check; the timeout is a safety net
+			 */
+			atomic_fetch_add(&b->sleepers, 1);
+			if (atomic_load(&b->generation) == gen)
+				futex_wait(&b->generation, gen, FENCE_SLEEP_NS);
+			atomic_fetch_sub(&b->sleepers, 1);
+		}
 		else
 			cpu_relax();
 	}
+	spin_ended(start);
 }
 
 void
