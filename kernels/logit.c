@@ -407,8 +407,8 @@ dml_logit_rows(const float *X, int B, int d, size_t ld, const double *pr, const 
 
 /*
  * Hs (DML_HESS_TILE_P, DML_HESS_TILE_P) += Z' Z over the m rows of Z
- * (m, DML_HESS_TILE_P), its columns past the model's zero; only where
- * dml_hess_tiles_ok said so
+ * (m, DML_HESS_TILE_P), its columns past the model's p zero; only where
+ * dml_hess_tiles_ok(p) said so
  */
 void
 dml_hess_tiles(double *Hs, const double *Z, int m, int p)
