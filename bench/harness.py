@@ -468,6 +468,25 @@ def main():
                                              "sapphirerapids") and {"avx2", "fma"} <= cpu_flags:
         forced = "SkylakeX" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= cpu_flags else "Haswell"
         sgemm_cmd = f"OPENBLAS_CORETYPE={forced} {sgemm_cmd}"
+    # the MLP's batch-256 shapes, measured again right before each MLP run:
+    # the floor of a run is the sgemm rate of its own minutes (on a shared
+    # host the rate moved 74-149 GFLOP/s within an hour)
+    mlp_gemm_shapes = [(256, 256, 784), (256, 784, 256), (256, 128, 256), (128, 256, 256),
+                       (256, 256, 128), (256, 10, 128)]
+    adj_sgemm_cmd = sgemm_cmd.replace(f"-s {M['sgemm_s']}", "-s 0.1") + " " + \
+        " ".join(f"{m}x{n}x{k}" for m, n, k in mlp_gemm_shapes)
+
+    def mlp_gemm_rate(records):
+        """the FLOP-weighted single-core rate (GFLOP/s) of one MLP step's shapes"""
+        rate_at = {(x["m"], x["n"], x["k"]): x["median_gflops"] for x in records}
+        shapes = [sh_ for sh_ in mlp_gemm_shapes if sh_ in rate_at]
+        tot_f = sum(2 * m * n * k for m, n, k in shapes)
+        tot_t = sum(2 * m * n * k / (rate_at[(m, n, k)] * 1e9) for m, n, k in shapes)
+        return tot_f / tot_t / 1e9 if tot_t else None
+
+    def adjacent_gemm_rate():
+        out_, _ = sh(adj_sgemm_cmd)
+        return mlp_gemm_rate([r for r in jsonl(out_) if r.get("bench") == "sgemm"])
     out, _ = sh(sgemm_cmd)
     sgemm = [r for r in jsonl(out) if r.get("bench") == "sgemm"]
     RAW["sgemm"] = sgemm
@@ -534,6 +553,17 @@ def main():
                 kw["hidden"] = hidden
             kw.update(optimizer="adam", learning_rate=0.001, batch_size=b, epochs=epochs,
                       validation=0.1, workers=w)
+            if kind == "mlp" and (w, b) != (2, 128):
+                # each run with the sgemm rate measured just before it
+                fash[(kind, w, b)] = []
+                for r in range(R):
+                    rate = adjacent_gemm_rate()
+                    log(f"dml {kind}-adam-w{w}-b{b} run {r + 1}/{R} (sgemm just before: {fmt(rate)} GFLOP/s)")
+                    fash[(kind, w, b)].append(dict(dml_train(conn, f"bench_{kind}_w{w}_b{b}",
+                                                             "fashion_train", "label", **kw),
+                                                   sgemm_rate=rate))
+                RAW.setdefault("dml", {})[f"{kind}-adam-w{w}-b{b}"] = fash[(kind, w, b)]
+                continue
             if (kind, w, b) != ("mlp", 2, 128):
                 fash[(kind, w, b)] = dml_runs(conn, R, f"{kind}-adam-w{w}-b{b}",
                                               f"bench_{kind}_w{w}_b{b}", "fashion_train",
@@ -543,9 +573,12 @@ def main():
             # all-reduce goes through MPI instead of shared memory
             fash[(kind, w, b)], mlp_mpi = [], []
             for r in range(R):
-                log(f"dml {kind}-adam-w{w}-b{b} run {r + 1}/{R} (and with MPI all-reduce)")
-                fash[(kind, w, b)].append(dml_train(conn, f"bench_{kind}_w{w}_b{b}",
-                                                    "fashion_train", "label", **kw))
+                rate = adjacent_gemm_rate()
+                log(f"dml {kind}-adam-w{w}-b{b} run {r + 1}/{R} (and with MPI all-reduce; "
+                    f"sgemm just before: {fmt(rate)} GFLOP/s)")
+                fash[(kind, w, b)].append(dict(dml_train(conn, f"bench_{kind}_w{w}_b{b}",
+                                                         "fashion_train", "label", **kw),
+                                               sgemm_rate=rate))
                 mlp_mpi.append(dml_train(conn, f"bench_{kind}_w{w}_b{b}_mpi", "fashion_train",
                                          "label", options={"shared_memory": False}, **kw))
             RAW.setdefault("dml", {})[f"{kind}-adam-w{w}-b{b}"] = fash[(kind, w, b)]
@@ -1113,22 +1146,34 @@ def main():
     for w, b in ((1, 256), (2, 128), (2, 256)):
         runs = fash[("mlp", w, b)]
         ntrain = med(mval(runs, "train_rows"))
-        ep = med([epoch_median(r, "seconds") for r in runs])
-        # the training part alone: training rows / rows_per_second (the validation pass excluded)
-        tr = med([ntrain / epoch_median(r, "rows_per_second") for r in runs])
         fl = ntrain * flops_per_row
-        floor = fl / (mlp_rate * 1e9 * w)
-        rows.append([f"w{w} b{b}", fmt(fl / 1e9) + " GFLOP", f"{fmt(mlp_rate)} x {w}",
-                     fmt(floor) + " s", fmt(ep) + " s", ratio(ep, floor, 2),
-                     fmt(tr) + " s", ratio(tr, floor, 2), fmt(fl / tr / 1e9) + " GFLOP/s"])
+        # each run against the floor of its own minutes: the sgemm rate
+        # measured just before it (the run-start rate where there is none)
+        ep_r, tr_r, floor_r, rate_r = [], [], [], []
+        for r in runs:
+            rate = r.get("sgemm_rate") or mlp_rate
+            fl_r = r["metrics"].get("train_rows", ntrain) * flops_per_row
+            rate_r.append(rate)
+            floor_r.append(fl_r / (rate * 1e9 * w))
+            ep_r.append(epoch_median(r, "seconds"))
+            # the training part alone: training rows / rows_per_second (the validation pass excluded)
+            tr_r.append(r["metrics"].get("train_rows", ntrain) / epoch_median(r, "rows_per_second"))
+        ep, tr, floor = med(ep_r), med(tr_r), med(floor_r)
+        rows.append([f"w{w} b{b}", fmt(fl / 1e9) + " GFLOP", f"{fmt_med(rate_r)} x {w}",
+                     fmt(floor) + " s", fmt(ep) + " s",
+                     fmt(med([e / f for e, f in zip(ep_r, floor_r)]), 3) + "x",
+                     fmt(tr) + " s", fmt(med([t / f for t, f in zip(tr_r, floor_r)]), 3) + "x",
+                     fmt(fl / tr / 1e9) + " GFLOP/s"])
     s += ["### MLP 784-256-128-10 epoch vs the sgemm floor", "",
           f"FLOPs per training row = forward 2·Σ(in·out) + weight gradients 2·Σ(in·out) + input "
           f"gradients of layers 2..3 = {flops_per_row:,} (Σ in·out = {mm:,}). The rate is the "
-          f"single-core OpenBLAS sgemm rate at the MLP's batch-256 shapes measured in this run "
-          f"({fmt(mlp_rate)} GFLOP/s, FLOP-weighted over the shapes; {fmt(peak)} GFLOP/s on "
-          f"2048³), times the number of workers. The epoch's time includes dml's validation pass "
-          f"(a forward pass over the held-out rows, whose FLOPs the floor does not count); its "
-          f"training part (training rows / `rows_per_second`) does not.", "",
+          f"single-core OpenBLAS sgemm rate at the MLP's batch-256 shapes, FLOP-weighted over the "
+          f"shapes, measured just before each dml run (`{adj_sgemm_cmd}`; median and range over "
+          f"the runs), times the number of workers: each run is divided by the floor of its own "
+          f"minutes, and the ratios are the medians of the runs' ratios. At the run's start the "
+          f"rate was {fmt(mlp_rate)} GFLOP/s ({fmt(peak)} GFLOP/s on 2048³). The epoch's time "
+          f"includes dml's validation pass (a forward pass over the held-out rows, whose FLOPs the "
+          f"floor does not count); its training part (training rows / `rows_per_second`) does not.", "",
           table(["dml run", "FLOPs / epoch", "rate (GFLOP/s x workers)", "floor", "dml epoch",
                  "epoch / floor", "training part", "training / floor", "achieved (training)"], rows), "",
           codeblock([f"sgemm: {sgemm_cmd}   ({blas_cfg})"] +
