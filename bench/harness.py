@@ -276,6 +276,21 @@ def dml_runs(conn, reps, key, name, relation, target, **kw):
     return runs
 
 
+# one MLP 784-256-128-10 step's sgemm shapes at batch 256 (m, n, k)
+MLP_GEMM_SHAPES = [(256, 256, 784), (256, 784, 256), (256, 128, 256), (128, 256, 256),
+                   (256, 256, 128), (256, 10, 128)]
+
+
+def mlp_gemm_rate(records):
+    """The single-core rate (GFLOP/s) of one MLP step's shapes, weighted by their
+    FLOPs, from sgemm records (m, n, k, median_gflops); None without any."""
+    rate_at = {(x["m"], x["n"], x["k"]): x["median_gflops"] for x in records if "m" in x}
+    shapes = [sh_ for sh_ in MLP_GEMM_SHAPES if sh_ in rate_at]
+    tot_f = sum(2 * m * n * k for m, n, k in shapes)
+    tot_t = sum(2 * m * n * k / (rate_at[(m, n, k)] * 1e9) for m, n, k in shapes)
+    return tot_f / tot_t / 1e9 if tot_t else None
+
+
 def mval(runs, k):
     return [r["metrics"].get(k) for r in runs]
 
@@ -471,18 +486,8 @@ def main():
     # the MLP's batch-256 shapes, measured again right before each MLP run:
     # the floor of a run is the sgemm rate of its own minutes (on a shared
     # host the rate moved 74-149 GFLOP/s within an hour)
-    mlp_gemm_shapes = [(256, 256, 784), (256, 784, 256), (256, 128, 256), (128, 256, 256),
-                       (256, 256, 128), (256, 10, 128)]
     adj_sgemm_cmd = sgemm_cmd.replace(f"-s {M['sgemm_s']}", "-s 0.1") + " " + \
-        " ".join(f"{m}x{n}x{k}" for m, n, k in mlp_gemm_shapes)
-
-    def mlp_gemm_rate(records):
-        """the FLOP-weighted single-core rate (GFLOP/s) of one MLP step's shapes"""
-        rate_at = {(x["m"], x["n"], x["k"]): x["median_gflops"] for x in records}
-        shapes = [sh_ for sh_ in mlp_gemm_shapes if sh_ in rate_at]
-        tot_f = sum(2 * m * n * k for m, n, k in shapes)
-        tot_t = sum(2 * m * n * k / (rate_at[(m, n, k)] * 1e9) for m, n, k in shapes)
-        return tot_f / tot_t / 1e9 if tot_t else None
+        " ".join(f"{m}x{n}x{k}" for m, n, k in MLP_GEMM_SHAPES)
 
     def adjacent_gemm_rate():
         out_, _ = sh(adj_sgemm_cmd)
@@ -1130,17 +1135,8 @@ def main():
     sizes = [784, 256, 128, 10]
     mm = sum(sizes[i] * sizes[i + 1] for i in range(3))
     flops_per_row = 2 * mm + 2 * mm + 2 * sum(sizes[i] * sizes[i + 1] for i in range(1, 3))
-    mlp_shapes = [x for x in sgemm if x["m"] != 2048 and "b64" not in json.dumps(x)]
-    b256 = [x["median_gflops"] for x in sgemm if (x["m"], x["n"], x["k"]) in
-            ((256, 256, 784), (256, 784, 256), (256, 128, 256), (128, 256, 256), (256, 256, 128),
-             (256, 10, 128))]
     # weight the shapes by their FLOPs: the effective rate of one MLP step at batch 256
-    shp = [(256, 256, 784), (256, 784, 256), (256, 128, 256), (128, 256, 256), (256, 256, 128),
-           (256, 10, 128)]
-    rate_by = {(x["m"], x["n"], x["k"]): x["median_gflops"] for x in sgemm}
-    tot_f = sum(2 * m * n * k for m, n, k in shp if (m, n, k) in rate_by)
-    tot_t = sum(2 * m * n * k / (rate_by[(m, n, k)] * 1e9) for m, n, k in shp if (m, n, k) in rate_by)
-    mlp_rate = tot_f / tot_t / 1e9 if tot_t else None
+    mlp_rate = mlp_gemm_rate(sgemm)
     peak = med([x["median_gflops"] for x in sgemm if x["m"] == 2048])
     rows = []
     for w, b in ((1, 256), (2, 128), (2, 256)):
@@ -1195,14 +1191,12 @@ def main():
     brows = []
     wrate = {}
     for lib in libs:
-        rb = {(x["m"], x["n"], x["k"]): x["median_gflops"] for x in bc
-              if x.get("blas") == lib and "m" in x}
+        recs = [x for x in bc if x.get("blas") == lib and "m" in x]
+        rb = {(x["m"], x["n"], x["k"]): x["median_gflops"] for x in recs}
         if not rb:
             brows.append([lib, "—", "—", "—", next((x.get("error", "") for x in bc if x.get("blas") == lib), "")])
             continue
-        tf = sum(2 * m * n * k for m, n, k in shp if (m, n, k) in rb)
-        tt = sum(2 * m * n * k / (rb[(m, n, k)] * 1e9) for m, n, k in shp if (m, n, k) in rb)
-        wrate[lib] = tf / tt / 1e9 if tt else None
+        wrate[lib] = mlp_gemm_rate(recs)
         brows.append([lib, fmt(wrate[lib]), fmt(rb.get((256, 10, 128))), fmt(rb.get((2048, 2048, 2048))), ""])
     s2 = ["### Which BLAS", "",
           "The same sgemm benchmark linked against each single-threaded BLAS this machine can "
