@@ -317,7 +317,7 @@ extern double dml_net_forward_backward_scaled(const DmlNet *net, DmlWork *work,
 											  float *grads, const float *X,
 											  const float *y, int B, float scale);
 
-/* z (B) = X (B, C) w, rows of few inputs (net.c) */
+/* z (B) += X (B, C) w, rows of few inputs (net.c) */
 extern void dml_rows_dot(float *z, const float *X, const float *w, int B, int C);
 
 /* Turn logits (B,K) into predictions in place: identity / sigmoid / softmax */

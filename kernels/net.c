@@ -386,8 +386,9 @@ narrow_applies(int C)
 #endif
 
 /*
- * z[b] = X[b] . w over B rows of C inputs, C apart: the narrow kernel where
- * it applies (Newton's direction logits, workers/exact.c), else SGEMV
+ * z[b] += X[b] . w over B rows of C inputs, C apart: the narrow kernel
+ * where it applies, else SGEMV (the fused pass's forward, and Newton's
+ * direction logits, workers/exact.c)
  */
 void
 dml_rows_dot(float *z, const float *X, const float *w, int B, int C)
@@ -395,12 +396,11 @@ dml_rows_dot(float *z, const float *X, const float *w, int B, int C)
 #if NARROW
 	if (narrow_applies(C))
 	{
-		memset(z, 0, sizeof(float) * B);
 		narrow_forward(z, X, w, B, C);
 		return;
 	}
 #endif
-	cblas_sgemv(CblasRowMajor, CblasNoTrans, B, C, 1.0f, X, C, w, 1, 0.0f, z, 1);
+	cblas_sgemv(CblasRowMajor, CblasNoTrans, B, C, 1.0f, X, C, w, 1, 1.0f, z, 1);
 }
 
 static bool
@@ -426,12 +426,7 @@ forward_backward_fused(const DmlNet *net, const float *class_weight, float *grad
 		memset(grads, 0, sizeof(float) * C);
 	for (int b = 0; b < B; b++)
 		z[b] = bias;
-#if NARROW
-	if (narrow_applies(C))
-		narrow_forward(z, X, w, B, C);
-	else
-#endif
-		cblas_sgemv(CblasRowMajor, CblasNoTrans, B, C, 1.0f, X, C, w, 1, 1.0f, z, 1);
+	dml_rows_dot(z, X, w, B, C);
 	for (int b0 = 0; b0 < B; b0 += FUSE_ROWS)
 	{
 		int			R = B - b0 < FUSE_ROWS ? B - b0 : FUSE_ROWS;

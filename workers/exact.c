@@ -602,7 +602,10 @@ newton_logits_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 		 * logistic job's worker samples)
 		 */
 		if (Kf == 1)
+		{
+			memset(lp->ob, 0, sizeof(float) * B);
 			dml_rows_dot(lp->ob, Zb, lp->vf, B, d);
+		}
 		else
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, Kf, d, 1.0f, Zb, d,
 						lp->vf, p, 0.0f, lp->ob, Kf);
