@@ -640,6 +640,17 @@ dml_get_le32(const unsigned char *p)
 		((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
 }
 
+/*
+ * The first n of 16 vector lanes as a bit mask (none for n <= 0, all for
+ * n >= 16): the AVX-512 kernels' masked loads and stores of a row's tail
+ * (net.c, layers.c, logit.c)
+ */
+static inline uint16_t
+dml_lanes16(int n)
+{
+	return n >= 16 ? (uint16_t) 0xFFFF : n <= 0 ? (uint16_t) 0 : (uint16_t) ((1u << n) - 1);
+}
+
 /* ---------------------------------------------------------------------
  * A least-squares fit from its TSQR factor (lsq.c): R (d+2, d+2) of the
  * rows [x, 1, y]; shared by the in-server solver and the workers

@@ -103,7 +103,7 @@ skinny_fwd_rows(float *restrict out, const float *restrict x0, const float *rest
 	}
 	if (j < C)
 	{
-		__mmask16	m = (__mmask16) ((1u << (C - j)) - 1);
+		__mmask16	m = dml_lanes16(C - j);
 		__m512		v0 = _mm512_maskz_loadu_ps(m, x0 + j),
 					v1 = _mm512_maskz_loadu_ps(m, x1 + j);
 
@@ -172,9 +172,8 @@ skinny_wgrad_oc(float *dW, const float *dout, const float *inp, const int *idx, 
 	for (int j = 0; j < C; j += 32)
 	{
 		int			left = C - j;
-		__mmask16	m0 = left >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << left) - 1);
-		__mmask16	m1 = left >= 32 ? (__mmask16) 0xFFFF :
-			left > 16 ? (__mmask16) ((1u << (left - 16)) - 1) : (__mmask16) 0;
+		__mmask16	m0 = dml_lanes16(left),
+					m1 = dml_lanes16(left - 16);
 		__m512		a0[SKINNY_OC],
 					a1[SKINNY_OC];
 

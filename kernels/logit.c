@@ -331,8 +331,8 @@ __attribute__((target("avx512f"))) static void
 logit_rows_avx512(const float *restrict X, int B, int d, size_t ld, const double *restrict pr,
 				  const int *restrict label, double *restrict g, double *restrict Z)
 {
-	__mmask16	m0 = d >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << d) - 1),
-				m1 = d <= 16 ? (__mmask16) 0 : (__mmask16) ((1u << (d - 16)) - 1);
+	__mmask16	m0 = dml_lanes16(d),
+				m1 = dml_lanes16(d - 16);
 	/* lane d of the three vectors: the intercept's 1 */
 	__mmask8	k0 = d < 8 ? (__mmask8) (1u << d) : 0,
 				k1 = d >= 8 && d < 16 ? (__mmask8) (1u << (d - 8)) : 0,

@@ -307,19 +307,12 @@ narrow_sum16(const __m512 *p)
 	return _mm512_add_ps(_mm512_shuffle_f32x4(u, v, 0x88), _mm512_shuffle_f32x4(u, v, 0xDD));
 }
 
-/* the first n of 16 lanes (none for n <= 0) */
-static inline __mmask16
-narrow_mask(int n)
-{
-	return n >= 16 ? (__mmask16) 0xFFFF : n <= 0 ? (__mmask16) 0 : (__mmask16) ((1u << n) - 1);
-}
-
 /* z[b] += X[b] . w over B rows of C <= NARROW_C inputs */
 __attribute__((target("avx512f"))) static void
 narrow_forward(float *z, const float *X, const float *w, int B, int C)
 {
-	__mmask16	m0 = narrow_mask(C),
-				m1 = narrow_mask(C - 16);
+	__mmask16	m0 = dml_lanes16(C),
+				m1 = dml_lanes16(C - 16);
 	__m512		w0 = _mm512_maskz_loadu_ps(m0, w),
 				w1 = _mm512_maskz_loadu_ps(m1, w + 16);
 	int			b = 0;
@@ -353,8 +346,8 @@ narrow_forward(float *z, const float *X, const float *w, int B, int C)
 __attribute__((target("avx512f"))) static void
 narrow_backward(float *g, const float *X, const float *r, int B, int C)
 {
-	__mmask16	m0 = narrow_mask(C),
-				m1 = narrow_mask(C - 16);
+	__mmask16	m0 = dml_lanes16(C),
+				m1 = dml_lanes16(C - 16);
 	__m512		a0[4],
 				a1[4];
 
