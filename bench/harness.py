@@ -492,6 +492,13 @@ def main():
     def adjacent_gemm_rate():
         out_, _ = sh(adj_sgemm_cmd)
         return mlp_gemm_rate([r for r in jsonl(out_) if r.get("bench") == "sgemm"])
+
+    def mlp_run(w, b, r, kw, note=""):
+        """one MLP dml_train run, with the sgemm rate measured just before it"""
+        rate = adjacent_gemm_rate()
+        log(f"dml mlp-adam-w{w}-b{b} run {r + 1}/{R} ({note}sgemm just before: {fmt(rate)} GFLOP/s)")
+        return dict(dml_train(conn, f"bench_mlp_w{w}_b{b}", "fashion_train", "label", **kw),
+                    sgemm_rate=rate)
     out, _ = sh(sgemm_cmd)
     sgemm = [r for r in jsonl(out) if r.get("bench") == "sgemm"]
     RAW["sgemm"] = sgemm
@@ -559,14 +566,7 @@ def main():
             kw.update(optimizer="adam", learning_rate=0.001, batch_size=b, epochs=epochs,
                       validation=0.1, workers=w)
             if kind == "mlp" and (w, b) != (2, 128):
-                # each run with the sgemm rate measured just before it
-                fash[(kind, w, b)] = []
-                for r in range(R):
-                    rate = adjacent_gemm_rate()
-                    log(f"dml {kind}-adam-w{w}-b{b} run {r + 1}/{R} (sgemm just before: {fmt(rate)} GFLOP/s)")
-                    fash[(kind, w, b)].append(dict(dml_train(conn, f"bench_{kind}_w{w}_b{b}",
-                                                             "fashion_train", "label", **kw),
-                                                   sgemm_rate=rate))
+                fash[(kind, w, b)] = [mlp_run(w, b, r, kw) for r in range(R)]
                 RAW.setdefault("dml", {})[f"{kind}-adam-w{w}-b{b}"] = fash[(kind, w, b)]
                 continue
             if (kind, w, b) != ("mlp", 2, 128):
@@ -578,12 +578,7 @@ def main():
             # all-reduce goes through MPI instead of shared memory
             fash[(kind, w, b)], mlp_mpi = [], []
             for r in range(R):
-                rate = adjacent_gemm_rate()
-                log(f"dml {kind}-adam-w{w}-b{b} run {r + 1}/{R} (and with MPI all-reduce; "
-                    f"sgemm just before: {fmt(rate)} GFLOP/s)")
-                fash[(kind, w, b)].append(dict(dml_train(conn, f"bench_{kind}_w{w}_b{b}",
-                                                         "fashion_train", "label", **kw),
-                                               sgemm_rate=rate))
+                fash[(kind, w, b)].append(mlp_run(w, b, r, kw, "and with MPI all-reduce; "))
                 mlp_mpi.append(dml_train(conn, f"bench_{kind}_w{w}_b{b}_mpi", "fashion_train",
                                          "label", options={"shared_memory": False}, **kw))
             RAW.setdefault("dml", {})[f"{kind}-adam-w{w}-b{b}"] = fash[(kind, w, b)]
