@@ -149,7 +149,29 @@ gather(const Dataset *ds, const int *idx, int B, int avail, float *Xb, float *yb
 	dml_gather_rows(ds->X, ds->y, ds->d, idx, B, avail, Xb, yb);
 }
 
-/* one batch of the metrics: the model's outputs, in the target's own units */
+/*
+ * train_eval_outputs
+ *		Metrics of B rows from the model's logits (out, overwritten with its
+ *		outputs) and targets (yb, overwritten with their own units): the CPU
+ *		evaluation and the GPU's (train_gpu.c) share it.
+ */
+void
+train_eval_outputs(const DmlModel *m, float *out, float *yb, int B, DmlMetrics *met)
+{
+	const DmlNet *net = &m->net;
+	int			K = net->sizes[net->nlayers];
+
+	dml_net_output(net, out, B);
+	if (net->loss == DML_LOSS_MSE)
+		for (int b = 0; b < B; b++)
+		{
+			out[(size_t) b * K] = out[(size_t) b * K] * m->out_scale[0] + m->out_mean[0];
+			yb[b] = yb[b] * m->out_scale[0] + m->out_mean[0];
+		}
+	dml_metrics_add(met, out, yb, B);
+}
+
+/* one batch of the metrics on the CPU */
 static void
 eval_batch(const DmlModel *m, DmlWork *work, float *Xb, float *yb, int B, float *out,
 		   DmlMetrics *met)
@@ -159,14 +181,7 @@ eval_batch(const DmlModel *m, DmlWork *work, float *Xb, float *yb, int B, float 
 	const float *logits = dml_net_forward(net, work, Xb, B);
 
 	memcpy(out, logits, sizeof(float) * B * K);
-	dml_net_output(net, out, B);
-	if (net->loss == DML_LOSS_MSE)
-		for (int b = 0; b < B; b++)
-		{
-			out[(size_t) b * K] = out[(size_t) b * K] * m->out_scale[0] + m->out_mean[0];
-			yb[b] = yb[b] * m->out_scale[0] + m->out_mean[0];
-		}
-	dml_metrics_add(met, out, yb, B);
+	train_eval_outputs(m, out, yb, B, met);
 }
 
 typedef struct EvalScan
@@ -216,7 +231,11 @@ train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds, const int *i
 	float	   *out = malloc(sizeof(float) * EVAL_ROWS * K);
 
 	dml_metrics_reset(met);
-	if (ds->spill)
+	if (train_gpu_evaluate(m, ds, idx, n, met))
+	{
+		/* a GPU training's rows are still on the device: the passes ran there */
+	}
+	else if (ds->spill)
 	{
 		EvalScan	es = {m, work, met, idx[0] == STREAM_VAL_ROWS, 0, Xb, yb, out};
 

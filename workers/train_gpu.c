@@ -24,6 +24,15 @@
  * so the host fills one buffer while the device copies the other and
  * computes.
  *
+ * The metrics run on the device too while the slice is there: each
+ * epoch's validation, and the final model's figures (final_result, after
+ * train_gpu returns: the slice stays on the device until
+ * train_gpu_release).  A network of its own, in plain FP32 even when the
+ * training used TF32, takes the model's parameters and forwards the rows
+ * EVAL_GPU_ROWS at a time; the logits come back to pinned host memory and
+ * train_eval_outputs turns them into metrics, as the CPU's evaluation
+ * does.  Where the device cannot hold that network, the CPU evaluates.
+ *
  *-------------------------------------------------------------------------
  */
 #ifdef DML_HAVE_CUDA
@@ -48,6 +57,141 @@
 	do { cudaError_t e_ = (call); \
 		 if (e_ != cudaSuccess) \
 			 worker_fail("%s failed on GPU %d: %s", #call, device, cudaGetErrorString(e_)); } while (0)
+
+#define EVAL_GPU_ROWS 4096		/* rows per forward pass of the device's metrics */
+
+/* the device's evaluation: the slice on the device, and a network for it */
+typedef struct GpuEval
+{
+	const Dataset *ds;			/* whose rows X_dev holds */
+	int			device;
+	float	   *X_dev;			/* (ds->n, ds->d), owned from train_gpu's end */
+	float	   *y_dev;
+	DmlGpuNet	g;				/* FP32, EVAL_GPU_ROWS rows */
+	float	   *Xb;				/* (EVAL_GPU_ROWS, d) gathered rows */
+	int		   *idx_dev;		/* (cap) the rows to evaluate */
+	float	   *logits;			/* (cap, K) pinned host memory */
+	float	   *yb;				/* (EVAL_ROWS) host targets of one batch */
+	int			cap;
+} GpuEval;
+
+static GpuEval *gpu_eval = NULL;
+
+/* free what gpu_eval_open allocated; the slice too when owns_slice */
+static void
+gpu_eval_free(GpuEval *ev, bool owns_slice)
+{
+	cudaSetDevice(ev->device);
+	if (ev->g.slab)
+		dml_gpu_net_free(&ev->g);
+	cudaFree(ev->Xb);
+	cudaFree(ev->idx_dev);
+	cudaFreeHost(ev->logits);
+	free(ev->yb);
+	if (owns_slice)
+	{
+		cudaFree(ev->X_dev);
+		cudaFree(ev->y_dev);
+	}
+	free(ev);
+}
+
+/*
+ * gpu_eval_open
+ *		The device's evaluation of net's shape over the slice at X_dev, or
+ *		NULL where the device lacks the memory for it (the CPU evaluates).
+ */
+static GpuEval *
+gpu_eval_open(const Dataset *ds, const DmlNet *net, int device, float *X_dev, float *y_dev)
+{
+	GpuEval    *ev = calloc(1, sizeof(GpuEval));
+	char		errbuf[512];
+
+	if (ev == NULL)
+		return NULL;
+	ev->ds = ds;
+	ev->device = device;
+	ev->X_dev = X_dev;
+	ev->y_dev = y_dev;
+	ev->yb = malloc(sizeof(float) * EVAL_ROWS);
+	if (ev->yb == NULL ||
+		dml_gpu_net_alloc(&ev->g, net, EVAL_GPU_ROWS, DML_OPT_SGD, device, 0,
+						  errbuf, sizeof(errbuf)) != DML_OK ||
+		cudaMalloc((void **) &ev->Xb, sizeof(float) * EVAL_GPU_ROWS * (size_t) ds->d) != cudaSuccess)
+	{
+		cudaGetLastError();
+		gpu_eval_free(ev, false);
+		return NULL;
+	}
+	return ev;
+}
+
+/*
+ * train_gpu_evaluate
+ *		train_evaluate's forward passes on the device, while a GPU
+ *		training's slice is there: false (nothing done) otherwise.  Adds to
+ *		met (reset by the caller) what the CPU would: train_eval_outputs,
+ *		EVAL_ROWS rows at a time.
+ */
+bool
+train_gpu_evaluate(const DmlModel *m, const Dataset *ds, const int *idx, int n, DmlMetrics *met)
+{
+	GpuEval    *ev = gpu_eval;
+	int			K = m->net.sizes[m->net.nlayers];
+	int			device;
+	char		errbuf[1024] = "";
+
+	if (ev == NULL || ev->ds != ds)
+		return false;
+	if (n == 0)
+		return true;
+	device = ev->device;
+	cudaRtCheck(cudaSetDevice(device));
+	if (n > ev->cap)
+	{
+		cudaFree(ev->idx_dev);
+		cudaFreeHost(ev->logits);
+		ev->idx_dev = NULL;
+		ev->logits = NULL;
+		ev->cap = 0;
+		cudaRtCheck(cudaMalloc((void **) &ev->idx_dev, sizeof(int) * (size_t) n));
+		cudaRtCheck(cudaMallocHost((void **) &ev->logits, sizeof(float) * (size_t) n * K));
+		ev->cap = n;
+	}
+	gpuCheck(dml_gpu_net_upload(&ev->g, m->net.params, errbuf, sizeof(errbuf)));
+	cudaRtCheck(cudaMemcpyAsync(ev->idx_dev, idx, sizeof(int) * (size_t) n,
+								cudaMemcpyHostToDevice, ev->g.stream));
+	for (int lo = 0; lo < n; lo += EVAL_GPU_ROWS)
+	{
+		int			B = n - lo < EVAL_GPU_ROWS ? n - lo : EVAL_GPU_ROWS;
+		const float *logits;
+
+		if (gather_rows_cuda(ev->Xb, ev->X_dev, ev->idx_dev + lo, B, ds->d, ev->g.stream) != DML_OK)
+			worker_fail("gathering rows to evaluate on GPU %d: %s", device, dml_cuda_last_error());
+		gpuCheck(dml_gpu_net_forward(&ev->g, &logits, ev->Xb, B, errbuf, sizeof(errbuf)));
+		cudaRtCheck(cudaMemcpyAsync(ev->logits + (size_t) lo * K, logits, sizeof(float) * (size_t) B * K,
+									cudaMemcpyDeviceToHost, ev->g.stream));
+	}
+	cudaRtCheck(cudaStreamSynchronize(ev->g.stream));
+	for (int lo = 0; lo < n; lo += EVAL_ROWS)
+	{
+		int			B = n - lo < EVAL_ROWS ? n - lo : EVAL_ROWS;
+
+		for (int i = 0; i < B; i++)
+			ev->yb[i] = ds->y[idx[lo + i]];
+		train_eval_outputs(m, ev->logits + (size_t) lo * K, ev->yb, B, met);
+	}
+	return true;
+}
+
+/* the end of a GPU training's metrics: its slice leaves the device */
+void
+train_gpu_release(void)
+{
+	if (gpu_eval)
+		gpu_eval_free(gpu_eval, true);
+	gpu_eval = NULL;
+}
 
 /*
  * train_gpu
@@ -121,6 +265,8 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 		gpuCheck(dml_gpu_upload(&y_dev, ds->y, (size_t) (ds->n ? ds->n : 1),
 								"training targets", errbuf, sizeof(errbuf)));
 		cudaRtCheck(cudaMalloc((void **) &idx_dev, sizeof(int) * (ntrain ? ntrain : 1)));
+		train_gpu_release();
+		gpu_eval = gpu_eval_open(ds, net, device, X_dev, y_dev);
 	}
 	cudaRtCheck(cudaMalloc((void **) &Xb, sizeof(float) * (size_t) (b ? b : 1) * ds->d));
 	cudaRtCheck(cudaMalloc((void **) &yb, sizeof(float) * (b ? b : 1)));
@@ -261,8 +407,12 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 
 	dml_nccl_destroy(nccl);
 	dml_gpu_net_free(&g);
-	cudaFree(X_dev);
-	cudaFree(y_dev);
+	if (gpu_eval == NULL)
+	{
+		/* else the slice stays for final_result's metrics (train_gpu_release) */
+		cudaFree(X_dev);
+		cudaFree(y_dev);
+	}
 	cudaFree(idx_dev);
 	cudaFree(Xb);
 	cudaFree(yb);

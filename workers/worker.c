@@ -256,6 +256,8 @@ train_and_send(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int gpu, d
 		DmlMetrics	met;
 
 		final_result(ds, spec, &res->model, res, &r, &met);
+		/* the GPU loop left its rows on the device for these metrics */
+		train_gpu_release();
 		r.trial_in_job = trial;
 		/* every data rank's peak resident set, measured by the kernel */
 		res->peak_rss = calloc(worker_world, sizeof(double));

@@ -357,7 +357,24 @@ extern void train_log_finish(EpochLog *log, TrainResult *res);
 extern bool train_out_of_time(const WorkerSpec *spec, double start);
 extern void train_note_out_of_time(const WorkerSpec *spec, TrainResult *res, int epoch, int step);
 extern void train_report_step(int epoch, int step, int steps);
+extern void train_eval_outputs(const DmlModel *m, float *out, float *yb, int B, DmlMetrics *met);
+#ifdef DML_HAVE_CUDA
 extern void train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device);
+extern bool train_gpu_evaluate(const DmlModel *m, const Dataset *ds, const int *idx, int n,
+							   DmlMetrics *met);
+extern void train_gpu_release(void);
+#else
+/* without CUDA every evaluation runs on the CPU */
+static inline bool
+train_gpu_evaluate(const DmlModel *m, const Dataset *ds, const int *idx, int n, DmlMetrics *met)
+{
+	return false;
+}
+static inline void
+train_gpu_release(void)
+{
+}
+#endif
 extern void train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_lbfgs(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res);

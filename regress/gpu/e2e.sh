@@ -99,6 +99,18 @@ for k in "${kinds[@]}"; do
 		"awk -v a='$a' -v b='$b' -v t='$tol' 'BEGIN { d = a - b; exit !(a != \"\" && b != \"\" && (d < 0 ? -d : d) <= t) }'"
 done
 
+# validation rows: each epoch's figures and the model's, evaluated where it trained
+for run in "dev $DEV" "ref cpu"; do
+	train "e_val_${run% *}" "${run#* }" "'fashion_train', 'label', features => '{pixels}', model => 'mlp', hidden => '{256,128}',
+		optimizer => 'adam', learning_rate => 0.001, batch_size => 128, epochs => 2, validation => 0.2" >/dev/null
+done
+read -r on va vn <<<"$(q -c "SELECT (metrics ->> 'evaluated_on') || ' ' || (metrics ->> 'accuracy') || ' ' ||
+	(SELECT count(val_loss) FROM dml.epochs e WHERE e.model_id = m.id) FROM dml.models m WHERE name = 'e_val_dev'")"
+vc=$(q -c "SELECT metrics ->> 'accuracy' FROM dml.models WHERE name = 'e_val_ref'")
+echo "# validation 0.2: accuracy on the held-out rows: $DEV $va, cpu $vc"
+check "validation on '$DEV': both epochs and the model have figures over the held-out rows, within 0.015 of the CPU's" \
+	"[ '$on' = validation ] && [ '$vn' = 2 ] && awk -v a='$va' -v b='$vc' 'BEGIN { d = a - b; exit !(a > 0.5 && (d < 0 ? -d : d) <= 0.015) }'"
+
 # the same model predicts in SQL as its stored weights say, whatever trained it
 check "a GPU-trained model predicts in SQL (dml_predict_class over fashion_test)" \
 	'[ "$(q -c "SELECT count(dml_predict_class('"'"'e_mlp_dev'"'"', pixels)) FROM fashion_test")" = "$(q -c "SELECT count(*) FROM fashion_test")" ]'
@@ -214,6 +226,17 @@ for r in "${runs[@]}"; do
 	acc[$what]=$(score "m_$what" fashion_test accuracy)
 	echo "# $what on $DEV: median epoch $(printf '%.0f' "${rps[$what]}") rows/s, test accuracy ${acc[$what]}, load $(metric "$id" load_seconds) s, train $(metric "$id" train_seconds) s, total $(metric "$id" total_seconds) s"
 	[ "$what" = fashion ] && load_s=$(metric "$id" load_seconds)
+	# with no validation rows the model's figures are over its training rows,
+	# computed where it trained (on the GPU in FP32, TF32 or not): the CPU's
+	# evaluation of the stored model over the same table agrees to a few
+	# near-tied rows and to float rounding of the loss
+	ev=$(q -c "SELECT (m.metrics ->> 'evaluated_on') || ' ' || (m.metrics ->> 'accuracy') || ' ' ||
+		(m.metrics ->> 'log_loss') || ' ' || (e ->> 'accuracy') || ' ' || (e ->> 'log_loss')
+		FROM dml.models m, dml_evaluate('m_$what', 'fashion_train') e WHERE m.id = $id")
+	read -r on ma ml ea el <<<"$ev"
+	echo "# $what: metrics over the training rows: accuracy $ma, log loss $ml; dml_evaluate on the CPU: $ea, $el"
+	check "$what: the model's metrics over its training rows equal the CPU's evaluation (accuracy within 5e-4, loss within 1e-4 relative)" \
+		"[ '$on' = training ] && awk -v a='$ma' -v b='$ea' -v c='$ml' -v d='$el' 'BEGIN { x = a - b; y = (c - d) / d; exit !(b != \"\" && d > 0 && (x < 0 ? -x : x) <= 5e-4 && (y < 0 ? -y : y) <= 1e-4) }'"
 	if [ "${what%_tf32}" != "$what" ]; then
 		check "$what: the NOTICE says tf32 and the metrics record it" \
 			"grep -q 'on gpu with 1 worker, tf32' '$LOG' && [ \"\$(metric $id tf32)\" = true ]"
