@@ -76,6 +76,10 @@ extern const char *dml_cuda_last_error(void);
 /* CUDA devices visible; 0, cleanly, when there is no driver or device */
 extern int	dml_gpu_device_count(void);
 
+/* create device's context and cuBLAS's state in a thread (once), and join it */
+extern void dml_gpu_warm_start(int device);
+extern void dml_gpu_warm_wait(void);
+
 /* a cuBLAS handle on the current device; tf32 = 0 strict FP32, 1 TF32 */
 extern int	dml_cublas_create(cublasHandle_t *h, int tf32);
 

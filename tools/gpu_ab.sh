@@ -12,8 +12,9 @@
 # commit, `make build/dml-worker-gpu`, and carried there); the installed
 # one is the new.  For each round, each worker trains the same two jobs on
 # Fashion-MNIST (the 1,024-wide MLP with no validation rows, the Fashion
-# MLP with validation 0.2, 5 epochs each) and prints a line per job:
-#   AB JOB WORKER round N: total S train S load S acc A on ROWS epochs R rows/s
+# MLP with validation 0.2, and the first in TF32, 5 epochs each) and prints
+# a line per job, with the first 8 hex digits of the weights' md5:
+#   AB JOB WORKER round N: total S train S load S acc A on ROWS weights H epochs R rows/s
 # The installed worker is put back at the end.
 
 set -u
@@ -40,6 +41,7 @@ DML_LOAD_IDX=$PG_BINDIR/dml-load-idx bash bench/load_fashion.sh >/dev/null 2>&1 
 jobs=(
 	"big|hidden => '{1024,1024}', optimizer => 'sgd', learning_rate => 0.01, batch_size => 1024, epochs => 5, validation => 0"
 	"fashion_val|hidden => '{256,128}', optimizer => 'adam', learning_rate => 0.001, batch_size => 128, epochs => 5, validation => 0.2"
+	"big_tf32|hidden => '{1024,1024}', optimizer => 'sgd', learning_rate => 0.01, batch_size => 1024, epochs => 5, validation => 0, options => '{\"tf32\": true}'"
 )
 for round in $(seq 1 "$rounds"); do
 	for w in new old; do
@@ -51,8 +53,8 @@ for round in $(seq 1 "$rounds"); do
 			[ -n "$id" ] || { echo "AB $what $w round $round: failed"; tail -n 3 /tmp/gpu_ab.log; continue; }
 			echo "AB $what $w round $round: $(q -c "SELECT 'total ' || (metrics ->> 'total_seconds') ||
 				' train ' || (metrics ->> 'train_seconds') || ' load ' || (metrics ->> 'load_seconds') ||
-				' acc ' || (metrics ->> 'accuracy') || ' on ' || (metrics ->> 'evaluated_on')
-				FROM dml.models WHERE id = $id") epochs $(q -c "SELECT round(percentile_cont(0.5)
+				' acc ' || (metrics ->> 'accuracy') || ' on ' || (metrics ->> 'evaluated_on') ||
+				' weights ' || left(md5(weights), 8) FROM dml.models WHERE id = $id") epochs $(q -c "SELECT round(percentile_cont(0.5)
 				WITHIN GROUP (ORDER BY rows_per_second)) FROM dml.epochs WHERE model_id = $id") rows/s"
 		done
 	done

@@ -16,6 +16,14 @@
  * knows every rank's row count), so the scale of the summed gradient is
  * computed on the host, as the CPU loop does.
  *
+ * The host has little to do while the device computes an epoch, and the
+ * device nothing to do while the host works between epochs, so the host
+ * draws the next epoch's row order (the same shuffles in the same order as
+ * ever) into pinned memory once the epoch's steps are enqueued, and its
+ * copy follows them on the stream.  The device's context is made while the
+ * worker loads its rows (dml_gpu_warm_start), and a job of one rank makes
+ * no NCCL communicator: it has nothing to sum.
+ *
  * A slice spilled to disk (stream.c) never goes to the device whole: each
  * step's rows are drawn from the epoch's stream on the host, as the CPU
  * loop draws them, a chunk of at most a block's rows at a time, into one
@@ -194,6 +202,23 @@ train_gpu_release(void)
 }
 
 /*
+ * send_order
+ *		epoch's row order (train_shuffle of the last one, in train_idx) to
+ *		idx_dev, after what the stream holds.  idx_host is pinned, and the
+ *		copy reads it when the stream reaches it: the host next writes it an
+ *		epoch later, after the stream has been waited for.
+ */
+static void
+send_order(DmlRng *rng, int *train_idx, int ntrain, uint64_t seed, int epoch, int *idx_host,
+		   int *idx_dev, cudaStream_t stream, int device)
+{
+	train_shuffle(rng, train_idx, ntrain, seed, epoch);
+	memcpy(idx_host, train_idx, sizeof(int) * ntrain);
+	cudaRtCheck(cudaMemcpyAsync(idx_dev, idx_host, sizeof(int) * ntrain, cudaMemcpyHostToDevice,
+								stream));
+}
+
+/*
  * train_gpu
  *		As train_iterative, on device `device`.
  */
@@ -218,7 +243,8 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 			   *y_dev = NULL,
 			   *Xb,
 			   *yb;
-	int		   *idx_dev;
+	int		   *idx_dev,
+			   *idx_host = NULL;	/* pinned: the order the stream copies next */
 	DmlOptimState	opt;
 	EpochLog	log;
 	DmlWork		work;
@@ -238,6 +264,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	train_plan_steps(&plan, ntrain, spec->batch_size);
 	b = train_step_rows(&plan, worker_rank);
 
+	dml_gpu_warm_wait();
 	cudaRtCheck(cudaSetDevice(device));
 	dml_net_init(net, spec->seed);
 	gpuCheck(dml_gpu_net_alloc(&g, net, b > 0 ? b : 1, (DmlOptimizer) spec->optimizer,
@@ -265,18 +292,22 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 		gpuCheck(dml_gpu_upload(&y_dev, ds->y, (size_t) (ds->n ? ds->n : 1),
 								"training targets", errbuf, sizeof(errbuf)));
 		cudaRtCheck(cudaMalloc((void **) &idx_dev, sizeof(int) * (ntrain ? ntrain : 1)));
+		cudaRtCheck(cudaMallocHost((void **) &idx_host, sizeof(int) * (ntrain ? ntrain : 1)));
 		train_gpu_release();
 		gpu_eval = gpu_eval_open(ds, net, device, X_dev, y_dev);
 	}
 	cudaRtCheck(cudaMalloc((void **) &Xb, sizeof(float) * (size_t) (b ? b : 1) * ds->d));
 	cudaRtCheck(cudaMalloc((void **) &yb, sizeof(float) * (b ? b : 1)));
 
-	/* NCCL: rank 0's id through MPI */
-	if (worker_rank == 0)
-		gpuCheck(dml_nccl_unique_id(id, errbuf, sizeof(errbuf)));
-	comm_bcast(id, sizeof(id), 0);
-	gpuCheck(dml_nccl_init(&nccl, id, worker_world, worker_rank, device, NCCL_TIMEOUT_S,
-						   errbuf, sizeof(errbuf)));
+	/* NCCL between ranks: rank 0's id through MPI */
+	if (worker_world > 1)
+	{
+		if (worker_rank == 0)
+			gpuCheck(dml_nccl_unique_id(id, errbuf, sizeof(errbuf)));
+		comm_bcast(id, sizeof(id), 0);
+		gpuCheck(dml_nccl_init(&nccl, id, worker_world, worker_rank, device, NCCL_TIMEOUT_S,
+							   errbuf, sizeof(errbuf)));
+	}
 
 	opt.kind = (DmlOptimizer) spec->optimizer;
 	opt.n = np;
@@ -295,6 +326,9 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 	/* in memory each epoch shuffles the last one's order; a stream's orders stand alone */
 	for (int e = 1; e < first_epoch && se == NULL; e++)
 		train_shuffle(&rng, train_idx, ntrain, spec->seed, e);
+	if (se == NULL && first_epoch <= spec->epochs)
+		send_order(&rng, train_idx, ntrain, spec->seed, first_epoch, idx_host, idx_dev, g.stream,
+				   device);
 	gpuCheck(dml_gpu_net_upload(&g, net->params, errbuf, sizeof(errbuf)));
 
 	gopt.kind = opt.kind;
@@ -323,12 +357,6 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 							  spec->epochs, spec->step_size, (float) spec->gamma) * log.lr_scale;
 		if (se)
 			stream_epoch_begin(se, spec->seed, epoch);
-		else
-		{
-			train_shuffle(&rng, train_idx, ntrain, spec->seed, epoch);
-			cudaRtCheck(cudaMemcpyAsync(idx_dev, train_idx, sizeof(int) * (ntrain ? ntrain : 1),
-										cudaMemcpyHostToDevice, g.stream));
-		}
 
 		for (int s = 0; s < plan.steps; s++)
 		{
@@ -372,11 +400,16 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 				gpuCheck(dml_nccl_allreduce_sum(nccl, g.grads, np, g.stream, errbuf, sizeof(errbuf)));
 			if (total > 0)
 				gpuCheck(dml_gpu_net_step(&g, &gopt, 1.0f / (float) total, errbuf, sizeof(errbuf)));
-			if (s % POLL_STEPS == POLL_STEPS - 1)
+			if (nccl && s % POLL_STEPS == POLL_STEPS - 1)
 				gpuCheck(dml_nccl_poll(nccl, errbuf, sizeof(errbuf)));
 			train_report_step(epoch, s + 1, plan.steps);
 		}
-		gpuCheck(dml_nccl_wait(nccl, g.stream, NCCL_TIMEOUT_S, errbuf, sizeof(errbuf)));
+		/* the next epoch's order, while the device works through this one's */
+		if (se == NULL && epoch < spec->epochs)
+			send_order(&rng, train_idx, ntrain, spec->seed, epoch + 1, idx_host, idx_dev, g.stream,
+					   device);
+		if (nccl)
+			gpuCheck(dml_nccl_wait(nccl, g.stream, NCCL_TIMEOUT_S, errbuf, sizeof(errbuf)));
 		gpuCheck(dml_gpu_net_take_loss(&g, &sums[0], errbuf, sizeof(errbuf)));
 		comm_allreduce_double(sums, 2);
 		if (worker_world > 1)
@@ -414,6 +447,7 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 		cudaFree(y_dev);
 	}
 	cudaFree(idx_dev);
+	cudaFreeHost(idx_host);
 	cudaFree(Xb);
 	cudaFree(yb);
 	if (se)

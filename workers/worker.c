@@ -386,6 +386,11 @@ main(int argc, char **argv)
 		return 0;
 	}
 	send_training_line(&spec, gpu);
+#ifdef DML_HAVE_CUDA
+	/* the device's context is made while the rows load (train_gpu joins) */
+	if (gpu >= 0)
+		dml_gpu_warm_start(gpu);
+#endif
 	load_slices(&ds, &spec, worker_rank);
 	comm_barrier();				/* the first to finish sleeps, not spins */
 	if (spec.attempt > 0)

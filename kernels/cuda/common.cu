@@ -8,7 +8,9 @@
  */
 #include "common.cuh"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -84,6 +86,43 @@ dml_gpu_device_count(void)
 		return 0;
 	}
 	return n;
+}
+
+/*
+ * Warming a device up: its context and cuBLAS's state take a few hundred
+ * milliseconds to create, on the first CUDA call that needs them.  A
+ * thread makes them while the caller does other work (a worker reads its
+ * rows), once per process; dml_gpu_warm_wait joins it.  Its errors are
+ * dropped: the caller's own first calls meet them again and report them.
+ */
+static pthread_t warm_thread;
+static int	warm_state;			/* 0 not started, 1 running, 2 joined */
+
+static void *
+warm_main(void *arg)
+{
+	cublasHandle_t h;
+
+	if (cudaSetDevice((int) (intptr_t) arg) == cudaSuccess && cudaFree(0) == cudaSuccess &&
+		cublasCreate(&h) == CUBLAS_STATUS_SUCCESS)
+		cublasDestroy(h);
+	(void) cudaGetLastError();
+	return NULL;
+}
+
+void
+dml_gpu_warm_start(int device)
+{
+	if (warm_state == 0)
+		warm_state = pthread_create(&warm_thread, NULL, warm_main, (void *) (intptr_t) device) == 0 ? 1 : 2;
+}
+
+void
+dml_gpu_warm_wait(void)
+{
+	if (warm_state == 1)
+		pthread_join(warm_thread, NULL);
+	warm_state = 2;
 }
 
 /* DML_ERR_DEVMEM unless need bytes (plus the reserve) are free on this device */
