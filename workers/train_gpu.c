@@ -293,11 +293,13 @@ train_gpu(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int device)
 								"training targets", errbuf, sizeof(errbuf)));
 		cudaRtCheck(cudaMalloc((void **) &idx_dev, sizeof(int) * (ntrain ? ntrain : 1)));
 		cudaRtCheck(cudaMallocHost((void **) &idx_host, sizeof(int) * (ntrain ? ntrain : 1)));
-		train_gpu_release();
-		gpu_eval = gpu_eval_open(ds, net, device, X_dev, y_dev);
 	}
 	cudaRtCheck(cudaMalloc((void **) &Xb, sizeof(float) * (size_t) (b ? b : 1) * ds->d));
 	cudaRtCheck(cudaMalloc((void **) &yb, sizeof(float) * (b ? b : 1)));
+	/* the metrics' network takes what training leaves, or the CPU evaluates */
+	train_gpu_release();
+	if (se == NULL)
+		gpu_eval = gpu_eval_open(ds, net, device, X_dev, y_dev);
 
 	/* NCCL between ranks: rank 0's id through MPI */
 	if (worker_world > 1)
