@@ -349,6 +349,17 @@ main(int argc, char **argv)
 
 	/* die with mpirun, whatever kills it */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+
+	/*
+	 * A write to a peer that died (its host's processes killed) is an
+	 * error for Open MPI's TCP transport to handle, not a SIGPIPE that
+	 * kills this rank at once: that death, on a healthy host, could reach
+	 * mpirun before the lost host's daemon did, and the job's error then
+	 * named the wrong host (t/multihost, under load).  The worker's own
+	 * sockets write with MSG_NOSIGNAL (control.c) or through libpq, which
+	 * never raises SIGPIPE.
+	 */
+	signal(SIGPIPE, SIG_IGN);
 	comm_init(&argc, &argv);
 	gethostname(worker_host, sizeof(worker_host) - 1);
 	if (argc != 2)
