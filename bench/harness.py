@@ -1143,12 +1143,13 @@ def main():
         ep_r, tr_r, floor_r, rate_r = [], [], [], []
         for r in runs:
             rate = r.get("sgemm_rate") or mlp_rate
-            fl_r = r["metrics"].get("train_rows", ntrain) * flops_per_row
+            rows_r = r["metrics"].get("train_rows", ntrain)
+            fl_r = rows_r * flops_per_row
             rate_r.append(rate)
             floor_r.append(fl_r / (rate * 1e9 * w))
             ep_r.append(epoch_median(r, "seconds"))
             # the training part alone: training rows / rows_per_second (the validation pass excluded)
-            tr_r.append(r["metrics"].get("train_rows", ntrain) / epoch_median(r, "rows_per_second"))
+            tr_r.append(rows_r / epoch_median(r, "rows_per_second"))
         ep, tr, floor = med(ep_r), med(tr_r), med(floor_r)
         rows.append([f"w{w} b{b}", fmt(fl / 1e9) + " GFLOP", f"{fmt_med(rate_r)} x {w}",
                      fmt(floor) + " s", fmt(ep) + " s",

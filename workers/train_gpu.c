@@ -157,11 +157,9 @@ train_gpu_evaluate(const DmlModel *m, const Dataset *ds, const int *idx, int n, 
 	cudaRtCheck(cudaSetDevice(device));
 	if (n > ev->cap)
 	{
+		/* (a failed allocation ends the worker) */
 		cudaFree(ev->idx_dev);
 		cudaFreeHost(ev->logits);
-		ev->idx_dev = NULL;
-		ev->logits = NULL;
-		ev->cap = 0;
 		cudaRtCheck(cudaMalloc((void **) &ev->idx_dev, sizeof(int) * (size_t) n));
 		cudaRtCheck(cudaMallocHost((void **) &ev->logits, sizeof(float) * (size_t) n * K));
 		ev->cap = n;
