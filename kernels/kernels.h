@@ -247,6 +247,26 @@ extern const char *dml_blas_core_override(const char *corename);
 extern void dml_gather_rows(const float *X, const float *y, int d, const int *idx,
 							int B, int avail, float *Xb, float *yb);
 
+/*
+ * An epoch that takes blocks of c consecutive rows of X (n rows in nb
+ * blocks; block nb - 1 holds the n - (nb - 1) c left over) in the order
+ * order[0..nb): dml_gather_blocks copies its rows [pos, pos + B) a run a
+ * block, with no row-by-row index (the same rows, in the same order, as
+ * dml_gather_rows over the epoch's row indices).
+ */
+typedef struct DmlBlockOrder
+{
+	const int  *order;			/* block numbers in the epoch's order */
+	int			nb;
+	int			c;				/* rows a block */
+	int			n;
+	int			short_at;		/* where order holds block nb - 1 */
+} DmlBlockOrder;
+
+extern void dml_block_order_init(DmlBlockOrder *bo, const int *order, int nb, int c, int n);
+extern void dml_gather_blocks(const float *X, const float *y, int d, const DmlBlockOrder *bo,
+							  int pos, int B, float *Xb, float *yb);
+
 /* ---------------------------------------------------------------------
  * The network (net.c): dense layers with one hidden activation and a loss
  * --------------------------------------------------------------------- */

@@ -789,13 +789,16 @@ train_layout_blocks(Dataset *ds, int *train_idx, int ntrain, int *val_idx, int n
 
 /*
  * epoch_order
- *		Epoch's order of the rank's n training rows into idx: the row
- *		shuffle (c = 0), or blocks of c consecutive rows (the last one
- *		shorter) in an order that each epoch shuffles from the last, as
- *		train_shuffle does the rows.
+ *		Epoch's order of the rank's n training rows: the row shuffle into
+ *		idx (c = 0), or blocks of c consecutive rows (the last one shorter)
+ *		in an order that each epoch shuffles from the last, as
+ *		train_shuffle does the rows, into bo.  The block order's rows are
+ *		written into idx as well only where a step reads them by index
+ *		(with_idx): the gather takes them a block at a time.
  */
 static void
-epoch_order(DmlRng *rng, int *idx, int n, int c, int *blocks, uint64_t seed, int epoch)
+epoch_order(DmlRng *rng, int *idx, int n, int c, int *blocks, uint64_t seed, int epoch,
+			DmlBlockOrder *bo, bool with_idx)
 {
 	int			nb,
 				k = 0;
@@ -807,7 +810,8 @@ epoch_order(DmlRng *rng, int *idx, int n, int c, int *blocks, uint64_t seed, int
 	}
 	nb = (n + c - 1) / c;
 	train_shuffle(rng, blocks, nb, seed, epoch);
-	for (int q = 0; q < nb; q++)
+	dml_block_order_init(bo, blocks, nb, c, n);
+	for (int q = 0; q < nb && with_idx; q++)
 	{
 		int			lo = blocks[q] * c,
 					hi = lo + c < n ? lo + c : n;
@@ -864,6 +868,8 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	/* the block shuffle (options "shuffle"): rows a block, the blocks' order */
 	int			block_rows;
 	int		   *blocks = NULL;
+	DmlBlockOrder bo;
+	bool		with_idx;
 	double		layout_seconds = 0;
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
@@ -905,6 +911,8 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		layout_seconds = dml_clock_seconds() - layout_seconds;
 		res->shuffle_block = block_rows;
 	}
+	/* only softmax's rows read in place want the block order's row indices */
+	with_idx = block_rows > 0 && dml_net_rows_applies(net, &work, b);
 	straggler_init(&straggler, spec);
 
 	dml_net_init(net, spec->seed);
@@ -917,7 +925,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		first_epoch = train_resume(spec, m, &opt) + 1;
 	/* in memory each epoch shuffles the last one's order; a stream's orders stand alone */
 	for (int e = 1; e < first_epoch && se == NULL; e++)
-		epoch_order(&rng, train_idx, ntrain, block_rows, blocks, spec->seed, e);
+		epoch_order(&rng, train_idx, ntrain, block_rows, blocks, spec->seed, e, &bo, with_idx);
 	sync_init(&sy, spec, np);
 	sync_start(&sy, net->params, &opt, all_rows);
 	sync_bind(&sy, spec, &net->params, &grads, &opt);
@@ -943,7 +951,8 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		if (se && !full)
 			stream_epoch_begin(se, spec->seed, epoch);
 		else if (!se)
-			epoch_order(&rng, train_idx, ntrain, block_rows, blocks, spec->seed, epoch);
+			epoch_order(&rng, train_idx, ntrain, block_rows, blocks, spec->seed, epoch, &bo,
+						with_idx);
 
 		for (int s = 0; async ? !sy.epoch_done : s < plan.steps; s++)
 		{
@@ -988,7 +997,10 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			}
 			else if (B > 0)
 			{
-				gather(ds, train_idx + pos, B, ntrain - pos, Xb, yb);
+				if (block_rows > 0)
+					dml_gather_blocks(ds->X, ds->y, ds->d, &bo, pos, B, Xb, yb);
+				else
+					gather(ds, train_idx + pos, B, ntrain - pos, Xb, yb);
 				sums[0] += dml_net_gradient(net, &work, grads, Xb, yb, B,
 											sync_grad_scale(&sy, B, total));
 				sums[1] += B;

@@ -9,10 +9,12 @@
  *	  prefetch, and the fused pass for one-output nets: softmax keeps the
  *	  reference path, so only its gather differs), alternated rep by rep.
  *
- *	  epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS] [-S] [SHAPE...]
+ *	  epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS [-I]] [-S] [SHAPE...]
 
  *	  With -c, the after path takes its rows in blocks of BLOCK_ROWS
- *	  consecutive rows in a shuffled order (options "shuffle": "blocks").
+ *	  consecutive rows in a shuffled order (options "shuffle": "blocks"),
+ *	  gathered a block at a time (dml_gather_blocks, as workers/train.c);
+ *	  with -I as well, by the rows' indices (dml_gather_rows, as before).
  *
  *	  SHAPE is ROWSxCOLSxK:LOSS with LOSS bce, softmax or mse, for example
  *	  1000000x20x1:bce (synth_1m's logistic regression, the default) and
@@ -36,6 +38,8 @@
 
 /* -c C: the after path takes blocks of C consecutive rows in a shuffled order */
 static int block_rows = 0;
+/* -I: the block shuffle's rows gathered by their indices (before dml_gather_blocks) */
+static int block_index = 0;
 
 /* the gather before prefetch (workers/train.c until the fused kernel) */
 static void
@@ -91,6 +95,8 @@ one_epoch(int fused, int rep, DmlNet *net, DmlWork *work, const float *X, const 
 		  DmlOptimState *st, const DmlOptim *o, Parts *p, double *loss)
 {
 	DmlRng		rng;
+	int		   *bl = NULL;
+	DmlBlockOrder bo;
 	double		tg = 0,
 				tf = 0,
 				to = 0,
@@ -109,15 +115,15 @@ one_epoch(int fused, int rep, DmlNet *net, DmlWork *work, const float *X, const 
 		/* as workers/train.c's epoch_order (the rows are random already) */
 		int			nb = (n + block_rows - 1) / block_rows,
 					k = 0;
-		int		   *bl = malloc(sizeof(int) * nb);
 
+		bl = malloc(sizeof(int) * nb);
 		for (int q = 0; q < nb; q++)
 			bl[q] = q;
 		dml_shuffle(bl, nb, &rng);
-		for (int q = 0; q < nb; q++)
+		dml_block_order_init(&bo, bl, nb, block_rows, n);
+		for (int q = 0; q < nb && block_index; q++)
 			for (int r = bl[q] * block_rows; r < n && r < (bl[q] + 1) * block_rows; r++)
 				idx[k++] = r;
-		free(bl);
 	}
 	else
 		dml_shuffle(idx, n, &rng);
@@ -129,7 +135,9 @@ one_epoch(int fused, int rep, DmlNet *net, DmlWork *work, const float *X, const 
 					m,
 					e;
 
-		if (fused)
+		if (bl && !block_index)
+			dml_gather_blocks(X, y, d, &bo, pos, c, Xb, yb);
+		else if (fused)
 			dml_gather_rows(X, y, d, idx + pos, c, n - pos, Xb, yb);
 		else
 			gather_plain(X, y, d, idx + pos, c, Xb, yb);
@@ -142,6 +150,7 @@ one_epoch(int fused, int rep, DmlNet *net, DmlWork *work, const float *X, const 
 		tf += e - m;
 	}
 	p->whole[rep] = dml_clock_seconds() - t0;
+	free(bl);
 	p->cpu[rep] = cpu_seconds() - c0;
 	p->gather[rep] = tg;
 	p->grad[rep] = tf;
@@ -289,6 +298,8 @@ main(int argc, char **argv)
 			block_rows = atoi(argv[++i]);
 		else if (strcmp(argv[i], "-S") == 0)
 			dml_set_skinny(false);
+		else if (strcmp(argv[i], "-I") == 0)
+			block_index = 1;
 		else
 		{
 			fprintf(stderr, "usage: epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS] [-S] [ROWSxCOLSxK:LOSS...]\n");

@@ -1324,6 +1324,70 @@ test_fused(void)
 		free(Xs);
 		free(ys);
 	}
+	/*
+	 * the block shuffle's epoch a block at a time: the same rows as the
+	 * index gather over the epoch's row order, for every start and batch
+	 * size, with the short block at every place in the order (and none)
+	 */
+	{
+		enum
+		{
+			D = 3, C = 7
+		};
+		float		Xs[103 * D],
+					ys[103],
+					Xa[40 * D],
+					ya[40],
+					Xc[40 * D],
+					yc[40];
+		int			order[15],
+					idx[103];
+		bool		same = true;
+		DmlRng		rng;
+
+		for (int i = 0; i < 103 * D; i++)
+			Xs[i] = (float) i;
+		for (int i = 0; i < 103; i++)
+			ys[i] = (float) -i;
+		dml_rng_seed(&rng, 9);
+		for (int n = 98; n <= 103; n += 5)	/* 14 blocks of 7; 15, the last of 5 */
+		{
+			int			nb = (n + C - 1) / C;
+
+			for (int at = 0; at < nb; at++)
+			{
+				DmlBlockOrder bo;
+				int			k = 0;
+
+				for (int q = 0; q < nb; q++)
+					order[q] = q;
+				dml_shuffle(order, nb, &rng);
+				for (int q = 0; q < nb; q++)
+					if (order[q] == nb - 1)
+					{
+						order[q] = order[at];
+						order[at] = nb - 1;
+					}
+				for (int q = 0; q < nb; q++)
+					for (int r = order[q] * C; r < n && r < (order[q] + 1) * C; r++)
+						idx[k++] = r;
+				dml_block_order_init(&bo, order, nb, C, n);
+				same = same && k == n;
+				for (int B = 1; B <= 40; B += 13)
+					for (int pos = 0; pos < n; pos++)
+					{
+						int			c = n - pos < B ? n - pos : B;
+
+						dml_gather_rows(Xs, ys, D, idx + pos, c, n - pos, Xa, ya);
+						memset(Xc, 0, sizeof(Xc));
+						dml_gather_blocks(Xs, ys, D, &bo, pos, c, Xc, yc);
+						same = same && memcmp(Xa, Xc, sizeof(float) * D * c) == 0 &&
+							memcmp(ya, yc, sizeof(float) * c) == 0;
+					}
+			}
+		}
+		check(same, "dml_gather_blocks takes the rows of the block order's row indices", NULL);
+	}
 }
 
 /* ---------------------------------------------------------------------
