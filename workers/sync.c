@@ -510,6 +510,7 @@ static struct CommShared *kept_shm = NULL;
 static void **kept_base = NULL;
 static size_t kept_npad = 0;
 static int	kept_hosts = 0;
+static bool kept_replicated = false;
 
 /* a resident job's kept host segment freed, at its end (collective over the data ranks) */
 void
@@ -550,9 +551,12 @@ sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, DmlOpt
 		return;
 	s->L = comm_local_size();
 	s->H = comm_hosts();
-	base = xmalloc(sizeof(void *) * s->L);
+	/* a small model on one host: one fence a step, the optimizer on every rank */
+	s->replicated = s->H == 1 && s->np <= SHARED_REPLICATED_FLOATS;
+	base = xmalloc(sizeof(void *) * s->L * 2);
 	s->keep_shm = spec->resident != 0;
-	if (kept_shm != NULL && kept_npad >= npad && kept_hosts == s->H)
+	if (kept_shm != NULL && kept_npad >= npad && kept_hosts == s->H &&
+		kept_replicated == s->replicated)
 	{
 		/* the last trial's segment: big enough, and every rank's part where it was */
 		s->shm = kept_shm;
@@ -567,8 +571,12 @@ sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, DmlOpt
 			kept_shm = NULL;
 			kept_base = NULL;
 		}
-		/* every rank's part is its gradient slot; the host's first rank's also holds the rest */
-		s->shm = comm_shared_alloc(sizeof(float) * npad * (lr == 0 ? (s->H > 1 ? 5 : 4) : 1), base);
+		/*
+		 * every rank's part is its gradient slot (replicated: two, for
+		 * alternate steps); the host's first rank's also holds the rest
+		 */
+		s->shm = comm_shared_alloc(sizeof(float) * npad *
+								   (s->replicated ? 2 : lr == 0 ? (s->H > 1 ? 5 : 4) : 1), base);
 		if (s->keep_shm)
 		{
 			kept_shm = s->shm;
@@ -576,9 +584,21 @@ sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, DmlOpt
 			memcpy(kept_base, base, sizeof(void *) * s->L);
 			kept_npad = npad;
 			kept_hosts = s->H;
+			kept_replicated = s->replicated;
 		}
 	}
 	s->shared = true;
+	if (s->replicated)
+	{
+		/* slot[p L + r]: rank r's gradient of the steps of parity p */
+		for (int r = 0; r < s->L; r++)
+			base[s->L + r] = (float *) base[r] + npad;
+		s->slot = (float **) base;
+		s->parity = 0;
+		s->own_params = NULL;
+		comm_shared_fence(s->shm);
+		return;
+	}
 	s->hierarchical = s->H > 1;
 	s->slot = (float **) base;
 	s->shm_params = s->slot[0] + npad;
@@ -616,13 +636,16 @@ sync_unbind(Sync *s, float **params, float **grads, DmlOptimState *o)
 {
 	if (s->shm == NULL)
 		return;
-	memcpy(s->own_params, s->shm_params, sizeof(float) * s->np);
-	memcpy(s->own_s1, s->shm_s1, sizeof(float) * s->np);
-	memcpy(s->own_s2, s->shm_s2, sizeof(float) * s->np);
-	*params = s->own_params;
-	*grads = s->own_grads;
-	o->s1 = s->own_s1;
-	o->s2 = s->own_s2;
+	if (!s->replicated)
+	{
+		memcpy(s->own_params, s->shm_params, sizeof(float) * s->np);
+		memcpy(s->own_s1, s->shm_s1, sizeof(float) * s->np);
+		memcpy(s->own_s2, s->shm_s2, sizeof(float) * s->np);
+		*params = s->own_params;
+		*grads = s->own_grads;
+		o->s1 = s->own_s1;
+		o->s2 = s->own_s2;
+	}
 	comm_shared_fence(s->shm);	/* nobody reads the segment any more */
 	if (s->shm != kept_shm)
 		comm_shared_free(s->shm);
@@ -805,6 +828,33 @@ shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t
 		comm_count_bytes(sizeof(float) * (double) s->np);
 }
 
+/*
+ * One step of a small model through the segment (s->replicated): the
+ * rank's gradient into its slot of this step's parity; a fence; every
+ * rank sums all the coordinates over the slots in rank order and steps
+ * its own copy of the parameters and optimizer state.  Each rank computes
+ * the same sums (rank order) and the same update, so the copies stay
+ * equal, bit for bit the sharded step's.  A rank writes the other
+ * parity's slot next step, and cannot come round to this one again
+ * before every rank has passed the next fence, by when it has read this
+ * one: the second fence of the sharded step goes.  For a few hundred
+ * parameters the sum and optimizer take less than a fence's wait.
+ */
+static void
+replicated_step(Sync *s, const WorkerSpec *spec, float *params, const float *grads,
+				DmlOptimState *o, float lr, int64_t total)
+{
+	float	  **slot = s->slot + s->parity * s->L;
+
+	memcpy(slot[comm_local_rank()], grads, sizeof(float) * s->np);
+	comm_shared_fence(s->shm);	/* every rank's gradient of the step is in its slot */
+	sum_slots(s->scratch, slot, s->L, 0, s->np);
+	if (total > 0)
+		train_optim_step(o, spec, params, s->scratch, lr);
+	s->parity ^= 1;
+	comm_count_bytes(sizeof(float) * (double) s->np);
+}
+
 /* replica average over the data ranks, in place */
 static void
 average_params(Sync *s, float *params)
@@ -904,6 +954,11 @@ sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads, DmlOptim
 	switch (s->mode)
 	{
 		case DML_SYNC_ALLREDUCE:
+			if (s->shm != NULL && s->replicated)
+			{
+				replicated_step(s, spec, params, grads, o, lr, total);
+				break;
+			}
 			if (s->shm != NULL)
 			{
 				shared_step(s, spec, o, lr, total);

@@ -113,7 +113,12 @@ typedef struct Sync
 	bool		shared;			/* the job's all-reduce went through shared memory */
 	bool		keep_shm;		/* a resident job: the segment stays for the next trial */
 	bool		hierarchical;	/* ... on several hosts, their leaders all-reducing */
+	bool		replicated;		/* ... a small model on one host: every rank steps it all */
+	int			parity;			/* replicated: which of a rank's two slots this step takes */
 } Sync;
+
+/* allreduce through shared memory replicates a model of at most this many parameters */
+#define SHARED_REPLICATED_FLOATS	1024
 
 extern void sync_init(Sync *s, const WorkerSpec *spec, size_t np);
 extern void sync_start(Sync *s, const float *params, const DmlOptimState *o, int64_t epoch_rows);
