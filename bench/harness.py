@@ -489,16 +489,35 @@ def main():
     adj_sgemm_cmd = sgemm_cmd.replace(f"-s {M['sgemm_s']}", "-s 0.1") + " " + \
         " ".join(f"{m}x{n}x{k}" for m, n, k in MLP_GEMM_SHAPES)
 
-    def adjacent_gemm_rate():
-        out_, _ = sh(adj_sgemm_cmd)
-        return mlp_gemm_rate([r for r in jsonl(out_) if r.get("bench") == "sgemm"])
+    # w workers' floor: w single-thread sgemm processes at once, one pinned to
+    # each core, their rates added (as STREAM's 2 threads): on a shared host
+    # the cores need not be equally fast, nor one core alone as fast as two at once
+    ncpu = os.cpu_count() or 1
+
+    def pinned_gemm_cmd(w):
+        if w == 1 or ncpu < w:
+            return adj_sgemm_cmd
+        one = adj_sgemm_cmd.replace(f"{micro}/sgemm", f"taskset -c $c {micro}/sgemm")
+        return ("for c in " + " ".join(str(i) for i in range(w)) + "; do ( " + one +
+                " | sed 's/^{/{\"core\": '$c', /' ) & done; wait")
+
+    def adjacent_gemm_rate(w=1):
+        """the MLP shapes' rate of w cores together (GFLOP/s), and each core's"""
+        out_, _ = sh(pinned_gemm_cmd(w))
+        recs = [r for r in jsonl(out_) if r.get("bench") == "sgemm"]
+        if w == 1 or ncpu < w:
+            one = mlp_gemm_rate(recs)
+            return one * w, [one] * w
+        per = [mlp_gemm_rate([r for r in recs if r.get("core") == c]) for c in range(w)]
+        return sum(per), per
 
     def mlp_run(w, b, r, kw, note=""):
-        """one MLP dml_train run, with the sgemm rate measured just before it"""
-        rate = adjacent_gemm_rate()
-        log(f"dml mlp-adam-w{w}-b{b} run {r + 1}/{R} ({note}sgemm just before: {fmt(rate)} GFLOP/s)")
+        """one MLP dml_train run, with the sgemm rate of its cores measured just before it"""
+        rate, per = adjacent_gemm_rate(w)
+        log(f"dml mlp-adam-w{w}-b{b} run {r + 1}/{R} ({note}sgemm just before: "
+            f"{fmt(rate)} GFLOP/s on {w} core(s): {', '.join(fmt(x) for x in per)})")
         return dict(dml_train(conn, f"bench_mlp_w{w}_b{b}", "fashion_train", "label", **kw),
-                    sgemm_rate=rate)
+                    sgemm_rate=rate, sgemm_cores=per)
     out, _ = sh(sgemm_cmd)
     sgemm = [r for r in jsonl(out) if r.get("bench") == "sgemm"]
     RAW["sgemm"] = sgemm
@@ -1161,16 +1180,20 @@ def main():
         # measured just before it (the run-start rate where there is none)
         ep_r, tr_r, floor_r, rate_r = [], [], [], []
         for r in runs:
-            rate = r.get("sgemm_rate") or mlp_rate
+            # the rate of all the run's cores together (w cores at once)
+            rate = r.get("sgemm_rate") or mlp_rate * w
             rows_r = r["metrics"].get("train_rows", ntrain)
             fl_r = rows_r * flops_per_row
             rate_r.append(rate)
-            floor_r.append(fl_r / (rate * 1e9 * w))
+            floor_r.append(fl_r / (rate * 1e9))
             ep_r.append(epoch_median(r, "seconds"))
             # the training part alone: training rows / rows_per_second (the validation pass excluded)
             tr_r.append(rows_r / epoch_median(r, "rows_per_second"))
         ep, tr, floor = med(ep_r), med(tr_r), med(floor_r)
-        rows.append([f"w{w} b{b}", fmt(fl / 1e9) + " GFLOP", f"{fmt_med(rate_r)} x {w}",
+        cores = [r.get("sgemm_cores") for r in runs if r.get("sgemm_cores")]
+        slow = [min(c) / max(c) for c in cores if len(c) > 1 and max(c) > 0]
+        rows.append([f"w{w} b{b}", fmt(fl / 1e9) + " GFLOP",
+                     fmt_med(rate_r) + (f" (slower core / faster: {fmt_med(slow)})" if slow else ""),
                      fmt(floor) + " s", fmt(ep) + " s",
                      fmt(med([e / f for e, f in zip(ep_r, floor_r)]), 3) + "x",
                      fmt(tr) + " s", fmt(med([t / f for t, f in zip(tr_r, floor_r)]), 3) + "x",
@@ -1178,14 +1201,17 @@ def main():
     s += ["### MLP 784-256-128-10 epoch vs the sgemm floor", "",
           f"FLOPs per training row = forward 2·Σ(in·out) + weight gradients 2·Σ(in·out) + input "
           f"gradients of layers 2..3 = {flops_per_row:,} (Σ in·out = {mm:,}). The rate is the "
-          f"single-core OpenBLAS sgemm rate at the MLP's batch-256 shapes, FLOP-weighted over the "
+          f"single-thread OpenBLAS sgemm rate at the MLP's batch-256 shapes, FLOP-weighted over the "
           f"shapes, measured just before each dml run (`{adj_sgemm_cmd}`; median and range over "
-          f"the runs), times the number of workers: each run is divided by the floor of its own "
+          f"the runs); for 2 workers, two such processes at once, each pinned to one core "
+          f"(`taskset -c`), their rates added, as STREAM's two threads (this host's two cores are "
+          f"not always equally fast, nor is one core alone as fast as each of two busy at once). "
+          f"Each run is divided by the floor of its own "
           f"minutes, and the ratios are the medians of the runs' ratios. At the run's start the "
           f"rate was {fmt(mlp_rate)} GFLOP/s ({fmt(peak)} GFLOP/s on 2048³). The epoch's time "
           f"includes dml's validation pass (a forward pass over the held-out rows, whose FLOPs the "
           f"floor does not count); its training part (training rows / `rows_per_second`) does not.", "",
-          table(["dml run", "FLOPs / epoch", "rate (GFLOP/s x workers)", "floor", "dml epoch",
+          table(["dml run", "FLOPs / epoch", "rate (GFLOP/s, the run's cores together)", "floor", "dml epoch",
                  "epoch / floor", "training part", "training / floor", "achieved (training)"], rows), "",
           codeblock([f"sgemm: {sgemm_cmd}   ({blas_cfg})"] +
                     [f"  {x['m']}x{x['n']}x{x['k']}: median {x['median_gflops']} GFLOP/s, best {x['gflops']}"
