@@ -276,16 +276,21 @@ def dml_runs(conn, reps, key, name, relation, target, **kw):
     return runs
 
 
-# one MLP 784-256-128-10 step's sgemm shapes at batch 256 (m, n, k)
-MLP_GEMM_SHAPES = [(256, 256, 784), (256, 784, 256), (256, 128, 256), (128, 256, 256),
-                   (256, 256, 128), (256, 10, 128)]
+def mlp_shapes(B):
+    """one MLP 784-256-128-10 step's sgemm shapes (m, n, k) at B rows a worker: the
+    forward products, the weight gradients and the input gradient of layer 2"""
+    return [(B, 256, 784), (256, 784, B), (B, 128, 256), (128, 256, B), (B, 256, 128),
+            (B, 10, 128)]
 
 
-def mlp_gemm_rate(records):
-    """The single-core rate (GFLOP/s) of one MLP step's shapes, weighted by their
-    FLOPs, from sgemm records (m, n, k, median_gflops); None without any."""
+MLP_GEMM_SHAPES = mlp_shapes(256)
+
+
+def mlp_gemm_rate(records, B=256):
+    """The single-core rate (GFLOP/s) of one MLP step's shapes at B rows, weighted by
+    their FLOPs, from sgemm records (m, n, k, median_gflops); None without any."""
     rate_at = {(x["m"], x["n"], x["k"]): x["median_gflops"] for x in records if "m" in x}
-    shapes = [sh_ for sh_ in MLP_GEMM_SHAPES if sh_ in rate_at]
+    shapes = [sh_ for sh_ in mlp_shapes(B) if sh_ in rate_at]
     tot_f = sum(2 * m * n * k for m, n, k in shapes)
     tot_t = sum(2 * m * n * k / (rate_at[(m, n, k)] * 1e9) for m, n, k in shapes)
     return tot_f / tot_t / 1e9 if tot_t else None
@@ -486,34 +491,36 @@ def main():
     # the MLP's batch-256 shapes, measured again right before each MLP run:
     # the floor of a run is the sgemm rate of its own minutes (on a shared
     # host the rate moved 74-149 GFLOP/s within an hour)
-    adj_sgemm_cmd = sgemm_cmd.replace(f"-s {M['sgemm_s']}", "-s 0.1") + " " + \
-        " ".join(f"{m}x{n}x{k}" for m, n, k in MLP_GEMM_SHAPES)
+    def adj_sgemm_cmd(B=256):
+        """the MLP's shapes at B rows a worker (the run's own batch)"""
+        return sgemm_cmd.replace(f"-s {M['sgemm_s']}", "-s 0.1") + " " + \
+            " ".join(f"{m}x{n}x{k}" for m, n, k in mlp_shapes(B))
 
     # w workers' floor: w single-thread sgemm processes at once, one pinned to
     # each core, their rates added (as STREAM's 2 threads): on a shared host
     # the cores need not be equally fast, nor one core alone as fast as two at once
     ncpu = os.cpu_count() or 1
 
-    def pinned_gemm_cmd(w):
+    def pinned_gemm_cmd(w, B):
         if w == 1 or ncpu < w:
-            return adj_sgemm_cmd
-        one = adj_sgemm_cmd.replace(f"{micro}/sgemm", f"taskset -c $c {micro}/sgemm")
+            return adj_sgemm_cmd(B)
+        one = adj_sgemm_cmd(B).replace(f"{micro}/sgemm", f"taskset -c $c {micro}/sgemm")
         return ("for c in " + " ".join(str(i) for i in range(w)) + "; do ( " + one +
                 " | sed 's/^{/{\"core\": '$c', /' ) & done; wait")
 
-    def adjacent_gemm_rate(w=1):
-        """the MLP shapes' rate of w cores together (GFLOP/s), and each core's"""
-        out_, _ = sh(pinned_gemm_cmd(w))
+    def adjacent_gemm_rate(w, B):
+        """the MLP shapes' rate at B rows of w cores together (GFLOP/s), and each core's"""
+        out_, _ = sh(pinned_gemm_cmd(w, B))
         recs = [r for r in jsonl(out_) if r.get("bench") == "sgemm"]
         if w == 1 or ncpu < w:
-            one = mlp_gemm_rate(recs)
+            one = mlp_gemm_rate(recs, B)
             return one * w, [one] * w
-        per = [mlp_gemm_rate([r for r in recs if r.get("core") == c]) for c in range(w)]
+        per = [mlp_gemm_rate([r for r in recs if r.get("core") == c], B) for c in range(w)]
         return sum(per), per
 
     def mlp_run(w, b, r, kw, note=""):
         """one MLP dml_train run, with the sgemm rate of its cores measured just before it"""
-        rate, per = adjacent_gemm_rate(w)
+        rate, per = adjacent_gemm_rate(w, b)
         log(f"dml mlp-adam-w{w}-b{b} run {r + 1}/{R} ({note}sgemm just before: "
             f"{fmt(rate)} GFLOP/s on {w} core(s): {', '.join(fmt(x) for x in per)})")
         return dict(dml_train(conn, f"bench_mlp_w{w}_b{b}", "fashion_train", "label", **kw),
@@ -1201,8 +1208,10 @@ def main():
     s += ["### MLP 784-256-128-10 epoch vs the sgemm floor", "",
           f"FLOPs per training row = forward 2·Σ(in·out) + weight gradients 2·Σ(in·out) + input "
           f"gradients of layers 2..3 = {flops_per_row:,} (Σ in·out = {mm:,}). The rate is the "
-          f"single-thread OpenBLAS sgemm rate at the MLP's batch-256 shapes, FLOP-weighted over the "
-          f"shapes, measured just before each dml run (`{adj_sgemm_cmd}`; median and range over "
+          f"single-thread OpenBLAS sgemm rate at the MLP's shapes for the run's rows a worker "
+          f"(the batch-256 ones below; at batch 128 the same with 128 in place of 256 where it is "
+          f"the rows), FLOP-weighted over the "
+          f"shapes, measured just before each dml run (`{adj_sgemm_cmd()}`; median and range over "
           f"the runs); for 2 workers, two such processes at once, each pinned to one core "
           f"(`taskset -c`), their rates added, as STREAM's two threads (this host's two cores are "
           f"not always equally fast, nor is one core alone as fast as each of two busy at once). "
