@@ -28,7 +28,12 @@
  * out of MPI, and each rank does 1/W of the optimizer's work.  Each
  * coordinate is summed in rank order by exactly one rank, so the result
  * does not depend on which rank owns it; with two ranks it is the same,
- * bit for bit, as MPI_Allreduce's (a + b = b + a).
+ * bit for bit, as MPI_Allreduce's (a + b = b + a).  A model of at most
+ * SHARED_REPLICATED_FLOATS parameters takes one fence a step instead: each
+ * rank keeps its own parameters and optimizer state, puts its gradient in
+ * one of its two slots (by step parity), and after the fence sums every
+ * coordinate in rank order and steps the whole model (replicated_step):
+ * the same numbers on every rank, the sharded path's.
  *
  * allreduce across hosts (hierarchical): each host has such a segment for
  * its L ranks, and one more buffer, the host's sum.  A step is a fence;
@@ -595,7 +600,6 @@ sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, DmlOpt
 			base[s->L + r] = (float *) base[r] + npad;
 		s->slot = (float **) base;
 		s->parity = 0;
-		s->own_params = NULL;
 		comm_shared_fence(s->shm);
 		return;
 	}
