@@ -203,9 +203,15 @@ def cluster_cpu_seconds():
     return None
 
 
-def dml_train(conn, name, relation, target, **kw):
+# set in main: the best STREAM bandwidth (GB/s) of n threads, measured now
+ADJACENT_STREAM = None
+
+
+def dml_train(conn, name, relation, target, stream_threads=None, **kw):
     """One dml_train call: wall seconds, the cluster's CPU seconds (None where not
-    measured), the result row, the model's metrics and epochs."""
+    measured), the result row, the model's metrics and epochs; with stream_threads,
+    also the STREAM bandwidth of that many threads measured just before it."""
+    bw = ADJACENT_STREAM(stream_threads) if stream_threads and ADJACENT_STREAM else None
     sql = train_sql(name, relation, target, **kw)
     c0 = cluster_cpu_seconds()
     t0 = time.perf_counter()
@@ -223,7 +229,8 @@ def dml_train(conn, name, relation, target, **kw):
                   "FROM dml.epochs WHERE model_id = %s AND restarts = 0 ORDER BY epoch", (mid,))
     epochs = [dict(epoch=e[0], loss=e[1], val_loss=e[2], val_metric=e[3], rows_per_second=e[4],
                    seconds=e[5], bytes_sent=e[6]) for e in eps]
-    return dict(sql=sql, wall=wall, cpu=cpu, result=row, metrics=metrics, epochs=epochs)
+    return dict(sql=sql, wall=wall, cpu=cpu, result=row, metrics=metrics, epochs=epochs,
+                stream_gbs=bw)
 
 
 def dml_job(conn, name, relation, target, **kw):
@@ -474,6 +481,18 @@ def main():
     out, _ = sh(stream_cmd)
     stream = {r["threads"]: r for r in jsonl(out) if r.get("bench") == "stream"}
     RAW["stream"] = stream
+    # the small models' floors: STREAM again just before each of their runs,
+    # with as many threads as the run has workers (the run-start figure can be
+    # minutes and a third of the bandwidth away from a run on this host)
+    adj_stream_cmd = f"{micro}/stream -n {M['stream_n']} -r 3"
+
+    def adjacent_stream(threads):
+        out_, _ = sh(f"{adj_stream_cmd} {threads}")
+        recs = [r for r in jsonl(out_) if r.get("bench") == "stream"]
+        return max(recs[0][k] for k in ("copy_gbs", "scale_gbs", "add_gbs", "triad_gbs")) \
+            if recs else None
+    global ADJACENT_STREAM
+    ADJACENT_STREAM = adjacent_stream
     log("sgemm")
     sgemm_cmd = f"{micro}/sgemm -t 1 -s {M['sgemm_s']}"
     # the kernels dml-worker runs: where OpenBLAS falls back to SSE3 ones on a
@@ -579,14 +598,15 @@ def main():
     for w in (1, 2):
         logit[w], baseline_runs[("logit", w)] = dml_runs_paired(
             conn, R, f"logistic-newton-w{w}", f"bench_logit_w{w}", "synth_1m", "label",
-            a.baseline_worker if w == 2 else None, features=FEATS, model="logistic", optimizer="newton", workers=w)
+            a.baseline_worker if w == 2 else None, features=FEATS, model="logistic", optimizer="newton", workers=w,
+            stream_threads=w)
 
     # L-BFGS on the same table (section 4: one iteration against the memory floor)
     logit_lbfgs = {}
     for w in (1, 2):
         logit_lbfgs[w] = dml_runs(conn, R, f"logistic-lbfgs-w{w}", f"bench_logit_lbfgs_w{w}",
                                   "synth_1m", "label", features=FEATS, model="logistic",
-                                  optimizer="lbfgs", workers=w)
+                                  optimizer="lbfgs", workers=w, stream_threads=w)
 
     # Fashion-MNIST runs (used by sections 1, 2, 3, 4, 6)
     fash = {}
@@ -605,7 +625,7 @@ def main():
             if (kind, w, b) != ("mlp", 2, 128):
                 fash[(kind, w, b)] = dml_runs(conn, R, f"{kind}-adam-w{w}-b{b}",
                                               f"bench_{kind}_w{w}_b{b}", "fashion_train",
-                                              "label", **kw)
+                                              "label", stream_threads=w, **kw)
                 continue
             # the goal's configuration, alternating with the same job whose
             # all-reduce goes through MPI instead of shared memory
@@ -632,18 +652,19 @@ def main():
             log(f"dml logistic-adam-w{w} run {r + 1}/{R} (and with shuffle rows)")
             logit_adam[w].append(dml_train(conn, f"bench_logit_adam_w{w}", "synth_1m", "label",
                                            features=FEATS, model="logistic", optimizer="adam",
-                                           batch_size=256, epochs=M["logit_adam_epochs"], workers=w))
+                                           batch_size=256, epochs=M["logit_adam_epochs"], workers=w,
+                                           stream_threads=w))
             logit_adam_rows[w].append(dml_train(conn, f"bench_logit_adam_rows_w{w}", "synth_1m",
                                                 "label", features=FEATS, model="logistic",
                                                 optimizer="adam", batch_size=256,
                                                 epochs=M["logit_adam_epochs"], workers=w,
-                                                options={"shuffle": "rows"}))
+                                                options={"shuffle": "rows"}, stream_threads=w))
         RAW.setdefault("dml", {})[f"logistic-adam-w{w}"] = logit_adam[w]
         RAW["dml"][f"logistic-adam-rows-w{w}"] = logit_adam_rows[w]
         lin_adam[w] = dml_runs(conn, R, f"linear-adam-w{w}", f"bench_lin_adam_w{w}",
                                "synth_1m", "y", features=FEATS, model="linear",
                                optimizer="adam", batch_size=256,
-                               epochs=M["logit_adam_epochs"], workers=w)
+                               epochs=M["logit_adam_epochs"], workers=w, stream_threads=w)
 
     # ---- section 1 text
     s = ["## 1. Data path: dml's loader vs COPY to /dev/null",
@@ -1107,32 +1128,41 @@ def main():
         for w in (1, 2):
             runs = runs_by_w[w]
             ntrain = med(mval(runs, "train_rows"))
-            if how == "seconds":
-                ep = med([epoch_median(r, "seconds") for r in runs])
-            elif how == "mean":
-                # every iteration counted, those whose line search took a second pass too
-                ep = med([sum(e["seconds"] for e in r["epochs"]) / len(r["epochs"]) for r in runs])
-            else:
+
+            def run_epoch(r):
+                if how == "seconds":
+                    return epoch_median(r, "seconds")
+                if how == "mean":
+                    # every iteration counted, those whose line search took a second pass too
+                    return sum(e["seconds"] for e in r["epochs"]) / len(r["epochs"])
                 # the epoch's training part (a validation pass is not counted)
-                ep = med([ntrain / epoch_median(r, "rows_per_second") for r in runs])
+                return r["metrics"].get("train_rows", ntrain) / epoch_median(r, "rows_per_second")
+            ep = med([run_epoch(r) for r in runs])
             nbytes = ntrain * d * 4
-            floor = nbytes / ((bw1 if w == 1 else bw2) * 1e9)
-            floor_ratio[(label, w)] = ep / floor
+            # each run against the STREAM of its own minutes (the run-start one where none)
+            bws = [r.get("stream_gbs") or (bw1 if w == 1 else bw2) for r in runs]
+            floor = nbytes / (med(bws) * 1e9)
+            floor_ratio[(label, w)] = med([run_epoch(r) * bw * 1e9 /
+                                           (r["metrics"].get("train_rows", ntrain) * d * 4)
+                                           for r, bw in zip(runs, bws)])
             shuffle = runs[-1]["metrics"].get("shuffle", "rows")
             if how in ("seconds", "mean"):
                 shuffle = "—"
             elif shuffle == "blocks":
                 shuffle = f"blocks of {runs[-1]['metrics'].get('shuffle_block')} rows"
             rows.append([label, w, shuffle, fmt(nbytes / 1e6) + " MB",
-                         f"{fmt(bw1 if w == 1 else bw2)} GB/s", fmt(floor * 1e3) + " ms",
-                         fmt(ep * 1e3) + " ms", ratio(ep, floor, 1),
+                         f"{fmt_med(bws)} GB/s", fmt(floor * 1e3) + " ms",
+                         fmt(ep * 1e3) + " ms", f"{floor_ratio[(label, w)]:.1f}x",
                          fmt(med(mval(runs, "train_seconds"))) + " s"])
     newton_flops = n_synth * 21 * 21 * 2
     s = ["## 4. Limits", "",
          "### Small models' epochs vs the memory-bandwidth floor", "",
          "Floor = bytes of the worker matrices (training rows x (features + label) x 4 bytes, "
-         "float32, all workers) / STREAM bandwidth measured in this run (best kernel; 1 thread for "
-         "1 worker, 2 threads for 2 workers): the time just to stream the data once. A minibatch "
+         "float32, all workers) / STREAM bandwidth measured just before each run (best kernel; 1 "
+         "thread for 1 worker, 2 threads for 2 workers; median and range over the runs; "
+         f"`{adj_stream_cmd} THREADS`): the time just to stream the data once. Each run is "
+         "divided by the floor of its own minutes, and \"dml / floor\" is the median of the "
+         "runs' ratios (the floor and epoch columns are medians). A minibatch "
          "epoch's time is its training part (training rows / the median `dml.epochs.rows_per_second`; "
          "a validation pass is not counted); a Newton iteration's is the median `dml.epochs.seconds`, "
          "and an L-BFGS iteration's the mean of all the run's iterations (`dml.epochs.seconds`: one "
