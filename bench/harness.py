@@ -290,7 +290,10 @@ def mlp_shapes(B):
             (B, 10, 128)]
 
 
-MLP_GEMM_SHAPES = mlp_shapes(256)
+
+def stream_best(rec):
+    """a STREAM record's best bandwidth (GB/s) over its four kernels"""
+    return max(rec[k] for k in ("copy_gbs", "scale_gbs", "add_gbs", "triad_gbs"))
 
 
 def mlp_gemm_rate(records, B=256):
@@ -489,8 +492,7 @@ def main():
     def adjacent_stream(threads):
         out_, _ = sh(f"{adj_stream_cmd} {threads}")
         recs = [r for r in jsonl(out_) if r.get("bench") == "stream"]
-        return max(recs[0][k] for k in ("copy_gbs", "scale_gbs", "add_gbs", "triad_gbs")) \
-            if recs else None
+        return stream_best(recs[0]) if recs else None
     global ADJACENT_STREAM
     ADJACENT_STREAM = adjacent_stream
     log("sgemm")
@@ -1113,8 +1115,7 @@ def main():
     # ------------------------------------------------------------------
     # 4. limits
     # ------------------------------------------------------------------
-    bw1 = max(stream[1][k] for k in ("copy_gbs", "scale_gbs", "add_gbs", "triad_gbs"))
-    bw2 = max(stream[2][k] for k in ("copy_gbs", "scale_gbs", "add_gbs", "triad_gbs"))
+    bw1, bw2 = stream_best(stream[1]), stream_best(stream[2])
     rows = []
     floor_ratio = {}
     for label, runs_by_w, d, how in (

@@ -302,7 +302,7 @@ main(int argc, char **argv)
 			block_index = 1;
 		else
 		{
-			fprintf(stderr, "usage: epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS] [-S] [ROWSxCOLSxK:LOSS...]\n");
+			fprintf(stderr, "usage: epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS [-I]] [-S] [ROWSxCOLSxK:LOSS...]\n");
 			return 2;
 		}
 	}

@@ -180,18 +180,16 @@ SELECT name FROM dml_train('shm_mlp', 'sep', 'y', features => '{x1,x2,x3}', mode
 SELECT name FROM dml_train('shm_mlp_mpi', 'sep', 'y', features => '{x1,x2,x3}', model => 'mlp',
 	hidden => '{16,8}', optimizer => 'adam', epochs => 3, batch_size => 64, workers => 2,
 	validation => 0.2, options => '{"shared_memory": false}');
-SELECT a.weights = b.weights AS same_weights,
-	   (a.metrics->>'accuracy')::float8 > 0.9 AS learned
-FROM dml.models a, dml.models b WHERE a.name = 'shm_mlp' AND b.name = 'shm_mlp_mpi';
 SELECT name FROM dml_train('shm_mlp_wide', 'sep', 'y', features => '{x1,x2,x3}', model => 'mlp',
 	hidden => '{64,32}', optimizer => 'adam', epochs => 3, batch_size => 64, workers => 2,
 	validation => 0.2);
 SELECT name FROM dml_train('shm_mlp_wide_mpi', 'sep', 'y', features => '{x1,x2,x3}', model => 'mlp',
 	hidden => '{64,32}', optimizer => 'adam', epochs => 3, batch_size => 64, workers => 2,
 	validation => 0.2, options => '{"shared_memory": false}');
-SELECT a.weights = b.weights AS same_weights,
+SELECT a.name, a.weights = b.weights AS same_weights,
 	   (a.metrics->>'accuracy')::float8 > 0.9 AS learned
-FROM dml.models a, dml.models b WHERE a.name = 'shm_mlp_wide' AND b.name = 'shm_mlp_wide_mpi';
+FROM dml.models a JOIN dml.models b ON b.name = a.name || '_mpi'
+WHERE a.name IN ('shm_mlp', 'shm_mlp_wide') ORDER BY a.name;
 SELECT name FROM dml_train('shm_mom3', 'sreg', 'y', features => '{x1,x2,x3}', model => 'linear',
 	optimizer => 'momentum', learning_rate => 0.02, epochs => 3, batch_size => 50, workers => 3);
 SELECT name FROM dml_train('shm_mom3_mpi', 'sreg', 'y', features => '{x1,x2,x3}', model => 'linear',
