@@ -519,31 +519,39 @@ def main():
 
     # w workers' floor: w single-thread sgemm processes at once, one pinned to
     # each core, their rates added (as STREAM's 2 threads): on a shared host
-    # the cores need not be equally fast, nor one core alone as fast as two at once
-    ncpu = os.cpu_count() or 1
+    # the cores need not be equally fast, nor one core alone as fast as two at once.
+    # The cores are the ones this process may run on (a container's cpuset need
+    # not hold CPUs 0 and 1; taskset to a CPU outside it fails)
+    cpus = sorted(os.sched_getaffinity(0))
 
     def pinned_gemm_cmd(w, B):
-        if w == 1 or ncpu < w:
-            return adj_sgemm_cmd(B)
         one = adj_sgemm_cmd(B).replace(f"{micro}/sgemm", f"taskset -c $c {micro}/sgemm")
-        return ("for c in " + " ".join(str(i) for i in range(w)) + "; do ( " + one +
+        return ("for c in " + " ".join(str(c) for c in cpus[:w]) + "; do ( " + one +
                 " | sed 's/^{/{\"core\": '$c', /' ) & done; wait")
 
     def adjacent_gemm_rate(w, B):
         """the MLP shapes' rate at B rows of w cores together (GFLOP/s), and each core's"""
-        out_, _ = sh(pinned_gemm_cmd(w, B))
-        recs = [r for r in jsonl(out_) if r.get("bench") == "sgemm"]
-        if w == 1 or ncpu < w:
-            one = mlp_gemm_rate(recs, B)
-            return one * w, [one] * w
-        per = [mlp_gemm_rate([r for r in recs if r.get("core") == c], B) for c in range(w)]
-        return sum(per), per
+        if w > 1 and len(cpus) >= w:
+            out_, _ = sh(pinned_gemm_cmd(w, B))
+            recs = [r for r in jsonl(out_) if r.get("bench") == "sgemm"]
+            per = [mlp_gemm_rate([r for r in recs if r.get("core") == c], B) for c in cpus[:w]]
+            if None not in per:
+                return sum(per), per
+            log(f"sgemm pinned to CPUs {cpus[:w]} gave no rate for some of them: "
+                f"one process's rate times {w} instead")
+        # one core, or fewer CPUs than workers (the workers share them: at most
+        # as many cores' rate as there are CPUs)
+        one = mlp_gemm_rate([r for r in jsonl(sh(adj_sgemm_cmd(B))[0])
+                             if r.get("bench") == "sgemm"], B)
+        if one is None:
+            return None, []
+        return one * min(w, len(cpus)), [one] * min(w, len(cpus))
 
     def mlp_run(w, b, r, kw, note=""):
         """one MLP dml_train run, with the sgemm rate of its cores measured just before it"""
         rate, per = adjacent_gemm_rate(w, b)
         log(f"dml mlp-adam-w{w}-b{b} run {r + 1}/{R} ({note}sgemm just before: "
-            f"{fmt(rate)} GFLOP/s on {w} core(s): {', '.join(fmt(x) for x in per)})")
+            f"{fmt(rate)} GFLOP/s on {len(per) or w} core(s): {', '.join(fmt(x) for x in per)})")
         return dict(dml_train(conn, f"bench_mlp_w{w}_b{b}", "fashion_train", "label", **kw),
                     sgemm_rate=rate, sgemm_cores=per)
     out, _ = sh(sgemm_cmd)
@@ -1244,7 +1252,7 @@ def main():
           f"the rows), FLOP-weighted over the "
           f"shapes, measured just before each dml run (`{adj_sgemm_cmd()}`; median and range over "
           f"the runs); for 2 workers, two such processes at once, each pinned to one core "
-          f"(`taskset -c`), their rates added, as STREAM's two threads (this host's two cores are "
+          f"(`taskset -c`, on the CPUs this process may use), their rates added, as STREAM's two threads (this host's two cores are "
           f"not always equally fast, nor is one core alone as fast as each of two busy at once). "
           f"Each run is divided by the floor of its own "
           f"minutes, and the ratios are the medians of the runs' ratios. At the run's start the "

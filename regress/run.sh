@@ -166,7 +166,7 @@ if bash .ci/setup.sh --bench >"$RESULTS/bench-setup.log" 2>&1 &&
 	timeout 600 bash bench/run.sh quick >"$RESULTS/bench-quick.log" 2>&1; then
 	echo "ok - bench-quick wrote bench/out/RESULTS-quick.md" | tee -a "$RESULTS/bench.tap"
 else
-	tail -20 "$RESULTS/bench-setup.log" "$RESULTS/bench-quick.log"
+	tail -n 20 "$RESULTS/bench-setup.log" "$RESULTS/bench-quick.log"
 	echo "not ok - bench-quick" | tee -a "$RESULTS/bench.tap"
 fi
 tally bench-quick "$RESULTS/bench.tap"
