@@ -120,6 +120,9 @@ typedef struct Sync
 /* allreduce through shared memory replicates a model of at most this many parameters */
 #define SHARED_REPLICATED_FLOATS	1024
 
+/* the sharded step sums and steps its range this many parameters at a time (32 KB of L1) */
+#define SHARED_STEP_CHUNK	2048
+
 extern void sync_init(Sync *s, const WorkerSpec *spec, size_t np);
 extern void sync_start(Sync *s, const float *params, const DmlOptimState *o, int64_t epoch_rows);
 extern void sync_release_kept(void);

@@ -166,12 +166,13 @@ SELECT name, (metrics->>'accuracy')::float8 > 0.95 AS learned, metrics->>'compre
 FROM dml.models WHERE name LIKE 'cmp\_%' ORDER BY name;
 
 -- allreduce with every rank on one host goes through shared memory: each
--- rank sums and steps 1/W of one shared copy of the parameters, or, for a
--- model of at most 1,024 parameters, every rank sums all of them and steps
--- its own copy (one fence a step instead of two).
+-- rank sums and steps 1/W of one shared copy of the parameters (2,048 at a
+-- time), or, for a model of at most 1,024 parameters, every rank sums all
+-- of them and steps its own copy (one fence a step instead of two).
 -- {"shared_memory": false} keeps MPI_Allreduce.  Two ranks give the same
 -- weights bit for bit (a + b = b + a; MLPs with Adam, 3-16-8-1 and
--- 3-64-32-1: 209 and 2,369 parameters); three and four ranks sum in
+-- 3-256-32-1: 209 and 9,281 parameters, the second's ranks each stepping
+-- three chunks); three and four ranks sum in
 -- another order, so the same model to float rounding (momentum; SGD with
 -- 4 parameters on 4 ranks).
 SELECT name FROM dml_train('shm_mlp', 'sep', 'y', features => '{x1,x2,x3}', model => 'mlp',
@@ -181,10 +182,10 @@ SELECT name FROM dml_train('shm_mlp_mpi', 'sep', 'y', features => '{x1,x2,x3}', 
 	hidden => '{16,8}', optimizer => 'adam', epochs => 3, batch_size => 64, workers => 2,
 	validation => 0.2, options => '{"shared_memory": false}');
 SELECT name FROM dml_train('shm_mlp_wide', 'sep', 'y', features => '{x1,x2,x3}', model => 'mlp',
-	hidden => '{64,32}', optimizer => 'adam', epochs => 3, batch_size => 64, workers => 2,
+	hidden => '{256,32}', optimizer => 'adam', epochs => 3, batch_size => 64, workers => 2,
 	validation => 0.2);
 SELECT name FROM dml_train('shm_mlp_wide_mpi', 'sep', 'y', features => '{x1,x2,x3}', model => 'mlp',
-	hidden => '{64,32}', optimizer => 'adam', epochs => 3, batch_size => 64, workers => 2,
+	hidden => '{256,32}', optimizer => 'adam', epochs => 3, batch_size => 64, workers => 2,
 	validation => 0.2, options => '{"shared_memory": false}');
 SELECT a.name, a.weights = b.weights AS same_weights,
 	   (a.metrics->>'accuracy')::float8 > 0.9 AS learned
