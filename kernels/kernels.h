@@ -332,6 +332,9 @@ extern bool dml_net_rows_applies(const DmlNet *net, const DmlWork *work, int B);
 extern double dml_net_gradient_rows(const DmlNet *net, DmlWork *work, float *grads,
 									const float *X, const int *idx, int B, int avail,
 									const float *y, float scale);
+/* the logits of rows idx[0..B) of X read in place (work->acts[1]); where it applies */
+extern const float *dml_net_forward_rows(const DmlNet *net, DmlWork *work, const float *X,
+										 const int *idx, int B, int avail);
 /* grads += scale * d(sum loss)/dparams; returns the (unscaled) sum of losses */
 extern double dml_net_forward_backward_scaled(const DmlNet *net, DmlWork *work,
 											  float *grads, const float *X,

@@ -597,6 +597,22 @@ dml_net_gradient_rows(const DmlNet *net, DmlWork *work, float *grads, const floa
 	return loss;
 }
 
+/*
+ * dml_net_forward over the rows idx[0..B) of X read where they lie
+ * (idx[B..avail) are read next); only where dml_net_rows_applies.  Bit for
+ * bit the gathered rows' logits: an evaluation pass copies no rows.
+ */
+const float *
+dml_net_forward_rows(const DmlNet *net, DmlWork *work, const float *X, const int *idx, int B,
+					 int avail)
+{
+	float	   *logits = work->acts[1];
+
+	dense_forward_rows(logits, X, idx, B, avail, net->params + dml_net_weight_offset(net, 0),
+					   net->params + dml_net_bias_offset(net, 0), net->sizes[0], net->sizes[1]);
+	return logits;
+}
+
 /* logits to predictions in place: sigmoid for BCE, softmax for softmax */
 void
 dml_net_output(const DmlNet *net, float *logits, int B)

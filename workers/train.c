@@ -249,6 +249,16 @@ train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds, const int *i
 		{
 			int			B = n - lo < EVAL_ROWS ? n - lo : EVAL_ROWS;
 
+			if (dml_net_rows_applies(&m->net, work, B))
+			{
+				/* softmax: the rows read where they lie, only their labels gathered */
+				for (int k = 0; k < B; k++)
+					yb[k] = ds->y[idx[lo + k]];
+				memcpy(out, dml_net_forward_rows(&m->net, work, ds->X, idx + lo, B, n - lo),
+					   sizeof(float) * B * K);
+				train_eval_outputs(m, out, yb, B, met);
+				continue;
+			}
 			gather(ds, idx + lo, B, n - lo, Xb, yb);
 			eval_batch(m, work, Xb, yb, B, out, met);
 		}

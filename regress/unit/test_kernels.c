@@ -1995,6 +1995,7 @@ test_skinny(void)
 		DmlNet		net;
 		DmlWork		work;
 		bool		same = true,
+					same_fwd = true,
 					applies;
 
 		for (int i = 0; i < N * C; i++)
@@ -2024,12 +2025,26 @@ test_skinny(void)
 				l0 = dml_net_gradient(&net, &work, g0, Xb, yb, B, 1.0f / 300);
 				l1 = dml_net_gradient_rows(&net, &work, g1, X, idx + pos, B, N - pos, yb, 1.0f / 300);
 				same = same && l0 == l1 && memcmp(g0, g1, sizeof(float) * net.nparams) == 0;
+				if (!weighted)
+				{
+					/* the evaluation's forward pass (train_evaluate) */
+					float		o0[B * K];
+
+					memcpy(o0, dml_net_forward(&net, &work, Xb, B), sizeof(o0));
+					same_fwd = same_fwd &&
+						memcmp(o0, dml_net_forward_rows(&net, &work, X, idx + pos, B, N - pos),
+							   sizeof(o0)) == 0;
+				}
 				free(g0);
 				free(g1);
 			}
 		if (applies)
+		{
 			check(same, "softmax over rows read in place: the gathered rows' gradient, bit for bit",
 				  NULL);
+			check(same_fwd, "softmax logits of rows read in place: the gathered rows', bit for bit",
+				  NULL);
+		}
 		else
 			printf("# rows read in place do not run on this CPU and build: not compared\n");
 		dml_work_free(&work);
