@@ -575,6 +575,22 @@ dml_net_rows_applies(const DmlNet *net, const DmlWork *work, int B)
 }
 
 /*
+ * dml_net_forward over the rows idx[0..B) of X read where they lie
+ * (idx[B..avail) are read next); only where dml_net_rows_applies.  Bit for
+ * bit the gathered rows' logits: an evaluation pass copies no rows.
+ */
+const float *
+dml_net_forward_rows(const DmlNet *net, DmlWork *work, const float *X, const int *idx, int B,
+					 int avail)
+{
+	float	   *logits = work->acts[1];
+
+	dense_forward_rows(logits, X, idx, B, avail, net->params + dml_net_weight_offset(net, 0),
+					   net->params + dml_net_bias_offset(net, 0), net->sizes[0], net->sizes[1]);
+	return logits;
+}
+
+/*
  * As dml_net_gradient over the rows idx[0..B) of X (n, sizes[0]), read
  * where they lie instead of gathered first (idx[B..avail) are read next),
  * with y the minibatch's targets in that order; only where
@@ -589,28 +605,11 @@ dml_net_gradient_rows(const DmlNet *net, DmlWork *work, float *grads, const floa
 	float	   *logits = work->acts[1];
 	double		loss;
 
-	dense_forward_rows(logits, X, idx, B, avail, net->params + dml_net_weight_offset(net, 0),
-					   net->params + dml_net_bias_offset(net, 0), C, K);
+	dml_net_forward_rows(net, work, X, idx, B, avail);
 	loss = loss_delta(net, work, logits, work->dacts[0], y, B, K, scale);
 	dense_wgrad_rows(grads + dml_net_weight_offset(net, 0), grads + dml_net_bias_offset(net, 0),
 					 work->dacts[0], X, idx, B, C, K, false);
 	return loss;
-}
-
-/*
- * dml_net_forward over the rows idx[0..B) of X read where they lie
- * (idx[B..avail) are read next); only where dml_net_rows_applies.  Bit for
- * bit the gathered rows' logits: an evaluation pass copies no rows.
- */
-const float *
-dml_net_forward_rows(const DmlNet *net, DmlWork *work, const float *X, const int *idx, int B,
-					 int avail)
-{
-	float	   *logits = work->acts[1];
-
-	dense_forward_rows(logits, X, idx, B, avail, net->params + dml_net_weight_offset(net, 0),
-					   net->params + dml_net_bias_offset(net, 0), net->sizes[0], net->sizes[1]);
-	return logits;
 }
 
 /* logits to predictions in place: sigmoid for BCE, softmax for softmax */

@@ -781,32 +781,8 @@ shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t
 	double		across = 2.0 * (s->H - 1) * sizeof(float) * (double) s->np;
 
 	comm_shared_fence(s->shm);	/* every rank's gradient is in its slot */
-	if (!s->hierarchical && total > 0)
-	{
-		/*
-		 * one host: the range summed and stepped a chunk at a time, the
-		 * chunk's sum still in L1 when the optimizer reads it (its 4 bytes a
-		 * parameter written and read back once fewer).  The optimizers are
-		 * elementwise, with the same step count in every chunk: bit for bit
-		 * the whole range's step.
-		 */
-		for (size_t c0 = s->lo; c0 < s->hi; c0 += SHARED_STEP_CHUNK)
-		{
-			size_t		c1 = c0 + SHARED_STEP_CHUNK < s->hi ? c0 + SHARED_STEP_CHUNK : s->hi;
-			DmlOptimState chunk = *o;
-
-			sum_slots(sum, s->slot, s->L, c0, c1);
-			chunk.n = c1 - c0;
-			chunk.s1 = o->s1 + c0;
-			chunk.s2 = o->s2 + c0;
-			train_optim_step(&chunk, spec, s->shm_params + c0, sum + c0, lr);
-		}
-		o->t++;
-		comm_shared_fence(s->shm);	/* every range is stepped */
-		comm_count_bytes(sizeof(float) * (double) s->np);
-		return;
-	}
-	sum_slots(sum, s->slot, s->L, s->lo, s->hi);
+	if (s->hierarchical)
+		sum_slots(sum, s->slot, s->L, s->lo, s->hi);
 	if (s->hierarchical && s->comp != DML_COMPRESS_NONE)
 	{
 		bool		even = comm_hosts_even();
@@ -841,13 +817,25 @@ shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t
 	}
 	if (total > 0)
 	{
-		DmlOptimState	range = *o;
+		/*
+		 * the range stepped a chunk at a time; on one host each chunk is
+		 * summed just before, so the optimizer reads its sum from L1 (4
+		 * bytes a parameter written and read back once fewer).  The
+		 * optimizers are elementwise, with the same step count in every
+		 * chunk: bit for bit the whole range's step.
+		 */
+		for (size_t c0 = s->lo; c0 < s->hi; c0 += SHARED_STEP_CHUNK)
+		{
+			size_t		c1 = c0 + SHARED_STEP_CHUNK < s->hi ? c0 + SHARED_STEP_CHUNK : s->hi;
+			DmlOptimState chunk = *o;
 
-		range.n = s->hi - s->lo;
-		range.s1 = o->s1 + s->lo;
-		range.s2 = o->s2 + s->lo;
-		if (range.n > 0)
-			train_optim_step(&range, spec, s->shm_params + s->lo, sum + s->lo, lr);
+			if (!s->hierarchical)
+				sum_slots(sum, s->slot, s->L, c0, c1);
+			chunk.n = c1 - c0;
+			chunk.s1 = o->s1 + c0;
+			chunk.s2 = o->s2 + c0;
+			train_optim_step(&chunk, spec, s->shm_params + c0, sum + c0, lr);
+		}
 		o->t++;
 	}
 	comm_shared_fence(s->shm);	/* every range is stepped */

@@ -149,6 +149,14 @@ gather(const Dataset *ds, const int *idx, int B, int avail, float *Xb, float *yb
 	dml_gather_rows(ds->X, ds->y, ds->d, idx, B, avail, Xb, yb);
 }
 
+/* only the targets of rows idx[0..B): the rows themselves are read where they lie */
+static void
+gather_targets(const Dataset *ds, const int *idx, int B, float *yb)
+{
+	for (int k = 0; k < B; k++)
+		yb[k] = ds->y[idx[k]];
+}
+
 /*
  * train_eval_outputs
  *		Metrics of B rows from the model's logits (out, overwritten with its
@@ -171,17 +179,21 @@ train_eval_outputs(const DmlModel *m, float *out, float *yb, int B, DmlMetrics *
 	dml_metrics_add(met, out, yb, B);
 }
 
+/* one batch of the metrics from its logits (copied into out) */
+static void
+eval_logits(const DmlModel *m, const float *logits, float *yb, int B, float *out,
+			DmlMetrics *met)
+{
+	memcpy(out, logits, sizeof(float) * B * m->net.sizes[m->net.nlayers]);
+	train_eval_outputs(m, out, yb, B, met);
+}
+
 /* one batch of the metrics on the CPU */
 static void
 eval_batch(const DmlModel *m, DmlWork *work, float *Xb, float *yb, int B, float *out,
 		   DmlMetrics *met)
 {
-	const DmlNet *net = &m->net;
-	int			K = net->sizes[net->nlayers];
-	const float *logits = dml_net_forward(net, work, Xb, B);
-
-	memcpy(out, logits, sizeof(float) * B * K);
-	train_eval_outputs(m, out, yb, B, met);
+	eval_logits(m, dml_net_forward(&m->net, work, Xb, B), yb, B, out, met);
 }
 
 typedef struct EvalScan
@@ -251,16 +263,16 @@ train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds, const int *i
 
 			if (dml_net_rows_applies(&m->net, work, B))
 			{
-				/* softmax: the rows read where they lie, only their labels gathered */
-				for (int k = 0; k < B; k++)
-					yb[k] = ds->y[idx[lo + k]];
-				memcpy(out, dml_net_forward_rows(&m->net, work, ds->X, idx + lo, B, n - lo),
-					   sizeof(float) * B * K);
-				train_eval_outputs(m, out, yb, B, met);
-				continue;
+				/* softmax: the rows read where they lie */
+				gather_targets(ds, idx + lo, B, yb);
+				eval_logits(m, dml_net_forward_rows(&m->net, work, ds->X, idx + lo, B, n - lo),
+							yb, B, out, met);
 			}
-			gather(ds, idx + lo, B, n - lo, Xb, yb);
-			eval_batch(m, work, Xb, yb, B, out, met);
+			else
+			{
+				gather(ds, idx + lo, B, n - lo, Xb, yb);
+				eval_batch(m, work, Xb, yb, B, out, met);
+			}
 		}
 	comm_allreduce_double(met->v, met->nvalues);
 	free(Xb);
@@ -999,8 +1011,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 				/* softmax: the rows read in place, only their labels gathered */
 				const int  *ix = train_idx + pos;
 
-				for (int k = 0; k < B; k++)
-					yb[k] = ds->y[ix[k]];
+				gather_targets(ds, ix, B, yb);
 				sums[0] += dml_net_gradient_rows(net, &work, grads, ds->X, ix, B, ntrain - pos,
 												 yb, sync_grad_scale(&sy, B, total));
 				sums[1] += B;
