@@ -125,6 +125,7 @@ typedef struct DmlJob
 	int			resident;		/* dml_tune: the ranks keep their rows for the next trial (supervise.c) */
 	bool		no_in_server;	/* option in_server => false: always a job */
 	bool		no_shared_memory;	/* option shared_memory => false: MPI_Allreduce */
+	bool		no_byte_rows;	/* option byte_rows => false: float32 rows only */
 	int			rank_min_norm;	/* option rank_deficient => 'min_norm' (exact solver) */
 	DmlCovType	cov_type;		/* option cov: HC0/HC1 standard errors (exact, Newton) */
 	char	   *class_weight;	/* "balanced", or the weights in output order "w0,w1,..."; or NULL */

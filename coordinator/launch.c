@@ -250,6 +250,8 @@ spec_text(DmlJob *job, bool resume)
 	spec_settings(&buf, job);
 	if (job->no_shared_memory)
 		spec_put(&buf, "shared_memory", "0");
+	if (job->no_byte_rows)
+		spec_put(&buf, "byte_rows", "0");
 	if (resume)
 		spec_put(&buf, "resume", "1");
 

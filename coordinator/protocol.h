@@ -140,6 +140,8 @@ typedef struct DmlResult
 	int32_t		spill_recreated;	/* and those that spilled afresh */
 	int32_t		shuffle_block;	/* rows a block of the in-memory block shuffle; 0: rows */
 	int32_t		trial_in_job;	/* a resident job's (dml_tune) trial: 1, 2, ...; else 0 */
+	int32_t		byte_rows;		/* the steps read the rows as bytes k / byte_rows; 0: float32 */
+	int32_t		reserved;
 	double		train_rows;
 	double		validation_rows;
 	double		final_loss;

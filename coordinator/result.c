@@ -58,6 +58,9 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 	/* options "shuffle": the epochs shuffled blocks of this many rows */
 	if (r->shuffle_block > 0)
 		appendStringInfo(&buf, "\"shuffle\": \"blocks\", \"shuffle_block\": %d, ", r->shuffle_block);
+	/* options "byte_rows": the steps read each input as a byte, value k / byte_rows */
+	if (r->byte_rows > 0)
+		appendStringInfo(&buf, "\"byte_rows\": %d, ", r->byte_rows);
 	if (statistics)
 		appendStringInfo(&buf, "\"statistics\": %s, ", statistics);
 	/* dml_tune: the trial's place in the search's one job, over rows loaded once */

@@ -137,11 +137,38 @@ extern void dense_backward_acc(float *dinp, float *dweight, float *dbias,
 							   const float *dout, const float *inp,
 							   const float *weight, int B, int C, int OC,
 							   bool accumulate);
-/* a layer over rows idx[0..B) of X read in place; where dml_skinny_applies */
-extern void dense_forward_rows(float *out, const float *X, const int *idx, int B, int avail,
-							   const float *weight, const float *bias, int C, int OC);
+/*
+ * Rows of inputs stored as bytes: input c of a row with byte k is the
+ * float32 (k / div - mean[c]) * scale[c], k / div correctly rounded:
+ * prepare_data's standardized value of a raw input k / div
+ */
+typedef struct DmlRows8
+{
+	const uint8_t *X8;			/* (n, C) */
+	const float *mean;			/* (C) */
+	const float *scale;			/* (C) */
+	float		div;			/* 1, or 255 for bytes scaled to [0, 1] */
+	float		rdiv;			/* 1 / div */
+} DmlRows8;
+
+/*
+ * u8 (C) = the raw inputs v (C) as bytes k, v = k / div: true when every
+ * value is one, bit for bit as the kernels rebuild it; else false (u8 then
+ * holds nothing of use)
+ */
+extern bool dml_rows8_row(uint8_t *u8, const float *v, int C, float div);
+
+/*
+ * a layer over rows idx[0..B) of X read in place, or of R8's bytes (R8 not
+ * NULL; the forward pass then writes their float32 rows to stash (B, C)
+ * unless it is NULL); where dml_skinny_applies
+ */
+extern void dense_forward_rows(float *out, const float *X, const DmlRows8 *R8, float *stash,
+							   const int *idx, int B, int avail, const float *weight,
+							   const float *bias, int C, int OC);
 extern void dense_wgrad_rows(float *dweight, float *dbias, const float *dout, const float *X,
-							 const int *idx, int B, int C, int OC, bool accumulate);
+							 const DmlRows8 *R8, const int *idx, int B, int C, int OC,
+							 bool accumulate);
 
 /* out (n) = act(inp (n)); may run in place */
 extern void activation_forward(float *out, const float *inp, size_t n, DmlAct act);
@@ -327,14 +354,17 @@ extern double dml_net_forward_backward(const DmlNet *net, DmlWork *work,
 /* grads = scale * d(sum loss)/dparams (overwritten; B >= 1); the sum of losses */
 extern double dml_net_gradient(const DmlNet *net, DmlWork *work, float *grads,
 							   const float *X, const float *y, int B, float scale);
-/* the same over rows idx[0..B) of X read in place (net.c); where it applies */
+/*
+ * the same over rows idx[0..B) of X read in place, or of R8's bytes (R8 not
+ * NULL) (net.c); where it applies
+ */
 extern bool dml_net_rows_applies(const DmlNet *net, const DmlWork *work, int B);
 extern double dml_net_gradient_rows(const DmlNet *net, DmlWork *work, float *grads,
-									const float *X, const int *idx, int B, int avail,
-									const float *y, float scale);
-/* the logits of rows idx[0..B) of X read in place (work->acts[1]); where it applies */
+									const float *X, const DmlRows8 *R8, const int *idx, int B,
+									int avail, const float *y, float scale);
+/* the logits of those rows (work->acts[1]); where it applies */
 extern const float *dml_net_forward_rows(const DmlNet *net, DmlWork *work, const float *X,
-										 const int *idx, int B, int avail);
+										 const DmlRows8 *R8, const int *idx, int B, int avail);
 /* grads += scale * d(sum loss)/dparams; returns the (unscaled) sum of losses */
 extern double dml_net_forward_backward_scaled(const DmlNet *net, DmlWork *work,
 											  float *grads, const float *X,

@@ -67,28 +67,129 @@ dml_act_parse(const char *name)
 
 static bool skinny_off = false;
 
+/*
+ * Byte rows (DmlRows8): a row's C inputs stored as bytes k, each input the
+ * float32 (k / div - mean[c]) * scale[c], the value prepare_data wrote into
+ * the float32 rows from the raw input k / div (dml_rows8_row checked every
+ * raw value bit for bit).  A quarter of the float32 row's bytes come from
+ * memory.  k / div is rebuilt without a division: q = k (1 / div), then
+ * q + (k - q div) (1 / div), Markstein's correction, which gives the
+ * correctly rounded quotient (and dml_rows8_row keeps only rows where it
+ * gives the stored value).
+ */
+__attribute__((target("avx512f"), always_inline)) static inline __m512
+byte16_quotient(__m512 k, float div, float rdiv)
+{
+	__m512		rd = _mm512_set1_ps(rdiv),
+				q = _mm512_mul_ps(k, rd);
+
+	return _mm512_fmadd_ps(_mm512_fnmadd_ps(q, _mm512_set1_ps(div), k), rd, q);
+}
+
+/* the inputs j .. j + 15 (mask m) of a byte row from its bytes k, as prepare_data makes them */
+__attribute__((target("avx512f"), always_inline)) static inline __m512
+byte16_value(__m512 k, const DmlRows8 *R8, int j, __mmask16 m)
+{
+	return _mm512_mul_ps(_mm512_sub_ps(byte16_quotient(k, R8->div, R8->rdiv),
+									   _mm512_maskz_loadu_ps(m, R8->mean + j)),
+						 _mm512_maskz_loadu_ps(m, R8->scale + j));
+}
+
+/* inputs j .. j + 15 of a byte row (left of them in the row, the rest 0) */
+__attribute__((target("avx512f"), always_inline)) static inline __m512
+byte16(const uint8_t *x, const DmlRows8 *R8, int j, int left)
+{
+	__m128i		u;
+
+	if (left >= 16)
+		u = _mm_loadu_si128((const __m128i *) (x + j));
+	else
+	{
+		uint8_t		tail[16] = {0};
+
+		memcpy(tail, x + j, left);
+		u = _mm_loadu_si128((const __m128i *) tail);
+	}
+	return byte16_value(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(u)), R8,
+						j, left >= 16 ? (__mmask16) 0xffff : dml_lanes16(left));
+}
+
+/* dml_rows8_row on AVX-512, with the kernels' own quotient */
+__attribute__((target("avx512f"))) static bool
+rows8_row_avx512(uint8_t *u8, const float *v, int C, float div)
+{
+	__mmask16	bad = 0;
+	float		rdiv = 1.0f / div;
+
+	for (int j = 0; j < C; j += 16)
+	{
+		int			left = C - j;
+		__mmask16	m = left >= 16 ? (__mmask16) 0xffff : dml_lanes16(left);
+		__m512		x = _mm512_maskz_loadu_ps(m, v + j),
+					u = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(div)),
+										 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+		/* max_ps gives its second operand for a NaN: 0, and u != 0 flags it */
+					k = _mm512_min_ps(_mm512_max_ps(u, _mm512_setzero_ps()), _mm512_set1_ps(255.0f));
+		__m128i		b = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(k));
+
+		bad |= _mm512_mask_cmp_ps_mask(m, u, k, _CMP_NEQ_UQ) |
+			_mm512_mask_cmpneq_epi32_mask(m, _mm512_castps_si512(byte16_quotient(k, div, rdiv)),
+										  _mm512_castps_si512(x));
+		if (left >= 16)
+			_mm_storeu_si128((__m128i *) (u8 + j), b);
+		else
+		{
+			uint8_t		tail[16];
+
+			_mm_storeu_si128((__m128i *) tail, b);
+			memcpy(u8 + j, tail, left);
+		}
+	}
+	return bad != 0;
+}
+
+/*
+ * Two rows' outputs: x0 and x1 are float rows, or with R8 byte rows (R8's
+ * mean and scale); p0 and p1 are the rows to ask into L1 meanwhile
+ */
 __attribute__((target("avx512f"), always_inline)) static inline void
-skinny_fwd_rows(float *restrict out, const float *restrict x0, const float *restrict x1,
-				const float *p0, const float *p1,
+skinny_fwd_rows(float *restrict out, const void *restrict x0, const void *restrict x1,
+				const void *p0, const void *p1, const DmlRows8 *R8, float *s0, float *s1,
 				const float *restrict W, const float *restrict bias, int C, const int OC)
 {
 	__m512		a0[SKINNY_OC],
 				a1[SKINNY_OC];
 	int			j = 0;
+	int			esz = R8 ? 1 : sizeof(float);
 
 #pragma GCC unroll 12
 	for (int k = 0; k < OC; k++)
 		a0[k] = a1[k] = _mm512_setzero_ps();
 	for (; j + 16 <= C; j += 16)
 	{
-		__m512		v0 = _mm512_loadu_ps(x0 + j),
-					v1 = _mm512_loadu_ps(x1 + j);
+		__m512		v0,
+					v1;
 
-		/* rows read in place: the next pair's lines, one each a step */
-		if (p0)
+		if (R8)
 		{
-			_mm_prefetch((const char *) (p0 + j), _MM_HINT_T0);
-			_mm_prefetch((const char *) (p1 + j), _MM_HINT_T0);
+			v0 = byte16(x0, R8, j, 16);
+			v1 = byte16(x1, R8, j, 16);
+			if (s0)
+			{
+				_mm512_storeu_ps(s0 + j, v0);
+				_mm512_storeu_ps(s1 + j, v1);
+			}
+		}
+		else
+		{
+			v0 = _mm512_loadu_ps((const float *) x0 + j);
+			v1 = _mm512_loadu_ps((const float *) x1 + j);
+		}
+		/* rows read in place: the next pair's lines, one each a step */
+		if (p0 && (!R8 || (j & 63) == 0))
+		{
+			_mm_prefetch((const char *) p0 + (size_t) j * esz, _MM_HINT_T0);
+			_mm_prefetch((const char *) p1 + (size_t) j * esz, _MM_HINT_T0);
 		}
 #pragma GCC unroll 12
 		for (int k = 0; k < OC; k++)
@@ -104,9 +205,24 @@ skinny_fwd_rows(float *restrict out, const float *restrict x0, const float *rest
 	if (j < C)
 	{
 		__mmask16	m = dml_lanes16(C - j);
-		__m512		v0 = _mm512_maskz_loadu_ps(m, x0 + j),
-					v1 = _mm512_maskz_loadu_ps(m, x1 + j);
+		__m512		v0,
+					v1;
 
+		if (R8)
+		{
+			v0 = byte16(x0, R8, j, C - j);
+			v1 = byte16(x1, R8, j, C - j);
+			if (s0)
+			{
+				_mm512_mask_storeu_ps(s0 + j, m, v0);
+				_mm512_mask_storeu_ps(s1 + j, m, v1);
+			}
+		}
+		else
+		{
+			v0 = _mm512_maskz_loadu_ps(m, (const float *) x0 + j);
+			v1 = _mm512_maskz_loadu_ps(m, (const float *) x1 + j);
+		}
 #pragma GCC unroll 12
 		for (int k = 0; k < OC; k++)
 		{
@@ -124,50 +240,60 @@ skinny_fwd_rows(float *restrict out, const float *restrict x0, const float *rest
 	}
 }
 
+/* row i of X (float rows), or of R8's bytes; idx NULL: row i itself */
+#define SKINNY_ROW(X, R8, idx, i, C) \
+	((R8) ? (const void *) ((R8)->X8 + (size_t) ((idx) ? (idx)[i] : (i)) * (C)) : \
+	 (const void *) ((X) + (size_t) ((idx) ? (idx)[i] : (i)) * (C)))
+
 /*
  * out (B,OC) = the rows (B,C) @ W (OC,C)^T + bias, OC a constant after
  * inlining: row b is X's row b, or with idx X's row idx[b], read where it
  * lies, a wide row's lines asked for a pair ahead (idx[B..avail) are read
- * next)
+ * next); with R8, R8's byte rows in X's place, and with stash (B,C) their
+ * float32 inputs written there too
  */
 __attribute__((target("avx512f"), always_inline)) static inline void
-skinny_fwd_oc(float *out, const float *X, const int *idx, int B, int avail,
-			  const float *W, const float *bias, int C, const int OC)
+skinny_fwd_oc(float *out, const float *X, const DmlRows8 *R8, float *stash, const int *idx,
+			  int B, int avail, const float *W, const float *bias, int C, const int OC)
 {
 	int			b = 0;
 	bool		ahead = idx != NULL && C >= 64;
 
-#define ROW(i) (X + (size_t) (idx ? idx[i] : (i)) * C)
 	for (; b + 2 <= B; b += 2)
 	{
-		const float *p0 = NULL,
+		const void *p0 = NULL,
 				   *p1 = NULL;
 
 		if (ahead && b + 3 < avail)
 		{
-			p0 = ROW(b + 2);
-			p1 = ROW(b + 3);
+			p0 = SKINNY_ROW(X, R8, idx, b + 2, C);
+			p1 = SKINNY_ROW(X, R8, idx, b + 3, C);
 		}
-		skinny_fwd_rows(out + (size_t) b * OC, ROW(b), ROW(b + 1), p0, p1, W, bias, C, OC);
+		skinny_fwd_rows(out + (size_t) b * OC, SKINNY_ROW(X, R8, idx, b, C),
+						SKINNY_ROW(X, R8, idx, b + 1, C), p0, p1, R8,
+						stash ? stash + (size_t) b * C : NULL,
+						stash ? stash + (size_t) (b + 1) * C : NULL, W, bias, C, OC);
 	}
 	if (b < B)
 	{
 		float		two[2 * SKINNY_OC];
+		float	   *sb = stash ? stash + (size_t) b * C : NULL;
 
 		/* the last row alone: paired with itself, its second copy dropped */
-		skinny_fwd_rows(two, ROW(b), ROW(b), NULL, NULL, W, bias, C, OC);
+		skinny_fwd_rows(two, SKINNY_ROW(X, R8, idx, b, C), SKINNY_ROW(X, R8, idx, b, C),
+						NULL, NULL, R8, sb, sb, W, bias, C, OC);
 		memcpy(out + (size_t) b * OC, two, sizeof(float) * OC);
 	}
-#undef ROW
 }
 
 /*
  * dW (OC,C) (+)= dout (B,OC)^T inp (B,C), 32 columns at a time; with idx,
- * inp's row b is X's row idx[b] (inp is X)
+ * inp's row b is X's row idx[b] (inp is X); with R8, R8's byte rows in
+ * inp's place
  */
 __attribute__((target("avx512f"), always_inline)) static inline void
-skinny_wgrad_oc(float *dW, const float *dout, const float *inp, const int *idx, int B, int C,
-				bool accumulate, const int OC)
+skinny_wgrad_oc(float *dW, const float *dout, const float *inp, const DmlRows8 *R8,
+				const int *idx, int B, int C, bool accumulate, const int OC)
 {
 	for (int j = 0; j < C; j += 32)
 	{
@@ -182,11 +308,25 @@ skinny_wgrad_oc(float *dW, const float *dout, const float *inp, const int *idx, 
 			a0[k] = a1[k] = _mm512_setzero_ps();
 		for (int b = 0; b < B; b++)
 		{
-			const float *x = inp + (size_t) (idx ? idx[b] : b) * C + j;
 			const float *d = dout + (size_t) b * OC;
-			__m512		v0 = _mm512_maskz_loadu_ps(m0, x),
-						v1 = _mm512_maskz_loadu_ps(m1, x + 16);
+			__m512		v0,
+						v1;
 
+			if (R8)
+			{
+				const uint8_t *x = SKINNY_ROW(inp, R8, idx, b, C);
+
+				v0 = byte16(x, R8, j, left);
+				v1 = left > 16 ? byte16(x, R8, j + 16, left - 16) :
+					_mm512_setzero_ps();
+			}
+			else
+			{
+				const float *x = (const float *) SKINNY_ROW(inp, R8, idx, b, C) + j;
+
+				v0 = _mm512_maskz_loadu_ps(m0, x);
+				v1 = _mm512_maskz_loadu_ps(m1, x + 16);
+			}
 #pragma GCC unroll 12
 			for (int k = 0; k < OC; k++)
 			{
@@ -222,20 +362,26 @@ skinny_wgrad_oc(float *dW, const float *dout, const float *inp, const int *idx, 
 	}
 
 __attribute__((target("avx512f"))) static void
-skinny_forward(float *out, const float *X, const int *idx, int B, int avail,
-			   const float *W, const float *bias, int C, int OC)
+skinny_forward(float *out, const float *X, const DmlRows8 *R8, float *stash, const int *idx,
+			   int B, int avail, const float *W, const float *bias, int C, int OC)
 {
-#define FWD(n) skinny_fwd_oc(out, X, idx, B, avail, W, bias, C, n)
-	SKINNY_CASES(FWD);
+#define FWD(n) skinny_fwd_oc(out, X, R8, stash, idx, B, avail, W, bias, C, n)
+	if (R8)
+		SKINNY_CASES(FWD)
+	else
+		SKINNY_CASES(FWD)
 #undef FWD
 }
 
 __attribute__((target("avx512f"))) static void
-skinny_wgrad(float *dW, const float *dout, const float *inp, const int *idx, int B, int C,
-			 bool accumulate, int OC)
+skinny_wgrad(float *dW, const float *dout, const float *inp, const DmlRows8 *R8, const int *idx,
+			 int B, int C, bool accumulate, int OC)
 {
-#define WG(n) skinny_wgrad_oc(dW, dout, inp, idx, B, C, accumulate, n)
-	SKINNY_CASES(WG);
+#define WG(n) skinny_wgrad_oc(dW, dout, inp, R8, idx, B, C, accumulate, n)
+	if (R8)
+		SKINNY_CASES(WG)
+	else
+		SKINNY_CASES(WG)
 #undef WG
 }
 
@@ -292,7 +438,7 @@ dense_forward(float *out, const float *inp, const float *weight,
 #if SKINNY
 	if (skinny_applies(B, OC))
 	{
-		skinny_forward(out, inp, NULL, B, B, weight, bias, C, OC);
+		skinny_forward(out, inp, NULL, NULL, NULL, B, B, weight, bias, C, OC);
 		return;
 	}
 #endif
@@ -322,7 +468,7 @@ dense_backward_acc(float *dinp, float *dweight, float *dbias, const float *dout,
 {
 #if SKINNY
 	if (skinny_applies(B, OC))
-		skinny_wgrad(dweight, dout, inp, NULL, B, C, accumulate, OC);
+		skinny_wgrad(dweight, dout, inp, NULL, NULL, B, C, accumulate, OC);
 	else
 #endif
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B,
@@ -337,27 +483,55 @@ dense_backward_acc(float *dinp, float *dweight, float *dbias, const float *dout,
  * A layer over rows idx[0..B) of X (n, C) read where they lie, with no
  * gather into a minibatch first (a wide row is streamed once, by the
  * forward pass, instead of copied and read again): only where
- * dml_skinny_applies(B, OC).  The results are bit for bit those of
+ * dml_skinny_applies.  The results are bit for bit those of
  * dense_forward and dense_backward_acc (without dinp) over the gathered
- * rows.  idx[B..avail) are the rows read next.
+ * rows.  idx[B..avail) are the rows read next.  With R8 (not NULL) the
+ * rows are R8's bytes, X is not read, and the results are those of the
+ * float32 rows the bytes stand for, bit for bit; the forward pass then
+ * also writes those float32 rows to stash (B, C) unless it is NULL.
  */
 void
-dense_forward_rows(float *out, const float *X, const int *idx, int B, int avail,
-				   const float *weight, const float *bias, int C, int OC)
+dense_forward_rows(float *out, const float *X, const DmlRows8 *R8, float *stash, const int *idx,
+				   int B, int avail, const float *weight, const float *bias, int C, int OC)
 {
 #if SKINNY
-	skinny_forward(out, X, idx, B, avail, weight, bias, C, OC);
+	skinny_forward(out, X, R8, R8 ? stash : NULL, idx, B, avail, weight, bias, C, OC);
 #endif
 }
 
 void
 dense_wgrad_rows(float *dweight, float *dbias, const float *dout, const float *X,
-				 const int *idx, int B, int C, int OC, bool accumulate)
+				 const DmlRows8 *R8, const int *idx, int B, int C, int OC, bool accumulate)
 {
 #if SKINNY
-	skinny_wgrad(dweight, dout, X, idx, B, C, accumulate, OC);
+	skinny_wgrad(dweight, dout, X, R8, idx, B, C, accumulate, OC);
 #endif
 	bias_grad(dbias, dout, B, OC, accumulate);
+}
+
+bool
+dml_rows8_row(uint8_t *u8, const float *v, int C, float div)
+{
+	float		rdiv = 1.0f / div;
+	bool		bad = false;
+
+#if SKINNY
+	if (__builtin_cpu_supports("avx512f"))
+		return !rows8_row_avx512(u8, v, C, div);
+#endif
+	/* the same in C, where the kernels do not run (the unit tests' builds for one instruction set) */
+	for (int c = 0; c < C; c++)
+	{
+		float		u = rintf(v[c] * div);
+		float		k = u > 0.0f ? (u < 255.0f ? u : 255.0f) : 0.0f;
+		float		q = k * rdiv;
+
+		q = fmaf(fmaf(-q, div, k), rdiv, q);
+		/* bit for bit: equal, and zeros of the same sign (NaN: u != k) */
+		bad |= u != k || q != v[c] || signbit(q) != signbit(v[c]);
+		u8[c] = (uint8_t) k;
+	}
+	return !bad;
 }
 
 /* ---------------------------------------------------------------------

@@ -580,12 +580,13 @@ dml_net_rows_applies(const DmlNet *net, const DmlWork *work, int B)
  * bit the gathered rows' logits: an evaluation pass copies no rows.
  */
 const float *
-dml_net_forward_rows(const DmlNet *net, DmlWork *work, const float *X, const int *idx, int B,
-					 int avail)
+dml_net_forward_rows(const DmlNet *net, DmlWork *work, const float *X, const DmlRows8 *R8,
+					 const int *idx, int B, int avail)
 {
 	float	   *logits = work->acts[1];
 
-	dense_forward_rows(logits, X, idx, B, avail, net->params + dml_net_weight_offset(net, 0),
+	dense_forward_rows(logits, X, R8, NULL, idx, B, avail,
+					   net->params + dml_net_weight_offset(net, 0),
 					   net->params + dml_net_bias_offset(net, 0), net->sizes[0], net->sizes[1]);
 	return logits;
 }
@@ -598,17 +599,35 @@ dml_net_forward_rows(const DmlNet *net, DmlWork *work, const float *X, const int
  */
 double
 dml_net_gradient_rows(const DmlNet *net, DmlWork *work, float *grads, const float *X,
-					  const int *idx, int B, int avail, const float *y, float scale)
+					  const DmlRows8 *R8, const int *idx, int B, int avail, const float *y,
+					  float scale)
 {
 	int			C = net->sizes[0],
 				K = net->sizes[1];
 	float	   *logits = work->acts[1];
 	double		loss;
 
-	dml_net_forward_rows(net, work, X, idx, B, avail);
+	if (R8)
+	{
+		/*
+		 * byte rows: the forward pass leaves their float32 rows in dacts[1]
+		 * (B, C), which the weight gradient reads in order, instead of
+		 * rebuilding them from the bytes
+		 */
+		float	   *rows = work->dacts[1];
+
+		dense_forward_rows(logits, NULL, R8, rows, idx, B, avail,
+						   net->params + dml_net_weight_offset(net, 0),
+						   net->params + dml_net_bias_offset(net, 0), C, K);
+		loss = loss_delta(net, work, logits, work->dacts[0], y, B, K, scale);
+		dense_wgrad_rows(grads + dml_net_weight_offset(net, 0), grads + dml_net_bias_offset(net, 0),
+						 work->dacts[0], rows, NULL, NULL, B, C, K, false);
+		return loss;
+	}
+	dml_net_forward_rows(net, work, X, NULL, idx, B, avail);
 	loss = loss_delta(net, work, logits, work->dacts[0], y, B, K, scale);
 	dense_wgrad_rows(grads + dml_net_weight_offset(net, 0), grads + dml_net_bias_offset(net, 0),
-					 work->dacts[0], X, idx, B, C, K, false);
+					 work->dacts[0], X, NULL, idx, B, C, K, false);
 	return loss;
 }
 

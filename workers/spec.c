@@ -165,6 +165,7 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 	memset(spec, 0, sizeof(*spec));
 	spec->average_every = 1;
 	spec->shared_memory = 1;
+	spec->byte_rows = 1;
 	spec->topk_ratio = 0.01;
 	spec->target_name = "target";
 	if (f == NULL)
@@ -215,6 +216,8 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 			spec->hidden[spec->nhidden++] = atoi(val);
 		else if (strcmp(key, "shared_memory") == 0)
 			spec->shared_memory = atoi(val);
+		else if (strcmp(key, "byte_rows") == 0)
+			spec->byte_rows = atoi(val);
 		else if (strcmp(key, "resume") == 0)
 			spec->resume = atoi(val);
 		else if (strcmp(key, "target") == 0)

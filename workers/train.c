@@ -265,7 +265,8 @@ train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds, const int *i
 			{
 				/* softmax: the rows read where they lie */
 				gather_targets(ds, idx + lo, B, yb);
-				eval_logits(m, dml_net_forward_rows(&m->net, work, ds->X, idx + lo, B, n - lo),
+				eval_logits(m, dml_net_forward_rows(&m->net, work, ds->X, ds->rows8, idx + lo, B,
+													n - lo),
 							yb, B, out, met);
 			}
 			else
@@ -743,13 +744,18 @@ train_layout_blocks(Dataset *ds, int *train_idx, int ntrain, int *val_idx, int n
 	float	   *tmp = malloc(rb ? rb : 1);
 	int			js[64];
 	DmlRng		rng;
+	/* the byte rows (prepare_data's), if any, move with the rows */
+	uint8_t    *X8 = ds->X8,
+			   *v8 = X8 ? malloc((size_t) d * (nval ? nval : 1)) : NULL;
 
-	if (!vx || !vy || !tmp)
+	if (!vx || !vy || !tmp || (X8 && !v8))
 		worker_fail("out of memory");
 	for (int k = 0; k < nval; k++)
 	{
 		memcpy(vx + (size_t) k * d, ds->X + (size_t) val_idx[k] * d, rb);
 		vy[k] = ds->y[val_idx[k]];
+		if (X8)
+			memcpy(v8 + (size_t) k * d, X8 + (size_t) val_idx[k] * d, d);
 	}
 	/* train_idx ascends, so a row moves only towards the front */
 	for (int k = 0; k < ntrain; k++)
@@ -757,6 +763,8 @@ train_layout_blocks(Dataset *ds, int *train_idx, int ntrain, int *val_idx, int n
 		{
 			memcpy(ds->X + (size_t) k * d, ds->X + (size_t) train_idx[k] * d, rb);
 			ds->y[k] = ds->y[train_idx[k]];
+			if (X8)
+				memcpy(X8 + (size_t) k * d, X8 + (size_t) train_idx[k] * d, d);
 		}
 	/* Fisher-Yates, 64 swaps at a time: their random rows asked for first */
 	dml_rng_seed(&rng, (seed ^ 0xB10C5EEDull) * 1000003u + (uint64_t) worker_rank);
@@ -784,6 +792,13 @@ train_layout_blocks(Dataset *ds, int *train_idx, int ntrain, int *val_idx, int n
 			memcpy(tmp, ds->X + (size_t) i * d, rb);
 			memcpy(ds->X + (size_t) i * d, ds->X + (size_t) j * d, rb);
 			memcpy(ds->X + (size_t) j * d, tmp, rb);
+			for (int c = 0; X8 && c < d; c++)
+			{
+				uint8_t		u = X8[(size_t) i * d + c];
+
+				X8[(size_t) i * d + c] = X8[(size_t) j * d + c];
+				X8[(size_t) j * d + c] = u;
+			}
 			yt = ds->y[i];
 			ds->y[i] = ds->y[j];
 			ds->y[j] = yt;
@@ -792,6 +807,8 @@ train_layout_blocks(Dataset *ds, int *train_idx, int ntrain, int *val_idx, int n
 	if (nval > 0)
 	{
 		memcpy(ds->X + (size_t) ntrain * d, vx, rb * (size_t) nval);
+		if (X8)
+			memcpy(X8 + (size_t) ntrain * d, v8, (size_t) d * nval);
 		memcpy(ds->y + ntrain, vy, sizeof(float) * (size_t) nval);
 	}
 	for (int k = 0; k < ntrain; k++)
@@ -807,6 +824,7 @@ train_layout_blocks(Dataset *ds, int *train_idx, int ntrain, int *val_idx, int n
 	free(vx);
 	free(vy);
 	free(tmp);
+	free(v8);
 }
 
 /*
@@ -841,6 +859,44 @@ epoch_order(DmlRng *rng, int *idx, int n, int c, int *blocks, uint64_t seed, int
 		for (int r = lo; r < hi; r++)
 			idx[k++] = r;
 	}
+}
+
+/*
+ * Softmax's rows, read in place by every step, as the bytes prepare_data
+ * found them to be (an image's pixels, small counts or flags): a step then
+ * reads a quarter of the bytes from memory, which is what bounds its
+ * forward pass, and the kernels rebuild each float32 input bit for bit, so
+ * the training is the same.  Where one rank's rows are not bytes, every
+ * rank reads float32 rows.
+ */
+static void
+rows8_attach(Dataset *ds, const DmlModel *m, const DmlWork *work, int b)
+{
+	DmlRows8   *r8 = NULL;
+	/* every rank or none (a collective), so that the metrics say what all did */
+	double		all = ds->X8 != NULL && dml_net_rows_applies(&m->net, work, b) &&
+		(r8 = malloc(sizeof(DmlRows8))) != NULL;
+
+	ds->rows8 = NULL;
+	comm_allreduce_double(&all, 1);
+	if (all < worker_world)
+	{
+		free(r8);
+		return;
+	}
+	r8->X8 = ds->X8;
+	r8->mean = m->in_mean;
+	r8->scale = m->in_scale;
+	r8->div = ds->div8;
+	r8->rdiv = 1.0f / ds->div8;
+	ds->rows8 = r8;
+}
+
+static void
+rows8_detach(Dataset *ds)
+{
+	free(ds->rows8);
+	ds->rows8 = NULL;
 }
 
 /*
@@ -935,6 +991,8 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	}
 	/* only softmax's rows read in place want the block order's row indices */
 	with_idx = block_rows > 0 && dml_net_rows_applies(net, &work, b);
+	rows8_attach(ds, m, &work, b);
+	res->byte_rows = ds->rows8 ? (int) ds->div8 : 0;
 	straggler_init(&straggler, spec);
 
 	dml_net_init(net, spec->seed);
@@ -1012,7 +1070,8 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 				const int  *ix = train_idx + pos;
 
 				gather_targets(ds, ix, B, yb);
-				sums[0] += dml_net_gradient_rows(net, &work, grads, ds->X, ix, B, ntrain - pos,
+				sums[0] += dml_net_gradient_rows(net, &work, grads, ds->X, ds->rows8, ix, B,
+												 ntrain - pos,
 												 yb, sync_grad_scale(&sy, B, total));
 				sums[1] += B;
 			}
@@ -1071,6 +1130,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	sync_facts(res, &sy);
 	sync_free(&sy);
 	stream_epoch_free(se);
+	rows8_detach(ds);
 	dml_work_free(&work);
 	free(grads);
 	free(Xb);
@@ -1130,6 +1190,7 @@ final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Train
 	out->load_block = strcmp(ds->load_path, "block") == 0;
 	out->has_sync = res->has_sync;
 	out->shuffle_block = res->shuffle_block;
+	out->byte_rows = res->byte_rows;
 	out->allreduce = res->allreduce;
 	out->out_of_time = res->out_of_time;
 	out->stopped = res->out_of_time ? DML_STOP_MAX_TIME : res->stopped;

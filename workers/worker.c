@@ -425,6 +425,7 @@ main(int argc, char **argv)
 	}
 
 	memset(&res, 0, sizeof(res));
+	ds.bytes_ok = gpu < 0;
 	prepare_data(&ds, &spec, &res.model);
 	first = res.model;			/* its standardization, for a resident job's next trials */
 	if (!spec.resident)

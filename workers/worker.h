@@ -91,6 +91,7 @@ typedef struct WorkerSpec
 	double		topk_ratio;
 	char	   *straggler;		/* test hook: "rank:ms" delay per step */
 	int			shared_memory;	/* allreduce may go through shared memory */
+	int			byte_rows;		/* rows may be read as bytes (prepare.c) */
 	int			resume;			/* start from the checkpoint (rank 0 holds it) */
 	int			attempt;		/* 0 first launch, n after n restarts */
 	int64_t		memory;			/* bytes this rank may hold for data and model */
@@ -180,6 +181,16 @@ typedef struct Dataset
 	int			seen_overflow;	/* more than spec->discover of them */
 	/* the slice did not fit spec->memory: its rows are in this spill (stream.c) */
 	struct Spill *spill;
+	/*
+	 * X's rows as bytes k, each raw input k / div8, where every input of
+	 * the slice is one (prepare_data, when bytes_ok and the model is one
+	 * skinny layer), or NULL; while such a model trains, rows8 describes
+	 * them with the standardization (train.c)
+	 */
+	int			bytes_ok;		/* set before prepare_data: a CPU job */
+	uint8_t    *X8;
+	float		div8;
+	DmlRows8   *rows8;
 	int			spill_restart;	/* SPILL_REUSED, or why a restarted rank spilled afresh */
 } Dataset;
 
@@ -281,6 +292,7 @@ typedef struct TrainResult
 	/* what the synchronization did (an iterative loop ran: has_sync) */
 	bool		has_sync;
 	int			shuffle_block;	/* rows a block of the block shuffle; 0: rows one by one */
+	int			byte_rows;		/* the steps read byte rows k / byte_rows; 0: float32 */
 	int			allreduce;		/* 0: none, 1: MPI, 2: shared memory */
 	double		consensus;		/* gossip; NaN otherwise */
 	int			servers;

@@ -2023,7 +2023,8 @@ test_skinny(void)
 				work.class_weight = weighted ? cw : NULL;
 				dml_gather_rows(X, y, C, idx + pos, B, N - pos, Xb, yb);
 				l0 = dml_net_gradient(&net, &work, g0, Xb, yb, B, 1.0f / 300);
-				l1 = dml_net_gradient_rows(&net, &work, g1, X, idx + pos, B, N - pos, yb, 1.0f / 300);
+				l1 = dml_net_gradient_rows(&net, &work, g1, X, NULL, idx + pos, B, N - pos, yb,
+										   1.0f / 300);
 				same = same && l0 == l1 && memcmp(g0, g1, sizeof(float) * net.nparams) == 0;
 				if (!weighted)
 				{
@@ -2032,7 +2033,7 @@ test_skinny(void)
 
 					memcpy(o0, dml_net_forward(&net, &work, Xb, B), sizeof(o0));
 					same_fwd = same_fwd &&
-						memcmp(o0, dml_net_forward_rows(&net, &work, X, idx + pos, B, N - pos),
+						memcmp(o0, dml_net_forward_rows(&net, &work, X, NULL, idx + pos, B, N - pos),
 							   sizeof(o0)) == 0;
 				}
 				free(g0);
@@ -2050,6 +2051,114 @@ test_skinny(void)
 		dml_work_free(&work);
 		dml_net_free(&net);
 		free(X);
+		free(y);
+	}
+	/*
+	 * byte rows (DmlRows8): pixels 0..255, then pixels / 255 as
+	 * dml-load-idx writes them, found to be bytes and standardized as
+	 * prepare_data does; the same logits and gradient as the float32 rows,
+	 * bit for bit
+	 */
+	for (int div = 1; div <= 255; div += 254)
+	{
+		enum
+		{
+			N = 300, C = 70, K = 10, B = 37
+		};
+		int			sizes[2] = {C, K};
+		float	   *X = malloc(sizeof(float) * N * C),
+				   *y = malloc(sizeof(float) * N),
+					mean[C],
+					scale[C],
+					yb[B],
+					v[C];
+		uint8_t    *X8 = malloc(N * C),
+					u8[C];
+		int			idx[N];
+		DmlNet		net;
+		DmlWork		work;
+		DmlRows8	r8 = {X8, mean, scale, (float) div, 1.0f / (float) div};
+		bool		bytes = true,
+					same = true,
+					rejects = true;
+
+		for (int i = 0; i < N * C; i++)
+			X[i] = (float) (dml_rng_next(&rng) % 256) / (float) div;
+		/* a constant column, whose scale is 0 */
+		for (int i = 0; i < N; i++)
+			X[i * C + 5] = 17.0f / (float) div;
+		for (int i = 0; i < N; i++)
+			bytes = bytes && dml_rows8_row(X8 + (size_t) i * C, X + (size_t) i * C, C, (float) div);
+		check(bytes, "byte rows: pixels are found to be bytes", "divisor %d", div);
+		/* not bytes: a value one ulp off, a NaN, 256, half a byte */
+		memcpy(v, X, sizeof(v));
+		v[7] = nextafterf(v[7], 1e30f);
+		rejects = rejects && !dml_rows8_row(u8, v, C, (float) div);
+		v[7] = NAN;
+		rejects = rejects && !dml_rows8_row(u8, v, C, (float) div);
+		v[7] = 256.0f / (float) div;
+		rejects = rejects && !dml_rows8_row(u8, v, C, (float) div);
+		v[7] = 0.5f / (float) div;
+		rejects = rejects && !dml_rows8_row(u8, v, C, (float) div);
+		check(rejects, "byte rows: a value one ulp off, a NaN, 256 or half a byte is not one",
+			  "divisor %d", div);
+		for (int c = 0; c < C; c++)
+		{
+			double		s = 0,
+						s2 = 0;
+
+			for (int i = 0; i < N; i++)
+			{
+				s += X[i * C + c];
+				s2 += (double) X[i * C + c] * X[i * C + c];
+			}
+			mean[c] = (float) (s / N);
+			scale[c] = c == 5 ? 0.0f : (float) (1.0 / sqrt(s2 / N - (s / N) * (s / N)));
+		}
+		for (int i = 0; i < N * C; i++)
+			X[i] = (X[i] - mean[i % C]) * scale[i % C];
+		for (int i = 0; i < N; i++)
+		{
+			y[i] = (float) (dml_rng_next(&rng) % K);
+			idx[i] = i;
+		}
+		dml_shuffle(idx, N, &rng);
+		dml_net_alloc(&net, 1, sizes, DML_ACT_IDENTITY, DML_LOSS_SOFTMAX);
+		dml_net_init(&net, 5);
+		dml_work_alloc(&work, &net, B);
+		if (bytes && dml_net_rows_applies(&net, &work, B))
+		{
+			for (int pos = 0; pos + B <= N; pos += B)
+			{
+				float	   *g0 = malloc(sizeof(float) * net.nparams),
+						   *g1 = malloc(sizeof(float) * net.nparams),
+							o0[B * K];
+				double		l0,
+							l1;
+
+				for (int i = 0; i < B; i++)
+					yb[i] = y[idx[pos + i]];
+				memcpy(o0, dml_net_forward_rows(&net, &work, X, NULL, idx + pos, B, N - pos),
+					   sizeof(o0));
+				same = same && memcmp(o0, dml_net_forward_rows(&net, &work, NULL, &r8, idx + pos,
+															   B, N - pos), sizeof(o0)) == 0;
+				l0 = dml_net_gradient_rows(&net, &work, g0, X, NULL, idx + pos, B, N - pos, yb,
+										   1.0f / 300);
+				l1 = dml_net_gradient_rows(&net, &work, g1, NULL, &r8, idx + pos, B, N - pos, yb,
+										   1.0f / 300);
+				same = same && l0 == l1 && memcmp(g0, g1, sizeof(float) * net.nparams) == 0;
+				free(g0);
+				free(g1);
+			}
+			check(same, "softmax over byte rows: the float32 rows' logits and gradient, bit for bit",
+				  "divisor %d", div);
+		}
+		else
+			printf("# byte rows do not run on this CPU and build: not compared\n");
+		dml_work_free(&work);
+		dml_net_free(&net);
+		free(X);
+		free(X8);
 		free(y);
 	}
 	printf("# skinny kernels %s on this CPU and build (2 x 10 layer: %s)\n",

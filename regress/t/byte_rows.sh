@@ -1,0 +1,97 @@
+#!/bin/bash
+# byte_rows.sh: options "byte_rows" (workers/prepare.c, bytes_begin; train.c,
+# rows8_attach).  Softmax regression reads its rows where they lie every
+# step; where every input of a worker's rows is a byte k, or a byte over
+# 255 (an image's pixels scaled to [0, 1], as dml-load-idx stores them),
+# the steps read the bytes and rebuild each standardized float32 input bit
+# for bit.  So the model is the same, weight for weight, as with the
+# option off; the metrics say "byte_rows": 1 or 255 where it ran.  It does
+# not run for a value that is not a byte, for two epochs or fewer, for the
+# exact solvers, or with the option off, and moves with the block
+# shuffle's layout.
+#
+# Runs against the cluster regress/run.sh started (PGHOST, PGPORT, PGUSER,
+# PGDATABASE=dml_regress).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source regress/pgcluster.sh
+source regress/tap.sh
+
+q() { pgc_psql -qAt -c "SET client_min_messages = warning" -c "$1" 2>&1; }
+# m NAME EXPR: EXPR over the newest model NAME's row of dml.models
+m() { q "SELECT $2 FROM dml.models WHERE name = '$1' ORDER BY version DESC LIMIT 1"; }
+
+# 3,000 rows of 70 "pixels" (0..255, most classes' pixels brighter in one
+# band), 4 classes; the same values over 255; and one with a half byte
+q "DROP TABLE IF EXISTS br_int, br_unit, br_half; SELECT setseed(0.25);
+	CREATE TABLE br_int AS
+	SELECT i, c AS label,
+		   array_agg(least(255, floor(random() * 160
+				 + CASE WHEN j / 18 = c THEN 90 ELSE 0 END))::real ORDER BY j) AS px
+	FROM (SELECT i, (i % 4) AS c FROM generate_series(1, 3000) i) r,
+		 generate_series(0, 69) j
+	GROUP BY i, c;
+	CREATE TABLE br_unit AS
+	SELECT i, label, (SELECT array_agg((v / 255)::real ORDER BY o)
+					  FROM unnest(px) WITH ORDINALITY u(v, o)) AS px FROM br_int;
+	CREATE TABLE br_half AS SELECT * FROM br_int;
+	UPDATE br_half SET px[7] = 3.5 WHERE i = 1234" >/dev/null
+q "SELECT dml_drop_model(name) FROM (SELECT DISTINCT name FROM dml.models WHERE name LIKE 'br\_%') d" >/dev/null
+
+train() { # name table workers epochs options [optimizer]
+	q "SELECT model_id IS NOT NULL FROM dml_train('$1', '$2', 'label',
+		features => '{px}', model => 'softmax', optimizer => '${6:-adam}',
+		learning_rate => 0.01, batch_size => 64, epochs => $4, validation => 0.2,
+		workers => $3, options => '$5')"
+}
+same() { # the two models' weights and final losses, identical
+	q "SELECT a.weights = b.weights AND a.metrics->'final_loss' = b.metrics->'final_loss'
+		FROM dml.models a, dml.models b WHERE a.name = '$1' AND b.name = '$2'"
+}
+
+for w in 1 2; do
+	out=$(train br_int_w$w br_int $w 4 '{}')
+	check "bytes, $w worker(s): trains ($out)" '[ "$out" = t ]'
+	out=$(m br_int_w$w "metrics->>'byte_rows'")
+	check "bytes, $w worker(s): the metrics say byte_rows 1 ($out)" '[ "$out" = 1 ]'
+	out=$(train br_int_off_w$w br_int $w 4 '{"byte_rows": false}')
+	out=$(m br_int_off_w$w "coalesce(metrics->>'byte_rows', 'none')")
+	check "bytes off, $w worker(s): float32 rows ($out)" '[ "$out" = none ]'
+	out=$(same br_int_w$w br_int_off_w$w)
+	check "bytes, $w worker(s): the same weights and loss as float32 rows ($out)" '[ "$out" = t ]'
+done
+
+out=$(train br_unit br_unit 2 4 '{}')
+out=$(m br_unit "metrics->>'byte_rows'")
+check "pixels over 255: byte_rows 255 ($out)" '[ "$out" = 255 ]'
+out=$(train br_unit_off br_unit 2 4 '{"byte_rows": false}')
+out=$(same br_unit br_unit_off)
+check "pixels over 255: the same weights and loss as float32 rows ($out)" '[ "$out" = t ]'
+out=$(m br_unit "(metrics->>'accuracy')::float > 0.6")
+check "pixels over 255: the model learned ($(m br_unit "metrics->>'accuracy'"))" '[ "$out" = t ]'
+
+# the block shuffle lays the rows out afresh: the bytes move with them
+out=$(train br_blocks br_unit 2 4 '{"shuffle": "blocks"}')
+out=$(m br_blocks "(metrics->>'byte_rows') || ' ' || (metrics->>'shuffle')")
+check "blocks: byte rows laid out with the rows ($out)" '[ "$out" = "255 blocks" ]'
+out=$(train br_blocks_off br_unit 2 4 '{"shuffle": "blocks", "byte_rows": false}')
+out=$(same br_blocks br_blocks_off)
+check "blocks: the same weights and loss as float32 rows ($out)" '[ "$out" = t ]'
+
+# where it does not run
+out=$(train br_half br_half 2 4 '{}')
+out=$(m br_half "coalesce(metrics->>'byte_rows', 'none')")
+check "one value of 3.5: float32 rows ($out)" '[ "$out" = none ]'
+out=$(train br_short br_int 1 2 '{}')
+out=$(m br_short "coalesce(metrics->>'byte_rows', 'none')")
+check "two epochs: float32 rows ($out)" '[ "$out" = none ]'
+out=$(train br_newton br_int 1 4 '{}' newton)
+out=$(m br_newton "coalesce(metrics->>'byte_rows', 'none')")
+check "newton: float32 rows ($out)" '[ "$out" = none ]'
+out=$(q "SELECT dml_train('br_bad', 'br_int', 'label', features => '{px}', model => 'softmax',
+	options => '{\"byte_rows\": 1}')")
+check "byte_rows must be a boolean" 'echo "$out" | grep -q "option \"byte_rows\" must be a boolean"'
+
+q "SELECT dml_drop_model(name) FROM (SELECT DISTINCT name FROM dml.models WHERE name LIKE 'br\_%') d;
+	DROP TABLE br_int, br_unit, br_half" >/dev/null
+echo "1..$n"
