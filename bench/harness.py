@@ -1159,6 +1159,9 @@ def main():
                 shuffle = "—"
             elif shuffle == "blocks":
                 shuffle = f"blocks of {runs[-1]['metrics'].get('shuffle_block')} rows"
+            if runs[-1]["metrics"].get("byte_rows"):
+                # options "byte_rows": the steps read a byte a value
+                shuffle += f", read as bytes / {runs[-1]['metrics']['byte_rows']}"
             rows.append([label, w, shuffle, fmt(nbytes / 1e6) + " MB",
                          f"{fmt_med(bws)} GB/s", fmt(floor * 1e3) + " ms",
                          fmt(ep * 1e3) + " ms", f"{floor_ratio[(label, w)]:.1f}x",
@@ -1180,7 +1183,10 @@ def main():
          "(`auto`) 1,000,000 x 20 over "
          f"{M['logit_adam_epochs']} epochs takes blocks, and the row shuffle's runs alternate with "
          "them. The block shuffle lays the rows out once per job, before the first epoch: that "
-         "pass is not in the epoch times but is in train_seconds (all epochs). A Newton iteration "
+         "pass is not in the epoch times but is in train_seconds (all epochs). Where the column "
+         "says \"read as bytes\" (options `byte_rows`, on by default: every input is a byte, here "
+         "a pixel over 255), the steps read one byte a value, a quarter of the floor's bytes, and "
+         "rebuild each float32 input exactly; the floor stays the float32 matrix's. A Newton iteration "
          "also forms X^T W X, about "
          f"2·n·d² = {fmt(newton_flops / 1e9)} GFLOP for d = 21 "
          f"({fmt(newton_flops / (med([x['median_gflops'] for x in sgemm if x['m'] == 2048]) * 1e9) * 1e3)} ms "

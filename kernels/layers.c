@@ -107,7 +107,8 @@ byte16(const uint8_t *x, const DmlRows8 *R8, int j, int left)
 	{
 		uint8_t		tail[16] = {0};
 
-		memcpy(tail, x + j, left);
+		for (int i = 0; i < left; i++)
+			tail[i] = x[j + i];
 		u = _mm_loadu_si128((const __m128i *) tail);
 	}
 	return byte16_value(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(u)), R8,
@@ -142,7 +143,8 @@ rows8_row_avx512(uint8_t *u8, const float *v, int C, float div)
 			uint8_t		tail[16];
 
 			_mm_storeu_si128((__m128i *) tail, b);
-			memcpy(u8 + j, tail, left);
+			for (int i = 0; i < left; i++)
+				u8[j + i] = tail[i];
 		}
 	}
 	return bad != 0;
