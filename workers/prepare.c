@@ -247,9 +247,9 @@ bytes_begin(Dataset *ds, const WorkerSpec *spec)
 	bool		whole = true;
 
 	ds->X8 = NULL;
-	if (!ds->bytes_ok || !spec->byte_rows || ds->spill || ds->n == 0 || d == 0 || spec->nhidden != 0 ||
-		spec->optimizer == DML_JOB_OPT_EXACT || spec->optimizer == DML_JOB_OPT_NEWTON ||
-		spec->optimizer == DML_JOB_OPT_LBFGS ||
+	if (!ds->bytes_ok || !spec->byte_rows || ds->spill || ds->n == 0 || d == 0 ||
+		spec->nhidden != 0 || spec->optimizer == DML_JOB_OPT_EXACT ||
+		spec->optimizer == DML_JOB_OPT_NEWTON || spec->optimizer == DML_JOB_OPT_LBFGS ||
 		spec->outputs < 2 || !dml_skinny_applies(2, spec->outputs) || spec->epochs < 3 ||
 		(double) ds->n * (double) (stream_row_cost(spec) + d) > (double) stream_data_budget(spec))
 		return;
