@@ -92,6 +92,23 @@ out=$(q "SELECT dml_train('br_bad', 'br_int', 'label', features => '{px}', model
 	options => '{\"byte_rows\": 1}')")
 check "byte_rows must be a boolean" 'echo "$out" | grep -q "option \"byte_rows\" must be a boolean"'
 
+# an ordinary role that row-level security lets see two classes of four:
+# its byte rows are those rows only
+q "DROP OWNED BY br_user; DROP ROLE IF EXISTS br_user" >/dev/null 2>&1
+q "CREATE ROLE br_user LOGIN; GRANT SELECT ON br_unit TO br_user;
+	ALTER TABLE br_unit ENABLE ROW LEVEL SECURITY;
+	CREATE POLICY br_two ON br_unit FOR SELECT TO br_user USING (label < 2)" >/dev/null
+pgc_allow_role br_user
+as_user() { pgc_as_pg psql -X -q -At -U br_user -c "SET client_min_messages = warning" -c "$1" 2>&1; }
+out=$(as_user "SELECT model_id IS NOT NULL FROM dml_train('br_role', 'br_unit', 'label',
+	features => '{px}', model => 'softmax', optimizer => 'adam', learning_rate => 0.01,
+	batch_size => 64, epochs => 4, validation => 0.2, workers => 2)")
+check "an ordinary role under row-level security trains ($out)" '[ "$out" = t ]'
+out=$(m br_role "(metrics->>'byte_rows') || ' ' || ((metrics->>'train_rows')::float
+	+ (metrics->>'validation_rows')::float) || ' ' || jsonb_array_length(spec->'classes') || ' ' || owner")
+check "the role's model: byte rows of the 1,500 rows it may see, 2 classes, its own ($out)" \
+	'[ "$out" = "255 1500 2 br_user" ]'
+
 q "SELECT dml_drop_model(name) FROM (SELECT DISTINCT name FROM dml.models WHERE name LIKE 'br\_%') d;
-	DROP TABLE br_int, br_unit, br_half" >/dev/null
+	DROP TABLE br_int, br_unit, br_half; DROP OWNED BY br_user; DROP ROLE br_user" >/dev/null
 echo "1..$n"
