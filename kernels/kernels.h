@@ -159,16 +159,15 @@ typedef struct DmlRows8
 extern bool dml_rows8_row(uint8_t *u8, const float *v, int C, float div);
 
 /*
- * a layer over rows idx[0..B) of X read in place, or of R8's bytes (R8 not
- * NULL; the forward pass then writes their float32 rows to stash (B, C)
- * unless it is NULL); where dml_skinny_applies
+ * a layer over rows idx[0..B) of X read in place, the forward pass also
+ * over R8's bytes (R8 not NULL; it then writes their float32 rows to stash
+ * (B, C) unless it is NULL); where dml_skinny_applies
  */
 extern void dense_forward_rows(float *out, const float *X, const DmlRows8 *R8, float *stash,
 							   const int *idx, int B, int avail, const float *weight,
 							   const float *bias, int C, int OC);
 extern void dense_wgrad_rows(float *dweight, float *dbias, const float *dout, const float *X,
-							 const DmlRows8 *R8, const int *idx, int B, int C, int OC,
-							 bool accumulate);
+							 const int *idx, int B, int C, int OC, bool accumulate);
 
 /* out (n) = act(inp (n)); may run in place */
 extern void activation_forward(float *out, const float *inp, size_t n, DmlAct act);

@@ -290,12 +290,11 @@ skinny_fwd_oc(float *out, const float *X, const DmlRows8 *R8, float *stash, cons
 
 /*
  * dW (OC,C) (+)= dout (B,OC)^T inp (B,C), 32 columns at a time; with idx,
- * inp's row b is X's row idx[b] (inp is X); with R8, R8's byte rows in
- * inp's place
+ * inp's row b is X's row idx[b] (inp is X)
  */
 __attribute__((target("avx512f"), always_inline)) static inline void
-skinny_wgrad_oc(float *dW, const float *dout, const float *inp, const DmlRows8 *R8,
-				const int *idx, int B, int C, bool accumulate, const int OC)
+skinny_wgrad_oc(float *dW, const float *dout, const float *inp, const int *idx, int B, int C,
+				bool accumulate, const int OC)
 {
 	for (int j = 0; j < C; j += 32)
 	{
@@ -310,25 +309,10 @@ skinny_wgrad_oc(float *dW, const float *dout, const float *inp, const DmlRows8 *
 			a0[k] = a1[k] = _mm512_setzero_ps();
 		for (int b = 0; b < B; b++)
 		{
+			const float *x = inp + (size_t) (idx ? idx[b] : b) * C + j;
 			const float *d = dout + (size_t) b * OC;
-			__m512		v0,
-						v1;
-
-			if (R8)
-			{
-				const uint8_t *x = SKINNY_ROW(inp, R8, idx, b, C);
-
-				v0 = byte16(x, R8, j, left);
-				v1 = left > 16 ? byte16(x, R8, j + 16, left - 16) :
-					_mm512_setzero_ps();
-			}
-			else
-			{
-				const float *x = (const float *) SKINNY_ROW(inp, R8, idx, b, C) + j;
-
-				v0 = _mm512_maskz_loadu_ps(m0, x);
-				v1 = _mm512_maskz_loadu_ps(m1, x + 16);
-			}
+			__m512		v0 = _mm512_maskz_loadu_ps(m0, x),
+						v1 = _mm512_maskz_loadu_ps(m1, x + 16);
 #pragma GCC unroll 12
 			for (int k = 0; k < OC; k++)
 			{
@@ -376,14 +360,11 @@ skinny_forward(float *out, const float *X, const DmlRows8 *R8, float *stash, con
 }
 
 __attribute__((target("avx512f"))) static void
-skinny_wgrad(float *dW, const float *dout, const float *inp, const DmlRows8 *R8, const int *idx,
-			 int B, int C, bool accumulate, int OC)
+skinny_wgrad(float *dW, const float *dout, const float *inp, const int *idx, int B, int C,
+			 bool accumulate, int OC)
 {
-#define WG(n) skinny_wgrad_oc(dW, dout, inp, R8, idx, B, C, accumulate, n)
-	if (R8)
-		SKINNY_CASES(WG)
-	else
-		SKINNY_CASES(WG)
+#define WG(n) skinny_wgrad_oc(dW, dout, inp, idx, B, C, accumulate, n)
+	SKINNY_CASES(WG);
 #undef WG
 }
 
@@ -470,7 +451,7 @@ dense_backward_acc(float *dinp, float *dweight, float *dbias, const float *dout,
 {
 #if SKINNY
 	if (skinny_applies(B, OC))
-		skinny_wgrad(dweight, dout, inp, NULL, NULL, B, C, accumulate, OC);
+		skinny_wgrad(dweight, dout, inp, NULL, B, C, accumulate, OC);
 	else
 #endif
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B,
@@ -488,9 +469,10 @@ dense_backward_acc(float *dinp, float *dweight, float *dbias, const float *dout,
  * dml_skinny_applies.  The results are bit for bit those of
  * dense_forward and dense_backward_acc (without dinp) over the gathered
  * rows.  idx[B..avail) are the rows read next.  With R8 (not NULL) the
- * rows are R8's bytes, X is not read, and the results are those of the
- * float32 rows the bytes stand for, bit for bit; the forward pass then
- * also writes those float32 rows to stash (B, C) unless it is NULL.
+ * forward pass reads R8's bytes, not X, with the results of the float32
+ * rows the bytes stand for, bit for bit, and also writes those float32
+ * rows to stash (B, C) unless it is NULL: the weight gradient then reads
+ * them there (idx NULL).
  */
 void
 dense_forward_rows(float *out, const float *X, const DmlRows8 *R8, float *stash, const int *idx,
@@ -503,10 +485,10 @@ dense_forward_rows(float *out, const float *X, const DmlRows8 *R8, float *stash,
 
 void
 dense_wgrad_rows(float *dweight, float *dbias, const float *dout, const float *X,
-				 const DmlRows8 *R8, const int *idx, int B, int C, int OC, bool accumulate)
+				 const int *idx, int B, int C, int OC, bool accumulate)
 {
 #if SKINNY
-	skinny_wgrad(dweight, dout, X, R8, idx, B, C, accumulate, OC);
+	skinny_wgrad(dweight, dout, X, idx, B, C, accumulate, OC);
 #endif
 	bias_grad(dbias, dout, B, OC, accumulate);
 }

@@ -605,29 +605,20 @@ dml_net_gradient_rows(const DmlNet *net, DmlWork *work, float *grads, const floa
 	int			C = net->sizes[0],
 				K = net->sizes[1];
 	float	   *logits = work->acts[1];
+	/*
+	 * byte rows: the forward pass leaves their float32 rows in dacts[1] (B,
+	 * C), which the weight gradient reads in order, instead of rebuilding
+	 * them from the bytes
+	 */
+	float	   *stash = R8 ? work->dacts[1] : NULL;
 	double		loss;
 
-	if (R8)
-	{
-		/*
-		 * byte rows: the forward pass leaves their float32 rows in dacts[1]
-		 * (B, C), which the weight gradient reads in order, instead of
-		 * rebuilding them from the bytes
-		 */
-		float	   *rows = work->dacts[1];
-
-		dense_forward_rows(logits, NULL, R8, rows, idx, B, avail,
-						   net->params + dml_net_weight_offset(net, 0),
-						   net->params + dml_net_bias_offset(net, 0), C, K);
-		loss = loss_delta(net, work, logits, work->dacts[0], y, B, K, scale);
-		dense_wgrad_rows(grads + dml_net_weight_offset(net, 0), grads + dml_net_bias_offset(net, 0),
-						 work->dacts[0], rows, NULL, NULL, B, C, K, false);
-		return loss;
-	}
-	dml_net_forward_rows(net, work, X, NULL, idx, B, avail);
+	dense_forward_rows(logits, X, R8, stash, idx, B, avail,
+					   net->params + dml_net_weight_offset(net, 0),
+					   net->params + dml_net_bias_offset(net, 0), C, K);
 	loss = loss_delta(net, work, logits, work->dacts[0], y, B, K, scale);
 	dense_wgrad_rows(grads + dml_net_weight_offset(net, 0), grads + dml_net_bias_offset(net, 0),
-					 work->dacts[0], X, NULL, idx, B, C, K, false);
+					 work->dacts[0], stash ? stash : X, stash ? NULL : idx, B, C, K, false);
 	return loss;
 }
 

@@ -237,14 +237,13 @@ alloc_model(DmlModel *model, const WorkerSpec *spec, int d)
  * rows where they lie every step), rows in memory, three epochs or more,
  * room in the budget for a byte a value beside them, and options
  * "byte_rows" not false.  The divisor is the first row's: 1 where its
- * inputs are whole numbers, else 255 (pixels scaled to [0, 1]).  Any value
- * that is not a byte there drops them (prepare_data).
+ * inputs are bytes as they are, else 255 (pixels scaled to [0, 1]).  Any
+ * value that is not a byte there drops them (prepare_data).
  */
 static void
 bytes_begin(Dataset *ds, const WorkerSpec *spec)
 {
 	int			d = ds->d;
-	bool		whole = true;
 
 	ds->X8 = NULL;
 	if (!ds->bytes_ok || !spec->byte_rows || ds->spill || ds->n == 0 || d == 0 ||
@@ -253,10 +252,9 @@ bytes_begin(Dataset *ds, const WorkerSpec *spec)
 		spec->outputs < 2 || !dml_skinny_applies(2, spec->outputs) || spec->epochs < 3 ||
 		(double) ds->n * (double) (stream_row_cost(spec) + d) > (double) stream_data_budget(spec))
 		return;
-	for (int c = 0; c < d; c++)
-		whole = whole && ds->X[c] == rintf(ds->X[c]);
-	ds->div8 = whole ? 1.0f : 255.0f;
 	ds->X8 = malloc((size_t) ds->n * d);
+	if (ds->X8)
+		ds->div8 = dml_rows8_row(ds->X8, ds->X, d, 1.0f) ? 1.0f : 255.0f;
 }
 
 /*
