@@ -152,6 +152,10 @@ build/tools/load_idx.o: tools/load_idx.c kernels/clock.h
 	$(CC) -O2 -Wall -Werror -Ikernels -I$(PQ_INCLUDE) -c -o $@ $<
 
 $(WORKER_OBJS) $(GPU_WORKER_OBJS) $(OBJS): kernels/kernels.h coordinator/protocol.h coordinator/jobspec.h
+# the kernels written once for each instruction set (kernels/simd.h)
+build/kernels/layers.o kernels/layers.o: kernels/simd.h kernels/skinny.h
+build/kernels/net.o kernels/net.o: kernels/simd.h kernels/narrow.h
+build/kernels/logit.o kernels/logit.o: kernels/simd.h kernels/hess.h
 $(OBJS): coordinator/coordinator.h coordinator/settings.h extension/dml.h
 extension/train.o extension/train_args.o extension/train_columns.o extension/train_plan.o \
 	extension/train_store.o: extension/train.h
@@ -180,10 +184,10 @@ build/test_kernels: regress/unit/test_kernels.c $(patsubst %.c,build/%.o,$(KERNE
 	$(CC) -O1 -g -Wall -Werror -Ikernels -o $@ $^ $(BLAS_LIBS) -lm
 # the same tests with the kernels built for one instruction set each, no
 # runtime dispatch: the code paths of a machine without AVX-512 (or AVX2)
-build/test_kernels_sse2: regress/unit/test_kernels.c $(KERNEL_SRCS) kernels/kernels.h
+build/test_kernels_sse2: regress/unit/test_kernels.c $(KERNEL_SRCS) $(wildcard kernels/*.h)
 	@mkdir -p build
 	$(CC) -O3 -fno-math-errno -DDML_NO_CLONES -Wall -Werror -Ikernels -o $@ $(filter %.c,$^) $(BLAS_LIBS) -lm
-build/test_kernels_avx2: regress/unit/test_kernels.c $(KERNEL_SRCS) kernels/kernels.h
+build/test_kernels_avx2: regress/unit/test_kernels.c $(KERNEL_SRCS) $(wildcard kernels/*.h)
 	@mkdir -p build
 	$(CC) -O3 -fno-math-errno -DDML_NO_CLONES -mavx2 -mfma -Wall -Werror -Ikernels -o $@ $(filter %.c,$^) $(BLAS_LIBS) -lm
 

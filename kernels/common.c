@@ -261,3 +261,40 @@ dml_blas_core_override(const char *corename)
 #endif
 	return NULL;
 }
+
+/*
+ * The instruction set dml's own kernels (simd.h: the skinny layers, the
+ * narrow rows, the Hessian's tiles) run on: 512 (AVX-512F), 256 (AVX2 with
+ * FMA) or 0 (none: OpenBLAS instead), the widest this CPU has, at most
+ * dml_set_simd's cap.
+ */
+static int simd_cap = 512;
+
+int
+dml_simd(void)
+{
+	static int	have = -1;
+
+	if (have < 0)
+	{
+		int			h = 0;
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+	!defined(__SANITIZE_ADDRESS__) && !defined(DML_NO_CLONES)
+		__builtin_cpu_init();
+		if (__builtin_cpu_supports("avx512f"))
+			h = 512;
+		else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+			h = 256;
+#endif
+		have = h;
+	}
+	return have < simd_cap ? have : simd_cap;
+}
+
+/* at most cap (512, 256 or 0) from now on: the unit tests run each set */
+void
+dml_set_simd(int cap)
+{
+	simd_cap = cap;
+}

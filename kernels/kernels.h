@@ -115,8 +115,8 @@ extern int	dml_act_parse(const char *name);	/* -1 when unknown */
  * --------------------------------------------------------------------- */
 
 /*
- * Layers of at most 12 outputs on AVX-512 kernels of dml's own instead of
- * sgemm (layers.c); on by default.  dml_set_skinny(false) keeps sgemm (the
+ * Layers of at most 12 outputs on kernels of dml's own (AVX-512 or AVX2,
+ * dml_simd) instead of sgemm (layers.c); on by default.  dml_set_skinny(false) keeps sgemm (the
  * benchmarks' A/B, the unit tests' reference).
  */
 extern void dml_set_skinny(bool on);
@@ -270,6 +270,14 @@ extern void dml_shuffle(int *idx, int n, DmlRng *rng);
  * openblas_get_corename() says.
  */
 extern const char *dml_blas_core_override(const char *corename);
+/*
+ * The instruction set of dml's own kernels (the skinny layers, the narrow
+ * rows, the Hessian's tiles; kernels/simd.h): 512 (AVX-512F), 256 (AVX2 and
+ * FMA) or 0 (OpenBLAS instead), the widest the CPU has; dml_set_simd caps
+ * it (the unit tests and benchmarks run each set on one machine)
+ */
+extern int	dml_simd(void);
+extern void dml_set_simd(int cap);
 extern void dml_gather_rows(const float *X, const float *y, int d, const int *idx,
 							int B, int avail, float *Xb, float *yb);
 
@@ -429,7 +437,7 @@ extern double dml_logit_probs(const double *z, const int *label, int64_t n, doub
 extern void dml_logit_line(const double *e0, const double *ed, const int *label, int64_t n,
 						   int stride, double t, bool want_loss, double out[3]);
 /*
- * The Hessian's sum in register tiles on AVX-512 (logit.c), for models of
+ * The Hessian's sum in register tiles on AVX-512 or AVX2 (logit.c), for models of
  * at most DML_HESS_TILE_P parameters: Hs (24, 24) += Z' Z over m rows of Z
  * (m, 24), columns past the model's p zero
  */

@@ -223,156 +223,37 @@ logit_block(const double *z, const double *y, int B, double *pr, double *loss, d
 }
 
 /*
- * The Hessian's sum over a block of rows on AVX-512, for up to HESS_TILE_P
- * parameters: OpenBLAS's DSYRK at p = 21 ran far below the machine's peak
+ * The Hessian's sum over a block of rows, for up to HESS_TILE_P
+ * parameters, on kernels of dml's own (hess.h, for AVX-512 and for AVX2
+ * with FMA): OpenBLAS's DSYRK at p = 21 ran far below the machine's peak
  * (its packing copies took as long as its kernel), half of a polish pass.
- * Here H (24 x 24, the rows padded with zeros) is summed in three tiles of
- * 8 columns, each held in up to 24 registers while the block's rows stream
- * through: per row, 24, 16 and 8 fused multiply-adds (the tiles' rows on
- * and below the diagonal).  Every entry sums its products in row order.  Other CPUs, wider models, and the builds for one instruction
- * set (DML_NO_CLONES: the unit tests' _sse2 and _avx2) take DSYRK.
+ * Here H (24 x 24, the rows padded with zeros) is summed in tiles of a
+ * vector's width of columns, each tile's rows held in registers while the
+ * block's rows stream through: per row, one fused multiply-add for each
+ * tile row on or below the diagonal.  Every entry sums its products in
+ * row order, so H is the same bit for bit on either instruction set.
+ * Other CPUs, wider models, and the builds for one instruction set
+ * (DML_NO_CLONES: the unit tests' _sse2 and _avx2) take DSYRK.
  */
 #define HESS_TILE_P DML_HESS_TILE_P
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DML_NO_CLONES)
-#include <immintrin.h>
 #define HESS_TILES 1
-
-/*
- * tile T's rows 8 T <= c < P (the lower triangle and the diagonal block;
- * the rows past the model's P parameters would only add zeros)
- */
-__attribute__((target("avx512f"), always_inline)) static inline void
-hess_tile(double *restrict Hs, const double *restrict Z, int m, const int T, const int P)
-{
-	__m512d		acc[HESS_TILE_P];
-
-#pragma GCC unroll 24
-	for (int c = 8 * T; c < P; c++)
-		acc[c] = _mm512_loadu_pd(Hs + c * HESS_TILE_P + 8 * T);
-	for (int i = 0; i < m; i++)
-	{
-		const double *z = Z + (size_t) i * HESS_TILE_P;
-		__m512d		zk = _mm512_loadu_pd(z + 8 * T);
-
-#pragma GCC unroll 24
-		for (int c = 8 * T; c < P; c++)
-			acc[c] = _mm512_fmadd_pd(_mm512_set1_pd(z[c]), zk, acc[c]);
-	}
-#pragma GCC unroll 24
-	for (int c = 8 * T; c < P; c++)
-		_mm512_storeu_pd(Hs + c * HESS_TILE_P + 8 * T, acc[c]);
-}
-
-/*
- * The three tiles over rows of Z in chunks of HESS_CHUNK: a chunk (24 KB)
- * stays in L1 while each tile reads it (a block of 256 rows is 48 KB, and
- * each tile read it from L2).  Every entry still sums in row order.
- */
+/* rows of Z a chunk: 24 KB, which stays in L1 while each tile reads it */
 #define HESS_CHUNK 128
-__attribute__((target("avx512f"), always_inline)) static inline void
-hess_tiles_p(double *restrict Hs, const double *restrict Z, int m, const int P)
-{
-	for (int i0 = 0; i0 < m; i0 += HESS_CHUNK)
-	{
-		const double *Zc = Z + (size_t) i0 * HESS_TILE_P;
-		int			mc = m - i0 < HESS_CHUNK ? m - i0 : HESS_CHUNK;
 
-		hess_tile(Hs, Zc, mc, 0, P);
-		if (P > 8)
-			hess_tile(Hs, Zc, mc, 1, P);
-		if (P > 16)
-			hess_tile(Hs, Zc, mc, 2, P);
-	}
-}
-
-/*
- * Only the rows c >= 8 t of tile t are summed (for p = 21, 39 of 72
- * multiply-adds a row), each tile's code made for the model's p; the
- * entries above the diagonal blocks are then copied from their mirror
- * images, which hold the whole running sum, so H stays exactly symmetric
- */
-__attribute__((target("avx512f"))) static void
-hess_tiles_avx512(double *restrict Hs, const double *restrict Z, int m, int p)
-{
-	switch (p)
-	{
-#define HESS_CASE(P) case P: hess_tiles_p(Hs, Z, m, P); break;
-			HESS_CASE(1) HESS_CASE(2) HESS_CASE(3) HESS_CASE(4)
-			HESS_CASE(5) HESS_CASE(6) HESS_CASE(7) HESS_CASE(8)
-			HESS_CASE(9) HESS_CASE(10) HESS_CASE(11) HESS_CASE(12)
-			HESS_CASE(13) HESS_CASE(14) HESS_CASE(15) HESS_CASE(16)
-			HESS_CASE(17) HESS_CASE(18) HESS_CASE(19) HESS_CASE(20)
-			HESS_CASE(21) HESS_CASE(22) HESS_CASE(23)
-#undef HESS_CASE
-		default:
-			hess_tiles_p(Hs, Z, m, HESS_TILE_P);
-	}
-	for (int c = 0; c < HESS_TILE_P; c++)
-		for (int k = (c / 8 + 1) * 8; k < HESS_TILE_P; k++)
-			Hs[c * HESS_TILE_P + k] = Hs[k * HESS_TILE_P + c];
-}
+#define SIMD_ISA 512
+#include "simd.h"
+#include "hess.h"
+#undef SIMD_ISA
+#define SIMD_ISA 256
+#include "simd.h"
+#include "hess.h"
+#undef SIMD_ISA
 
 static bool
 hess_tiles_ok(int p)
 {
-	return p <= HESS_TILE_P && __builtin_cpu_supports("avx512f");
-}
-
-/*
- * The float32 Newton iterations' rows for the tiles (dml_logit_rows): per
- * row, x is read once, widened to double and turned both into the
- * gradient's term and into the tiles' row.  Z's products are the ones the
- * scalar loop made (a times the widened x), so H is the same bit for bit;
- * the gradient is summed in double in row order, where it was a float32
- * SGEMV over a second read of the rows (the two were 40% of a statistics
- * pass).
- */
-__attribute__((target("avx512f"))) static void
-logit_rows_avx512(const float *restrict X, int B, int d, size_t ld, const double *restrict pr,
-				  const int *restrict label, double *restrict g, double *restrict Z)
-{
-	__mmask16	m0 = dml_lanes16(d),
-				m1 = dml_lanes16(d - 16);
-	/* lane d of the three vectors: the intercept's 1 */
-	__mmask8	k0 = d < 8 ? (__mmask8) (1u << d) : 0,
-				k1 = d >= 8 && d < 16 ? (__mmask8) (1u << (d - 8)) : 0,
-				k2 = d >= 16 ? (__mmask8) (1u << (d - 16)) : 0;
-	__m512d		one = _mm512_set1_pd(1.0),
-				g0 = _mm512_setzero_pd(),
-				g1 = _mm512_setzero_pd(),
-				g2 = _mm512_setzero_pd();
-
-	for (int i = 0; i < B; i++)
-	{
-		const float *x = X + (size_t) i * ld;
-		__m512		xa = _mm512_maskz_loadu_ps(m0, x),
-					xb = _mm512_maskz_loadu_ps(m1, x + 16);
-		__m512d		v0 = _mm512_cvtps_pd(_mm512_castps512_ps256(xa)),
-					v1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xa), 1))),
-					v2 = _mm512_cvtps_pd(_mm512_castps512_ps256(xb));
-		__m512d		r = _mm512_set1_pd(pr[i] - label[i]),
-					a = _mm512_set1_pd(sqrt(pr[i] * (1 - pr[i])));
-		double	   *z = Z + (size_t) i * HESS_TILE_P;
-
-		v0 = _mm512_mask_mov_pd(v0, k0, one);
-		v1 = _mm512_mask_mov_pd(v1, k1, one);
-		v2 = _mm512_mask_mov_pd(v2, k2, one);
-		g0 = _mm512_fmadd_pd(r, v0, g0);
-		g1 = _mm512_fmadd_pd(r, v1, g1);
-		g2 = _mm512_fmadd_pd(r, v2, g2);
-		_mm512_storeu_pd(z, _mm512_mul_pd(a, v0));
-		_mm512_storeu_pd(z + 8, _mm512_mul_pd(a, v1));
-		_mm512_storeu_pd(z + 16, _mm512_mul_pd(a, v2));
-	}
-	{
-		double		gs[HESS_TILE_P];
-
-		_mm512_storeu_pd(gs, g0);
-		_mm512_storeu_pd(gs + 8, g1);
-		_mm512_storeu_pd(gs + 16, g2);
-		for (int c = 0; c <= d; c++)
-			g[c] += gs[c];
-	}
+	return p <= HESS_TILE_P && dml_simd() >= 256;
 }
 #else
 #define HESS_TILES 0
@@ -401,7 +282,10 @@ dml_logit_rows(const float *X, int B, int d, size_t ld, const double *pr, const 
 			   double *g, double *Z)
 {
 #if HESS_TILES
-	logit_rows_avx512(X, B, d, ld, pr, label, g, Z);
+	if (dml_simd() >= 512)
+		logit_rows_avx512(X, B, d, ld, pr, label, g, Z);
+	else
+		logit_rows_avx2(X, B, d, ld, pr, label, g, Z);
 #endif
 }
 
@@ -414,7 +298,10 @@ void
 dml_hess_tiles(double *Hs, const double *Z, int m, int p)
 {
 #if HESS_TILES
-	hess_tiles_avx512(Hs, Z, m, p);
+	if (dml_simd() >= 512)
+		hess_tiles_avx512(Hs, Z, m, p);
+	else
+		hess_tiles_avx2(Hs, Z, m, p);
 #endif
 }
 
@@ -427,7 +314,7 @@ dml_hess_tiles(double *Hs, const double *Z, int m, int p)
  *		LOGIT_BLOCK rows: the logits (DGEMV), their probabilities and losses
  *		in one vectorized pass (logit_row, no libm calls), then the rows
  *		[x, 1] scaled by sqrt(p (1 - p)) summed into the Hessian (by
- *		hess_tiles_avx512, else one DSYRK).  The sums run in row order.
+ *		dml_hess_tiles, else one DSYRK).  The sums run in row order.
  */
 double
 dml_logit_stats(double *g, double *H, const double *X, const double *y,
@@ -509,9 +396,7 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 		}
 		if (tiles && m > 0)
 		{
-#if HESS_TILES
-			hess_tiles_avx512(Hs, Z, m, d + 1);
-#endif
+			dml_hess_tiles(Hs, Z, m, d + 1);
 			cblas_dgemv(CblasRowMajor, CblasTrans, B, d, 1.0, X + (size_t) i0 * d, d, rs, 1,
 						1.0, g, 1);
 			for (int b = 0; b < B; b++)

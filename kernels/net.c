@@ -274,105 +274,50 @@ dml_log1pf_unit(float e)
 
 /*
  * Rows of at most 32 inputs (the fused pass's z = X w and X^T r) on
- * AVX-512 instead of sgemv: at 256 x 20 OpenBLAS's two calls took 1.6 us
- * a step, most of it the calls' own work, against about 0.3 us of
- * arithmetic.  The forward pass multiplies 16 rows by w and adds each
+ * kernels of dml's own (narrow.h, for AVX-512 and for AVX2 with FMA)
+ * instead of sgemv: at 256 x 20 OpenBLAS's two calls took 1.6 us a step,
+ * most of it the calls' own work, against about 0.3 us of arithmetic.
+ * The forward pass multiplies a vector's width of rows by w and adds each
  * row's lanes in one transposing reduction; the backward pass sums r[b]
- * x_b in four sets of accumulators, added at the end.  Sums in another
- * order than sgemv's: the same to float32 rounding.  Other CPUs, wider
- * rows and the single-ISA builds keep sgemv.
+ * x_b in sets of accumulators, added at the end.  Sums in another order
+ * than sgemv's (and each instruction set in its own): the same to float32
+ * rounding.  Other CPUs, wider rows and the single-ISA builds keep sgemv.
  */
 #define NARROW_C	32
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DML_NO_CLONES)
-#include <immintrin.h>
 #define NARROW 1
 
-/* the 16 lanes' sums of p[0..16) as one vector, row r's in lane r */
-__attribute__((target("avx512f"), always_inline)) static inline __m512
-narrow_sum16(const __m512 *p)
-{
-	__m512		q[8],
-				r[4],
-				u,
-				v;
+#define SIMD_ISA 512
+#include "simd.h"
+#include "narrow.h"
+#undef SIMD_ISA
+#define SIMD_ISA 256
+#include "simd.h"
+#include "narrow.h"
+#undef SIMD_ISA
 
-	for (int i = 0; i < 8; i++)
-		q[i] = _mm512_add_ps(_mm512_unpacklo_ps(p[2 * i], p[2 * i + 1]),
-							 _mm512_unpackhi_ps(p[2 * i], p[2 * i + 1]));
-	for (int i = 0; i < 4; i++)
-		r[i] = _mm512_add_ps(_mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0x44),
-							 _mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0xEE));
-	u = _mm512_add_ps(_mm512_shuffle_f32x4(r[0], r[1], 0x44), _mm512_shuffle_f32x4(r[0], r[1], 0xEE));
-	v = _mm512_add_ps(_mm512_shuffle_f32x4(r[2], r[3], 0x44), _mm512_shuffle_f32x4(r[2], r[3], 0xEE));
-	return _mm512_add_ps(_mm512_shuffle_f32x4(u, v, 0x88), _mm512_shuffle_f32x4(u, v, 0xDD));
-}
-
-/* z[b] += X[b] . w over B rows of C <= NARROW_C inputs */
-__attribute__((target("avx512f"))) static void
+static void
 narrow_forward(float *z, const float *X, const float *w, int B, int C)
 {
-	__mmask16	m0 = dml_lanes16(C),
-				m1 = dml_lanes16(C - 16);
-	__m512		w0 = _mm512_maskz_loadu_ps(m0, w),
-				w1 = _mm512_maskz_loadu_ps(m1, w + 16);
-	int			b = 0;
-
-	for (; b + 16 <= B; b += 16)
-	{
-		__m512		p[16];
-
-		for (int i = 0; i < 16; i++)
-		{
-			const float *x = X + (size_t) (b + i) * C;
-
-			p[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, x), w0);
-			if (m1)
-				p[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, x + 16), w1, p[i]);
-		}
-		_mm512_storeu_ps(z + b, _mm512_add_ps(_mm512_loadu_ps(z + b), narrow_sum16(p)));
-	}
-	for (; b < B; b++)
-	{
-		const float *x = X + (size_t) b * C;
-		__m512		p = _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, x), w0);
-
-		if (m1)
-			p = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, x + 16), w1, p);
-		z[b] += _mm512_reduce_add_ps(p);
-	}
+	if (dml_simd() >= 512)
+		narrow_forward_avx512(z, X, w, B, C);
+	else
+		narrow_forward_avx2(z, X, w, B, C);
 }
 
-/* g += X^T r over B rows of C <= NARROW_C inputs */
-__attribute__((target("avx512f"))) static void
+static void
 narrow_backward(float *g, const float *X, const float *r, int B, int C)
 {
-	__mmask16	m0 = dml_lanes16(C),
-				m1 = dml_lanes16(C - 16);
-	__m512		a0[4],
-				a1[4];
-
-	for (int k = 0; k < 4; k++)
-		a0[k] = a1[k] = _mm512_setzero_ps();
-	for (int b = 0; b < B; b++)
-	{
-		const float *x = X + (size_t) b * C;
-		__m512		rb = _mm512_set1_ps(r[b]);
-
-		a0[b & 3] = _mm512_fmadd_ps(rb, _mm512_maskz_loadu_ps(m0, x), a0[b & 3]);
-		if (m1)
-			a1[b & 3] = _mm512_fmadd_ps(rb, _mm512_maskz_loadu_ps(m1, x + 16), a1[b & 3]);
-	}
-	a0[0] = _mm512_add_ps(_mm512_add_ps(a0[0], a0[1]), _mm512_add_ps(a0[2], a0[3]));
-	a1[0] = _mm512_add_ps(_mm512_add_ps(a1[0], a1[1]), _mm512_add_ps(a1[2], a1[3]));
-	_mm512_mask_storeu_ps(g, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, g), a0[0]));
-	if (m1)
-		_mm512_mask_storeu_ps(g + 16, m1, _mm512_add_ps(_mm512_maskz_loadu_ps(m1, g + 16), a1[0]));
+	if (dml_simd() >= 512)
+		narrow_backward_avx512(g, X, r, B, C);
+	else
+		narrow_backward_avx2(g, X, r, B, C);
 }
 
 static bool
 narrow_applies(int C)
 {
-	return C <= NARROW_C && __builtin_cpu_supports("avx512f");
+	return C <= NARROW_C && dml_simd() >= 256;
 }
 #else
 #define NARROW 0

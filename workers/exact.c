@@ -789,7 +789,7 @@ newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 		if (sp->Zt)
 		{
 			/*
-			 * binary, at most 24 parameters, AVX-512: one read of the
+			 * binary, at most 24 parameters, AVX-512 or AVX2: one read of the
 			 * rows gives the gradient and the rows weighted by sqrt(p (1
 			 * - p)) in double, which the tiles sum as the polish sums
 			 * them (OpenBLAS's SSYRK on 256 x 21 spent as long packing as

@@ -9,7 +9,10 @@
  *	  prefetch, and the fused pass for one-output nets: softmax keeps the
  *	  reference path, so only its gather differs), alternated rep by rep.
  *
- *	  epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS [-I]] [-S] [SHAPE...]
+ *	  epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS [-I]] [-S] [-s ISA] [SHAPE...]
+ *
+ *	  -S keeps sgemm for the skinny layers; -s caps the instruction set of
+ *	  dml's own kernels (512, 256, or 0: none, OpenBLAS in their place).
 
  *	  With -c, the after path takes its rows in blocks of BLOCK_ROWS
  *	  consecutive rows in a shuffled order (options "shuffle": "blocks"),
@@ -298,11 +301,13 @@ main(int argc, char **argv)
 			block_rows = atoi(argv[++i]);
 		else if (strcmp(argv[i], "-S") == 0)
 			dml_set_skinny(false);
+		else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc)
+			dml_set_simd(atoi(argv[++i]));
 		else if (strcmp(argv[i], "-I") == 0)
 			block_index = 1;
 		else
 		{
-			fprintf(stderr, "usage: epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS [-I]] [-S] [ROWSxCOLSxK:LOSS...]\n");
+			fprintf(stderr, "usage: epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS [-I]] [-S] [-s 512|256|0] [ROWSxCOLSxK:LOSS...]\n");
 			return 2;
 		}
 	}

@@ -29,6 +29,8 @@
 
 static int	npassed = 0;
 static int	nfailed = 0;
+/* the instruction set of dml's own kernels under test, as a prefix to the checks' names */
+static const char *simd_tag = "";
 
 /* record one check; detail is printed only on failure */
 static void
@@ -36,11 +38,11 @@ check(int ok, const char *name, const char *fmt,...)
 {
 	if (ok)
 	{
-		printf("ok - %s\n", name);
+		printf("ok - %s%s\n", simd_tag, name);
 		npassed++;
 		return;
 	}
-	printf("not ok - %s: ", name);
+	printf("not ok - %s%s: ", simd_tag, name);
 	if (fmt != NULL)
 	{
 		va_list		ap;
@@ -1115,12 +1117,12 @@ test_fused(void)
 {
 	DmlRng		rng;
 	const int	Bs[] = {1, 7, 16, 37, 256};
-	const int	Cs[] = {1, 5, 20, 33};
+	const int	Cs[] = {1, 5, 20, 25, 32, 33};
 
 	dml_rng_seed(&rng, 2020);
 	/* one output (linear, logistic): every shape and row count, each option on its own */
 	for (int l = 0; l < 2; l++)
-		for (int ci = 0; ci < 4; ci++)
+		for (int ci = 0; ci < 6; ci++)
 			for (int bi = 0; bi < 5; bi++)
 			{
 				DmlLoss		loss = (DmlLoss) l;
@@ -2302,6 +2304,109 @@ test_newton_rows(void)
 	free(Z);
 }
 
+/* the tests of dml's own kernels (kernels/simd.h), run for each instruction set */
+static void
+test_simd_kernels(void)
+{
+	test_fused();
+	test_skinny();
+	test_hess_tiles();
+	test_newton_rows();
+}
+
+/*
+ * The AVX-512 and AVX2 copies of the kernels whose every output sums in
+ * row order give the same bits: the Hessian's tiles, the Newton rows, and
+ * the byte rows' check; where the CPU has both
+ */
+static void
+test_simd_twins(void)
+{
+	enum
+	{
+		P = DML_HESS_TILE_P, M = 300, N = 64, C = 50
+	};
+	double	   *Z = malloc(sizeof(double) * M * P),
+			   *Zr[2],
+				H[2][P * P],
+				g[2][P + 1],
+				pr[M];
+	float	   *X = malloc(sizeof(float) * M * P);
+	float		v[N * C];
+	uint8_t		u8[2][N * C];
+	int			label[M];
+	bool		ok8[2][N],
+				same_h = true,
+				same_rows = true,
+				same_bytes = true;
+	DmlRng		rng;
+
+	if (dml_simd() < 512)
+	{
+		printf("# one instruction set's kernels on this CPU: the AVX-512 and AVX2 copies not compared\n");
+		free(Z);
+		free(X);
+		return;
+	}
+	dml_rng_seed(&rng, 26);
+	for (int i = 0; i < M * P; i++)
+		Z[i] = dml_rng_normal(&rng);
+	for (int i = 0; i < M * P; i++)
+		X[i] = (float) dml_rng_normal(&rng);
+	for (int i = 0; i < M; i++)
+	{
+		pr[i] = dml_rng_uniform(&rng);
+		label[i] = i % 3 == 0;
+	}
+	/* pixels / 255, every fourth row with one value off by an ulp */
+	for (int i = 0; i < N * C; i++)
+		v[i] = (float) ((int) (dml_rng_uniform(&rng) * 256) % 256) / 255.0f;
+	for (int i = 0; i < N; i += 4)
+		v[i * C + i % C] = nextafterf(v[i * C + i % C], 2.0f);
+	for (int p = 1; p <= P; p++)
+	{
+		for (int t = 0; t < 2; t++)
+		{
+			dml_set_simd(t == 0 ? 512 : 256);
+			memset(H[t], 0, sizeof(H[t]));
+			dml_hess_tiles(H[t], Z, 170, p);
+			dml_hess_tiles(H[t], Z + (size_t) 170 * P, M - 170, p);
+		}
+		same_h = same_h && memcmp(H[0], H[1], sizeof(H[0])) == 0;
+	}
+	for (int t = 0; t < 2; t++)
+		Zr[t] = malloc(sizeof(double) * M * P);
+	for (int d = 1; d < P; d += 3)
+	{
+		for (int t = 0; t < 2; t++)
+		{
+			dml_set_simd(t == 0 ? 512 : 256);
+			for (int c = 0; c <= P; c++)
+				g[t][c] = c;
+			dml_logit_rows(X, M, d, P, pr, label, g[t], Zr[t]);
+		}
+		same_rows = same_rows && memcmp(g[0], g[1], sizeof(g[0])) == 0 &&
+			memcmp(Zr[0], Zr[1], sizeof(double) * M * P) == 0;
+	}
+	for (int t = 0; t < 2; t++)
+	{
+		dml_set_simd(t == 0 ? 512 : 256);
+		for (int i = 0; i < N; i++)
+			ok8[t][i] = dml_rows8_row(u8[t] + i * C, v + i * C, C, 255.0f);
+	}
+	dml_set_simd(512);
+	for (int i = 0; i < N; i++)
+		same_bytes = same_bytes && ok8[0][i] == ok8[1][i] && ok8[0][i] == (i % 4 != 0) &&
+			(!ok8[0][i] || memcmp(u8[0] + i * C, u8[1] + i * C, C) == 0);
+	check(same_h, "the Hessian's tiles on AVX-512 and on AVX2: the same sums, bit for bit (p = 1..24)", NULL);
+	check(same_rows, "the Newton rows on AVX-512 and on AVX2: the same gradient and rows, bit for bit", NULL);
+	check(same_bytes, "the byte rows' check on AVX-512 and on AVX2: the same rows kept, the same bytes", NULL);
+	free(Zr[0]);
+	free(Zr[1]);
+	free(Z);
+	free(X);
+}
+
 static void
 test_blas_core(void)
 {
@@ -2393,7 +2498,6 @@ main(void)
 	test_rng();
 	test_cholesky();
 	test_lbfgs();
-	test_fused();
 	test_logit_rows();
 	test_tsqr_wampler(1, 1);
 	test_tsqr_wampler(1, 3);
@@ -2401,9 +2505,28 @@ main(void)
 	test_tsqr_wampler(2, 3);
 	test_tsqr_rank();
 	test_distributions();
-	test_skinny();
-	test_hess_tiles();
-	test_newton_rows();
+	/* dml's own kernels, once for each instruction set this CPU has */
+	if (dml_simd() == 0)
+	{
+		printf("# dml's own kernels do not run on this CPU and build: the reference paths only\n");
+		test_simd_kernels();
+	}
+	else
+		for (int isa = 512; isa >= 256; isa -= 256)
+		{
+			dml_set_simd(isa);
+			if (dml_simd() != isa)
+			{
+				printf("# the %s kernels do not run on this CPU: not tested\n",
+					   isa == 512 ? "AVX-512" : "AVX2");
+				continue;
+			}
+			simd_tag = isa == 512 ? "[avx512] " : "[avx2] ";
+			test_simd_kernels();
+			simd_tag = "";
+		}
+	dml_set_simd(512);
+	test_simd_twins();
 	test_blas_core();
 	test_adam_subnormal();
 	test_format_f64();

@@ -1,0 +1,155 @@
+/*-------------------------------------------------------------------------
+ *
+ * hess.h
+ *	  The Hessian's register tiles and the Newton rows' kernel (logit.c),
+ *	  written once in simd.h's double operations and compiled once for each
+ *	  instruction set: logit.c includes this file after each inclusion of
+ *	  simd.h.
+ *
+ * A tile is VDL columns of H (8 on AVX-512, 4 on AVX2) and up to HESS_RB
+ * of its rows, each row's part an accumulator (24 of the 32 registers on
+ * AVX-512, 12 of the 16 on AVX2).  Every entry sums its products z_c z_k
+ * with one fused multiply-add a row, in row order, so both copies give H
+ * bit for bit; so does the rows' kernel, whose gradient lanes each sum
+ * their rows in order.
+ *
+ *-------------------------------------------------------------------------
+ */
+#undef HESS_RB
+#define HESS_RB		(SIMD_ISA == 512 ? 24 : 12)
+#undef HESS_V
+#define HESS_V		(HESS_TILE_P / VDL)
+
+/* rows [c0, c0 + n) of tile T's columns VDL T .. VDL T + VDL - 1 */
+SIMD_INLINE void
+SIMD_NAME(hess_tile) (double *restrict Hs, const double *restrict Z, int m, const int T,
+					  const int c0, const int n)
+{
+	VD			acc[HESS_RB];
+
+#pragma GCC unroll 24
+	for (int c = 0; c < n; c++)
+		acc[c] = vdload(Hs + (c0 + c) * HESS_TILE_P + VDL * T);
+	for (int i = 0; i < m; i++)
+	{
+		const double *z = Z + (size_t) i * HESS_TILE_P;
+		VD			zk = vdload(z + VDL * T);
+
+#pragma GCC unroll 24
+		for (int c = 0; c < n; c++)
+			acc[c] = vdfma(vdset1(z[c0 + c]), zk, acc[c]);
+	}
+#pragma GCC unroll 24
+	for (int c = 0; c < n; c++)
+		vdstore(Hs + (c0 + c) * HESS_TILE_P + VDL * T, acc[c]);
+}
+
+/*
+ * The tiles over rows of Z in chunks of HESS_CHUNK: a chunk (24 KB) stays
+ * in L1 while each tile reads it.  Only the rows c >= VDL T of tile T are
+ * summed, each tile's code made for the model's P.
+ */
+SIMD_INLINE void
+SIMD_NAME(hess_tiles_p) (double *restrict Hs, const double *restrict Z, int m, const int P)
+{
+	for (int i0 = 0; i0 < m; i0 += HESS_CHUNK)
+	{
+		const double *Zc = Z + (size_t) i0 * HESS_TILE_P;
+		int			mc = m - i0 < HESS_CHUNK ? m - i0 : HESS_CHUNK;
+
+		/* tile T's rows VDL T .. P - 1, in blocks of HESS_RB (constants after inlining) */
+#define HESS_T(T) \
+		if (VDL * (T) < P) \
+		{ \
+			SIMD_NAME(hess_tile) (Hs, Zc, mc, T, VDL * (T), \
+								  P - VDL * (T) < HESS_RB ? P - VDL * (T) : HESS_RB); \
+			if (VDL * (T) + HESS_RB < P) \
+				SIMD_NAME(hess_tile) (Hs, Zc, mc, T, VDL * (T) + HESS_RB, \
+									  P - VDL * (T) - HESS_RB); \
+		}
+		HESS_T(0);
+		HESS_T(1);
+		HESS_T(2);
+#if SIMD_ISA != 512
+		HESS_T(3);
+		HESS_T(4);
+		HESS_T(5);
+#endif
+#undef HESS_T
+	}
+}
+
+/*
+ * The entries above the diagonal blocks are then copied from their mirror
+ * images, which hold the whole running sum, so H stays exactly symmetric
+ */
+SIMD_TARGET static void
+SIMD_NAME(hess_tiles) (double *restrict Hs, const double *restrict Z, int m, int p)
+{
+	switch (p)
+	{
+#define HESS_CASE(P) case P: SIMD_NAME(hess_tiles_p) (Hs, Z, m, P); break;
+			HESS_CASE(1) HESS_CASE(2) HESS_CASE(3) HESS_CASE(4)
+			HESS_CASE(5) HESS_CASE(6) HESS_CASE(7) HESS_CASE(8)
+			HESS_CASE(9) HESS_CASE(10) HESS_CASE(11) HESS_CASE(12)
+			HESS_CASE(13) HESS_CASE(14) HESS_CASE(15) HESS_CASE(16)
+			HESS_CASE(17) HESS_CASE(18) HESS_CASE(19) HESS_CASE(20)
+			HESS_CASE(21) HESS_CASE(22) HESS_CASE(23)
+#undef HESS_CASE
+		default:
+			SIMD_NAME(hess_tiles_p) (Hs, Z, m, HESS_TILE_P);
+	}
+	for (int c = 0; c < HESS_TILE_P; c++)
+		for (int k = (c / VDL + 1) * VDL; k < HESS_TILE_P; k++)
+			Hs[c * HESS_TILE_P + k] = Hs[k * HESS_TILE_P + c];
+}
+
+/*
+ * The float32 Newton iterations' rows for the tiles (dml_logit_rows): per
+ * row, x is read once, widened to double and turned both into the
+ * gradient's term and into the tiles' row.  Z's products are the ones the
+ * scalar loop made (a times the widened x), so H is the same bit for bit;
+ * the gradient is summed in double in row order.
+ */
+SIMD_TARGET static void
+SIMD_NAME(logit_rows) (const float *restrict X, int B, int d, size_t ld,
+					   const double *restrict pr, const int *restrict label,
+					   double *restrict g, double *restrict Z)
+{
+	VD			one = vdset1(1.0),
+				gv[HESS_V];
+	/* lane d of the vectors: the intercept's 1 */
+	VDK			k[HESS_V];
+
+	for (int t = 0; t < HESS_V; t++)
+	{
+		gv[t] = vdzero();
+		k[t] = vdone_lane(d - VDL * t);
+	}
+	for (int i = 0; i < B; i++)
+	{
+		const float *x = X + (size_t) i * ld;
+		VD			r = vdset1(pr[i] - label[i]),
+					a = vdset1(sqrt(pr[i] * (1 - pr[i])));
+		double	   *z = Z + (size_t) i * HESS_TILE_P;
+
+#pragma GCC unroll 6
+		for (int t = 0; t < HESS_V; t++)
+		{
+			/* past the row's d inputs (and the intercept's lane) zeros */
+			VD			v = VDL * t < d ? vdloadf(x + VDL * t, d - VDL * t) : vdzero();
+
+			v = vdsel(k[t], one, v);
+			gv[t] = vdfma(r, v, gv[t]);
+			vdstore(z + VDL * t, vdmul(a, v));
+		}
+	}
+	{
+		double		gs[HESS_TILE_P];
+
+		for (int t = 0; t < HESS_V; t++)
+			vdstore(gs + VDL * t, gv[t]);
+		for (int c = 0; c <= d; c++)
+			g[c] += gs[c];
+	}
+}
