@@ -49,13 +49,14 @@ dml_act_parse(const char *name)
  * two thirds of its time there.  On AVX-512, and on AVX2 with FMA, these
  * take its place (skinny.h, compiled for each; dml_simd picks one):
  *
- *  - forward: each output a dot product along the row, SKINNY_R rows at
- *    a time (OC x SKINNY_R accumulators, each weight vector loaded once
- *    for all of them), the accumulators reduced once at the end of the
- *    row;
+ *  - forward: each output a dot product along the row, two rows at a
+ *    time (2 x OC accumulators, each weight vector loaded once for both
+ *    rows), the accumulators reduced once at the end of the row;
  *  - weight gradient: dweight[k] += sum over rows of dout[b][k] inp[b],
- *    SKINNY_WV vectors of columns at a time (OC x SKINNY_WV accumulators),
- *    the rows streaming through once per such group of columns.
+ *    two vectors of columns at a time (2 x OC accumulators), the rows
+ *    streaming through once per such group of columns;
+ *
+ * on AVX2, with half the registers, the outputs in blocks of at most 6.
  *
  * The products are summed in another order than sgemm's, so the results
  * agree to float32 rounding, not bit for bit; the two instruction sets'

@@ -5,24 +5,36 @@
  *	  operations and compiled once for each instruction set: layers.c
  *	  includes this file after each inclusion of simd.h.
  *
- * SKINNY_R rows share a forward pass's weight loads, and the weight
- * gradient sums SKINNY_WV vectors of columns at a time: each sized so
- * that the accumulators (SKINNY_OC of them for each row or vector) and
- * the operands stay in the instruction set's registers (32 on AVX-512,
- * 16 on AVX2).  Every output sums its products in the same order in both
- * copies except across a vector's lanes, whose width differs.
+ * Both passes hold a tile of accumulators in registers: the forward pass
+ * two rows by a block of outputs (each weight vector loaded once for the
+ * rows), the weight gradient SKINNY_WV vectors of columns by a block of
+ * outputs (each gradient value broadcast once for the vectors).  A block
+ * is every output on AVX-512 (24 of its 32 registers), at most SKINNY_OCB
+ * on AVX2 (12 of 16): there the forward pass goes over a pair of rows
+ * once a block, byte rows rebuilt into the stash first.  Every output
+ * sums its products in the same order whatever the blocks; the two
+ * copies differ across a vector's lanes, whose width differs.
  *
  *-------------------------------------------------------------------------
  */
-#undef SKINNY_R
 #undef SKINNY_WV
-#if SIMD_ISA == 512
-#define SKINNY_R	2
+#undef SKINNY_OCB
 #define SKINNY_WV	2
+#if SIMD_ISA == 512
+#define SKINNY_OCB	SKINNY_OC
 #else
-#define SKINNY_R	1
-#define SKINNY_WV	1
+#define SKINNY_OCB	6
 #endif
+
+/*
+ * The outputs' blocks: OC outputs in the fewest blocks of at most
+ * SKINNY_OCB, as even as can be (10 on AVX2: 5 and 5); constants after
+ * inlining
+ */
+#undef SKINNY_NB
+#undef SKINNY_BW
+#define SKINNY_NB(OC)	(((OC) + SKINNY_OCB - 1) / SKINNY_OCB)
+#define SKINNY_BW(OC)	(((OC) + SKINNY_NB(OC) - 1) / SKINNY_NB(OC))
 
 /* k / div rebuilt without a division: Markstein's correction of k (1 / div) */
 SIMD_INLINE VF
@@ -92,95 +104,165 @@ SIMD_NAME(rows8_row) (uint8_t *u8, const float *v, int C, float div)
 }
 
 /*
- * SKINNY_R rows' outputs: x[r] are float rows, or with R8 byte rows (R8's
- * mean and scale); p[r] the rows to ask into L1 meanwhile (or NULL); with
- * R8 and s[r] not NULL, the rows' float32 inputs are written to s[r]
+ * Outputs k0 .. k0 + n - 1 of two rows, x0 and x1: float rows,
+ * or with R8 byte rows (R8's mean and scale); p0 and p1 the rows to ask
+ * into L1 meanwhile (or NULL); with R8 and s0, s1 not NULL the rows'
+ * float32 inputs are written there
  */
 SIMD_INLINE void
-SIMD_NAME(skinny_fwd_rows) (float *restrict out, const void *const *x, const void *const *p,
-							const DmlRows8 *R8, float *const *s,
-							const float *restrict W, const float *restrict bias, int C, const int OC)
+SIMD_NAME(skinny_fwd_rows) (float *restrict out, const void *restrict x0, const void *restrict x1,
+							const void *p0, const void *p1, const DmlRows8 *R8, float *s0, float *s1,
+							const float *restrict W, const float *restrict bias, int C, const int OC,
+							const int k0, const int n)
 {
-	VF			a[SKINNY_R][SKINNY_OC];
+	VF			a0[SKINNY_OCB],
+				a1[SKINNY_OCB];
 	int			j = 0;
 	int			esz = R8 ? 1 : sizeof(float);
+	const float *Wk = W + (size_t) k0 * C;
 
-#pragma GCC unroll 2
-	for (int r = 0; r < SKINNY_R; r++)
 #pragma GCC unroll 12
-		for (int k = 0; k < OC; k++)
-			a[r][k] = vzero();
+	for (int k = 0; k < n; k++)
+		a0[k] = a1[k] = vzero();
 	for (; j + VL <= C; j += VL)
 	{
-		VF			v[SKINNY_R];
+		VF			v0,
+					v1;
 
-#pragma GCC unroll 2
-		for (int r = 0; r < SKINNY_R; r++)
+		if (R8)
 		{
-			if (R8)
+			v0 = SIMD_NAME(byte_row) (x0, R8, j, VL);
+			v1 = SIMD_NAME(byte_row) (x1, R8, j, VL);
+			if (s0)
 			{
-				v[r] = SIMD_NAME(byte_row) (x[r], R8, j, VL);
-				if (s[r])
-					vstore(s[r] + j, v[r]);
+				vstore(s0 + j, v0);
+				vstore(s1 + j, v1);
 			}
-			else
-				v[r] = vload((const float *) x[r] + j);
-			/* rows read in place: the next rows' lines, one each a line */
-			if (p[r] && (((size_t) j * esz) & 63) == 0)
-				_mm_prefetch((const char *) p[r] + (size_t) j * esz, _MM_HINT_T0);
+		}
+		else
+		{
+			v0 = vload((const float *) x0 + j);
+			v1 = vload((const float *) x1 + j);
+		}
+		/* rows read in place: the next pair's lines, one each a line */
+		if (p0 && (((size_t) j * esz) & 63) == 0)
+		{
+			_mm_prefetch((const char *) p0 + (size_t) j * esz, _MM_HINT_T0);
+			_mm_prefetch((const char *) p1 + (size_t) j * esz, _MM_HINT_T0);
 		}
 #pragma GCC unroll 12
-		for (int k = 0; k < OC; k++)
+		for (int k = 0; k < n; k++)
 		{
-			VF			w = vload(W + (size_t) k * C + j);
+			VF			w = vload(Wk + (size_t) k * C + j);
 
-			/* one load for every row (GCC would fold it into each FMA) */
+			/* one load for both rows (GCC would fold it into each FMA) */
 			__asm__("" : "+v"(w));
-#pragma GCC unroll 2
-			for (int r = 0; r < SKINNY_R; r++)
-				a[r][k] = vfma(v[r], w, a[r][k]);
+			a0[k] = vfma(v0, w, a0[k]);
+			a1[k] = vfma(v1, w, a1[k]);
 		}
 	}
 	if (j < C)
 	{
 		VM			m = vmask(C - j);
-		VF			v[SKINNY_R];
+		VF			v0,
+					v1;
 
-#pragma GCC unroll 2
-		for (int r = 0; r < SKINNY_R; r++)
+		if (R8)
 		{
-			if (R8)
+			v0 = SIMD_NAME(byte_row) (x0, R8, j, C - j);
+			v1 = SIMD_NAME(byte_row) (x1, R8, j, C - j);
+			if (s0)
 			{
-				v[r] = SIMD_NAME(byte_row) (x[r], R8, j, C - j);
-				if (s[r])
-					vstorem(s[r] + j, m, v[r]);
+				vstorem(s0 + j, m, v0);
+				vstorem(s1 + j, m, v1);
 			}
-			else
-				v[r] = vloadm(m, (const float *) x[r] + j);
+		}
+		else
+		{
+			v0 = vloadm(m, (const float *) x0 + j);
+			v1 = vloadm(m, (const float *) x1 + j);
 		}
 #pragma GCC unroll 12
-		for (int k = 0; k < OC; k++)
+		for (int k = 0; k < n; k++)
 		{
-			VF			w = vloadm(m, W + (size_t) k * C + j);
+			VF			w = vloadm(m, Wk + (size_t) k * C + j);
 
-#pragma GCC unroll 2
-			for (int r = 0; r < SKINNY_R; r++)
-				a[r][k] = vfma(v[r], w, a[r][k]);
+			a0[k] = vfma(v0, w, a0[k]);
+			a1[k] = vfma(v1, w, a1[k]);
 		}
 	}
-#pragma GCC unroll 2
-	for (int r = 0; r < SKINNY_R; r++)
 #pragma GCC unroll 12
-		for (int k = 0; k < OC; k++)
-			out[(size_t) r * OC + k] = bias[k] + vhsum(a[r][k]);
+	for (int k = 0; k < n; k++)
+	{
+		out[k0 + k] = bias[k0 + k] + vhsum(a0[k]);
+		out[OC + k0 + k] = bias[k0 + k] + vhsum(a1[k]);
+	}
+}
+
+/*
+ * Two byte rows' float32 inputs written to s0 and s1, the next pair's
+ * lines (p0, p1, or NULL) asked for meanwhile
+ */
+SIMD_INLINE void
+SIMD_NAME(bytes_pair) (const uint8_t *x0, const uint8_t *x1, const void *p0, const void *p1,
+					   const DmlRows8 *R8, float *s0, float *s1, int C)
+{
+	int			j = 0;
+
+	for (; j + VL <= C; j += VL)
+	{
+		vstore(s0 + j, SIMD_NAME(byte_row) (x0, R8, j, VL));
+		vstore(s1 + j, SIMD_NAME(byte_row) (x1, R8, j, VL));
+		if (p0 && (j & 63) == 0)
+		{
+			_mm_prefetch((const char *) p0 + j, _MM_HINT_T0);
+			_mm_prefetch((const char *) p1 + j, _MM_HINT_T0);
+		}
+	}
+	if (j < C)
+	{
+		VM			m = vmask(C - j);
+
+		vstorem(s0 + j, m, SIMD_NAME(byte_row) (x0, R8, j, C - j));
+		vstorem(s1 + j, m, SIMD_NAME(byte_row) (x1, R8, j, C - j));
+	}
+}
+
+/*
+ * Every output of two rows, a block of outputs at a time.  One block (AVX-
+ * 512) reads the rows, rebuilding byte rows as it goes; with several
+ * (AVX2), byte rows with a stash are rebuilt into it first (the
+ * accumulators need the registers the rebuilding would take), and every
+ * block reads the stash
+ */
+SIMD_INLINE void
+SIMD_NAME(skinny_fwd_pair) (float *restrict out, const void *x0, const void *x1,
+							const void *p0, const void *p1, const DmlRows8 *R8, float *s0, float *s1,
+							const float *restrict W, const float *restrict bias, int C, const int OC)
+{
+	const int	bw = SKINNY_BW(OC);
+
+	if (bw < OC && R8 && s0)
+	{
+		SIMD_NAME(bytes_pair) (x0, x1, p0, p1, R8, s0, s1, C);
+#pragma GCC unroll 2
+		for (int k0 = 0; k0 < OC; k0 += bw)
+			SIMD_NAME(skinny_fwd_rows) (out, s0, s1, NULL, NULL, NULL, NULL, NULL, W, bias, C, OC,
+										k0, OC - k0 < bw ? OC - k0 : bw);
+		return;
+	}
+#pragma GCC unroll 2
+	for (int k0 = 0; k0 < OC; k0 += bw)
+		SIMD_NAME(skinny_fwd_rows) (out, x0, x1, k0 == 0 ? p0 : NULL, k0 == 0 ? p1 : NULL, R8,
+									s0, s1, W, bias, C, OC, k0, OC - k0 < bw ? OC - k0 : bw);
 }
 
 /*
  * out (B,OC) = the rows (B,C) @ W (OC,C)^T + bias, OC a constant after
  * inlining: row b is X's row b, or with idx X's row idx[b], read where it
- * lies, a wide row's lines asked for SKINNY_R rows ahead (idx[B..avail)
- * are read next); with R8, R8's byte rows in X's place, and with stash
- * (B,C) their float32 inputs written there too
+ * lies, a wide row's lines asked for a pair ahead (idx[B..avail) are read
+ * next); with R8, R8's byte rows in X's place, and with stash (B,C) their
+ * float32 inputs written there too
  */
 SIMD_INLINE void
 SIMD_NAME(skinny_fwd_oc) (float *out, const float *X, const DmlRows8 *R8, float *stash,
@@ -190,91 +272,87 @@ SIMD_NAME(skinny_fwd_oc) (float *out, const float *X, const DmlRows8 *R8, float 
 	int			b = 0;
 	bool		ahead = idx != NULL && C >= 64;
 
-	for (; b + SKINNY_R <= B; b += SKINNY_R)
+	for (; b + 2 <= B; b += 2)
 	{
-		const void *x[SKINNY_R],
-				   *p[SKINNY_R];
-		float	   *s[SKINNY_R];
+		const void *p0 = NULL,
+				   *p1 = NULL;
 
-		for (int r = 0; r < SKINNY_R; r++)
+		if (ahead && b + 3 < avail)
 		{
-			x[r] = SKINNY_ROW(X, R8, idx, b + r, C);
-			p[r] = ahead && b + SKINNY_R + r < avail ?
-				SKINNY_ROW(X, R8, idx, b + SKINNY_R + r, C) : NULL;
-			s[r] = stash ? stash + (size_t) (b + r) * C : NULL;
+			p0 = SKINNY_ROW(X, R8, idx, b + 2, C);
+			p1 = SKINNY_ROW(X, R8, idx, b + 3, C);
 		}
-		SIMD_NAME(skinny_fwd_rows) (out + (size_t) b * OC, x, p, R8, s, W, bias, C, OC);
+		SIMD_NAME(skinny_fwd_pair) (out + (size_t) b * OC, SKINNY_ROW(X, R8, idx, b, C),
+									SKINNY_ROW(X, R8, idx, b + 1, C), p0, p1, R8,
+									stash ? stash + (size_t) b * C : NULL,
+									stash ? stash + (size_t) (b + 1) * C : NULL, W, bias, C, OC);
 	}
-	for (; b < B; b++)
+	if (b < B)
 	{
-		/* a last row alone: in every slot, the other copies dropped */
-		float		one[SKINNY_R * SKINNY_OC];
-		const void *x[SKINNY_R],
-				   *p[SKINNY_R];
-		float	   *s[SKINNY_R];
+		float		two[2 * SKINNY_OC];
+		float	   *sb = stash ? stash + (size_t) b * C : NULL;
 
-		for (int r = 0; r < SKINNY_R; r++)
-		{
-			x[r] = SKINNY_ROW(X, R8, idx, b, C);
-			p[r] = NULL;
-			s[r] = stash ? stash + (size_t) b * C : NULL;
-		}
-		SIMD_NAME(skinny_fwd_rows) (one, x, p, R8, s, W, bias, C, OC);
-		memcpy(out + (size_t) b * OC, one, sizeof(float) * OC);
+		/* the last row alone: paired with itself, its second copy dropped */
+		SIMD_NAME(skinny_fwd_pair) (two, SKINNY_ROW(X, R8, idx, b, C), SKINNY_ROW(X, R8, idx, b, C),
+									NULL, NULL, R8, sb, sb, W, bias, C, OC);
+		memcpy(out + (size_t) b * OC, two, sizeof(float) * OC);
 	}
 }
 
 /*
- * dW (OC,C) (+)= dout (B,OC)^T inp (B,C), SKINNY_WV vectors of columns at
- * a time; with idx, inp's row b is X's row idx[b] (inp is X)
+ * dW (OC,C) (+)= dout (B,OC)^T inp (B,C), SKINNY_WV vectors of columns by
+ * a block of outputs at a time; with idx, inp's row b is X's row idx[b]
+ * (inp is X)
  */
 SIMD_INLINE void
 SIMD_NAME(skinny_wgrad_oc) (float *dW, const float *dout, const float *inp, const int *idx,
 							int B, int C, bool accumulate, const int OC)
 {
+	const int	bw = SKINNY_BW(OC);
+
 	for (int j = 0; j < C; j += SKINNY_WV * VL)
 	{
-		VM			m[SKINNY_WV];
-		VF			a[SKINNY_WV][SKINNY_OC];
+		VM			m0 = vmask(C - j),
+					m1 = vmask(C - j - VL);
 
 #pragma GCC unroll 2
-		for (int t = 0; t < SKINNY_WV; t++)
+		for (int k0 = 0; k0 < OC; k0 += bw)
 		{
-			m[t] = vmask(C - j - t * VL);
-#pragma GCC unroll 12
-			for (int k = 0; k < OC; k++)
-				a[t][k] = vzero();
-		}
-		for (int b = 0; b < B; b++)
-		{
-			const float *x = inp + (size_t) (idx ? idx[b] : b) * C + j;
-			const float *d = dout + (size_t) b * OC;
-			VF			v[SKINNY_WV];
+			const int	n = OC - k0 < bw ? OC - k0 : bw;
+			VF			a0[SKINNY_OCB],
+						a1[SKINNY_OCB];
 
-#pragma GCC unroll 2
-			for (int t = 0; t < SKINNY_WV; t++)
-				v[t] = vloadm(m[t], x + t * VL);
 #pragma GCC unroll 12
-			for (int k = 0; k < OC; k++)
+			for (int k = 0; k < n; k++)
+				a0[k] = a1[k] = vzero();
+			for (int b = 0; b < B; b++)
 			{
-				VF			g = vset1(d[k]);
+				const float *x = inp + (size_t) (idx ? idx[b] : b) * C + j;
+				const float *d = dout + (size_t) b * OC + k0;
+				VF			v0 = vloadm(m0, x),
+							v1 = vloadm(m1, x + VL);
 
-#pragma GCC unroll 2
-				for (int t = 0; t < SKINNY_WV; t++)
-					a[t][k] = vfma(g, v[t], a[t][k]);
+#pragma GCC unroll 12
+				for (int k = 0; k < n; k++)
+				{
+					VF			g = vset1(d[k]);
+
+					a0[k] = vfma(g, v0, a0[k]);
+					a1[k] = vfma(g, v1, a1[k]);
+				}
 			}
-		}
 #pragma GCC unroll 12
-		for (int k = 0; k < OC; k++)
-		{
-			float	   *w = dW + (size_t) k * C + j;
-
-#pragma GCC unroll 2
-			for (int t = 0; t < SKINNY_WV; t++)
+			for (int k = 0; k < n; k++)
 			{
+				float	   *w = dW + (size_t) (k0 + k) * C + j;
+
 				if (accumulate)
-					a[t][k] = vadd(a[t][k], vloadm(m[t], w + t * VL));
-				vstorem(w + t * VL, m[t], a[t][k]);
+				{
+					a0[k] = vadd(a0[k], vloadm(m0, w));
+					a1[k] = vadd(a1[k], vloadm(m1, w + VL));
+				}
+				vstorem(w, m0, a0[k]);
+				vstorem(w + VL, m1, a1[k]);
 			}
 		}
 	}
