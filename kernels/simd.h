@@ -51,11 +51,13 @@ simd256_hsum(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
-/* lanes [0, n) of 4 doubles as a mask */
-__attribute__((target("avx2,fma"), always_inline)) static inline __m256i
-simd256_lanes_pd(int n)
+/* 8 whole numbers 0 .. 255 as the low 8 bytes of a vector */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m128i
+simd256_bytes(__m256i i)
 {
-	return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
+	__m128i		w = _mm_packus_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+
+	return _mm_packus_epi16(w, w);
 }
 
 /* the 8 vectors' lane sums as one vector, p[r]'s in lane r */
@@ -126,7 +128,8 @@ simd512_sum_rows(const __m512 *p)
 #undef vdloadf
 #undef vbytes
 #undef vround
-#undef vtoi
+#undef vtobytes
+#undef vstore_bytes
 #undef vfromi
 #undef vne_any
 #undef vne_bits
@@ -174,7 +177,9 @@ simd512_sum_rows(const __m512 *p)
 /* VL bytes at p as floats */
 #define vbytes(p)		_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (p))))
 #define vround(v)		_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define vtoi(v)			_mm512_cvtps_epi32(v)
+/* lanes of v, whole numbers 0 .. 255, as the low VL bytes of a vector; stored */
+#define vtobytes(v)		_mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v))
+#define vstore_bytes(p, b) _mm_storeu_si128((__m128i *) (p), b)
 /* lanes of m where a != b (unordered: a NaN differs), as bits */
 #define vne_bits(m, a, b) ((unsigned) _mm512_mask_cmp_ps_mask(m, a, b, _CMP_NEQ_UQ))
 /* lanes of m whose bits differ */
@@ -224,7 +229,8 @@ simd512_sum_rows(const __m512 *p)
 #define vsum_rows(p)	simd256_sum_rows(p)
 #define vbytes(p)		_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (p))))
 #define vround(v)		_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define vtoi(v)			_mm256_cvtps_epi32(v)
+#define vtobytes(v)		simd256_bytes(_mm256_cvtps_epi32(v))
+#define vstore_bytes(p, b) _mm_storel_epi64((__m128i *) (p), b)
 #define vne_bits(m, a, b) ((unsigned) _mm256_movemask_ps(_mm256_and_ps(_mm256_castsi256_ps(m), \
 											_mm256_cmp_ps(a, b, _CMP_NEQ_UQ))))
 #define vne_any(m, a, b) ((unsigned) _mm256_movemask_ps(_mm256_andnot_ps( \

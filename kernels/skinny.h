@@ -88,17 +88,21 @@ SIMD_NAME(rows8_row) (uint8_t *u8, const float *v, int C, float div)
 					u = vround(vmul(x, vset1(div))),
 		/* max gives its second operand for a NaN: 0, and u != k flags it */
 					k = vmin(vmax(u, vzero()), vset1(255.0f));
-		int32_t		ki[16];
+		__m128i		b;
 
 		bad |= vne_bits(m, u, k) |
 			vne_any(m, SIMD_NAME(byte_quotient) (k, div, rdiv), x);
-#if SIMD_ISA == 512
-		_mm512_storeu_si512(ki, vtoi(k));
-#else
-		_mm256_storeu_si256((__m256i *) ki, vtoi(k));
-#endif
-		for (int i = 0; i < VL && i < left; i++)
-			u8[j + i] = (uint8_t) ki[i];
+		b = vtobytes(k);
+		if (left >= VL)
+			vstore_bytes(u8 + j, b);
+		else
+		{
+			uint8_t		tail[16];
+
+			_mm_storeu_si128((__m128i *) tail, b);
+			for (int i = 0; i < left; i++)
+				u8[j + i] = tail[i];
+		}
 	}
 	return bad != 0;
 }
