@@ -279,8 +279,7 @@ dml_simd(void)
 	{
 		int			h = 0;
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-	!defined(__SANITIZE_ADDRESS__) && !defined(DML_NO_CLONES)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DML_NO_CLONES)
 		__builtin_cpu_init();
 		if (__builtin_cpu_supports("avx512f"))
 			h = 512;
