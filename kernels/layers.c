@@ -106,20 +106,14 @@ static void
 skinny_forward(float *out, const float *X, const DmlRows8 *R8, float *stash, const int *idx,
 			   int B, int avail, const float *W, const float *bias, int C, int OC)
 {
-	if (dml_simd() >= 512)
-		skinny_forward_avx512(out, X, R8, stash, idx, B, avail, W, bias, C, OC);
-	else
-		skinny_forward_avx2(out, X, R8, stash, idx, B, avail, W, bias, C, OC);
+	SIMD_DISPATCH(skinny_forward, out, X, R8, stash, idx, B, avail, W, bias, C, OC);
 }
 
 static void
 skinny_wgrad(float *dW, const float *dout, const float *inp, const int *idx, int B, int C,
 			 bool accumulate, int OC)
 {
-	if (dml_simd() >= 512)
-		skinny_wgrad_avx512(dW, dout, inp, idx, B, C, accumulate, OC);
-	else
-		skinny_wgrad_avx2(dW, dout, inp, idx, B, C, accumulate, OC);
+	SIMD_DISPATCH(skinny_wgrad, dW, dout, inp, idx, B, C, accumulate, OC);
 }
 
 static bool
@@ -253,10 +247,8 @@ dml_rows8_row(uint8_t *u8, const float *v, int C, float div)
 	bool		bad = false;
 
 #if SKINNY
-	if (dml_simd() >= 512)
-		return !rows8_row_avx512(u8, v, C, div);
 	if (dml_simd() >= 256)
-		return !rows8_row_avx2(u8, v, C, div);
+		return !SIMD_DISPATCH(rows8_row, u8, v, C, div);
 #endif
 	/* the same in C, where the kernels do not run (the unit tests' builds for one instruction set) */
 	for (int c = 0; c < C; c++)

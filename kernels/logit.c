@@ -282,10 +282,7 @@ dml_logit_rows(const float *X, int B, int d, size_t ld, const double *pr, const 
 			   double *g, double *Z)
 {
 #if HESS_TILES
-	if (dml_simd() >= 512)
-		logit_rows_avx512(X, B, d, ld, pr, label, g, Z);
-	else
-		logit_rows_avx2(X, B, d, ld, pr, label, g, Z);
+	SIMD_DISPATCH(logit_rows, X, B, d, ld, pr, label, g, Z);
 #endif
 }
 
@@ -298,10 +295,7 @@ void
 dml_hess_tiles(double *Hs, const double *Z, int m, int p)
 {
 #if HESS_TILES
-	if (dml_simd() >= 512)
-		hess_tiles_avx512(Hs, Z, m, p);
-	else
-		hess_tiles_avx2(Hs, Z, m, p);
+	SIMD_DISPATCH(hess_tiles, Hs, Z, m, p);
 #endif
 }
 

@@ -58,6 +58,18 @@ SIMD_NAME(narrow_forward) (float *z, const float *X, const float *w, int B, int 
 	}
 }
 
+/* acc[v] += rb x's vector v, for the row's nv vectors */
+SIMD_INLINE void
+SIMD_NAME(narrow_row) (VF *acc, const VM *m, const float *x, float rb, int nv)
+{
+	VF			rv = vset1(rb);
+
+#pragma GCC unroll 4
+	for (int v = 0; v < NARROW_V; v++)
+		if (v < nv)
+			acc[v] = vfma(rv, vloadm(m[v], x + v * VL), acc[v]);
+}
+
 /* g += X^T r over B rows of C <= NARROW_C inputs */
 SIMD_TARGET static void
 SIMD_NAME(narrow_backward) (float *g, const float *X, const float *r, int B, int C)
@@ -75,7 +87,6 @@ SIMD_NAME(narrow_backward) (float *g, const float *X, const float *r, int B, int
 		for (int k = 0; k < NARROW_S; k++)
 			a[k][v] = vzero();
 	}
-
 	/*
 	 * row b into set b % NARROW_S, NARROW_S rows a step, every index a
 	 * constant (the sets stay in registers)
@@ -83,27 +94,11 @@ SIMD_NAME(narrow_backward) (float *g, const float *X, const float *r, int B, int
 	for (; b0 + NARROW_S <= B; b0 += NARROW_S)
 #pragma GCC unroll 4
 		for (int k = 0; k < NARROW_S; k++)
-		{
-			const float *x = X + (size_t) (b0 + k) * C;
-			VF			rb = vset1(r[b0 + k]);
-
-#pragma GCC unroll 4
-			for (int v = 0; v < NARROW_V; v++)
-				if (v < nv)
-					a[k][v] = vfma(rb, vloadm(m[v], x + v * VL), a[k][v]);
-		}
+			SIMD_NAME(narrow_row) (a[k], m, X + (size_t) (b0 + k) * C, r[b0 + k], nv);
 #pragma GCC unroll 4
 	for (int k = 0; k < NARROW_S - 1; k++)
 		if (b0 + k < B)
-		{
-			const float *x = X + (size_t) (b0 + k) * C;
-			VF			rb = vset1(r[b0 + k]);
-
-#pragma GCC unroll 4
-			for (int v = 0; v < NARROW_V; v++)
-				if (v < nv)
-					a[k][v] = vfma(rb, vloadm(m[v], x + v * VL), a[k][v]);
-		}
+			SIMD_NAME(narrow_row) (a[k], m, X + (size_t) (b0 + k) * C, r[b0 + k], nv);
 #pragma GCC unroll 4
 	for (int v = 0; v < NARROW_V; v++)
 		if (v < nv)

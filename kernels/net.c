@@ -299,19 +299,13 @@ dml_log1pf_unit(float e)
 static void
 narrow_forward(float *z, const float *X, const float *w, int B, int C)
 {
-	if (dml_simd() >= 512)
-		narrow_forward_avx512(z, X, w, B, C);
-	else
-		narrow_forward_avx2(z, X, w, B, C);
+	SIMD_DISPATCH(narrow_forward, z, X, w, B, C);
 }
 
 static void
 narrow_backward(float *g, const float *X, const float *r, int B, int C)
 {
-	if (dml_simd() >= 512)
-		narrow_backward_avx512(g, X, r, B, C);
-	else
-		narrow_backward_avx2(g, X, r, B, C);
+	SIMD_DISPATCH(narrow_backward, g, X, r, B, C);
 }
 
 static bool

@@ -31,6 +31,13 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+/*
+ * The copy of kernel f to run: f_avx512 where dml_simd() says AVX-512,
+ * else f_avx2 (callers check first that one of them runs)
+ */
+#define SIMD_DISPATCH(f, ...) \
+	(dml_simd() >= 512 ? f##_avx512(__VA_ARGS__) : f##_avx2(__VA_ARGS__))
+
 /* AVX2 helpers, defined once (AVX-512 has instructions for them) */
 
 /* lanes [0, n) of 8 as a mask for maskload / maskstore */

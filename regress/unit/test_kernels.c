@@ -1909,7 +1909,7 @@ test_adam_subnormal(void)
  * is itself left alone, and none where the CPU lacks AVX2 and FMA.
  */
 /*
- * Skinny layers (layers.c: at most 12 outputs, AVX-512) against sgemm: the
+ * Skinny layers (layers.c: at most 12 outputs, AVX-512 or AVX2) against sgemm: the
  * forward pass and the weight gradient, overwritten and accumulated, over
  * odd row counts and column counts off the vector width.  Where the CPU
  * or the build has no skinny kernels both sides are sgemm.
@@ -2168,7 +2168,7 @@ test_skinny(void)
 }
 
 /*
- * The Hessian's register tiles (logit.c, AVX-512), made for each model
+ * The Hessian's register tiles (logit.c, AVX-512 or AVX2), made for each model
  * size p: two calls' sums against a plain double loop, every entry of the
  * 24 x 24 (past p: zero), and exactly symmetric; M rows cross the tiles'
  * chunks of 128
@@ -2226,7 +2226,7 @@ test_hess_tiles(void)
 }
 
 /*
- * The float32 Newton rows (dml_logit_rows, AVX-512): the gradient against
+ * The float32 Newton rows (dml_logit_rows, AVX-512 or AVX2): the gradient against
  * a double loop, the tiles' rows equal bit for bit to sqrt(p (1 - p)) [x,
  * 1, 0...], for rows as they lie (d apart) and with a column more
  */
