@@ -42,7 +42,6 @@ run_one() {	# worker-path kind workers
 	# the model each build trained: its last epoch's training loss
 	pgc_psql -X -q -t -A -c "SELECT loss FROM dml.epochs WHERE model_id = $id AND restarts = 0 ORDER BY epoch DESC LIMIT 1" >"$out/last-loss"
 }
-median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "baseline: dml-worker of $(git rev-parse --short "$rev"); this: $(git rev-parse --short HEAD) + working tree"

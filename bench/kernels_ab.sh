@@ -42,17 +42,11 @@ job_sql() {	# job name
 	esac
 }
 run_one() {	# base|this job
-	local id cpu
-	: >"$PGC_DIR/cpu/$1"
-	chmod 666 "$PGC_DIR/cpu/$1"
-	id=$(pgc_psql -X -q -t -A -v ON_ERROR_STOP=1 -c "SET dml.worker_path = '$PGC_DIR/$1-wrapped'" \
-		-c "SELECT model_id FROM $(job_sql "$2" "kab_$1_$2")" | tail -n 1)
-	cpu=$(awk '{s += $1 + $2} END {print s}' "$PGC_DIR/cpu/$1")
-	pgc_psql -X -q -t -A -F ' ' -c "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds), $cpu, (SELECT metrics->>'train_seconds' FROM dml.models WHERE id = $id), (array_agg(loss ORDER BY epoch DESC))[1] FROM dml.epochs WHERE model_id = $id AND restarts = 0"
+	worker_ab_train "$1" "SELECT model_id FROM $(job_sql "$2" "kab_$1_$2")"
+	pgc_psql -X -q -t -A -F ' ' -c "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds), $WAB_CPU, (SELECT metrics->>'train_seconds' FROM dml.models WHERE id = $WAB_ID), (array_agg(loss ORDER BY epoch DESC))[1] FROM dml.epochs WHERE model_id = $WAB_ID AND restarts = 0"
 }
-median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') (family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')); vector extensions: $(grep -m1 -o -w -E 'avx512f|avx2|fma' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "CPU: $(worker_ab_cpu); vector extensions: $(grep -m1 -o -w -E 'avx512f|avx2|fma' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "baseline: dml-worker of $(git rev-parse --short "$rev"); this: $(git rev-parse --short HEAD) + working tree; $reps runs each, alternating"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for job in ${JOBS:-softmax_w1 softmax_w2 logistic_w1 logistic_w2 newton_w1 newton_w2}; do

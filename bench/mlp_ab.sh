@@ -46,17 +46,11 @@ forced=$(grep -q -w avx512bw /proc/cpuinfo && grep -q -w avx512vl /proc/cpuinfo 
 case ${core,,} in haswell|zen|skylakex|cooperlake|sapphirerapids) forced=$core ;; esac
 
 run_one() {	# base|this workers batch
-	local id cpu
-	: >"$PGC_DIR/cpu/$1"
-	chmod 666 "$PGC_DIR/cpu/$1"
-	id=$(pgc_psql -X -q -t -A -v ON_ERROR_STOP=1 -c "SET dml.worker_path = '$PGC_DIR/$1-wrapped'" \
-		-c "SELECT model_id FROM dml_train('mab_$1_w$2_b$3', 'fashion_train', 'label', features => '{pixels}', model => 'mlp', hidden => '{256,128}', optimizer => 'adam', learning_rate => 0.001, batch_size => $3, epochs => $epochs, validation => 0.1, workers => $2)" | tail -n 1)
-	cpu=$(awk '{s += $1 + $2} END {print s}' "$PGC_DIR/cpu/$1")
-	pgc_psql -X -q -t -A -F ' ' -c "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds), $cpu, (SELECT metrics->>'train_rows' FROM dml.models WHERE id = $id), (array_agg(loss ORDER BY epoch DESC))[1] FROM dml.epochs WHERE model_id = $id AND restarts = 0"
+	worker_ab_train "$1" "SELECT model_id FROM dml_train('mab_$1_w$2_b$3', 'fashion_train', 'label', features => '{pixels}', model => 'mlp', hidden => '{256,128}', optimizer => 'adam', learning_rate => 0.001, batch_size => $3, epochs => $epochs, validation => 0.1, workers => $2)"
+	pgc_psql -X -q -t -A -F ' ' -c "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds), $WAB_CPU, (SELECT metrics->>'train_rows' FROM dml.models WHERE id = $WAB_ID), (array_agg(loss ORDER BY epoch DESC))[1] FROM dml.epochs WHERE model_id = $WAB_ID AND restarts = 0"
 }
-median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') (family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')); OpenBLAS's own core: $core; forced: $forced"
+echo "CPU: $(worker_ab_cpu); OpenBLAS's own core: $core; forced: $forced"
 echo "baseline: dml-worker of $(git rev-parse --short "$rev"); this: $(git rev-parse --short HEAD) + working tree; $epochs epochs, $reps runs each"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 r_own=$(OPENBLAS_NUM_THREADS=1 rate)

@@ -32,17 +32,9 @@ pgc_psql -q -c 'VACUUM ANALYZE' >/dev/null
 feats="'{c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13,c14,c15,c16,c17,c18,c19,c20}'"
 # one run: "wall load train total iterations cpu" (seconds), the model named nab_$1
 run_one() {	# base|this
-	local t0 t1 id cpu
-	: >"$PGC_DIR/cpu/$1"
-	chmod 666 "$PGC_DIR/cpu/$1"	# the server's OS user appends to it
-	t0=$(date +%s.%N)
-	id=$(pgc_psql -X -q -t -A -v ON_ERROR_STOP=1 -c "SET dml.worker_path = '$PGC_DIR/$1-wrapped'" \
-		-c "SELECT model_id FROM dml_train('nab_$1', 'synth_1m', 'label', features => $feats, model => 'logistic', workers => $workers)" | tail -n 1)
-	t1=$(date +%s.%N)
-	cpu=$(awk '{s += $1 + $2} END {print s}' "$PGC_DIR/cpu/$1")
-	pgc_psql -X -q -t -A -F ' ' -c "SELECT $t1 - $t0, metrics->>'load_seconds', metrics->>'train_seconds', metrics->>'total_seconds', metrics->>'epochs', $cpu FROM dml.models WHERE id = $id"
+	worker_ab_train "$1" "SELECT model_id FROM dml_train('nab_$1', 'synth_1m', 'label', features => $feats, model => 'logistic', workers => $workers)"
+	pgc_psql -X -q -t -A -F ' ' -c "SELECT $WAB_T1 - $WAB_T0, metrics->>'load_seconds', metrics->>'train_seconds', metrics->>'total_seconds', metrics->>'epochs', $WAB_CPU FROM dml.models WHERE id = $WAB_ID"
 }
-median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "baseline: dml-worker of $(git rev-parse --short "$rev"); this: $(git rev-parse --short HEAD) + working tree; $workers worker(s)"

@@ -9,7 +9,16 @@
 # (REV's) and $PGC_DIR/this-wrapped (the installed one), that appends its
 # ranks' CPU seconds (user + system, /usr/bin/time) to $PGC_DIR/cpu/base or
 # $PGC_DIR/cpu/this: a figure that other work on the machine disturbs far
-# less than wall time.  Point dml.worker_path at a wrapper to pick a build.
+# less than wall time.  Point dml.worker_path at a wrapper to pick a build,
+# or run the statement through worker_ab_train.
+#
+#   worker_ab_train WHO STATEMENT
+#
+# Runs STATEMENT (a SELECT of one model_id) with WHO's build (base or this)
+# and sets WAB_ID (the model), WAB_T0 and WAB_T1 (the statement's start and
+# end, seconds since the epoch) and WAB_CPU (its ranks' CPU seconds).
+# median reads numbers, one a line, and prints their median; worker_ab_cpu
+# prints the CPU's model name, family and model number.
 worker_ab_start() {
 	local rev=$1 out=$2 who real
 	rm -rf "$out"
@@ -30,4 +39,20 @@ worker_ab_start() {
 		chmod 755 "$PGC_DIR/$who-wrapped"
 	done
 	pgc_psql -q -c 'CREATE EXTENSION dml'
+}
+
+worker_ab_train() {
+	: >"$PGC_DIR/cpu/$1"
+	chmod 666 "$PGC_DIR/cpu/$1"	# the server's OS user appends to it
+	WAB_T0=$(date +%s.%N)
+	WAB_ID=$(pgc_psql -X -q -t -A -v ON_ERROR_STOP=1 -c "SET dml.worker_path = '$PGC_DIR/$1-wrapped'" \
+		-c "$2" | tail -n 1)
+	WAB_T1=$(date +%s.%N)
+	WAB_CPU=$(awk '{s += $1 + $2} END {print s}' "$PGC_DIR/cpu/$1")
+}
+
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+worker_ab_cpu() {
+	echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') (family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' '))"
 }
