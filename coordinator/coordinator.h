@@ -86,6 +86,8 @@ typedef struct DmlJob
 	int			max_steps;		/* epochs not given: the step budget (0: none) */
 	double		max_seconds;	/* time budget of training; 0: none */
 	double		weight_decay;
+	double		weight_decay_rows;	/* > 0: weight_decay is this over the rows the
+									 * workers read (jobspec.h) */
 	double		validation;
 	int			patience;
 	DmlNulls	nulls;

@@ -36,6 +36,15 @@
 #ifndef DML_JOBSPEC_H
 #define DML_JOBSPEC_H
 
+/*
+ * weight_decay_rows > 0: the default penalty of logistic and softmax
+ * regression, weight_decay_rows / (the rows the workers read, at most
+ * DML_PENALTY_MAX_ROWS), which the workers work out and send back
+ * (DmlResult.weight_decay) where the plan did not count every row; the
+ * weight_decay sent beside it is that for DML_PENALTY_MAX_ROWS rows
+ */
+#define DML_PENALTY_MAX_ROWS	1000000
+
 #define DML_JOB_SETTINGS(X) \
 	X(ENUM, kind, 0, DML_NAMES_KIND) \
 	X(ENUM, loss, 0, DML_NAMES_LOSS) \
@@ -55,6 +64,7 @@
 	X(INT, max_steps, 1, 0) \
 	X(DBL, max_seconds, 1, 0) \
 	X(DBL, weight_decay, 1, 0) \
+	X(DBL, weight_decay_rows, 0, 0) \
 	X(INT, rank_min_norm, 1, 0) \
 	X(ENUM, cov_type, 1, DML_NAMES_COV) \
 	X(OPT, class_weight, 1, 0) \

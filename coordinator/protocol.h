@@ -155,6 +155,7 @@ typedef struct DmlResult
 	double		memory;			/* the budget of each rank, bytes */
 	double		spill_read_bytes;	/* read back from the spills, all ranks */
 	double		spill_read_seconds; /* the reads' time, all ranks */
+	double		weight_decay;	/* the penalty the model was trained with */
 	/* then (workers) doubles: each data rank's peak resident set, bytes */
 } DmlResult;
 

@@ -368,6 +368,13 @@ handle_model(JobRun *run, const char *payload, uint32 len)
 	memcpy(VARDATA(w), payload + sizeof(r) + slen + mlen, r.blob_len);
 	run->result->weights = w;
 	run->result->device = r.gpu ? "gpu" : "cpu";
+	/* the default penalty over the rows the workers read (jobspec.h) */
+	if (run->job->weight_decay_rows > 0)
+	{
+		if (!(r.weight_decay > 0))
+			elog(ERROR, "dml: malformed MODEL from rank 0. Please report a bug.");
+		run->job->weight_decay = r.weight_decay;
+	}
 	run->result->rows_per_second = r.rows_per_second;
 	run->result->stopped = r.out_of_time ? DML_STOP_MAX_TIME : (DmlStopReason) r.stopped;
 	PG_TRY();
@@ -1029,6 +1036,7 @@ job_sigchld(SIGNAL_ARGS)
 static const char *const trial_keys[] = {
 	"learning_rate", "momentum", "beta1", "beta2", "eps", "schedule", "step_size", "gamma",
 	"tolerance", "batch_size", "epochs", "max_steps", "max_seconds", "weight_decay",
+	"weight_decay_rows",
 	"class_weight", "l1_ratio", "patience", "optimizer", "activation", "hidden", "topk_ratio",
 	"attempt", "checkpoint_last", "checkpoint_every", "fault", "straggler", "spill_dir",
 	"resume", "resident"

@@ -275,6 +275,7 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 	int			impute = spec->nulls == DML_NULLS_IMPUTE;
 	double		total,
 				total_train;
+	bool		any_null = false;	/* a NULL feature on some rank: NaN in its rows */
 
 	/* 1. what every rank saw */
 	for (int f = 0; f < nf; f++)
@@ -288,6 +289,7 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 	counts[3 * nf + 2] = (double) ds->unknown_labels;
 	counts[3 * nf + 3] = (double) (ds->spill ? stream_loaded_rows(ds->spill) : ds->n);
 	comm_allreduce_double(counts, nc);
+	ds->rows_read = (int64_t) counts[3 * nf + 3];
 
 	if (counts[3 * nf + 3] == 0)
 		worker_user_error("22000|Training needs data: load rows first, or check row-level security policies.|"
@@ -305,6 +307,7 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 		if (counts[f] >= counts[3 * nf + 3] && spec->features[f].kind != DML_FEAT_VEC)
 			worker_user_error("22004|Leave the column out of features.|"
 							  "column \"%s\" is NULL in every row", spec->features[f].name);
+		any_null |= counts[f] > 0;
 		if (counts[f] > 0 && !skip && !impute)
 			worker_user_error("22004|Pass nulls => 'skip' to leave those rows out, or nulls => 'impute' to use the column's mean.|"
 							  "column \"%s\" has %.0f NULL values", spec->features[f].name, counts[f]);
@@ -422,7 +425,8 @@ prepare_data(Dataset *ds, const WorkerSpec *spec, DmlModel *model)
 				ds->X8 = NULL;
 			}
 
-			if (ds->wide)
+			/* float64 rows hold NaN only where a feature was NULL */
+			if (ds->wide && any_null)
 			{
 				double	   *restrict xd = ds->Xd + (size_t) i * d;
 				int			nan = 0;

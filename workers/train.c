@@ -1204,6 +1204,7 @@ final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Train
 	out->rows_per_second = res->rows_per_second;
 	out->train_seconds = res->train_seconds;
 	out->load_seconds = ds->load_seconds;
+	out->weight_decay = spec->weight_decay;
 	out->bytes_sent = comm_job_bytes();
 	out->consensus = res->has_sync ? res->consensus : NAN;
 	{

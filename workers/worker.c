@@ -225,6 +225,21 @@ trial_device(const WorkerSpec *spec)
 }
 
 /*
+ * The default penalty of logistic and softmax regression where the plan
+ * did not count every row (jobspec.h: weight_decay_rows): over the rows
+ * every rank read, the same rows and the same division as the plan's
+ * count, so the same weight_decay bit for bit.  After prepare_data.
+ */
+static void
+penalty_from_rows(WorkerSpec *spec, const Dataset *ds)
+{
+	int64_t		rows = ds->rows_read < DML_PENALTY_MAX_ROWS ? ds->rows_read : DML_PENALTY_MAX_ROWS;
+
+	if (spec->weight_decay_rows > 0)
+		spec->weight_decay = spec->weight_decay_rows / (double) (rows > 1 ? rows : 1);
+}
+
+/*
  * Train spec's model (res->model, standardized by prepare_data or
  * prepare_trial) over the rows of ds, and rank 0 sends it.  trial: the
  * training's number within a resident job (dml_tune), else 0.
@@ -427,6 +442,7 @@ main(int argc, char **argv)
 	memset(&res, 0, sizeof(res));
 	ds.bytes_ok = gpu < 0;
 	prepare_data(&ds, &spec, &res.model);
+	penalty_from_rows(&spec, &ds);
 	first = res.model;			/* its standardization, for a resident job's next trials */
 	if (!spec.resident)
 	{
@@ -451,6 +467,7 @@ main(int argc, char **argv)
 			dml_model_free(&res.model);
 		memset(&res, 0, sizeof(res));
 		prepare_trial(&ds, &spec, &res.model, &first);
+		penalty_from_rows(&spec, &ds);
 		gpu = trial_device(&spec);
 		send_training_line(&spec, gpu);
 	}

@@ -72,6 +72,8 @@ typedef struct WorkerSpec
 	int			max_steps;		/* > 0: at most this many steps, whatever epochs says */
 	double		max_seconds;	/* time budget of training, rank 0's clock; 0: none */
 	double		weight_decay;
+	double		weight_decay_rows;	/* > 0: weight_decay is this over the rows read
+									 * (jobspec.h), set after prepare_data */
 	int			rank_min_norm;	/* exact: rank_deficient => min_norm */
 	DmlCovType	cov_type;		/* exact, Newton: robust standard errors */
 	char	   *class_weight;	/* "balanced", or "w0,w1,..." by output index; or NULL */
@@ -171,6 +173,7 @@ typedef struct Dataset
 	int64_t		target_nulls;
 	int64_t		target_bad;
 	int64_t		unknown_labels;
+	int64_t		rows_read;		/* by every rank, before any was dropped (prepare_data) */
 	double		load_seconds;
 	double		bytes_read;
 	const char *load_path;		/* "block" (dml.pack_rows) or "copy" */

@@ -16,7 +16,8 @@
 #   6. a read-only transaction or a standby says why no model can be stored
 #   7. the rows the defaults count (logistic regression's weight_decay is
 #      0.1 / rows): those the statement sees, without deleted ones, and
-#      under row-level security only the caller's
+#      under row-level security only the caller's; past what the plan
+#      counts, the workers count them, with the same result
 # Runs against the cluster regress/run.sh started.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -217,7 +218,41 @@ out=$(pgc_as_pg psql -X -q -At -U def_rls_user -c "SET client_min_messages = war
 r=$(wd def_rows_rls 1500)
 check "under row-level security only the caller's rows count (1500 of 3000, x 1500: $r; $out)" 'awk -v v="$r" "BEGIN { exit !(v > 0.0999999 && v < 0.1000001) }"'
 sql1 "ALTER TABLE def_logit DISABLE ROW LEVEL SECURITY; DROP POLICY def_half ON def_logit;
-	SELECT dml_drop_model('def_rows_rls'); REVOKE ALL ON def_logit FROM def_rls_user; DROP ROLE def_rls_user" >/dev/null
+	SELECT dml_drop_model('def_rows_rls'); REVOKE ALL ON def_logit FROM def_rls_user" >/dev/null
+
+# Past what the plan needs counted (rows x inputs over 4,000,000: 5,001 rows
+# of 800 inputs), the workers count the rows they read for the penalty: the
+# same 0.1 / rows, the same model as that weight_decay given, without
+# deleted rows, and under row-level security the caller's rows only.
+sql1 "DROP TABLE IF EXISTS def_wide;
+CREATE TABLE def_wide AS
+	SELECT i, array(SELECT ((i * j) % 97 / 97.0 - 0.5)::float4 FROM generate_series(1, 800) j) AS x,
+		   (i % 7 + (i * 13) % 5 > 5) AS label
+	FROM generate_series(1, 12000) i" >/dev/null
+sql1 "SELECT 1 FROM dml_train('def_wide', 'def_wide', 'label', features => '{x}', workers => 1)" >/dev/null
+r=$(wd def_wide 12000)
+check "past the plan's count the workers count for weight_decay: 0.1 / 12000 rows (x 12000: $r)" \
+	'awk -v v="$r" "BEGIN { exit !(v > 0.0999999 && v < 0.1000001) }"'
+sql1 "SELECT 1 FROM dml_train('def_wide_given', 'def_wide', 'label', features => '{x}', workers => 1,
+	weight_decay => 0.1 / 12000)" >/dev/null
+r=$(sql1 "SELECT count(DISTINCT md5(weights)) || ' ' || count(*) FROM dml.models WHERE name IN ('def_wide', 'def_wide_given')")
+check "and the model is the one weight_decay => 0.1 / 12000 trains ($r: distinct weights, models)" '[ "$r" = "1 2" ]'
+sql1 "DELETE FROM def_wide WHERE i % 4 = 0" >/dev/null
+sql1 "SELECT 1 FROM dml_train('def_wide', 'def_wide', 'label', features => '{x}', workers => 2)" >/dev/null
+r=$(wd def_wide 9000)
+check "the workers' count leaves deleted rows out, on 2 workers too (0.1 / 9000, x 9000: $r)" \
+	'awk -v v="$r" "BEGIN { exit !(v > 0.0999999 && v < 0.1000001) }"'
+sql1 "GRANT SELECT ON def_wide TO def_rls_user;
+	ALTER TABLE def_wide ENABLE ROW LEVEL SECURITY;
+	CREATE POLICY def_wide_half ON def_wide TO def_rls_user USING (i <= 8000)" >/dev/null
+out=$(pgc_as_pg psql -X -q -At -U def_rls_user -c "SET client_min_messages = warning" \
+	-c "SELECT kind FROM dml_train('def_wide_rls', 'def_wide', 'label', features => '{x}', workers => 1)" 2>&1)
+r=$(wd def_wide_rls 6000)
+check "under row-level security the workers count the caller's rows (6000 of 9000, x 6000: $r; $out)" \
+	'awk -v v="$r" "BEGIN { exit !(v > 0.0999999 && v < 0.1000001) }"'
+sql1 "ALTER TABLE def_wide DISABLE ROW LEVEL SECURITY; DROP POLICY def_wide_half ON def_wide;
+	SELECT dml_drop_model('def_wide_rls'); REVOKE ALL ON def_wide FROM def_rls_user; DROP ROLE def_rls_user;
+	DROP TABLE def_wide" >/dev/null
 
 sql1 "SELECT dml_drop_model(name) FROM (SELECT DISTINCT name FROM dml.models WHERE name LIKE 'def\_%') m;
 DROP TABLE def_noise, def_sep, def_mixed, def_logit" >/dev/null
