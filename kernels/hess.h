@@ -111,10 +111,10 @@ SIMD_NAME(hess_tiles) (double *restrict Hs, const double *restrict Z, int m, int
  * scalar loop made (a times the widened x), so H is the same bit for bit;
  * the gradient is summed in double in row order.
  */
-SIMD_TARGET static void
-SIMD_NAME(logit_rows) (const float *restrict X, int B, int d, size_t ld,
-					   const double *restrict pr, const int *restrict label,
-					   double *restrict g, double *restrict Z)
+SIMD_INLINE void
+SIMD_NAME(logit_rows_d) (const float *restrict X, int B, const int d, size_t ld,
+						 const double *restrict pr, const int *restrict label,
+						 double *restrict g, double *restrict Z)
 {
 	VD			one = vdset1(1.0),
 				gv[HESS_V];
@@ -137,7 +137,8 @@ SIMD_NAME(logit_rows) (const float *restrict X, int B, int d, size_t ld,
 		for (int t = 0; t < HESS_V; t++)
 		{
 			/* past the row's d inputs (and the intercept's lane) zeros */
-			VD			v = VDL * t < d ? vdloadf(x + VDL * t, d - VDL * t) : vdzero();
+			VD			v = d - VDL * t >= VDL ? vdloadf_all(x + VDL * t) :
+				VDL * t < d ? vdloadf(x + VDL * t, d - VDL * t) : vdzero();
 
 			v = vdsel(k[t], one, v);
 			gv[t] = vdfma(r, v, gv[t]);
@@ -151,5 +152,32 @@ SIMD_NAME(logit_rows) (const float *restrict X, int B, int d, size_t ld,
 			vdstore(gs + VDL * t, gv[t]);
 		for (int c = 0; c <= d; c++)
 			g[c] += gs[c];
+	}
+}
+
+/*
+ * logit_rows_d made for each d below HESS_TILE_P, as the tiles are for
+ * each p: with d a constant, whole vectors load without a mask and the
+ * gradient's sums stay in registers (with d at run time, AVX2's copy
+ * branched on every vector of a row, made its masks again each row, and
+ * stored every sum to the stack each row)
+ */
+SIMD_TARGET static void
+SIMD_NAME(logit_rows) (const float *restrict X, int B, int d, size_t ld,
+					   const double *restrict pr, const int *restrict label,
+					   double *restrict g, double *restrict Z)
+{
+	switch (d)
+	{
+#define LOGIT_ROWS_CASE(D) case D: SIMD_NAME(logit_rows_d) (X, B, D, ld, pr, label, g, Z); break;
+			LOGIT_ROWS_CASE(0) LOGIT_ROWS_CASE(1) LOGIT_ROWS_CASE(2) LOGIT_ROWS_CASE(3)
+			LOGIT_ROWS_CASE(4) LOGIT_ROWS_CASE(5) LOGIT_ROWS_CASE(6) LOGIT_ROWS_CASE(7)
+			LOGIT_ROWS_CASE(8) LOGIT_ROWS_CASE(9) LOGIT_ROWS_CASE(10) LOGIT_ROWS_CASE(11)
+			LOGIT_ROWS_CASE(12) LOGIT_ROWS_CASE(13) LOGIT_ROWS_CASE(14) LOGIT_ROWS_CASE(15)
+			LOGIT_ROWS_CASE(16) LOGIT_ROWS_CASE(17) LOGIT_ROWS_CASE(18) LOGIT_ROWS_CASE(19)
+			LOGIT_ROWS_CASE(20) LOGIT_ROWS_CASE(21) LOGIT_ROWS_CASE(22)
+#undef LOGIT_ROWS_CASE
+		default:
+			SIMD_NAME(logit_rows_d) (X, B, d, ld, pr, label, g, Z);
 	}
 }

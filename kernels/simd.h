@@ -133,6 +133,7 @@ simd512_sum_rows(const __m512 *p)
 #undef vdone_lane
 #undef vdsel
 #undef vdloadf
+#undef vdloadf_all
 #undef vbytes
 #undef vround
 #undef vtobytes
@@ -203,6 +204,8 @@ simd512_sum_rows(const __m512 *p)
 #define vdmul(a, b)		_mm512_mul_pd(a, b)
 /* n floats at p (at most VDL; more are read if n is larger) widened, the rest 0 */
 #define vdloadf(p, n)	_mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(dml_lanes16(n), p)))
+/* vdloadf(p, VDL): every lane */
+#define vdloadf_all(p)	_mm512_cvtps_pd(_mm256_loadu_ps(p))
 /* a mask of lane i alone (none if i is not a lane), and v with 1 there */
 #define VDK				__mmask8
 #define vdone_lane(i)	((i) >= 0 && (i) < 8 ? (__mmask8) (1u << (i)) : (__mmask8) 0)
@@ -254,6 +257,8 @@ simd512_sum_rows(const __m512 *p)
 #define vdfma(a, b, c)	_mm256_fmadd_pd(a, b, c)
 #define vdmul(a, b)		_mm256_mul_pd(a, b)
 #define vdloadf(p, n)	_mm256_cvtps_pd(_mm_maskload_ps(p, _mm256_castsi256_si128(simd256_lanes(n))))
+/* vdloadf(p, VDL): every lane */
+#define vdloadf_all(p)	_mm256_cvtps_pd(_mm_loadu_ps(p))
 #define VDK				__m256d
 #define vdone_lane(i)	_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_set1_epi64x(i), \
 															   _mm256_setr_epi64x(0, 1, 2, 3)))
