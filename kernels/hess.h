@@ -19,6 +19,11 @@
 #define HESS_RB		(SIMD_ISA == 512 ? 24 : 12)
 #undef HESS_V
 #define HESS_V		(HESS_TILE_P / VDL)
+/* X(P) for each model size P below HESS_TILE_P, which the kernels are made for */
+#undef HESS_EACH_P
+#define HESS_EACH_P(X) \
+	X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) \
+	X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
 
 /* rows [c0, c0 + n) of tile T's columns VDL T .. VDL T + VDL - 1 */
 SIMD_INLINE void
@@ -89,12 +94,7 @@ SIMD_NAME(hess_tiles) (double *restrict Hs, const double *restrict Z, int m, int
 	switch (p)
 	{
 #define HESS_CASE(P) case P: SIMD_NAME(hess_tiles_p) (Hs, Z, m, P); break;
-			HESS_CASE(1) HESS_CASE(2) HESS_CASE(3) HESS_CASE(4)
-			HESS_CASE(5) HESS_CASE(6) HESS_CASE(7) HESS_CASE(8)
-			HESS_CASE(9) HESS_CASE(10) HESS_CASE(11) HESS_CASE(12)
-			HESS_CASE(13) HESS_CASE(14) HESS_CASE(15) HESS_CASE(16)
-			HESS_CASE(17) HESS_CASE(18) HESS_CASE(19) HESS_CASE(20)
-			HESS_CASE(21) HESS_CASE(22) HESS_CASE(23)
+			HESS_EACH_P(HESS_CASE)
 #undef HESS_CASE
 		default:
 			SIMD_NAME(hess_tiles_p) (Hs, Z, m, HESS_TILE_P);
@@ -156,8 +156,8 @@ SIMD_NAME(logit_rows_d) (const float *restrict X, int B, const int d, size_t ld,
 }
 
 /*
- * logit_rows_d made for each d below HESS_TILE_P, as the tiles are for
- * each p: with d a constant, whole vectors load without a mask and the
+ * logit_rows_d made for each d = p - 1, p the sizes the tiles are made
+ * for: with d a constant, whole vectors load without a mask and the
  * gradient's sums stay in registers (with d at run time, AVX2's copy
  * branched on every vector of a row, made its masks again each row, and
  * stored every sum to the stack each row)
@@ -167,15 +167,11 @@ SIMD_NAME(logit_rows) (const float *restrict X, int B, int d, size_t ld,
 					   const double *restrict pr, const int *restrict label,
 					   double *restrict g, double *restrict Z)
 {
-	switch (d)
+	/* by p = d + 1, the sizes the tiles are made for */
+	switch (d + 1)
 	{
-#define LOGIT_ROWS_CASE(D) case D: SIMD_NAME(logit_rows_d) (X, B, D, ld, pr, label, g, Z); break;
-			LOGIT_ROWS_CASE(0) LOGIT_ROWS_CASE(1) LOGIT_ROWS_CASE(2) LOGIT_ROWS_CASE(3)
-			LOGIT_ROWS_CASE(4) LOGIT_ROWS_CASE(5) LOGIT_ROWS_CASE(6) LOGIT_ROWS_CASE(7)
-			LOGIT_ROWS_CASE(8) LOGIT_ROWS_CASE(9) LOGIT_ROWS_CASE(10) LOGIT_ROWS_CASE(11)
-			LOGIT_ROWS_CASE(12) LOGIT_ROWS_CASE(13) LOGIT_ROWS_CASE(14) LOGIT_ROWS_CASE(15)
-			LOGIT_ROWS_CASE(16) LOGIT_ROWS_CASE(17) LOGIT_ROWS_CASE(18) LOGIT_ROWS_CASE(19)
-			LOGIT_ROWS_CASE(20) LOGIT_ROWS_CASE(21) LOGIT_ROWS_CASE(22)
+#define LOGIT_ROWS_CASE(P) case P: SIMD_NAME(logit_rows_d) (X, B, P - 1, ld, pr, label, g, Z); break;
+			HESS_EACH_P(LOGIT_ROWS_CASE)
 #undef LOGIT_ROWS_CASE
 		default:
 			SIMD_NAME(logit_rows_d) (X, B, d, ld, pr, label, g, Z);
