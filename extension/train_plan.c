@@ -573,21 +573,20 @@ choose_optimizer(DmlJob *job, const char *optimizer, FunctionCallInfo fcinfo)
 	 * instead of 25-29.
 	 */
 	job->weight_decay_rows = 0;
-	if (!PG_ARGISNULL(11))
-		;
-	else if (glm && (job->optimizer == DML_JOB_OPT_NEWTON || job->optimizer == DML_JOB_OPT_LBFGS))
+	if (PG_ARGISNULL(11))
 	{
-		/* rows at most DML_PENALTY_MAX_ROWS; the workers' count where the plan's stopped */
-		job->weight_decay = DML_DEFAULT_GLM_PENALTY / (double) Max(Min(rows, DML_PENALTY_MAX_ROWS), 1);
-		if (rows >= bound)
+		if (!(glm && (job->optimizer == DML_JOB_OPT_NEWTON || job->optimizer == DML_JOB_OPT_LBFGS)))
+			job->weight_decay = job->kind == DML_KIND_MLP && auto_epochs &&
+				job->optimizer != DML_JOB_OPT_LBFGS ? DML_DEFAULT_MLP_DECAY : 0;
+		else if (rows < bound)
+			job->weight_decay = DML_DEFAULT_GLM_PENALTY / (double) Max(rows, 1);
+		else
 		{
+			/* the count stopped (bound <= DML_PENALTY_MAX_ROWS): the workers' count */
 			job->weight_decay_rows = DML_DEFAULT_GLM_PENALTY;
 			job->weight_decay = DML_DEFAULT_GLM_PENALTY / (double) DML_PENALTY_MAX_ROWS;
 		}
 	}
-	else
-		job->weight_decay = job->kind == DML_KIND_MLP && auto_epochs &&
-			job->optimizer != DML_JOB_OPT_LBFGS ? DML_DEFAULT_MLP_DECAY : 0;
 }
 
 /* the network's shape: hidden layers for an MLP */
