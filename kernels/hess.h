@@ -6,12 +6,13 @@
  *	  instruction set: logit.c includes this file after each inclusion of
  *	  simd.h.
  *
- * A tile is VDL columns of H (8 on AVX-512, 4 on AVX2) and up to HESS_RB
- * of its rows, each row's part an accumulator (24 of the 32 registers on
- * AVX-512, 12 of the 16 on AVX2).  Every entry sums its products z_c z_k
- * with one fused multiply-add a row, in row order, so both copies give H
- * bit for bit; so does the rows' kernel, whose gradient lanes each sum
- * their rows in order.
+ * A tile is VDL columns of H (8 on AVX-512, 4 on AVX2), or two such sets
+ * side by side, and some of their rows, each row's part an accumulator:
+ * up to HESS_RB of them (24 of the 32 registers on AVX-512, 12 of the 16
+ * on AVX2).  Every entry sums its products z_c z_k with one fused
+ * multiply-add a row, in row order, so both copies give H bit for bit; so
+ * does the rows' kernel, whose gradient lanes each sum their rows in
+ * order.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,34 +26,63 @@
 	X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) \
 	X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
 
-/* rows [c0, c0 + n) of tile T's columns VDL T .. VDL T + VDL - 1 */
+/*
+ * Rows [c0, c1) of the columns of vector T and, with two, of vector T + 1
+ * (on its rows c >= VDL (T + 1) only: the lower triangle), at most HESS_RB
+ * accumulators in all.  Per row of Z: one load of each vector's part of
+ * the row, and for each tile row one broadcast that feeds both.
+ */
 SIMD_INLINE void
 SIMD_NAME(hess_tile) (double *restrict Hs, const double *restrict Z, int m, const int T,
-					  const int c0, const int n)
+					  const int two, const int c0, const int c1)
 {
-	VD			acc[HESS_RB];
+	VD			acc0[HESS_RB],
+				acc1[HESS_RB];
 
 #pragma GCC unroll 24
-	for (int c = 0; c < n; c++)
-		acc[c] = vdload(Hs + (c0 + c) * HESS_TILE_P + VDL * T);
+	for (int c = c0; c < c1; c++)
+	{
+		acc0[c - c0] = vdload(Hs + c * HESS_TILE_P + VDL * T);
+		if (two && c >= VDL * (T + 1))
+			acc1[c - c0] = vdload(Hs + c * HESS_TILE_P + VDL * (T + 1));
+	}
 	for (int i = 0; i < m; i++)
 	{
 		const double *z = Z + (size_t) i * HESS_TILE_P;
-		VD			zk = vdload(z + VDL * T);
+		VD			zk0 = vdload(z + VDL * T),
+					zk1 = two ? vdload(z + VDL * (T + 1)) : vdzero();
 
 #pragma GCC unroll 24
-		for (int c = 0; c < n; c++)
-			acc[c] = vdfma(vdset1(z[c0 + c]), zk, acc[c]);
+		for (int c = c0; c < c1; c++)
+		{
+			VD			zc = vdset1(z[c]);
+
+			acc0[c - c0] = vdfma(zc, zk0, acc0[c - c0]);
+			if (two && c >= VDL * (T + 1))
+				acc1[c - c0] = vdfma(zc, zk1, acc1[c - c0]);
+		}
 	}
 #pragma GCC unroll 24
-	for (int c = 0; c < n; c++)
-		vdstore(Hs + (c0 + c) * HESS_TILE_P + VDL * T, acc[c]);
+	for (int c = c0; c < c1; c++)
+	{
+		vdstore(Hs + c * HESS_TILE_P + VDL * T, acc0[c - c0]);
+		if (two && c >= VDL * (T + 1))
+			vdstore(Hs + c * HESS_TILE_P + VDL * (T + 1), acc1[c - c0]);
+	}
 }
 
 /*
  * The tiles over rows of Z in chunks of HESS_CHUNK: a chunk (24 KB) stays
- * in L1 while each tile reads it.  Only the rows c >= VDL T of tile T are
- * summed, each tile's code made for the model's P.
+ * in L1 while each tile reads it.  The vectors of columns go in pairs (T,
+ * T + 1), the last one alone where their count is odd; a pair's rows
+ * c >= VDL T are cut into groups of at most HESS_RB accumulators: the
+ * first group its VDL rows of vector T alone and (HESS_RB - VDL) / 2 rows
+ * of both, each later one HESS_RB / 2 rows of both.  Each group's code is
+ * made for the model's P.  (Tiles of one vector each, as before, left
+ * tiles of 1 and 5 rows on AVX2 at P = 21 whose sums waited on the
+ * multiply-add's latency: 43 cycles a row where the 66 multiply-adds need
+ * 33.)  Every entry still sums its products in row order, one
+ * multiply-add a row, so H is the same bit for bit.
  */
 SIMD_INLINE void
 SIMD_NAME(hess_tiles_p) (double *restrict Hs, const double *restrict Z, int m, const int P)
@@ -62,25 +92,21 @@ SIMD_NAME(hess_tiles_p) (double *restrict Hs, const double *restrict Z, int m, c
 		const double *Zc = Z + (size_t) i0 * HESS_TILE_P;
 		int			mc = m - i0 < HESS_CHUNK ? m - i0 : HESS_CHUNK;
 
-		/* tile T's rows VDL T .. P - 1, in blocks of HESS_RB (constants after inlining) */
-#define HESS_T(T) \
-		if (VDL * (T) < P) \
-		{ \
-			SIMD_NAME(hess_tile) (Hs, Zc, mc, T, VDL * (T), \
-								  P - VDL * (T) < HESS_RB ? P - VDL * (T) : HESS_RB); \
-			if (VDL * (T) + HESS_RB < P) \
-				SIMD_NAME(hess_tile) (Hs, Zc, mc, T, VDL * (T) + HESS_RB, \
-									  P - VDL * (T) - HESS_RB); \
-		}
-		HESS_T(0);
-		HESS_T(1);
-		HESS_T(2);
+		/* group k of the pair at T: rows [HESS_G0(T, k), HESS_G0(T, k + 1)) within P */
+#define HESS_FIRST	(VDL + (HESS_RB - VDL) / 2)
+#define HESS_G0(T, k) 		(VDL * (T) + ((k) == 0 ? 0 : HESS_FIRST + ((k) - 1) * (HESS_RB / 2)))
+#define HESS_GROUP(T, k) 		if (HESS_G0(T, k) < P) 			SIMD_NAME(hess_tile) (Hs, Zc, mc, T, 1, HESS_G0(T, k), 								  HESS_G0(T, (k) + 1) < P ? HESS_G0(T, (k) + 1) : P)
+		/* the pair at T, or vector T alone (its rows in groups of HESS_RB) */
+#define HESS_PAIR(T) 		if (VDL * ((T) + 1) < P) 		{ 			HESS_GROUP(T, 0); 			HESS_GROUP(T, 1); 			HESS_GROUP(T, 2); 			HESS_GROUP(T, 3); 		} 		else if (VDL * (T) < P) 		{ 			SIMD_NAME(hess_tile) (Hs, Zc, mc, T, 0, VDL * (T), 								  P - VDL * (T) < HESS_RB ? P : VDL * (T) + HESS_RB); 			if (VDL * (T) + HESS_RB < P) 				SIMD_NAME(hess_tile) (Hs, Zc, mc, T, 0, VDL * (T) + HESS_RB, P); 		}
+		HESS_PAIR(0);
+		HESS_PAIR(2);
 #if SIMD_ISA != 512
-		HESS_T(3);
-		HESS_T(4);
-		HESS_T(5);
+		HESS_PAIR(4);
 #endif
-#undef HESS_T
+#undef HESS_PAIR
+#undef HESS_GROUP
+#undef HESS_G0
+#undef HESS_FIRST
 	}
 }
 

@@ -2171,7 +2171,9 @@ test_skinny(void)
  * The Hessian's register tiles (logit.c, AVX-512 or AVX2), made for each model
  * size p: two calls' sums against a plain double loop, every entry of the
  * 24 x 24 (past p: zero), and exactly symmetric; M rows cross the tiles'
- * chunks of 128
+ * chunks of 128.  Each entry must also equal, bit for bit, the sum of its
+ * products in row order by one fused multiply-add a row (fma), which is
+ * what every grouping of the tiles computes.
  */
 static void
 test_hess_tiles(void)
@@ -2180,7 +2182,6 @@ test_hess_tiles(void)
 	{
 		P = DML_HESS_TILE_P, M = 300
 	};
-	static const int sizes[] = {1, 5, 8, 9, 16, 17, 21, 24};
 	double	   *Z = malloc(sizeof(double) * M * P);
 	DmlRng		rng;
 
@@ -2191,13 +2192,14 @@ test_hess_tiles(void)
 		return;
 	}
 	dml_rng_seed(&rng, 24);
-	for (int s = 0; s < (int) (sizeof(sizes) / sizeof(sizes[0])); s++)
+	for (int p = 1; p <= P; p++)
 	{
-		int			p = sizes[s];
 		double		Hs[P * P] = {0},
 					ref[P * P] = {0},
+					ordered[P * P] = {0},
 					worst = 0;
-		bool		symmetric = true;
+		bool		symmetric = true,
+					same = true;
 
 		for (int i = 0; i < M; i++)
 			for (int c = 0; c < P; c++)
@@ -2207,7 +2209,11 @@ test_hess_tiles(void)
 		for (int i = 0; i < M; i++)
 			for (int c = 0; c < P; c++)
 				for (int k = 0; k < P; k++)
+				{
 					ref[c * P + k] += Z[(size_t) i * P + c] * Z[(size_t) i * P + k];
+					ordered[c * P + k] = fma(Z[(size_t) i * P + c], Z[(size_t) i * P + k],
+											 ordered[c * P + k]);
+				}
 		for (int c = 0; c < P; c++)
 			for (int k = 0; k < P; k++)
 			{
@@ -2215,12 +2221,16 @@ test_hess_tiles(void)
 
 				worst = e > worst ? e : worst;
 				symmetric = symmetric && Hs[c * P + k] == Hs[k * P + c];
+				/* the lower triangle is summed; the upper is its mirror */
+				same = same && Hs[c * P + k] == ordered[(c > k ? c : k) * P + (c > k ? k : c)];
 			}
-		char		name[96];
+		char		name[112];
 
 		snprintf(name, sizeof(name), "the Hessian's tiles, p = %d: every entry of two calls' sums, symmetric", p);
 		check(worst < 1e-12 && symmetric, name, "worst relative difference %g, symmetric %d",
 			  worst, symmetric);
+		snprintf(name, sizeof(name), "the Hessian's tiles, p = %d: each entry its row-order fused sum, bit for bit", p);
+		check(same, name, NULL);
 	}
 	free(Z);
 }
