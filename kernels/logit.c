@@ -60,18 +60,26 @@ exp_neg(double x)
 	n = big.f - 6755399441055744.0;
 	r = x - n * 6.93145751953125e-1;
 	r = r - n * 1.42860682030941723212e-6;
-	p = 1.0 / 6227020800.0;		/* 1 / 13! */
-	p = p * r + 1.0 / 479001600.0;
-	p = p * r + 1.0 / 39916800.0;
-	p = p * r + 1.0 / 3628800.0;
-	p = p * r + 1.0 / 362880.0;
-	p = p * r + 1.0 / 40320.0;
-	p = p * r + 1.0 / 5040.0;
-	p = p * r + 1.0 / 720.0;
-	p = p * r + 1.0 / 120.0;
-	p = p * r + 1.0 / 24.0;
-	p = p * r + 1.0 / 6.0;
-	p = p * r + 0.5;
+	{
+		/*
+		 * 1/2 + r/3! + ... + r^11/13! by Estrin's scheme: pairs, then pairs
+		 * of pairs with r^2, r^4 and r^8, a chain of 4 multiply-adds
+		 * instead of 11 (the loops that call this are bound by its latency)
+		 */
+		double		r2 = r * r,
+					r4 = r2 * r2,
+					a0 = 1.0 / 2 + r * (1.0 / 6),
+					a1 = 1.0 / 24 + r * (1.0 / 120),
+					a2 = 1.0 / 720 + r * (1.0 / 5040),
+					a3 = 1.0 / 40320 + r * (1.0 / 362880),
+					a4 = 1.0 / 3628800 + r * (1.0 / 39916800),
+					a5 = 1.0 / 479001600 + r * (1.0 / 6227020800.0),
+					b0 = a0 + r2 * a1,
+					b1 = a2 + r2 * a3,
+					b2 = a4 + r2 * a5;
+
+		p = (b0 + r4 * b1) + (r4 * r4) * b2;
+	}
 	p = p * r * r + r + 1.0;
 	two_n.u = (big.u + 1023) << 52;
 	return p * two_n.f;
@@ -87,26 +95,30 @@ log1p_unit(double u)
 {
 	double		s = u / (2.0 + u);
 	double		s2 = s * s;
-	double		p = 1.0 / 35;
+	/*
+	 * 1 + s2/3 + ... + s2^17/35: the terms from s2^4 on by Estrin's scheme
+	 * (see exp_neg), pairs joined with s2^2, s2^4 and s2^12, then the
+	 * first four by Horner's, where most of the value is and rounding
+	 * counts most (Estrin's throughout went just past the 2 ulp of libm's
+	 * that the unit tests allow): a chain of 7 multiply-adds, not 17
+	 */
+	double		x2 = s2 * s2,
+				x4 = x2 * x2,
+				a1 = 1.0 / 5 + s2 * (1.0 / 7),
+				a2 = 1.0 / 9 + s2 * (1.0 / 11),
+				a3 = 1.0 / 13 + s2 * (1.0 / 15),
+				a4 = 1.0 / 17 + s2 * (1.0 / 19),
+				a5 = 1.0 / 21 + s2 * (1.0 / 23),
+				a6 = 1.0 / 25 + s2 * (1.0 / 27),
+				a7 = 1.0 / 29 + s2 * (1.0 / 31),
+				a8 = 1.0 / 33 + s2 * (1.0 / 35),
+				b1 = a2 + x2 * a3,
+				b2 = a4 + x2 * a5,
+				b3 = a6 + x2 * a7,
+				c1 = b2 + x4 * b3,
+				t = (b1 + x4 * c1) + (x4 * x4 * x4) * a8,
+				p = 1.0 + s2 * (1.0 / 3 + s2 * (a1 + x2 * t));
 
-	/* written out: a loop of 17 is past what GCC unrolls, and would not vectorize */
-	p = p * s2 + 1.0 / 33;
-	p = p * s2 + 1.0 / 31;
-	p = p * s2 + 1.0 / 29;
-	p = p * s2 + 1.0 / 27;
-	p = p * s2 + 1.0 / 25;
-	p = p * s2 + 1.0 / 23;
-	p = p * s2 + 1.0 / 21;
-	p = p * s2 + 1.0 / 19;
-	p = p * s2 + 1.0 / 17;
-	p = p * s2 + 1.0 / 15;
-	p = p * s2 + 1.0 / 13;
-	p = p * s2 + 1.0 / 11;
-	p = p * s2 + 1.0 / 9;
-	p = p * s2 + 1.0 / 7;
-	p = p * s2 + 1.0 / 5;
-	p = p * s2 + 1.0 / 3;
-	p = p * s2 + 1.0;
 	return 2.0 * s * p;
 }
 
