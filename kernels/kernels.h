@@ -431,7 +431,10 @@ extern void dml_lsq_free(DmlLsq *ls);
  * rows, beta (d + 1) with the intercept last, and the fit as JSON
  * --------------------------------------------------------------------- */
 
-/* g (d+1) and H (d+1, d+1) += the negative log-likelihood's derivatives; returns its sum */
+/*
+ * g (d+1) and H (d+1, d+1; NULL: the gradient only) += the negative
+ * log-likelihood's derivatives; returns its sum
+ */
 extern double dml_logit_stats(double *g, double *H, const double *X, const double *y,
 							  const unsigned char *skip, int64_t n, int d,
 							  const double *beta);

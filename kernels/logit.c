@@ -320,7 +320,8 @@ dml_hess_tiles(double *Hs, const double *Z, int m, int p)
  *		LOGIT_BLOCK rows: the logits (DGEMV), their probabilities and losses
  *		in one vectorized pass (logit_row, no libm calls), then the rows
  *		[x, 1] scaled by sqrt(p (1 - p)) summed into the Hessian (by
- *		dml_hess_tiles, else one DSYRK).  The sums run in row order.
+ *		dml_hess_tiles, else one DSYRK).  The sums run in row order.  With
+ *		H NULL only the gradient and the sum, the same bits as with H.
  */
 double
 dml_logit_stats(double *g, double *H, const double *X, const double *y,
@@ -330,7 +331,8 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 	DmlSyrkRows acc;			/* DSYRK: rows [x, 1] scaled by sqrt(p (1 - p)) */
 	double	   *Z = NULL,		/* tiles: the block's scaled rows (LOGIT_BLOCK, 24) */
 			   *Hs = NULL;		/* tiles: the sum (24, 24) */
-	bool		tiles = false;
+	bool		tiles = false,	/* the tiles sum the Hessian */
+				by_dgemv = false;	/* the gradient by DGEMV, as beside the tiles */
 	double		eta[LOGIT_BLOCK],
 				pr[LOGIT_BLOCK],
 				loss[LOGIT_BLOCK],
@@ -338,8 +340,9 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 				rs[LOGIT_BLOCK];	/* tiles: residuals, 0 on skipped rows */
 
 #if HESS_TILES
-	tiles = hess_tiles_ok(d + 1);
+	by_dgemv = hess_tiles_ok(d + 1);
 #endif
+	tiles = by_dgemv && H != NULL;
 	if (tiles)
 	{
 		Z = calloc((size_t) LOGIT_BLOCK * HESS_TILE_P, sizeof(double));
@@ -351,12 +354,12 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 			return NAN;
 		}
 	}
-	else if (dml_syrk_begin(&acc, d + 1) != DML_OK)
+	else if (H && dml_syrk_begin(&acc, d + 1) != DML_OK)
 		return NAN;
 	for (int64_t i0 = 0; i0 < n; i0 += LOGIT_BLOCK)
 	{
 		int			B = n - i0 < LOGIT_BLOCK ? (int) (n - i0) : LOGIT_BLOCK;
-		int			m = 0;		/* tiles: rows kept in Z */
+		int			m = 0;		/* by_dgemv: rows kept (in Z, with the tiles) */
 
 		/*
 		 * the block's logits by one DGEMV (a dot product a row would be a
@@ -378,37 +381,44 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 			if (skip && skip[i0 + b])
 				continue;
 			nll += loss[b];
-			if (tiles)
+			if (by_dgemv)
 			{
 				/*
 				 * the gradient by one DGEMV below, skipped rows weighted
 				 * 0 (the loader keeps finite rows only)
 				 */
 				rs[b] = r;
-				z = Z + (size_t) m++ * HESS_TILE_P;
+				m++;
+				if (!tiles)
+					continue;
+				z = Z + (size_t) (m - 1) * HESS_TILE_P;
 				for (int c = 0; c < d; c++)
 					z[c] = sw[b] * x[c];
 				z[d] = sw[b];
 				continue;
 			}
+			for (int c = 0; c < d; c++)
+				g[c] += r * x[c];
+			g[d] += r;
+			if (!H)
+				continue;
 			z = dml_syrk_row(&acc);
 			for (int c = 0; c < d; c++)
-			{
-				g[c] += r * x[c];
 				z[c] = sw[b] * x[c];
-			}
-			g[d] += r;
 			z[d] = sw[b];
 		}
-		if (tiles && m > 0)
+		if (by_dgemv && m > 0)
 		{
-			dml_hess_tiles(Hs, Z, m, d + 1);
+			if (tiles)
+				dml_hess_tiles(Hs, Z, m, d + 1);
 			cblas_dgemv(CblasRowMajor, CblasTrans, B, d, 1.0, X + (size_t) i0 * d, d, rs, 1,
 						1.0, g, 1);
 			for (int b = 0; b < B; b++)
 				g[d] += rs[b];
 		}
 	}
+	if (!H)
+		return nll;
 	if (!tiles)
 	{
 		dml_syrk_end(&acc, H);

@@ -1116,6 +1116,15 @@ polish_pass(const Dataset *ds, double *G, double *H, const double *beta, int K)
  *		is the float32 iterations' (weight_decay on the standardized
  *		weights; a tiny one in the Hessian only on one-hot levels), and
  *		makes the standard errors inapplicable (null).
+ *
+ *		Where they are null anyway, the final point's Hessian has no use
+ *		but the test whether to stop: after the first step, a pass sums
+ *		only the gradient and the loss, and the test solves with the
+ *		Hessian of the point before (near the optimum it barely moves: the
+ *		decrement it gives is of the same tiny size).  Should that say
+ *		go on, the pass is made again with the Hessian and the step taken
+ *		from it, so the steps are the ones the full passes took.  (A pass
+ *		over 1,000,000 x 20 rows without the Hessian: 26 ms, with it 47.)
  */
 static void
 newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, double n,
@@ -1145,16 +1154,20 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 		beta[c] = theta[c] * m->in_scale64[c];
 		beta[d] -= beta[c] * m->in_mean64[c];
 	}
-	for (int iter = 0; iter < 10; iter++)
+	for (int iter = 0, again = 0; iter < 10; iter++)
 	{
 		double		decrement = 0;
 		int			last;
+		/* the standard errors null: after a step, the stop test on the last Hessian */
+		bool		hessian = !penalized || iter == 0 || again;
 
 		memset(G, 0, sizeof(double) * (p + 2));
-		memset(H, 0, sizeof(double) * p * p);
-		polish_pass(ds, G, H, beta, 0);
+		if (hessian)
+			memset(H, 0, sizeof(double) * p * p);
+		polish_pass(ds, G, hessian ? H : NULL, beta, 0);
 		comm_allreduce_double(G, p + 2);
-		comm_allreduce_double(H, (size_t) p * p);
+		if (hessian)
+			comm_allreduce_double(H, (size_t) p * p);
 		/* the penalty n lambda / 2 theta_c^2, theta_c = beta_c / scale_c */
 		for (int c = 0; c < d; c++)
 		{
@@ -1162,7 +1175,8 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 
 			G[p] += lambda / 2 * beta[c] * beta[c] / s2;
 			G[c] += lambda * beta[c] / s2;
-			H[(size_t) c * p + c] += lambda / s2;
+			if (hessian)
+				H[(size_t) c * p + c] += lambda / s2;
 		}
 		llf = -G[p];
 		ybar = G[p + 1] / n;
@@ -1184,6 +1198,14 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 		last = !(decrement > 1e-15 * fmax(fabs(G[p]), 1e-300));
 		if (last)
 			break;
+		if (!hessian)
+		{
+			/* not there yet: this point's Hessian, and the step from it */
+			again = 1;
+			iter--;
+			continue;
+		}
+		again = 0;
 		for (int a = 0; a < p; a++)
 			beta[a] -= delta[a];
 	}

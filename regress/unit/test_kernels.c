@@ -1109,6 +1109,14 @@ test_logit_rows(void)
 		check_num("logit stats: the negative log-likelihood", nll, wnll, 0, 1e-13);
 		check(eg <= 1e-12, "logit stats: the gradient", "worst %.3g", eg);
 		check(eH <= 1e-12, "logit stats: the Hessian", "worst %.3g", eH);
+		{
+			/* without the Hessian (the polish's stop test): the same gradient and sum, bit for bit */
+			double		g0[D + 1] = {0},
+						nll0 = dml_logit_stats(g0, NULL, X, y, skip, N, D, beta);
+
+			check(nll0 == nll && memcmp(g0, g, sizeof(g)) == 0,
+				  "logit stats without the Hessian: the same gradient and sum, bit for bit", NULL);
+		}
 	}
 }
 
