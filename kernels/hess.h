@@ -94,10 +94,28 @@ SIMD_NAME(hess_tiles_p) (double *restrict Hs, const double *restrict Z, int m, c
 
 		/* group k of the pair at T: rows [HESS_G0(T, k), HESS_G0(T, k + 1)) within P */
 #define HESS_FIRST	(VDL + (HESS_RB - VDL) / 2)
-#define HESS_G0(T, k) 		(VDL * (T) + ((k) == 0 ? 0 : HESS_FIRST + ((k) - 1) * (HESS_RB / 2)))
-#define HESS_GROUP(T, k) 		if (HESS_G0(T, k) < P) 			SIMD_NAME(hess_tile) (Hs, Zc, mc, T, 1, HESS_G0(T, k), 								  HESS_G0(T, (k) + 1) < P ? HESS_G0(T, (k) + 1) : P)
+#define HESS_G0(T, k) \
+		(VDL * (T) + ((k) == 0 ? 0 : HESS_FIRST + ((k) - 1) * (HESS_RB / 2)))
+#define HESS_GROUP(T, k) \
+		if (HESS_G0(T, k) < P) \
+			SIMD_NAME(hess_tile) (Hs, Zc, mc, T, 1, HESS_G0(T, k), \
+								  HESS_G0(T, (k) + 1) < P ? HESS_G0(T, (k) + 1) : P)
 		/* the pair at T, or vector T alone (its rows in groups of HESS_RB) */
-#define HESS_PAIR(T) 		if (VDL * ((T) + 1) < P) 		{ 			HESS_GROUP(T, 0); 			HESS_GROUP(T, 1); 			HESS_GROUP(T, 2); 			HESS_GROUP(T, 3); 		} 		else if (VDL * (T) < P) 		{ 			SIMD_NAME(hess_tile) (Hs, Zc, mc, T, 0, VDL * (T), 								  P - VDL * (T) < HESS_RB ? P : VDL * (T) + HESS_RB); 			if (VDL * (T) + HESS_RB < P) 				SIMD_NAME(hess_tile) (Hs, Zc, mc, T, 0, VDL * (T) + HESS_RB, P); 		}
+#define HESS_PAIR(T) \
+		if (VDL * ((T) + 1) < P) \
+		{ \
+			HESS_GROUP(T, 0); \
+			HESS_GROUP(T, 1); \
+			HESS_GROUP(T, 2); \
+			HESS_GROUP(T, 3); \
+		} \
+		else if (VDL * (T) < P) \
+		{ \
+			SIMD_NAME(hess_tile) (Hs, Zc, mc, T, 0, VDL * (T), \
+								  P - VDL * (T) < HESS_RB ? P : VDL * (T) + HESS_RB); \
+			if (VDL * (T) + HESS_RB < P) \
+				SIMD_NAME(hess_tile) (Hs, Zc, mc, T, 0, VDL * (T) + HESS_RB, P); \
+		}
 		HESS_PAIR(0);
 		HESS_PAIR(2);
 #if SIMD_ISA != 512
