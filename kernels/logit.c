@@ -337,7 +337,7 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 				pr[LOGIT_BLOCK],
 				loss[LOGIT_BLOCK],
 				sw[LOGIT_BLOCK],
-				rs[LOGIT_BLOCK];	/* tiles: residuals, 0 on skipped rows */
+				rs[LOGIT_BLOCK];	/* by_dgemv: residuals, 0 on skipped rows */
 
 #if HESS_TILES
 	by_dgemv = hess_tiles_ok(d + 1);
