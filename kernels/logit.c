@@ -359,7 +359,7 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 	for (int64_t i0 = 0; i0 < n; i0 += LOGIT_BLOCK)
 	{
 		int			B = n - i0 < LOGIT_BLOCK ? (int) (n - i0) : LOGIT_BLOCK;
-		int			m = 0;		/* by_dgemv: rows kept (in Z, with the tiles) */
+		int			m = 0;		/* rows kept (the tiles' rows in Z) */
 
 		/*
 		 * the block's logits by one DGEMV (a dot product a row would be a
@@ -388,24 +388,22 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 				 * 0 (the loader keeps finite rows only)
 				 */
 				rs[b] = r;
-				m++;
-				if (!tiles)
-					continue;
-				z = Z + (size_t) (m - 1) * HESS_TILE_P;
+			}
+			else
+			{
+				for (int c = 0; c < d; c++)
+					g[c] += r * x[c];
+				g[d] += r;
+			}
+			if (H)
+			{
+				/* the row [x, 1] scaled by sqrt(p (1 - p)), into Z or the DSYRK's rows */
+				z = tiles ? Z + (size_t) m * HESS_TILE_P : dml_syrk_row(&acc);
 				for (int c = 0; c < d; c++)
 					z[c] = sw[b] * x[c];
 				z[d] = sw[b];
-				continue;
 			}
-			for (int c = 0; c < d; c++)
-				g[c] += r * x[c];
-			g[d] += r;
-			if (!H)
-				continue;
-			z = dml_syrk_row(&acc);
-			for (int c = 0; c < d; c++)
-				z[c] = sw[b] * x[c];
-			z[d] = sw[b];
+			m++;
 		}
 		if (by_dgemv && m > 0)
 		{
