@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * common.c
- *	  What every kernel file shares: status names and random numbers.
+ *	  What every kernel file shares: status names and random numbers; the
+ *	  row gathers; the memory of a worker's row arrays (dml_big_realloc).
  *
  * The CPU side of what cuda/common.cu holds for the CUDA kernels.
  * Single-threaded by design: each MPI rank pins OpenBLAS to one thread,
@@ -9,11 +10,17 @@
  *
  *-------------------------------------------------------------------------
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE				/* mremap */
+#endif
 #include "kernels.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 
 /* Name of a status, for error messages */
 /* the name a stop reason has in metrics, results and dml.epochs */
@@ -184,10 +191,12 @@ dml_block_order_init(DmlBlockOrder *bo, const int *order, int nb, int c, int n)
  * block order[q] at offset off: the blocks before the short one hold c rows
  * each, and the short one n - (nb - 1) c.  Each block's rows are copied in
  * one piece and the hardware prefetcher streams them; the start of the
- * next block is asked for when a block begins.  Against dml_gather_rows
- * over the same rows' indices (a test of each index for the runs), an
- * in-memory epoch of 1,000,000 x 20 in blocks of 49 rows took about 6
- * instead of 11-12 ms (bench/SPEED-NOTES.md).
+ * next block, and its labels, are asked for when a block begins.  Against
+ * dml_gather_rows over the same rows' indices (a test of each index for the
+ * runs), an in-memory epoch of 1,000,000 x 20 in blocks of 49 rows took
+ * about 6 instead of 11-12 ms (bench/SPEED-NOTES.md); asking for the
+ * labels too, 12.4-13.7 instead of 13.7-15.0 ms in 4 KB pages and 9.4-10.3
+ * instead of 11.0-11.4 in 2 MB ones (a /tmp loop of the gather alone).
  */
 void
 dml_gather_blocks(const float *X, const float *y, int d, const DmlBlockOrder *bo,
@@ -228,9 +237,13 @@ dml_gather_blocks(const float *X, const float *y, int d, const DmlBlockOrder *bo
 		if (q + 1 < bo->nb)
 		{
 			const char *next = (const char *) (X + (size_t) bo->order[q + 1] * c * d);
+			const float *next_y = y + (size_t) bo->order[q + 1] * c;
 
 			for (size_t o = 0; o < 256 && o < row * c; o += 64)
 				__builtin_prefetch(next + o, 0, 1);
+			/* its labels (c floats): their first and last cache lines */
+			__builtin_prefetch(next_y, 0, 1);
+			__builtin_prefetch(next_y + c - 1, 0, 1);
 		}
 		memcpy(Xb + (size_t) b * d, X + (size_t) r * d, row * (size_t) len);
 		memcpy(yb + b, y + r, sizeof(float) * (size_t) len);
@@ -296,4 +309,107 @@ void
 dml_set_simd(int cap)
 {
 	simd_cap = cap;
+}
+
+/*
+ * dml_big_realloc
+ *		realloc for the arrays that hold a worker's rows (X and y,
+ *		workers/load.c), given the sizes the caller knows: below
+ *		DML_BIG_MIN bytes malloc's memory; from it up a mapping of the
+ *		array's own, aligned to and sized in 2 MB, which the kernel is
+ *		asked to back with transparent huge pages (MADV_HUGEPAGE), and
+ *		which grows by moving its pages (mremap), not copying them.  NULL
+ *		when out of memory (p stays as it was).
+ *
+ *		Why: an epoch that takes the rows in random blocks (or rows)
+ *		misses the TLB at every block in 4 KB pages: the gather alone of
+ *		an epoch over 1,000,000 x 20 in blocks of 49 rows took 11.0-11.4
+ *		ms in 2 MB pages against 13.7-15.0 in 4 KB ones (a /tmp loop); and
+ *		each first write of a 4 KB page is a fault (27.8k of them in a
+ *		logistic Adam job's worker on that table, 7.8k in 2 MB pages).
+ *		Where the kernel has no huge page to give (or transparent huge
+ *		pages are off) the mapping is in 4 KB pages, as malloc's would be.
+ */
+#define BIG_ALIGN	((size_t) 2 << 20)
+
+static size_t
+big_len(size_t bytes)
+{
+	return (bytes + BIG_ALIGN - 1) & ~(BIG_ALIGN - 1);
+}
+
+/* a fresh mapping of len bytes (a multiple of BIG_ALIGN) at an address aligned to it */
+static char *
+big_map(size_t len)
+{
+	char	   *p = mmap(NULL, len + BIG_ALIGN, PROT_READ | PROT_WRITE,
+						 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+			   *a;
+
+	if (p == MAP_FAILED)
+		return NULL;
+	a = (char *) (((uintptr_t) p + BIG_ALIGN - 1) & ~(uintptr_t) (BIG_ALIGN - 1));
+	if (a > p)
+		munmap(p, (size_t) (a - p));
+	munmap(a + len, (size_t) (p + BIG_ALIGN - a));
+	(void) madvise(a, len, MADV_HUGEPAGE);	/* a hint: 4 KB pages without it */
+	return a;
+}
+
+void *
+dml_big_realloc(void *p, size_t old_bytes, size_t new_bytes)
+{
+	bool		old_big = p != NULL && old_bytes >= DML_BIG_MIN,
+				new_big = new_bytes >= DML_BIG_MIN;
+	char	   *q;
+
+	if (!old_big && !new_big)
+		return realloc(p, new_bytes ? new_bytes : 1);
+	if (old_big && new_big)
+	{
+		size_t		ol = big_len(old_bytes),
+					nl = big_len(new_bytes);
+
+		if (nl <= ol)
+		{
+			if (nl < ol)
+				munmap((char *) p + nl, ol - nl);
+			return p;
+		}
+		/* in place where the addresses after it are free, else moved whole */
+		if (mremap(p, ol, nl, 0) != MAP_FAILED)
+			return p;
+		if ((q = big_map(nl)) == NULL)
+			return NULL;
+		if (mremap(p, ol, ol, MREMAP_MAYMOVE | MREMAP_FIXED, q) == MAP_FAILED)
+		{
+			memcpy(q, p, old_bytes);
+			munmap(p, ol);
+		}
+		return q;
+	}
+	if (new_big)
+	{
+		if ((q = big_map(big_len(new_bytes))) == NULL)
+			return NULL;
+		if (p != NULL)
+			memcpy(q, p, old_bytes);
+		free(p);
+		return q;
+	}
+	/* big to small */
+	if ((q = malloc(new_bytes ? new_bytes : 1)) == NULL)
+		return NULL;
+	memcpy(q, p, new_bytes);
+	munmap(p, big_len(old_bytes));
+	return q;
+}
+
+void
+dml_big_free(void *p, size_t bytes)
+{
+	if (p != NULL && bytes >= DML_BIG_MIN)
+		munmap(p, big_len(bytes));
+	else
+		free(p);
 }

@@ -306,6 +306,16 @@ extern void dml_block_order_init(DmlBlockOrder *bo, const int *order, int nb, in
 extern void dml_gather_blocks(const float *X, const float *y, int d, const DmlBlockOrder *bo,
 							  int pos, int B, float *Xb, float *yb);
 
+/*
+ * realloc and free for the arrays of a worker's rows, given their sizes in
+ * bytes (common.c): from DML_BIG_MIN up a mapping of their own, aligned to
+ * and sized in 2 MB, asked for transparent huge pages, grown by moving its
+ * pages; below it malloc's memory
+ */
+#define DML_BIG_MIN			((size_t) 2 << 20)
+extern void *dml_big_realloc(void *p, size_t old_bytes, size_t new_bytes);
+extern void dml_big_free(void *p, size_t bytes);
+
 /* ---------------------------------------------------------------------
  * The network (net.c): dense layers with one hidden activation and a loss
  * --------------------------------------------------------------------- */

@@ -111,6 +111,37 @@ static struct
 } budget;
 
 /*
+ * The row arrays resized to hold cap rows: X and y, which the epochs read,
+ * in dml_big_realloc's memory (2 MB pages, grown without a copy); the rest
+ * in malloc's.  The float64 copy (Xd, yd) is read in order, a pass at a
+ * time, where 2 MB pages save little, and on this KVM guest a 2 MB page
+ * touched first after memory lay free for seconds often cost more than
+ * its 512 small ones (bench/SPEED-NOTES.md).
+ */
+static void
+resize(Dataset *ds, const WorkerSpec *spec, int64_t cap)
+{
+	size_t		was = (size_t) ds->cap,
+				now = (size_t) cap,
+				d = (size_t) ds->d;
+
+	ds->X = dml_big_realloc(ds->X, sizeof(float) * was * d, sizeof(float) * now * d);
+	ds->y = dml_big_realloc(ds->y, sizeof(float) * was, sizeof(float) * now);
+	ds->val = realloc(ds->val, now ? now : 1);
+	if (spec->discover)
+		ds->keys = realloc(ds->keys, sizeof(int64_t) * (now ? now : 1));
+	if (ds->wide)
+	{
+		ds->Xd = realloc(ds->Xd, sizeof(double) * (now ? now * d : 1));
+		ds->yd = realloc(ds->yd, sizeof(double) * (now ? now : 1));
+	}
+	ds->cap = cap;
+	if (!ds->X || !ds->y || !ds->val || (spec->discover && !ds->keys) ||
+		(ds->wide && (!ds->Xd || !ds->yd)))
+		worker_fail("out of memory for %lld rows of %d inputs", (long long) ds->cap, ds->d);
+}
+
+/*
  * The rows no longer fit the budget: spill those held so far and keep a
  * staging block of the spill's block size from now on.  A block is sized
  * so that the window, the block read ahead, an evaluation pass's two and
@@ -137,23 +168,15 @@ start_spill(Dataset *ds, const WorkerSpec *spec)
 	ds->spill = stream_open(spec, ds->d, ds->wide, spec->discover != 0, format, (int) rows);
 	memset(ds->val, 0, ds->n);
 	stream_flush(ds->spill, ds);
-	ds->cap = rows;
-	ds->X = realloc(ds->X, sizeof(float) * ds->cap * ds->d);
-	ds->y = realloc(ds->y, sizeof(float) * ds->cap);
-	ds->val = realloc(ds->val, ds->cap);
-	if (spec->discover)
-		ds->keys = realloc(ds->keys, sizeof(int64_t) * ds->cap);
-	if (ds->wide)
-	{
-		ds->Xd = realloc(ds->Xd, sizeof(double) * ds->cap * ds->d);
-		ds->yd = realloc(ds->yd, sizeof(double) * ds->cap);
-	}
+	resize(ds, spec, rows);
 }
 
 /* room for n more rows (keys too while the labels are being listed) */
 static void
 reserve(Dataset *ds, const WorkerSpec *spec, int64_t n)
 {
+	int64_t		cap;
+
 	if (ds->n + n <= ds->cap)
 		return;
 	if (ds->spill)
@@ -171,24 +194,12 @@ reserve(Dataset *ds, const WorkerSpec *spec, int64_t n)
 		reserve(ds, spec, n);
 		return;
 	}
-	ds->cap = ds->n + n;
+	cap = ds->n + n;
 	if (n == 1)
-		ds->cap = ds->cap < 4096 ? 4096 : 2 * ds->cap;
-	if (budget.allowed && ds->cap * budget.row > budget.data)
-		ds->cap = budget.data / budget.row;	/* grow no further than the budget */
-	ds->X = realloc(ds->X, sizeof(float) * ds->cap * ds->d);
-	ds->y = realloc(ds->y, sizeof(float) * ds->cap);
-	ds->val = realloc(ds->val, ds->cap);
-	if (spec->discover)
-		ds->keys = realloc(ds->keys, sizeof(int64_t) * ds->cap);
-	if (ds->wide)
-	{
-		ds->Xd = realloc(ds->Xd, sizeof(double) * ds->cap * ds->d);
-		ds->yd = realloc(ds->yd, sizeof(double) * ds->cap);
-	}
-	if (!ds->X || !ds->y || !ds->val || (spec->discover && !ds->keys) ||
-		(ds->wide && (!ds->Xd || !ds->yd)))
-		worker_fail("out of memory for %lld rows of %d inputs", (long long) ds->cap, ds->d);
+		cap = cap < 4096 ? 4096 : 2 * cap;
+	if (budget.allowed && cap * budget.row > budget.data)
+		cap = budget.data / budget.row;	/* grow no further than the budget */
+	resize(ds, spec, cap);
 }
 
 /* text of a field, NUL-terminated in a scratch buffer */
@@ -1417,8 +1428,8 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 		memset(ds->val, 0, ds->n);
 		stream_flush(ds->spill, ds);
 		stream_note_load(ds->spill, ds, spec);
-		free(ds->X);
-		free(ds->y);
+		dml_big_free(ds->X, sizeof(float) * (size_t) ds->cap * ds->d);
+		dml_big_free(ds->y, sizeof(float) * (size_t) ds->cap);
 		free(ds->val);
 		free(ds->Xd);
 		free(ds->yd);

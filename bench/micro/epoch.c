@@ -192,8 +192,9 @@ run_shape(const char *shape, int reps, int B)
 		strcmp(lossname, "softmax") == 0 ? DML_LOSS_SOFTMAX : DML_LOSS_MSE;
 	sizes[0] = d;
 	sizes[1] = K;
-	X = malloc(sizeof(float) * n * d);
-	y = malloc(sizeof(float) * n * (loss == DML_LOSS_MSE ? K : 1));
+	/* the worker's memory for its rows (workers/load.c) */
+	X = dml_big_realloc(NULL, 0, sizeof(float) * n * d);
+	y = dml_big_realloc(NULL, 0, sizeof(float) * n * (loss == DML_LOSS_MSE ? K : 1));
 	Xb = malloc(sizeof(float) * B * d);
 	yb = malloc(sizeof(float) * B * (loss == DML_LOSS_MSE ? K : 1));
 	idx = malloc(sizeof(int) * n);
@@ -274,8 +275,8 @@ run_shape(const char *shape, int reps, int B)
 		free(st[f].s1);
 		free(st[f].s2);
 	}
-	free(X);
-	free(y);
+	dml_big_free(X, sizeof(float) * n * d);
+	dml_big_free(y, sizeof(float) * n * (loss == DML_LOSS_MSE ? K : 1));
 	free(Xb);
 	free(yb);
 	free(idx);

@@ -19,6 +19,9 @@
  *
  *-------------------------------------------------------------------------
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE				/* MAP_FIXED_NOREPLACE */
+#endif
 #include "kernels.h"
 
 #include <math.h>
@@ -26,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static int	npassed = 0;
 static int	nfailed = 0;
@@ -2502,6 +2506,83 @@ test_format_f64(void)
 	dml_model_free(&m);
 }
 
+/*
+ * dml_big_realloc as load.c grows a row array (doubling from 4096 rows, then
+ * a spill's smaller block) and frees it: the contents kept through every
+ * step (malloc's memory, a mapping grown in place or moved, shrunk, back to
+ * malloc's) and the mappings aligned to 2 MB.  Every other step a page is
+ * mapped just after the array, so that the next growth must move it.
+ */
+static void
+test_big_realloc(void)
+{
+	const size_t row = 80,
+				two_mb = (size_t) 2 << 20;
+	size_t		cap = 0;
+	unsigned char *p = NULL;
+	void	   *blocker = NULL;
+	bool		kept = true,
+				aligned = true;
+	int			blocked = 0,
+				moved_when_blocked = 0;
+
+	for (size_t want = 4096; want <= 131072; want *= 2)
+	{
+		unsigned char *q = dml_big_realloc(p, row * cap, row * want);
+
+		if (q == NULL)
+		{
+			check(false, "dml_big_realloc grows a row array", "out of memory at %zu rows", want);
+			return;
+		}
+		if (blocker != NULL)
+		{
+			blocked++;
+			moved_when_blocked += q != p;
+			munmap(blocker, 4096);
+			blocker = NULL;
+		}
+		for (size_t i = 0; i < row * cap; i++)
+			kept = kept && q[i] == (unsigned char) (i * 7 + i / 4096);
+		if (row * want >= DML_BIG_MIN)
+			aligned = aligned && ((uintptr_t) q & (two_mb - 1)) == 0;
+		for (size_t i = row * cap; i < row * want; i++)
+			q[i] = (unsigned char) (i * 7 + i / 4096);
+		p = q;
+		cap = want;
+		if (row * cap >= DML_BIG_MIN && (cap / 4096) % 2 == 0)
+		{
+			unsigned char *after = p + ((row * cap + two_mb - 1) & ~(two_mb - 1));
+
+			blocker = mmap(after, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+						   -1, 0);
+			if (blocker == MAP_FAILED || blocker != (void *) after)
+			{
+				if (blocker != MAP_FAILED)
+					munmap(blocker, 4096);
+				blocker = NULL;
+			}
+		}
+	}
+	if (blocker != NULL)
+		munmap(blocker, 4096);
+	check(kept, "dml_big_realloc keeps the rows through growth", NULL);
+	check(aligned, "dml_big_realloc's mappings are aligned to 2 MB", NULL);
+	check(blocked > 0 && moved_when_blocked == blocked,
+		  "dml_big_realloc moves a mapping that cannot grow in place",
+		  "%d of %d blocked growths moved", moved_when_blocked, blocked);
+	/* a spill's block: fewer rows, then fewer than DML_BIG_MIN bytes */
+	p = dml_big_realloc(p, row * cap, row * 40000);
+	for (size_t i = 0; p && i < row * 40000; i++)
+		kept = kept && p[i] == (unsigned char) (i * 7 + i / 4096);
+	check(p != NULL && kept, "dml_big_realloc keeps the rows through shrinking", NULL);
+	p = dml_big_realloc(p, row * 40000, row * 1000);
+	for (size_t i = 0; p && i < row * 1000; i++)
+		kept = kept && p[i] == (unsigned char) (i * 7 + i / 4096);
+	check(p != NULL && kept, "dml_big_realloc keeps the rows back in malloc's memory", NULL);
+	dml_big_free(p, row * 1000);
+}
+
 int
 main(void)
 {
@@ -2523,6 +2604,7 @@ main(void)
 	test_tsqr_wampler(2, 3);
 	test_tsqr_rank();
 	test_distributions();
+	test_big_realloc();
 	/* dml's own kernels, once for each instruction set this CPU has */
 	if (dml_simd() == 0)
 	{
