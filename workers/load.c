@@ -111,13 +111,42 @@ static struct
 } budget;
 
 /*
- * The row arrays resized to hold cap rows: X and y, which the epochs read,
- * in dml_big_realloc's memory (2 MB pages, grown without a copy); the rest
- * in malloc's.  The float64 copy (Xd, yd) is read in order, a pass at a
- * time, where 2 MB pages save little, and on this KVM guest a 2 MB page
- * touched first after memory lay free for seconds often cost more than
- * its 512 small ones (bench/SPEED-NOTES.md).
+ * Whether X and y live in dml_big_realloc's memory (2 MB pages, grown
+ * without a copy): where the rows are narrow, four or more to a block of
+ * the block shuffle (train.c's train_block_rows), and an epoch that takes
+ * them in random blocks or rows would miss the TLB at every one.  There a
+ * logistic Adam epoch over 1,000,000 x 20 ran 1.10x as fast, and the load
+ * took no longer.  Wide rows (Fashion-MNIST's 784 inputs) stay in malloc's
+ * 4 KB pages, and so does the float64 copy (Xd, yd), read in order: on
+ * this KVM guest a 2 MB page touched first after memory lay free for a
+ * while often cost more than its 512 small ones, and with 188 MB of
+ * Fashion-MNIST's rows (or Newton's 168 MB float64 copy) in 2 MB pages
+ * the load took longer (bench/SPEED-NOTES.md).
  */
+static bool
+rows_in_big_pages(const Dataset *ds)
+{
+	return sizeof(float) * ((size_t) ds->d + 1) * 4 <= DML_SHUFFLE_BLOCK_BYTES;
+}
+
+static void *
+rows_realloc(const Dataset *ds, void *p, size_t was, size_t now)
+{
+	if (rows_in_big_pages(ds))
+		return dml_big_realloc(p, was, now);
+	return realloc(p, now ? now : 1);
+}
+
+static void
+rows_free(const Dataset *ds, void *p, size_t bytes)
+{
+	if (rows_in_big_pages(ds))
+		dml_big_free(p, bytes);
+	else
+		free(p);
+}
+
+/* the row arrays resized to hold cap rows */
 static void
 resize(Dataset *ds, const WorkerSpec *spec, int64_t cap)
 {
@@ -125,8 +154,8 @@ resize(Dataset *ds, const WorkerSpec *spec, int64_t cap)
 				now = (size_t) cap,
 				d = (size_t) ds->d;
 
-	ds->X = dml_big_realloc(ds->X, sizeof(float) * was * d, sizeof(float) * now * d);
-	ds->y = dml_big_realloc(ds->y, sizeof(float) * was, sizeof(float) * now);
+	ds->X = rows_realloc(ds, ds->X, sizeof(float) * was * d, sizeof(float) * now * d);
+	ds->y = rows_realloc(ds, ds->y, sizeof(float) * was, sizeof(float) * now);
 	ds->val = realloc(ds->val, now ? now : 1);
 	if (spec->discover)
 		ds->keys = realloc(ds->keys, sizeof(int64_t) * (now ? now : 1));
@@ -1428,8 +1457,8 @@ load_slices(Dataset *ds, WorkerSpec *spec, int rank)
 		memset(ds->val, 0, ds->n);
 		stream_flush(ds->spill, ds);
 		stream_note_load(ds->spill, ds, spec);
-		dml_big_free(ds->X, sizeof(float) * (size_t) ds->cap * ds->d);
-		dml_big_free(ds->y, sizeof(float) * (size_t) ds->cap);
+		rows_free(ds, ds->X, sizeof(float) * (size_t) ds->cap * ds->d);
+		rows_free(ds, ds->y, sizeof(float) * (size_t) ds->cap);
 		free(ds->val);
 		free(ds->Xd);
 		free(ds->yd);
