@@ -182,6 +182,9 @@ run_shape(const char *shape, int reps, int B)
 	Parts		p[2];
 	double		losses[2] = {0, 0};
 	int			sizes[2];
+	size_t		xbytes,
+				ybytes;
+	bool		narrow;
 
 	if (sscanf(shape, "%ldx%dx%d:%15s", &n, &d, &K, lossname) != 4 || n < 1 || d < 1 || K < 1)
 	{
@@ -192,9 +195,12 @@ run_shape(const char *shape, int reps, int B)
 		strcmp(lossname, "softmax") == 0 ? DML_LOSS_SOFTMAX : DML_LOSS_MSE;
 	sizes[0] = d;
 	sizes[1] = K;
-	/* the worker's memory for its rows (workers/load.c) */
-	X = dml_big_realloc(NULL, 0, sizeof(float) * n * d);
-	y = dml_big_realloc(NULL, 0, sizeof(float) * n * (loss == DML_LOSS_MSE ? K : 1));
+	xbytes = sizeof(float) * n * d;
+	ybytes = sizeof(float) * n * (loss == DML_LOSS_MSE ? K : 1);
+	/* the worker's memory for its rows (workers/load.c): 2 MB pages where they are narrow */
+	narrow = sizeof(float) * ((size_t) d + 1) * 4 <= 4096;
+	X = narrow ? dml_big_realloc(NULL, 0, xbytes) : malloc(xbytes);
+	y = narrow ? dml_big_realloc(NULL, 0, ybytes) : malloc(ybytes);
 	Xb = malloc(sizeof(float) * B * d);
 	yb = malloc(sizeof(float) * B * (loss == DML_LOSS_MSE ? K : 1));
 	idx = malloc(sizeof(int) * n);
@@ -275,8 +281,16 @@ run_shape(const char *shape, int reps, int B)
 		free(st[f].s1);
 		free(st[f].s2);
 	}
-	dml_big_free(X, sizeof(float) * n * d);
-	dml_big_free(y, sizeof(float) * n * (loss == DML_LOSS_MSE ? K : 1));
+	if (narrow)
+	{
+		dml_big_free(X, xbytes);
+		dml_big_free(y, ybytes);
+	}
+	else
+	{
+		free(X);
+		free(y);
+	}
 	free(Xb);
 	free(yb);
 	free(idx);
