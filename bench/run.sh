@@ -133,7 +133,9 @@ if [ "$(id -u)" = 0 ]; then
 			cg=$root/dml-bench-$$
 			if mkdir "$cg" 2>/dev/null; then
 				cluster_cg=$cg
-				for p in "$pm" $(pgrep -P "$pm"); do echo "$p" >"$cg/cgroup.procs" 2>/dev/null; done
+				# a child that ended since pgrep (an autovacuum worker, say) cannot be
+				# moved: that write fails, and under set -e it ended the whole run
+				for p in "$pm" $(pgrep -P "$pm"); do echo "$p" >"$cg/cgroup.procs" 2>/dev/null || true; done
 				if grep -qx "$pm" "$cg/cgroup.procs" 2>/dev/null; then
 					[ -f "$cg/cpu.stat" ] && cluster_cpu=$cg/cpu.stat
 					[ -f "$cg/cpuacct.usage" ] && cluster_cpu=$cg/cpuacct.usage
