@@ -112,9 +112,12 @@ static struct
 
 /*
  * Whether X and y live in dml_big_realloc's memory (2 MB pages, grown
- * without a copy): where the rows are narrow, four or more to a block of
- * the block shuffle (train.c's train_block_rows), and an epoch that takes
- * them in random blocks or rows would miss the TLB at every one.  There a
+ * without a copy): where the rows are narrow, four or more (with the
+ * label) to DML_SHUFFLE_BLOCK_BYTES, and an epoch that takes them in
+ * random blocks or rows would miss the TLB at every one.  (The block
+ * shuffle, train.c's train_block_rows, rounds its blocks up, so it takes
+ * rows up to a third of those bytes in blocks; between a quarter and a
+ * third, which nothing measured, the rows stay in 4 KB pages.)  There a
  * logistic Adam epoch over 1,000,000 x 20 ran 1.10x as fast, and the load
  * took no longer.  Wide rows (Fashion-MNIST's 784 inputs) stay in malloc's
  * 4 KB pages, and so does the float64 copy (Xd, yd), read in order: on
