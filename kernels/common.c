@@ -312,6 +312,41 @@ dml_set_simd(int cap)
 }
 
 /*
+ * dml_malloc_lines, dml_calloc_lines
+ *		malloc and calloc aligned to DML_LINE bytes.  Why: malloc's memory
+ *		starts 16 bytes past a line (mapped arrays) or anywhere 16 bytes
+ *		apart (the heap's), so a softmax layer's weight rows and the
+ *		stash of its byte rows' float32 inputs (784 floats a row, a whole
+ *		number of lines) started mid-line, and every other 32-byte load
+ *		of the skinny kernels split across two lines.  Measured on Fashion-
+ *		MNIST's shape (54,000 byte rows x 784, 10 outputs, batch 256; a
+ *		/tmp loop alternating the layouts epoch by epoch, AMD EPYC with
+ *		AVX2): the forward pass 33.4 ms on lines against 35.8 with both
+ *		16 bytes off, the weight gradient 16.8 against 20.1.
+ */
+void *
+dml_malloc_lines(size_t n, size_t size)
+{
+	size_t		bytes = n * size;
+
+	if ((size != 0 && bytes / size != n) || bytes > SIZE_MAX - DML_LINE)
+		return NULL;
+	/* aligned_alloc wants a multiple of the alignment */
+	bytes = (bytes + DML_LINE - 1) / DML_LINE * DML_LINE;
+	return aligned_alloc(DML_LINE, bytes ? bytes : DML_LINE);
+}
+
+void *
+dml_calloc_lines(size_t n, size_t size)
+{
+	void	   *p = dml_malloc_lines(n, size);
+
+	if (p)
+		memset(p, 0, n * size);
+	return p;
+}
+
+/*
  * dml_big_realloc
  *		realloc for the arrays that hold a worker's rows (X and y,
  *		workers/load.c), given the sizes the caller knows: below

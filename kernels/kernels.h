@@ -316,6 +316,16 @@ extern void dml_gather_blocks(const float *X, const float *y, int d, const DmlBl
 extern void *dml_big_realloc(void *p, size_t old_bytes, size_t new_bytes);
 extern void dml_big_free(void *p, size_t bytes);
 
+/*
+ * malloc and calloc for the arrays a step's kernels stream through (a
+ * network's parameters, gradients, optimizer state and workspace): aligned
+ * to a cache line, so that no vector load of a row that starts on one
+ * splits across two lines; freed by free().  NULL when out of memory.
+ */
+#define DML_LINE			64
+extern void *dml_malloc_lines(size_t n, size_t size);
+extern void *dml_calloc_lines(size_t n, size_t size);
+
 /* ---------------------------------------------------------------------
  * The network (net.c): dense layers with one hidden activation and a loss
  * --------------------------------------------------------------------- */

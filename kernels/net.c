@@ -59,7 +59,7 @@ dml_net_alloc(DmlNet *net, int nlayers, const int *sizes, DmlAct act,
 	net->act = act;
 	net->loss = loss;
 	net->nparams = dml_net_param_count(nlayers, sizes);
-	net->params = calloc(net->nparams, sizeof(float));
+	net->params = dml_calloc_lines(net->nparams, sizeof(float));
 	return net->params ? DML_OK : DML_ERR_NOMEM;
 }
 
@@ -116,10 +116,10 @@ dml_work_alloc(DmlWork *work, const DmlNet *net, int maxB)
 	memset(work, 0, sizeof(*work));
 	work->maxB = maxB;
 	for (int l = 1; l <= net->nlayers; l++)
-		if ((work->acts[l] = malloc(sizeof(float) * maxB * net->sizes[l])) == NULL)
+		if ((work->acts[l] = dml_malloc_lines((size_t) maxB * net->sizes[l], sizeof(float))) == NULL)
 			goto nomem;
 	for (int i = 0; i < 2; i++)
-		if ((work->dacts[i] = malloc(sizeof(float) * wide)) == NULL)
+		if ((work->dacts[i] = dml_malloc_lines(wide, sizeof(float))) == NULL)
 			goto nomem;
 	return DML_OK;
 nomem:

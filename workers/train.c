@@ -238,7 +238,7 @@ train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds, const int *i
 {
 	const DmlNet *net = &m->net;
 	int			K = net->sizes[net->nlayers];
-	float	   *Xb = malloc(sizeof(float) * EVAL_ROWS * ds->d);
+	float	   *Xb = dml_malloc_lines((size_t) EVAL_ROWS * ds->d, sizeof(float));
 	float	   *yb = malloc(sizeof(float) * EVAL_ROWS);
 	float	   *out = malloc(sizeof(float) * EVAL_ROWS * K);
 
@@ -923,7 +923,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	StepPlan	plan;
 	int			b;
 	DmlWork		work;
-	float	   *grads = malloc(sizeof(float) * np);
+	float	   *grads = dml_malloc_lines(np, sizeof(float));
 	float	   *Xb,
 			   *yb;
 	DmlOptimState	opt;
@@ -967,7 +967,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	if (dml_work_alloc(&work, net, chunk > EVAL_ROWS ? chunk : EVAL_ROWS) != DML_OK)
 		worker_fail("out of memory for activations of %d rows", chunk);
 	work.class_weight = ds->class_weight;
-	Xb = malloc(sizeof(float) * (size_t) (chunk ? chunk : 1) * ds->d);
+	Xb = dml_malloc_lines((size_t) (chunk ? chunk : 1) * ds->d, sizeof(float));
 	yb = malloc(sizeof(float) * (chunk ? chunk : 1));
 	if (!grads || !Xb || !yb)
 		worker_fail("out of memory");
@@ -998,8 +998,8 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	dml_net_init(net, spec->seed);
 	opt.kind = (DmlOptimizer) spec->optimizer;
 	opt.n = np;
-	opt.s1 = calloc(np, sizeof(float));
-	opt.s2 = calloc(np, sizeof(float));
+	opt.s1 = dml_calloc_lines(np, sizeof(float));
+	opt.s2 = dml_calloc_lines(np, sizeof(float));
 	opt.t = 0;
 	if (spec->resume)
 		first_epoch = train_resume(spec, m, &opt) + 1;

@@ -201,7 +201,8 @@ run_shape(const char *shape, int reps, int B)
 	narrow = sizeof(float) * ((size_t) d + 1) * 4 <= 4096;
 	X = narrow ? dml_big_realloc(NULL, 0, xbytes) : malloc(xbytes);
 	y = narrow ? dml_big_realloc(NULL, 0, ybytes) : malloc(ybytes);
-	Xb = malloc(sizeof(float) * B * d);
+	/* the step's arrays on cache lines, as the worker's (workers/train.c) */
+	Xb = dml_malloc_lines((size_t) B * d, sizeof(float));
 	yb = malloc(sizeof(float) * B * (loss == DML_LOSS_MSE ? K : 1));
 	idx = malloc(sizeof(int) * n);
 	if (!X || !y || !Xb || !yb || !idx)
@@ -235,10 +236,10 @@ run_shape(const char *shape, int reps, int B)
 		st[f].kind = DML_OPT_ADAM;
 		st[f].n = net[f].nparams;
 		st[f].t = 0;
-		st[f].s1 = calloc(net[f].nparams, sizeof(float));
-		st[f].s2 = calloc(net[f].nparams, sizeof(float));
+		st[f].s1 = dml_calloc_lines(net[f].nparams, sizeof(float));
+		st[f].s2 = dml_calloc_lines(net[f].nparams, sizeof(float));
 	}
-	grads = malloc(sizeof(float) * net[0].nparams);
+	grads = dml_malloc_lines(net[0].nparams, sizeof(float));
 	if (dml_work_alloc(&work, &net[0], B) != DML_OK || !grads)
 		return 1;
 

@@ -2583,6 +2583,36 @@ test_big_realloc(void)
 	dml_big_free(p, row * 1000);
 }
 
+/* the step's arrays on cache lines: aligned at every size, calloc's zeros, no overflow */
+static void
+test_lines(void)
+{
+	bool		aligned = true,
+				zero = true;
+
+	for (size_t n = 0; n <= 4099; n += n < 70 ? 1 : 1009)
+	{
+		/* a small allocation between, so the next does not start where this one did */
+		void	   *pad = malloc(n % 48 + 1);
+		float	   *m = dml_malloc_lines(n, sizeof(float));
+		float	   *c = dml_calloc_lines(n, sizeof(float));
+
+		aligned = aligned && m && c && ((uintptr_t) m % DML_LINE) == 0 &&
+			((uintptr_t) c % DML_LINE) == 0;
+		for (size_t i = 0; c && i < n; i++)
+			zero = zero && c[i] == 0.0f;
+		for (size_t i = 0; m && i < n; i++)
+			m[i] = (float) i;	/* the whole size is writable (valgrind, ASan) */
+		free(m);
+		free(c);
+		free(pad);
+	}
+	check(aligned, "dml_malloc_lines and dml_calloc_lines align to a cache line", NULL);
+	check(zero, "dml_calloc_lines zeroes", NULL);
+	check(dml_malloc_lines(SIZE_MAX / 2, 4) == NULL && dml_calloc_lines(SIZE_MAX / 2, 4) == NULL,
+		  "dml_malloc_lines and dml_calloc_lines refuse a size that overflows", NULL);
+}
+
 int
 main(void)
 {
@@ -2605,6 +2635,7 @@ main(void)
 	test_tsqr_rank();
 	test_distributions();
 	test_big_realloc();
+	test_lines();
 	/* dml's own kernels, once for each instruction set this CPU has */
 	if (dml_simd() == 0)
 	{
