@@ -83,6 +83,29 @@ out=$(train br_blocks_off br_unit 2 4 '{"shuffle": "blocks", "byte_rows": false}
 out=$(same br_blocks br_blocks_off)
 check "blocks: the same weights and loss as float32 rows ($out)" '[ "$out" = t ]'
 
+# a worker's byte rows from 2 MB up are a mapping of their own in 2 MB pages
+# (prepare.c, dml_big_realloc): 32,000 rows of 70 bytes on one worker, the
+# same model as float32 rows; and where a value is not a byte, that mapping
+# goes again (dml_big_free) and the float32 rows train
+q "DROP TABLE IF EXISTS br_big, br_big_half;
+	CREATE TABLE br_big AS
+	SELECT i, label, px FROM br_int, generate_series(0, 10) k(k)
+	WHERE i + 3000 * k <= 32000;
+	CREATE TABLE br_big_half AS SELECT * FROM br_big;
+	UPDATE br_big_half SET px[70] = 3.5 WHERE i = 2999" >/dev/null
+out=$(q "SELECT count(*) * 70 >= 2 * 1024 * 1024 FROM br_big")
+check "the big table's byte rows take 2 MB or more ($out)" '[ "$out" = t ]'
+out=$(train br_big br_big 1 3 '{}')
+out=$(m br_big "coalesce(metrics->>'byte_rows', 'none')")
+check "2 MB of bytes: byte_rows $b1 ($out)" '[ "$out" = $b1 ]'
+out=$(train br_big_off br_big 1 3 '{"byte_rows": false}')
+out=$(same br_big br_big_off)
+check "2 MB of bytes: the same weights and loss as float32 rows ($out)" '[ "$out" = t ]'
+out=$(train br_big_half br_big_half 1 3 '{}')
+out=$(m br_big_half "coalesce(metrics->>'byte_rows', 'none') || ' ' || ((metrics->>'train_rows')::float
+	+ (metrics->>'validation_rows')::float)")
+check "2 MB of bytes but one value of 3.5: float32 rows, every row ($out)" '[ "$out" = "none 32000" ]'
+
 # where it does not run
 out=$(train br_half br_half 2 4 '{}')
 out=$(m br_half "coalesce(metrics->>'byte_rows', 'none')")
@@ -115,5 +138,5 @@ check "the role's model: byte rows of the 1,500 rows it may see, 2 classes, its 
 	'[ "$out" = "$b255 1500 2 br_user" ]'
 
 q "SELECT dml_drop_model(name) FROM (SELECT DISTINCT name FROM dml.models WHERE name LIKE 'br\_%') d;
-	DROP TABLE br_int, br_unit, br_half; DROP OWNED BY br_user; DROP ROLE br_user" >/dev/null
+	DROP TABLE br_int, br_unit, br_half, br_big, br_big_half; DROP OWNED BY br_user; DROP ROLE br_user" >/dev/null
 echo "1..$n"
