@@ -53,25 +53,31 @@ same() { # the two models' weights and final losses, identical
 	q "SELECT a.weights = b.weights AND a.metrics->'final_loss' = b.metrics->'final_loss'
 		FROM dml.models a, dml.models b WHERE a.name = '$1' AND b.name = '$2'"
 }
+# name table workers epochs options what: the same training with "byte_rows"
+# false added to the options, as NAME_off; NAME's weights and loss are its
+twin() {
+	local off="${5%\}}"
+
+	if [ "$off" = "{" ]; then off='{"byte_rows": false}'; else off="$off, \"byte_rows\": false}"; fi
+	out=$(train "${1}_off" "$2" "$3" "$4" "$off")
+	out=$(same "$1" "${1}_off")
+	check "$6: the same weights and loss as float32 rows ($out)" '[ "$out" = t ]'
+}
 
 for w in 1 2; do
 	out=$(train br_int_w$w br_int $w 4 '{}')
 	check "bytes, $w worker(s): trains ($out)" '[ "$out" = t ]'
 	out=$(m br_int_w$w "coalesce(metrics->>'byte_rows', 'none')")
 	check "bytes, $w worker(s): the metrics say byte_rows $b1 ($out)" '[ "$out" = $b1 ]'
-	out=$(train br_int_off_w$w br_int $w 4 '{"byte_rows": false}')
-	out=$(m br_int_off_w$w "coalesce(metrics->>'byte_rows', 'none')")
+	twin br_int_w$w br_int $w 4 '{}' "bytes, $w worker(s)"
+	out=$(m br_int_w${w}_off "coalesce(metrics->>'byte_rows', 'none')")
 	check "bytes off, $w worker(s): float32 rows ($out)" '[ "$out" = none ]'
-	out=$(same br_int_w$w br_int_off_w$w)
-	check "bytes, $w worker(s): the same weights and loss as float32 rows ($out)" '[ "$out" = t ]'
 done
 
 out=$(train br_unit br_unit 2 4 '{}')
 out=$(m br_unit "coalesce(metrics->>'byte_rows', 'none')")
 check "pixels over 255: byte_rows $b255 ($out)" '[ "$out" = $b255 ]'
-out=$(train br_unit_off br_unit 2 4 '{"byte_rows": false}')
-out=$(same br_unit br_unit_off)
-check "pixels over 255: the same weights and loss as float32 rows ($out)" '[ "$out" = t ]'
+twin br_unit br_unit 2 4 '{}' "pixels over 255"
 out=$(m br_unit "(metrics->>'accuracy')::float > 0.6")
 check "pixels over 255: the model learned ($(m br_unit "metrics->>'accuracy'"))" '[ "$out" = t ]'
 
@@ -79,9 +85,7 @@ check "pixels over 255: the model learned ($(m br_unit "metrics->>'accuracy'"))"
 out=$(train br_blocks br_unit 2 4 '{"shuffle": "blocks"}')
 out=$(m br_blocks "coalesce(metrics->>'byte_rows', 'none') || ' ' || (metrics->>'shuffle')")
 check "blocks: byte rows laid out with the rows ($out)" '[ "$out" = "$b255 blocks" ]'
-out=$(train br_blocks_off br_unit 2 4 '{"shuffle": "blocks", "byte_rows": false}')
-out=$(same br_blocks br_blocks_off)
-check "blocks: the same weights and loss as float32 rows ($out)" '[ "$out" = t ]'
+twin br_blocks br_unit 2 4 '{"shuffle": "blocks"}' "blocks"
 
 # a worker's byte rows from 2 MB up are a mapping of their own in 2 MB pages
 # (prepare.c, dml_big_realloc): 32,000 rows of 70 bytes on one worker, the
@@ -98,9 +102,7 @@ check "the big table's byte rows take 2 MB or more ($out)" '[ "$out" = t ]'
 out=$(train br_big br_big 1 3 '{}')
 out=$(m br_big "coalesce(metrics->>'byte_rows', 'none')")
 check "2 MB of bytes: byte_rows $b1 ($out)" '[ "$out" = $b1 ]'
-out=$(train br_big_off br_big 1 3 '{"byte_rows": false}')
-out=$(same br_big br_big_off)
-check "2 MB of bytes: the same weights and loss as float32 rows ($out)" '[ "$out" = t ]'
+twin br_big br_big 1 3 '{}' "2 MB of bytes"
 out=$(train br_big_half br_big_half 1 3 '{}')
 out=$(m br_big_half "coalesce(metrics->>'byte_rows', 'none') || ' ' || ((metrics->>'train_rows')::float
 	+ (metrics->>'validation_rows')::float)")
