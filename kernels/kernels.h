@@ -164,6 +164,17 @@ typedef struct DmlRows8
 extern bool dml_rows8_row(uint8_t *u8, const float *v, int C, float div);
 
 /*
+ * Xb (B, C) = R8's rows idx[0..B) as their float32 inputs, bit for bit
+ * the standardized rows dml_gather_rows would copy, and yb (B) = y at them;
+ * idx[B..avail) are read next.  A quarter of the float32 rows' bytes come
+ * from memory.  dml_rows8_gather_applies: it runs on dml's own kernels
+ * (AVX-512, or AVX2 with FMA) on this CPU, and not in plain C
+ */
+extern void dml_rows8_gather(const DmlRows8 *R8, const float *y, int C, const int *idx, int B,
+							 int avail, float *Xb, float *yb);
+extern bool dml_rows8_gather_applies(void);
+
+/*
  * a layer over rows idx[0..B) of X read in place, the forward pass also
  * over R8's bytes (R8 not NULL; it then writes their float32 rows to stash
  * (B, C) unless it is NULL); where dml_skinny_applies

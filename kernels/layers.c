@@ -93,6 +93,15 @@ static bool skinny_off = false;
 		case 10: CALL(10); break; case 11: CALL(11); break; default: CALL(12); break; \
 	}
 
+/*
+ * dml_rows8_gather asks for the lines of the rows this many further on: a
+ * pair's rebuilding (2 x 784 bytes into 6 KB of float32) takes about a
+ * memory latency, and the rows come in a random order
+ */
+#ifndef ROWS8_AHEAD
+#define ROWS8_AHEAD	8
+#endif
+
 #define SIMD_ISA 512
 #include "simd.h"
 #include "skinny.h"
@@ -263,6 +272,46 @@ dml_rows8_row(uint8_t *u8, const float *v, int C, float div)
 		u8[c] = (uint8_t) k;
 	}
 	return !bad;
+}
+
+/* whether dml_rows8_gather runs on dml's own kernels on this CPU */
+bool
+dml_rows8_gather_applies(void)
+{
+#if SKINNY
+	return !skinny_off && dml_simd() >= 256;
+#else
+	return false;
+#endif
+}
+
+void
+dml_rows8_gather(const DmlRows8 *R8, const float *y, int C, const int *idx, int B, int avail,
+				 float *Xb, float *yb)
+{
+#if SKINNY
+	if (dml_simd() >= 256)
+	{
+		SIMD_DISPATCH(rows8_gather, R8, y, C, idx, B, avail, Xb, yb);
+		return;
+	}
+#endif
+	/* the same in C, where the kernels do not run (the unit tests' builds for one instruction set) */
+	for (int b = 0; b < B; b++)
+	{
+		const uint8_t *x = R8->X8 + (size_t) idx[b] * C;
+		float	   *out = Xb + (size_t) b * C;
+
+		for (int c = 0; c < C; c++)
+		{
+			float		k = (float) x[c];
+			float		q = k * R8->rdiv;
+
+			q = fmaf(fmaf(-q, R8->div, k), R8->rdiv, q);
+			out[c] = (q - R8->mean[c]) * R8->scale[c];
+		}
+		yb[b] = y[idx[b]];
+	}
 }
 
 /* ---------------------------------------------------------------------

@@ -233,6 +233,47 @@ SIMD_NAME(bytes_pair) (const uint8_t *x0, const uint8_t *x1, const void *p0, con
 }
 
 /*
+ * dml_rows8_gather: R8's rows idx[0..B) rebuilt into Xb (B, C) a pair at a
+ * time, the lines of rows ROWS8_AHEAD further on asked for meanwhile
+ * (idx[B..avail) are read next), and y at them into yb
+ */
+SIMD_TARGET static void
+SIMD_NAME(rows8_gather) (const DmlRows8 *R8, const float *y, int C, const int *idx, int B,
+						 int avail, float *Xb, float *yb)
+{
+	for (int b = 0; b < B; b += 2)
+	{
+		const uint8_t *x0 = R8->X8 + (size_t) idx[b] * C;
+
+		for (int a = b + ROWS8_AHEAD; a < b + ROWS8_AHEAD + 2 && a < avail; a++)
+		{
+			const char *row = (const char *) (R8->X8 + (size_t) idx[a] * C);
+
+			for (int off = 0; off < C; off += 64)
+				_mm_prefetch(row + off, _MM_HINT_T0);
+			_mm_prefetch(row + C - 1, _MM_HINT_T0);
+		}
+		if (b + 1 < B)
+			SIMD_NAME(bytes_pair) (x0, R8->X8 + (size_t) idx[b + 1] * C, NULL, NULL, R8,
+								   Xb + (size_t) b * C, Xb + (size_t) (b + 1) * C, C);
+		else
+		{
+			/* the last row alone */
+			int			j = 0;
+			float	   *s = Xb + (size_t) b * C;
+
+			for (; j + VL <= C; j += VL)
+				vstore(s + j, SIMD_NAME(byte_row) (x0, R8, j, VL));
+			if (j < C)
+				vstorem(s + j, vmask(C - j), SIMD_NAME(byte_row) (x0, R8, j, C - j));
+		}
+		yb[b] = y[idx[b]];
+		if (b + 1 < B)
+			yb[b + 1] = y[idx[b + 1]];
+	}
+}
+
+/*
  * Every output of two rows, a block of outputs at a time.  One block (AVX-
  * 512) reads the rows, rebuilding byte rows as it goes; with several
  * (AVX2), byte rows with a stash are rebuilt into it first (the

@@ -146,7 +146,10 @@ train_split_rows(const Dataset *ds, int **train, int *ntrain, int **val, int *nv
 static void
 gather(const Dataset *ds, const int *idx, int B, int avail, float *Xb, float *yb)
 {
-	dml_gather_rows(ds->X, ds->y, ds->d, idx, B, avail, Xb, yb);
+	if (ds->rows8)
+		dml_rows8_gather(ds->rows8, ds->y, ds->d, idx, B, avail, Xb, yb);
+	else
+		dml_gather_rows(ds->X, ds->y, ds->d, idx, B, avail, Xb, yb);
 }
 
 /* only the targets of rows idx[0..B): the rows themselves are read where they lie */
@@ -866,15 +869,19 @@ epoch_order(DmlRng *rng, int *idx, int n, int c, int *blocks, uint64_t seed, int
  * found them to be (an image's pixels, small counts or flags): a step then
  * reads a quarter of the bytes from memory, which is what bounds its
  * forward pass, and the kernels rebuild each float32 input bit for bit, so
- * the training is the same.  Where one rank's rows are not bytes, every
- * rank reads float32 rows.
+ * the training is the same.  An MLP's steps gather their minibatch
+ * (gathers: the row shuffle) from the bytes the same way
+ * (dml_rows8_gather).  Where one rank's rows are not bytes, every rank
+ * reads float32 rows.
  */
 static void
-rows8_attach(Dataset *ds, const DmlModel *m, const DmlWork *work, int b)
+rows8_attach(Dataset *ds, const DmlModel *m, const DmlWork *work, int b, bool gathers)
 {
 	DmlRows8   *r8 = NULL;
 	/* every rank or none (a collective), so that the metrics say what all did */
-	double		all = ds->X8 != NULL && dml_net_rows_applies(&m->net, work, b) &&
+	double		all = ds->X8 != NULL &&
+		(dml_net_rows_applies(&m->net, work, b) ||
+		 (m->net.nlayers > 1 && gathers && dml_rows8_gather_applies())) &&
 		(r8 = malloc(sizeof(DmlRows8))) != NULL;
 
 	ds->rows8 = NULL;
@@ -991,7 +998,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	}
 	/* only softmax's rows read in place want the block order's row indices */
 	with_idx = block_rows > 0 && dml_net_rows_applies(net, &work, b);
-	rows8_attach(ds, m, &work, b);
+	rows8_attach(ds, m, &work, b, !full && block_rows == 0);
 	res->byte_rows = ds->rows8 ? (int) ds->div8 : 0;
 	straggler_init(&straggler, spec);
 

@@ -8,7 +8,8 @@
 # option off; the metrics say "byte_rows": 1 or 255 where it ran.  It does
 # not run for a value that is not a byte, for two epochs or fewer, for the
 # exact solvers, or with the option off, and moves with the block
-# shuffle's layout.
+# shuffle's layout.  An MLP gathers its minibatches from the bytes (with
+# the row shuffle), the same model again.
 #
 # Runs against the cluster regress/run.sh started (PGHOST, PGPORT, PGUSER,
 # PGDATABASE=dml_regress).
@@ -43,9 +44,11 @@ q "DROP TABLE IF EXISTS br_int, br_unit, br_half; SELECT setseed(0.25);
 	UPDATE br_half SET px[7] = 3.5 WHERE i = 1234" >/dev/null
 q "SELECT dml_drop_model(name) FROM (SELECT DISTINCT name FROM dml.models WHERE name LIKE 'br\_%') d" >/dev/null
 
+# the model's arguments: softmax regression, unless an MLP's are set here
+model="model => 'softmax'"
 train() { # name table workers epochs options [optimizer]
 	q "SELECT model_id IS NOT NULL FROM dml_train('$1', '$2', 'label',
-		features => '{px}', model => 'softmax', optimizer => '${6:-adam}',
+		features => '{px}', $model, optimizer => '${6:-adam}',
 		learning_rate => 0.01, batch_size => 64, epochs => $4, validation => 0.2,
 		workers => $3, options => '$5')"
 }
@@ -86,6 +89,28 @@ out=$(train br_blocks br_unit 2 4 '{"shuffle": "blocks"}')
 out=$(m br_blocks "coalesce(metrics->>'byte_rows', 'none') || ' ' || (metrics->>'shuffle')")
 check "blocks: byte rows laid out with the rows ($out)" '[ "$out" = "$b255 blocks" ]'
 twin br_blocks br_unit 2 4 '{"shuffle": "blocks"}' "blocks"
+
+# an MLP gathers each minibatch from the bytes (dml_rows8_gather), rebuilt
+# into the float32 rows bit for bit: the same model as float32 rows, on 1
+# and 2 workers, bytes and pixels over 255; its block shuffle gathers
+# float32 blocks, so no byte rows there
+model="model => 'mlp', hidden => '{24,12}'"
+for w in 1 2; do
+	out=$(train br_mlp_w$w br_int $w 4 '{}')
+	out=$(m br_mlp_w$w "coalesce(metrics->>'byte_rows', 'none')")
+	check "MLP, bytes, $w worker(s): byte_rows $b1 ($out)" '[ "$out" = $b1 ]'
+	twin br_mlp_w$w br_int $w 4 '{}' "MLP, bytes, $w worker(s)"
+done
+out=$(train br_mlp_unit br_unit 2 4 '{}')
+out=$(m br_mlp_unit "coalesce(metrics->>'byte_rows', 'none')")
+check "MLP, pixels over 255: byte_rows $b255 ($out)" '[ "$out" = $b255 ]'
+twin br_mlp_unit br_unit 2 4 '{}' "MLP, pixels over 255"
+out=$(m br_mlp_unit "(metrics->>'accuracy')::float > 0.6")
+check "MLP, pixels over 255: the model learned ($(m br_mlp_unit "metrics->>'accuracy'"))" '[ "$out" = t ]'
+out=$(train br_mlp_blocks br_unit 2 4 '{"shuffle": "blocks"}')
+out=$(m br_mlp_blocks "coalesce(metrics->>'byte_rows', 'none') || ' ' || (metrics->>'shuffle')")
+check "MLP, blocks: float32 blocks gathered ($out)" '[ "$out" = "none blocks" ]'
+model="model => 'softmax'"
 
 # a worker's byte rows from 2 MB up are a mapping of their own in 2 MB pages
 # (prepare.c, dml_big_realloc): 32,000 rows of 70 bytes on one worker, the

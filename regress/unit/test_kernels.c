@@ -2214,6 +2214,36 @@ test_skinny(void)
 			idx[i] = i;
 		}
 		dml_shuffle(idx, N, &rng);
+		/*
+		 * an MLP's minibatch gathered from the bytes: the float32 rows'
+		 * gather, bit for bit, for odd and even batches, the last rows'
+		 * (avail: nothing read past the end), and a batch of one
+		 */
+		{
+			float	   *g0 = malloc(sizeof(float) * N * C),
+					   *g1 = malloc(sizeof(float) * N * C),
+						y0[N],
+						y1[N];
+			bool		gsame = bytes;
+			int			widths[] = {1, 2, B, 64, N - 3};
+
+			for (int w = 0; w < 5; w++)
+				for (int pos = 0; pos + widths[w] <= N; pos += 97)
+				{
+					int			nb = widths[w];
+
+					memset(g1, 0xff, sizeof(float) * N * C);
+					dml_gather_rows(X, y, C, idx + pos, nb, N - pos, g0, y0);
+					dml_rows8_gather(&r8, y, C, idx + pos, nb, N - pos, g1, y1);
+					gsame = gsame && memcmp(g0, g1, sizeof(float) * nb * C) == 0 &&
+						memcmp(y0, y1, sizeof(float) * nb) == 0 &&
+						g1[(size_t) nb * C] != g1[(size_t) nb * C];	/* nothing written past */
+				}
+			check(gsame, "byte rows gathered (an MLP's minibatch): the float32 rows' gather, bit for bit",
+				  "divisor %d, %s", div, dml_rows8_gather_applies() ? "dml's kernels" : "C");
+			free(g0);
+			free(g1);
+		}
 		dml_net_alloc(&net, 1, sizes, DML_ACT_IDENTITY, DML_LOSS_SOFTMAX);
 		dml_net_init(&net, 5);
 		dml_work_alloc(&work, &net, B);
