@@ -15,7 +15,8 @@
 #   5. a reduced part of the suite on PostgreSQL 18 and 16 (regress/pgnew.sh
 #      18 quick, 16 smoke; bash regress/pgnew.sh 18 runs all of it there; no
 #      PyPI wheel ships 17's server headers, so 17 is not built)
-#   6. the GPU tests, reported as skipped where no GPU is visible
+#   6. the GPU tests, reported as skipped where no GPU is visible (then
+#      only their build and CPU reference run, beside parts 1-4)
 #   7. the benchmark harness on small sizes (make bench-quick), so the
 #      harness itself is tested; its figures are not judged
 # It closes with "N passed, N failed, N skipped" and exits non-zero on any
@@ -46,7 +47,20 @@ make -s -j"$(nproc)" >"$RESULTS/build.log" 2>&1 && $SUDO make -s install >>"$RES
 	done
 ) &
 PGNEW_BUILDS=$!
-stop_builds() { pkill -P "$PGNEW_BUILDS" 2>/dev/null; kill "$PGNEW_BUILDS" 2>/dev/null; }
+# the GPU checks (part 6): where no GPU is visible they are a build (nvcc,
+# gcc) and the CPU reference's unit tests, so they too run beside parts 1-4
+# at nice 19; with a GPU they run in their place, alone
+GPU_CHECKS=
+if ! ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
+	nice -n 19 bash regress/gpu_check.sh >"$RESULTS/gpu.log" 2>&1 &
+	GPU_CHECKS=$!
+fi
+stop_builds() {
+	for p in $PGNEW_BUILDS $GPU_CHECKS; do
+		pkill -P "$p" 2>/dev/null
+		kill "$p" 2>/dev/null
+	done
+}
 trap stop_builds EXIT
 
 PASS=0
@@ -163,10 +177,16 @@ for v in "18 quick" "16 smoke"; do
 done
 
 echo "== GPU"
-bash regress/gpu_check.sh >"$RESULTS/gpu.log" 2>&1
-rc=$?
+if [ -n "$GPU_CHECKS" ]; then
+	wait "$GPU_CHECKS"
+	rc=$?
+else
+	bash regress/gpu_check.sh >"$RESULTS/gpu.log" 2>&1
+	rc=$?
+fi
 line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$RESULTS/gpu.log" | tail -1)
-echo "   gpu: ${line:-no summary (exit $rc)}"
+echo "   gpu: ${line:-no summary (exit $rc)}${GPU_CHECKS:+ (ran beside the tests: no GPU visible)} ($((SECONDS - LAST_TALLY)) s)"
+LAST_TALLY=$SECONDS
 if [ -n "$line" ]; then
 	read -r gp _ gf _ gs _ <<<"$(echo "$line" | tr -d ',')"
 	PASS=$((PASS + gp)); FAIL=$((FAIL + gf)); SKIP=$((SKIP + ${gs:-0}))

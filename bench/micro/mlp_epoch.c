@@ -7,15 +7,20 @@
  *	  timed apart, in this process's CPU seconds (other work on the
  *	  machine moves them far less than wall time).
  *
- *	  mlp_epoch [-b BATCH] [-e EPOCHS] [-s STEPS] [-o PARAMS] IMAGES LABELS
+ *	  mlp_epoch [-b BATCH] [-e EPOCHS] [-s STEPS] [-o PARAMS] [-8] IMAGES LABELS
  *
  *	  IMAGES and LABELS are the uncompressed idx files of the training
  *	  set (train-images-idx3-ubyte, train-labels-idx1-ubyte); the first
  *	  54,000 rows are used (the 0.9 that validation => 0.1 trains on),
  *	  pixels / 255.  With -s, stop after STEPS steps; with -o, write the
  *	  parameters as float32 to PARAMS, so that two runs (for example with
- *	  OPENBLAS_CORETYPE set and not) can be compared.  The floor is the
- *	  epoch's FLOPs at bench/micro/sgemm's rate, run beside it.
+ *	  OPENBLAS_CORETYPE set and not) can be compared.  With -8, every
+ *	  second epoch gathers its minibatches from the pixels as bytes
+ *	  (dml_rows8_gather, as workers/train.c where options byte_rows
+ *	  applies), the others from the float32 rows: the same rows bit for
+ *	  bit, so the training goes on unchanged while the two gathers
+ *	  alternate in one process.  The floor is the epoch's FLOPs at
+ *	  bench/micro/sgemm's rate, run beside it.
  *
  *-------------------------------------------------------------------------
  */
@@ -38,6 +43,10 @@ main(int argc, char **argv)
 	long		max_steps = -1,
 				steps = 0;
 	const char *out = NULL;
+	bool		bytes = false;
+	float		zero[784] = {0},
+				one[784];
+	DmlRows8	r8;
 	int			sizes[4] = {784, 256, 128, 10};
 	DmlNet		net;
 	DmlWork		work;
@@ -57,7 +66,12 @@ main(int argc, char **argv)
 
 	for (; i < argc - 1 && argv[i][0] == '-'; i += 2)
 	{
-		if (strcmp(argv[i], "-b") == 0)
+		if (strcmp(argv[i], "-8") == 0)
+		{
+			bytes = true;
+			i--;
+		}
+		else if (strcmp(argv[i], "-b") == 0)
 			B = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "-e") == 0)
 			epochs = atoi(argv[i + 1]);
@@ -70,7 +84,7 @@ main(int argc, char **argv)
 	}
 	if (argc - i != 2 || B < 1 || epochs < 1)
 	{
-		fprintf(stderr, "usage: mlp_epoch [-b BATCH] [-e EPOCHS] [-s STEPS] [-o PARAMS] IMAGES LABELS\n");
+		fprintf(stderr, "usage: mlp_epoch [-b BATCH] [-e EPOCHS] [-s STEPS] [-o PARAMS] [-8] IMAGES LABELS\n");
 		return 2;
 	}
 	X = malloc(sizeof(float) * n * d);
@@ -92,6 +106,10 @@ main(int argc, char **argv)
 		X[j] = px[j] / 255.0f;
 	for (int j = 0; j < n; j++)
 		y[j] = lb[j];
+	/* the bytes k with divisor 255, mean 0 and scale 1: k / 255, X's values */
+	for (int c = 0; c < d; c++)
+		one[c] = 1.0f;
+	r8 = (DmlRows8) {px, zero, one, 255.0f, 1.0f / 255.0f};
 	if (dml_net_alloc(&net, 3, sizes, DML_ACT_RELU, DML_LOSS_SOFTMAX) != DML_OK)
 		return 1;
 	dml_net_init(&net, 7);
@@ -130,7 +148,10 @@ main(int argc, char **argv)
 						m,
 						f;
 
-			dml_gather_rows(X, y, d, idx + pos, c, n - pos, Xb, yb);
+			if (bytes && e % 2 == 1)
+				dml_rows8_gather(&r8, y, d, idx + pos, c, n - pos, Xb, yb);
+			else
+				dml_gather_rows(X, y, d, idx + pos, c, n - pos, Xb, yb);
 			m = dml_clock_cpu_seconds();
 			loss += dml_net_gradient(&net, &work, grads, Xb, yb, c, 1.0f / c);
 			f = dml_clock_cpu_seconds();
@@ -141,9 +162,9 @@ main(int argc, char **argv)
 			rows += c;
 		}
 		w = dml_clock_cpu_seconds() - t0;
-		printf("epoch %d: %d rows, CPU %.1f ms (gather %.1f, forward-backward %.1f, adam %.1f); "
+		printf("epoch %d: %d rows, CPU %.1f ms (gather%s %.1f, forward-backward %.1f, adam %.1f); "
 			   "%.1f GFLOP/s over the epoch, %.1f in forward-backward; loss %.6f\n",
-			   e + 1, rows, 1e3 * w, 1e3 * tg, 1e3 * tf, 1e3 * to,
+			   e + 1, rows, 1e3 * w, bytes && e % 2 == 1 ? " from bytes" : "", 1e3 * tg, 1e3 * tf, 1e3 * to,
 			   rows * 1007104.0 / w * 1e-9, rows * 1007104.0 / tf * 1e-9, loss / rows);
 	}
 	if (out)
