@@ -18,8 +18,7 @@
 #   6. the GPU tests, reported as skipped where no GPU is visible (then
 #      only their build and CPU reference run, beside parts 1-4)
 #   7. the benchmark harness on small sizes (make bench-quick), so the
-#      harness itself is tested; its figures are not judged (it runs beside
-#      parts 1-4)
+#      harness itself is tested; its figures are not judged
 # It closes with "N passed, N failed, N skipped" and exits non-zero on any
 # failure.
 set -uo pipefail
@@ -56,16 +55,8 @@ if ! ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
 	nice -n 19 bash regress/gpu_check.sh >"$RESULTS/gpu.log" 2>&1 &
 	GPU_CHECKS=$!
 fi
-# the benchmark harness on small sizes (part 7), in a cluster of its own,
-# beside parts 1-4 at nice 19 too: its figures are not judged, only that
-# the harness runs through
-(
-	nice -n 19 bash .ci/setup.sh --bench >"$RESULTS/bench-setup.log" 2>&1 &&
-		nice -n 19 timeout 900 bash bench/run.sh quick >"$RESULTS/bench-quick.log" 2>&1
-) &
-BENCH_QUICK=$!
 stop_builds() {
-	for p in $PGNEW_BUILDS $GPU_CHECKS $BENCH_QUICK; do
+	for p in $PGNEW_BUILDS $GPU_CHECKS; do
 		pkill -P "$p" 2>/dev/null
 		kill "$p" 2>/dev/null
 	done
@@ -206,8 +197,9 @@ else
 fi
 
 echo "== benchmark harness (make bench-quick: the same code as make bench, small sizes)"
-if wait "$BENCH_QUICK"; then
-	echo "ok - bench-quick wrote bench/out/RESULTS-quick.md (ran beside the tests)" | tee -a "$RESULTS/bench.tap"
+if bash .ci/setup.sh --bench >"$RESULTS/bench-setup.log" 2>&1 &&
+	timeout 600 bash bench/run.sh quick >"$RESULTS/bench-quick.log" 2>&1; then
+	echo "ok - bench-quick wrote bench/out/RESULTS-quick.md" | tee -a "$RESULTS/bench.tap"
 else
 	tail -n 20 "$RESULTS/bench-setup.log" "$RESULTS/bench-quick.log"
 	echo "not ok - bench-quick" | tee -a "$RESULTS/bench.tap"
