@@ -235,8 +235,9 @@ alloc_model(DmlModel *model, const WorkerSpec *spec, int d)
  * them: a model of one layer of 2 to 12 outputs trained by minibatches on
  * a CPU with the skinny kernels (softmax regression: train.c reads its
  * rows where they lie every step), or an MLP trained by minibatches on a
- * CPU where dml_rows8_gather runs (its steps gather the minibatch from the
- * bytes), rows in memory, three epochs or more,
+ * CPU where dml_rows8_gather runs (its row-shuffle steps gather the
+ * minibatch from the bytes; not with "shuffle": "blocks", whose steps
+ * gather float32 blocks), rows in memory, three epochs or more,
  * room in the budget for a byte a value beside them, and options
  * "byte_rows" not false.  The divisor is the first row's: 1 where its
  * inputs are bytes as they are, else 255 (pixels scaled to [0, 1]).  Any
@@ -251,7 +252,7 @@ bytes_begin(Dataset *ds, const WorkerSpec *spec)
 	if (!ds->bytes_ok || !spec->byte_rows || ds->spill || ds->n == 0 || d == 0 ||
 		spec->optimizer == DML_JOB_OPT_EXACT ||
 		spec->optimizer == DML_JOB_OPT_NEWTON || spec->optimizer == DML_JOB_OPT_LBFGS ||
-		!(spec->nhidden > 0 ? dml_rows8_gather_applies() :
+		!(spec->nhidden > 0 ? dml_rows8_gather_applies() && spec->shuffle != DML_SHUFFLE_BLOCKS :
 		  spec->outputs >= 2 && dml_skinny_applies(2, spec->outputs)) || spec->epochs < 3 ||
 		(double) ds->n * (double) (stream_row_cost(spec) + d) > (double) stream_data_budget(spec))
 		return;
