@@ -77,12 +77,17 @@ for w in 1 2; do
 	check "bytes off, $w worker(s): float32 rows ($out)" '[ "$out" = none ]'
 done
 
-out=$(train br_unit br_unit 2 4 '{}')
-out=$(m br_unit "coalesce(metrics->>'byte_rows', 'none')")
-check "pixels over 255: byte_rows $b255 ($out)" '[ "$out" = $b255 ]'
-twin br_unit br_unit 2 4 '{}' "pixels over 255"
-out=$(m br_unit "(metrics->>'accuracy')::float > 0.6")
-check "pixels over 255: the model learned ($(m br_unit "metrics->>'accuracy'"))" '[ "$out" = t ]'
+# name what: the model NAME trained on br_unit's pixels over 255 (2 workers,
+# 4 epochs) read them as bytes, is its float32 twin's, and learned
+over255() {
+	out=$(train "$1" br_unit 2 4 '{}')
+	out=$(m "$1" "coalesce(metrics->>'byte_rows', 'none')")
+	check "$2: byte_rows $b255 ($out)" '[ "$out" = $b255 ]'
+	twin "$1" br_unit 2 4 '{}' "$2"
+	out=$(m "$1" "(metrics->>'accuracy')::float > 0.6")
+	check "$2: the model learned ($(m "$1" "metrics->>'accuracy'"))" '[ "$out" = t ]'
+}
+over255 br_unit "pixels over 255"
 
 # the block shuffle lays the rows out afresh: the bytes move with them
 out=$(train br_blocks br_unit 2 4 '{"shuffle": "blocks"}')
@@ -101,12 +106,7 @@ for w in 1 2; do
 	check "MLP, bytes, $w worker(s): byte_rows $b1 ($out)" '[ "$out" = $b1 ]'
 	twin br_mlp_w$w br_int $w 4 '{}' "MLP, bytes, $w worker(s)"
 done
-out=$(train br_mlp_unit br_unit 2 4 '{}')
-out=$(m br_mlp_unit "coalesce(metrics->>'byte_rows', 'none')")
-check "MLP, pixels over 255: byte_rows $b255 ($out)" '[ "$out" = $b255 ]'
-twin br_mlp_unit br_unit 2 4 '{}' "MLP, pixels over 255"
-out=$(m br_mlp_unit "(metrics->>'accuracy')::float > 0.6")
-check "MLP, pixels over 255: the model learned ($(m br_mlp_unit "metrics->>'accuracy'"))" '[ "$out" = t ]'
+over255 br_mlp_unit "MLP, pixels over 255"
 out=$(train br_mlp_blocks br_unit 2 4 '{"shuffle": "blocks"}')
 out=$(m br_mlp_blocks "coalesce(metrics->>'byte_rows', 'none') || ' ' || (metrics->>'shuffle')")
 check "MLP, blocks: float32 blocks gathered ($out)" '[ "$out" = "none blocks" ]'
