@@ -7,7 +7,8 @@
 # private PostgreSQL cluster as the non-root 'postgres' user on a private
 # port and socket, and runs:
 #   1. C unit tests of the kernels (build/test_kernels) and the replay of
-#      the fuzzer's corpus and crash inputs
+#      the fuzzer's corpus and crash inputs (built and run beside parts
+#      2-4 at nice 19, tallied after them)
 #   2. the pg_regress suites (regress/sql, regress/expected)
 #   3. the pgTAP tests (regress/tap: the SQL contract)
 #   4. process-level tests (regress/t/*.sh: cancel, timeouts, faults),
@@ -50,13 +51,26 @@ PGNEW_BUILDS=$!
 # the GPU checks (part 6): where no GPU is visible they are a build (nvcc,
 # gcc) and the CPU reference's unit tests, so they too run beside parts 1-4
 # at nice 19; with a GPU they run in their place, alone
+# the replay of the fuzzer's corpus (part 1) compiles the kernels under
+# ASan and UBSan, about two minutes of CPU that do not need the cluster;
+# then the benchmark peers' packages and the micro benchmarks part 7 runs
+# (.ci/setup.sh --bench installs only what is missing and waits for apt's
+# lock; bench/micro/build.sh keeps a build of the same sources, and part 7
+# runs both again, then at no cost): all beside parts 1-4 at nice 19
+(
+	nice -n 19 bash regress/fuzz/run.sh replay >"$RESULTS/replay.log" 2>&1
+	echo $? >"$RESULTS/replay.rc"
+	nice -n 19 bash .ci/setup.sh --bench >"$RESULTS/bench-setup-early.log" 2>&1
+	nice -n 19 bash bench/micro/build.sh >"$RESULTS/micro-build.log" 2>&1
+) &
+REPLAY=$!
 GPU_CHECKS=
 if ! ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
 	nice -n 19 bash regress/gpu_check.sh >"$RESULTS/gpu.log" 2>&1 &
 	GPU_CHECKS=$!
 fi
 stop_builds() {
-	for p in $PGNEW_BUILDS $GPU_CHECKS; do
+	for p in $PGNEW_BUILDS $REPLAY $GPU_CHECKS; do
 		pkill -P "$p" 2>/dev/null
 		kill "$p" 2>/dev/null
 	done
@@ -99,11 +113,6 @@ for t in test_kernels test_kernels_sse2 test_kernels_avx2; do
 		FAIL=$((FAIL + 1)); FAILED+=("$t build")
 	fi
 done
-if [ -x regress/fuzz/run.sh ] || [ -f regress/fuzz/run.sh ]; then
-	bash regress/fuzz/run.sh replay >"$RESULTS/replay.log" 2>&1
-	grep -E '^not ok' "$RESULTS/replay.log"
-	tally fuzz-replay "$RESULTS/replay.log"
-fi
 
 echo "== cluster"
 source regress/pgcluster.sh
@@ -157,6 +166,15 @@ for t in regress/t/*.sh; do
 		FAIL=$((FAIL + 1)); FAILED+=("t/$name exit $rc")
 	fi
 done
+
+echo "== the fuzzer's corpus replayed (regress/fuzz/run.sh replay, beside the tests)"
+wait $REPLAY
+grep -E '^not ok' "$RESULTS/replay.log"
+tally fuzz-replay "$RESULTS/replay.log"
+if [ "$(cat "$RESULTS/replay.rc" 2>/dev/null)" != 0 ] && ! grep -qE '^not ok' "$RESULTS/replay.log"; then
+	tail -20 "$RESULTS/replay.log"
+	FAIL=$((FAIL + 1)); FAILED+=("fuzz-replay exit $(cat "$RESULTS/replay.rc" 2>/dev/null)")
+fi
 
 # 18: build, pg_regress spine and models, t/upgrade, t/backup, t/standby;
 # 16: build, spine and models, t/upgrade (the suite stays near 15 min: the two
