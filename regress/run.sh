@@ -48,12 +48,9 @@ make -s -j"$(nproc)" >"$RESULTS/build.log" 2>&1 && $SUDO make -s install >>"$RES
 	done
 ) &
 PGNEW_BUILDS=$!
-# the GPU checks (part 6): where no GPU is visible they are a build (nvcc,
-# gcc) and the CPU reference's unit tests, so they too run beside parts 1-4
-# at nice 19; with a GPU they run in their place, alone
 # the replay of the fuzzer's corpus (part 1) compiles the kernels under
 # ASan and UBSan, about two minutes of CPU that do not need the cluster;
-# then the benchmark peers' packages and the micro benchmarks part 7 runs
+# then the benchmark peers' packages and the micro benchmarks that part 7 runs
 # (.ci/setup.sh --bench installs only what is missing and waits for apt's
 # lock; bench/micro/build.sh keeps a build of the same sources, and part 7
 # runs both again, then at no cost): all beside parts 1-4 at nice 19
@@ -64,6 +61,9 @@ PGNEW_BUILDS=$!
 	nice -n 19 bash bench/micro/build.sh >"$RESULTS/micro-build.log" 2>&1
 ) &
 REPLAY=$!
+# the GPU checks (part 6): where no GPU is visible they are a build (nvcc,
+# gcc) and the CPU reference's unit tests, so they too run beside parts 1-4
+# at nice 19; with a GPU they run in their place, alone
 GPU_CHECKS=
 if ! ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
 	nice -n 19 bash regress/gpu_check.sh >"$RESULTS/gpu.log" 2>&1 &
