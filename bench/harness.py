@@ -248,8 +248,23 @@ def dml_job(conn, name, relation, target, **kw):
         raise RuntimeError(f"job {job} {state}: {err}")
     metrics = q(conn, "SELECT metrics FROM dml.models WHERE id = %s", (mid,))[0][0]
     metrics.pop("confusion", None)
-    return dict(sql=sql, wall=wall, job=job, metrics=metrics,
+    return dict(sql=sql, wall=wall, job=job, model_id=mid, metrics=metrics,
                 cpu=c1 - c0 if c0 is not None and c1 is not None else None)
+
+
+def job_pair(conn, sync_first, **kw):
+    """The same training as dml_train ("bench_job_sync") and as a background job
+    ("bench_job_async"), in the order sync_first says: (dml_train's run, the job's)."""
+    def sync():
+        return dml_train(conn, "bench_job_sync", "fashion_train", "label", **kw)
+
+    def job():
+        return dml_job(conn, "bench_job_async", "fashion_train", "label", **kw)
+    if sync_first:
+        d = sync()
+        return d, job()
+    j = job()
+    return sync(), j
 
 
 def dml_runs_paired(conn, reps, key, name, relation, target, baseline, **kw):
@@ -791,12 +806,7 @@ def main():
     for r in range(M["goal_pairs"]):
         first = "dml_train" if r % 2 == 0 else "dml_train_async"
         log(f"job overhead pair {r + 1}/{M['goal_pairs']}: {first} first")
-        if r % 2 == 0:
-            d = dml_train(conn, "bench_job_sync", "fashion_train", "label", **goal_kw)
-            j = dml_job(conn, "bench_job_async", "fashion_train", "label", **goal_kw)
-        else:
-            j = dml_job(conn, "bench_job_async", "fashion_train", "label", **goal_kw)
-            d = dml_train(conn, "bench_job_sync", "fashion_train", "label", **goal_kw)
+        d, j = job_pair(conn, r % 2 == 0, **goal_kw)
         job_pairs.append(dict(sync=d["wall"], job=j["wall"], first=first,
                               sync_train=d["metrics"].get("train_seconds"),
                               job_train=j["metrics"].get("train_seconds"),

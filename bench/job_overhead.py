@@ -36,24 +36,16 @@ def main(pairs, epochs, options=None):
     ratios = []
     for p in range(pairs):
         load = os.getloadavg()[0]
-        runs = {}
-        parts = {}
-        order = ("sync", "job") if p % 2 == 0 else ("job", "sync")
-        for how in order:
-            if how == "sync":
-                r = harness.dml_train(conn, "bench_job_sync", "fashion_train", "label", **kw)
-                mid = r["result"]["model_id"]
-            else:
-                r = harness.dml_job(conn, "bench_job_async", "fashion_train", "label", **kw)
-                mid = harness.q(conn, "SELECT model_id FROM dml.jobs WHERE id = %s", (r["job"],))[0][0]
-            runs[how] = r["wall"]
-            # where the time went: the workers' load and training, and the epochs' sum
-            parts[how] = harness.q(conn, "SELECT (metrics->>'load_seconds')::float8, "
-                                   "(metrics->>'train_seconds')::float8, "
-                                   "(SELECT sum(seconds) FROM dml.epochs WHERE model_id = m.id) "
-                                   "FROM dml.models m WHERE id = %s", (mid,))[0]
+        d, j = harness.job_pair(conn, p % 2 == 0, **kw)
+        runs = {"sync": d["wall"], "job": j["wall"]}
+        # where the time went: the workers' load and training, and the epochs' sum
+        parts = {how: harness.q(conn, "SELECT (metrics->>'load_seconds')::float8, "
+                                "(metrics->>'train_seconds')::float8, "
+                                "(SELECT sum(seconds) FROM dml.epochs WHERE model_id = m.id) "
+                                "FROM dml.models m WHERE id = %s", (mid,))[0]
+                 for how, mid in (("sync", d["result"]["model_id"]), ("job", j["model_id"]))}
         ratios.append(runs["job"] / runs["sync"])
-        print(f"pair {p + 1}: load {load:.2f} first {order[0]}: dml_train {runs['sync']:.3f} s, "
+        print(f"pair {p + 1}: load {load:.2f} first {'sync' if p % 2 == 0 else 'job'}: dml_train {runs['sync']:.3f} s, "
               f"dml_train_async + dml_wait {runs['job']:.3f} s, ratio {ratios[-1]:.4f}; "
               f"workers' load/train/epochs s: sync {fmt(parts['sync'])}, job {fmt(parts['job'])}",
               flush=True)
