@@ -77,7 +77,7 @@ for w in 1 2; do
 	check "bytes off, $w worker(s): float32 rows ($out)" '[ "$out" = none ]'
 done
 
-# name what: the model NAME trained on br_unit's pixels over 255 (2 workers,
+# over255 NAME WHAT: the model NAME trained on br_unit's pixels over 255 (2 workers,
 # 4 epochs) read them as bytes, is its float32 twin's, and learned
 over255() {
 	out=$(train "$1" br_unit 2 4 '{}')
