@@ -113,7 +113,8 @@ pl=$!
 } >"$W/live.fifo" &
 writer=$!
 # the reader is under way before the training starts
-wait_until 60 '[ "$(grep -c . "$W/live.out" 2>/dev/null || echo 0)" -ge 5 ]'
+# (grep -c reads stdin: it prints one count, 0 before the file has a line)
+wait_until 60 '[ "$(cat "$W/live.out" 2>/dev/null | grep -c .)" -ge 5 ]'
 pgc_psql -At -c "SET client_min_messages = warning" -c "SELECT version FROM dml_train('conc_live', 'conc_data', 'y',
 	features => '{x1,x2}', optimizer => 'sgd', learning_rate => 0.01, batch_size => 16, epochs => 6,
 	seed => 9, workers => 2)" >"$W/live_train.log" 2>&1
