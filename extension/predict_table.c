@@ -467,7 +467,10 @@ DmlPredictWriterEnd(DmlPredictWriter *w)
  * tuple table: no tuple is formed or copied.  Each row's features are
  * read from the slot's values straight into the float32 block, a plain
  * float8 column without any conversion; when the block is full the model
- * runs on it with GEMM and the writer inserts it.
+ * runs on it with GEMM and the writer inserts it.  Where the scan hands
+ * over its own heap tuples and every column up to the last one used has a
+ * fixed width, a row without nulls is read from the tuple's bytes at
+ * offsets found once (direct_row), not deformed into the slot's values.
  * --------------------------------------------------------------------- */
 
 /* how a feature column is read */
@@ -504,6 +507,12 @@ typedef struct PredictReceiver
 	bool	   *idnulls;
 	const char *id_column;
 	MemoryContext blockcxt;		/* by-reference ids and encoding garbage of a block */
+	/* reading a heap tuple's bytes where they lie (direct_row) */
+	bool		direct;			/* every feature float8, the id by value, SELECT * */
+	TupleDesc	direct_td;		/* the descriptor off and id_off are for */
+	bool		direct_ok;		/* whether direct_td's tuples can be read so */
+	int		   *off;			/* (nfeatures) each feature's offset in a tuple without nulls */
+	int			id_off;
 } PredictReceiver;
 
 /* predict and write the block */
@@ -580,6 +589,93 @@ receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 		pr->id_byval = att->attbyval;
 		pr->id_len = att->attlen;
 	}
+	pr->direct = pr->whole_rows && (!pr->has_id || (pr->id_byval && pr->id_len > 0));
+	for (int i = 0; i < pr->cm->nfeatures; i++)
+		pr->direct &= pr->how[i] == READ_FLOAT8;
+	pr->direct_td = NULL;
+	pr->off = palloc(sizeof(int) * Max(pr->cm->nfeatures, 1));
+}
+
+/*
+ * Where the columns of a tuple of descriptor td without nulls lie, as
+ * heap_fill_tuple laid them out: false unless every column up to the last
+ * one used has a fixed width (then each one's offset is fixed, as
+ * attcacheoff's), and the features are float8 columns of their names.
+ */
+static bool
+direct_offsets(PredictReceiver *pr, TupleDesc td)
+{
+	int		   *at = palloc(sizeof(int) * Max(pr->fetch, 1));
+	int			off = 0;
+	bool		ok = td->natts >= pr->fetch;
+
+	for (int a = 0; ok && a < pr->fetch; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(td, a);
+
+		ok = att->attlen > 0 && !att->attisdropped;
+		off = att_align_nominal(off, att->attalign);
+		at[a] = off;
+		off += att->attlen;
+	}
+	for (int i = 0; ok && i < pr->cm->nfeatures; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(td, pr->pos[i]);
+
+		ok = att->attlen == 8 && att->attbyval && getBaseType(att->atttypid) == FLOAT8OID &&
+			strcmp(NameStr(att->attname), pr->cm->features[i].name) == 0;
+		pr->off[i] = at[pr->pos[i]];
+	}
+	if (ok && pr->has_id)
+	{
+		Form_pg_attribute att = TupleDescAttr(td, pr->id_pos);
+
+		ok = att->attlen == pr->id_len && att->attbyval &&
+			strcmp(NameStr(att->attname), pr->id_column) == 0;
+		pr->id_off = at[pr->id_pos];
+	}
+	pfree(at);
+	pr->direct_td = td;
+	pr->direct_ok = ok;
+	return ok;
+}
+
+/*
+ * A row of the table read from its heap tuple's bytes, with no deforming
+ * into the slot's values: the same float8 values, so the same block.
+ * False (nothing to keep) where the tuple is not a heap tuple, has nulls
+ * or fewer columns than its descriptor (added since), or a feature is not
+ * finite: the caller then reads the row from the slot.
+ */
+static bool
+direct_row(PredictReceiver *pr, TupleTableSlot *slot, float *dst, double *dst64, Datum *id)
+{
+	HeapTuple	tup;
+	const char *tp;
+
+	if (!TTS_IS_BUFFERTUPLE(slot) && !TTS_IS_HEAPTUPLE(slot))
+		return false;
+	if (slot->tts_tupleDescriptor != pr->direct_td)
+		direct_offsets(pr, slot->tts_tupleDescriptor);
+	tup = ((HeapTupleTableSlot *) slot)->tuple;
+	if (!pr->direct_ok || tup == NULL || HeapTupleHasNulls(tup) ||
+		HeapTupleHeaderGetNatts(tup->t_data) < pr->fetch)
+		return false;
+	tp = (const char *) tup->t_data + tup->t_data->t_hoff;
+	for (int i = 0; i < pr->cm->nfeatures; i++)
+	{
+		double		v;
+
+		memcpy(&v, tp + pr->off[i], sizeof(double));
+		if (unlikely(!isfinite(v)))
+			return false;
+		dst[i] = (float) v;
+		if (dst64)
+			dst64[i] = v;
+	}
+	if (pr->has_id)
+		*id = fetch_att(tp + pr->id_off, true, pr->id_len);
+	return true;
 }
 
 static bool
@@ -593,6 +689,13 @@ receiver_receive(TupleTableSlot *slot, DestReceiver *self)
 	bool	   *isnull;
 	MemoryContext old;
 
+	if (pr->direct && direct_row(pr, slot, dst, dst64, &pr->ids[pr->B]))
+	{
+		pr->idnulls[pr->B] = false;
+		if (++pr->B == DML_BATCH_ROWS)
+			receiver_flush(pr);
+		return true;
+	}
 	slot_getsomeattrs(slot, pr->fetch);
 	values = slot->tts_values;
 	isnull = slot->tts_isnull;

@@ -142,7 +142,31 @@ FROM (SELECT row_number() OVER () AS n, * FROM clf_out2) a
 JOIN (SELECT row_number() OVER () AS n, * FROM clf_out3) b ON a.n = b.n;
 SELECT count(*) AS rows, bool_and(abs(o.prediction - dml_predict('reg', ARRAY[p.x1, p.x2])) < 1e-5) AS same_value
 FROM (SELECT row_number() OVER () AS n, * FROM pts2) p JOIN reg_out2 o ON o.row_number = p.n;
-DROP TABLE clf_out3;
+-- a table's rows are read from their tuples' bytes where every column up
+-- to the last one used has a fixed width: the same predictions as the named
+-- columns' (projected) rows, with an int2 that puts the next float8 on the
+-- next 8 bytes; rows with a NULL (the columns after it lie 8 bytes
+-- earlier) and rows older than the id column (fewer columns in the tuple)
+-- are read from the slot as before
+CREATE TABLE pts3 (k int4, s int8, x1 float8, t int2, x2 float8);
+INSERT INTO pts3 SELECT i, CASE WHEN i % 5 <> 0 THEN i % 3 END, x1, 7, x2 FROM pts;
+ALTER TABLE pts3 ADD COLUMN i int8;
+UPDATE pts3 SET i = k WHERE k % 4 <> 0 AND k % 11 <> 0;
+CALL dml_predict_table('clf', 'pts3', 'clf_out4', 'i');
+GRANT SELECT (i, x1, x2) ON pts3 TO dml_inf_cols;
+SET ROLE dml_inf_cols;
+CALL dml_predict_table('clf', 'pts3', 'clf_out5', 'i');
+RESET ROLE;
+SELECT count(*) AS rows, count(*) FILTER (WHERE a.i IS NULL) AS null_ids,
+	   count(*) FILTER (WHERE p.s IS NULL) AS null_s,
+	   bool_and(a.prediction = b.prediction AND a.probability = b.probability
+				AND a.i IS NOT DISTINCT FROM b.i) AS tuple_bytes_same,
+	   bool_and(a.prediction = dml_predict_class('clf', ARRAY[p.x1, p.x2])) AS same_class
+FROM (SELECT row_number() OVER () AS n, * FROM clf_out4) a
+JOIN (SELECT row_number() OVER () AS n, * FROM clf_out5) b ON a.n = b.n
+JOIN (SELECT row_number() OVER () AS n, * FROM pts3) p ON p.n = a.n;
+DROP TABLE clf_out3, clf_out5;
+REVOKE ALL ON pts3 FROM dml_inf_cols;
 REVOKE CREATE ON SCHEMA public FROM dml_inf_cols;
 SELECT dml_revoke('clf', 'dml_inf_cols');
 REVOKE ALL ON pts2 FROM dml_inf_cols;
