@@ -209,8 +209,8 @@ host_oversubscribed(void)
  * kernel thread took the core for a moment (7-18 times a second a rank
  * in a 2-worker MLP on a 2-core KVM guest).  When a single long wait
  * switched to the short spin for the next 256 waits, a batch-128 MLP's
- * ranks slept in a third of their fences and paid the wake-up in each:
- * 13% of its rows a second.
+ * ranks slept in a third of their fences and were off their cores 5-9%
+ * of the time.
  */
 #define LONG_WAITS		3
 #define LONG_WINDOW_NS	20000000	/* 20 ms */
