@@ -598,11 +598,11 @@ receiver_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 
 /*
  * Where the columns of a tuple of descriptor td without nulls lie, as
- * heap_fill_tuple laid them out: false unless every column up to the last
- * one used has a fixed width (then each one's offset is fixed, as
+ * heap_fill_tuple laid them out; direct_ok false unless every column up to
+ * the last one used has a fixed width (then each one's offset is fixed, as
  * attcacheoff's), and the features are float8 columns of their names.
  */
-static bool
+static void
 direct_offsets(PredictReceiver *pr, TupleDesc td)
 {
 	int		   *at = palloc(sizeof(int) * Max(pr->fetch, 1));
@@ -637,7 +637,6 @@ direct_offsets(PredictReceiver *pr, TupleDesc td)
 	pfree(at);
 	pr->direct_td = td;
 	pr->direct_ok = ok;
-	return ok;
 }
 
 /*
