@@ -97,9 +97,12 @@ tally() {
 	LAST_TALLY=$SECONDS
 }
 
-# a part that exited non-zero without a "not ok" line failed all the same
-tally_exit() {	# name, file, exit status
+# a part run as one command: its "not ok" lines shown, its lines tallied;
+# an exit non-zero without a "not ok" line failed all the same
+tally_part() {	# name, file, exit status
 	local name=$1 file=$2 rc=$3
+	grep -E '^not ok' "$file"
+	tally "$name" "$file"
 	if [ "$rc" -ne 0 ] && ! grep -qE '^not ok' "$file"; then
 		echo "   $name exited $rc"; tail -20 "$file"
 		FAIL=$((FAIL + 1)); FAILED+=("$name exit $rc")
@@ -168,18 +171,14 @@ for t in regress/t/*.sh; do
 	name=$(basename "$t" .sh)
 	timeout 600 bash "$t" >"$RESULTS/t-$name.log" 2>&1
 	rc=$?
-	grep -E '^not ok' "$RESULTS/t-$name.log"
-	tally "t/$name" "$RESULTS/t-$name.log"
-	tally_exit "t/$name" "$RESULTS/t-$name.log" $rc
+	tally_part "t/$name" "$RESULTS/t-$name.log" $rc
 done
 
 echo "== the fuzzer's corpus replayed (regress/fuzz/run.sh replay, beside the tests)"
 wait $REPLAY
-grep -E '^not ok' "$RESULTS/replay.log"
-tally fuzz-replay "$RESULTS/replay.log"
 # no status written: the chain beside the tests did not get that far
 rc=$(cat "$RESULTS/replay.rc" 2>/dev/null)
-tally_exit fuzz-replay "$RESULTS/replay.log" "${rc:-1}"
+tally_part fuzz-replay "$RESULTS/replay.log" "${rc:-1}"
 
 # 18: build, pg_regress spine and models, t/upgrade, t/backup, t/standby;
 # 16: build, spine and models, t/upgrade (the suite stays near 15 min: the two
@@ -191,9 +190,7 @@ for v in "18 quick" "16 smoke"; do
 	echo "== PostgreSQL $ver (regress/pgnew.sh $ver $mode)"
 	timeout 900 bash regress/pgnew.sh $ver $mode >"$RESULTS/pg$ver.log" 2>&1
 	rc=$?
-	grep -E '^not ok' "$RESULTS/pg$ver.log"
-	tally pg$ver "$RESULTS/pg$ver.log"
-	tally_exit pg$ver "$RESULTS/pg$ver.log" $rc
+	tally_part pg$ver "$RESULTS/pg$ver.log" $rc
 done
 
 echo "== GPU"
