@@ -20,7 +20,7 @@ KERNEL_OBJS = kernels/common.o kernels/layers.o kernels/losses.o kernels/optim.o
 OBJS = extension/dml.o extension/train.o extension/train_args.o extension/train_columns.o \
 	extension/train_plan.o extension/train_store.o extension/predict.o extension/predict_plan.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o extension/roles.o \
-	extension/evaluate.o extension/predict_table.o extension/predict_table_worker.o \
+	extension/evaluate.o extension/predict_table.o extension/predict_table_worker.o extension/heap_pages.o \
 	extension/aggregate.o extension/exact.o extension/fit.o extension/summary.o extension/class_weight.o \
 	extension/export.o extension/onnx.o extension/package.o build/proto/onnx.pb-c.o \
 	extension/jobs.o extension/tune.o extension/progress.o extension/checkpoint.o extension/launcher.o \

@@ -41,6 +41,7 @@
 #include "utils/varlena.h"
 
 #include "coordinator.h"
+#include "heap_pages.h"
 #include "hosts.h"
 #include "predict_table.h"
 #include "shards.h"
@@ -212,11 +213,13 @@ writer_templates(DmlPredictWriter *w)
 
 /*
  * DmlPredictWriterBegin
- *		Open the new table for multi-insert.  It is new and ours, without
- *		indexes, triggers or policies: rows go in through the table AM's
- *		multi-insert with a bulk-insert state, as COPY FROM does, WAL-logged
- *		as any insert.  A new table has no free space to look up, so the
- *		free space map is skipped, as CREATE TABLE AS does.
+ *		Open the new table.  It is new and ours, without indexes, triggers
+ *		or policies.  Where its rows are made from templates (an int id or
+ *		row numbers) and DmlHeapPagesBegin takes it, its pages are written
+ *		directly (heap_pages.c).  Otherwise rows go in through the table
+ *		AM's multi-insert with a bulk-insert state, as COPY FROM does,
+ *		WAL-logged as any insert; a new table has no free space to look up,
+ *		so the free space map is skipped, as CREATE TABLE AS does.
  */
 void
 DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t)
@@ -258,22 +261,24 @@ DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t)
 		w->hslots[r] = MakeSingleTupleTableSlot(td, &TTSOpsHeapTuple);
 	}
 	writer_templates(w);
+	if (w->templates != NULL)
+	{
+		bool		fit = true;
+
+		for (int k = 0; k < (w->classifier ? cm->nclasses : 1); k++)
+			fit = fit && w->templates[k]->t_len <= DML_HEAP_PAGES_MAX_TUPLE;
+		if (fit)
+			w->pages = DmlHeapPagesBegin(w->rel);
+	}
 }
 
-/* one row from its class's template; id and values patched in */
-static HeapTuple
-row_from_template(DmlPredictWriter *w, int k, Datum id, double value, double prob)
+/* a copy of class k's template: its id and values set */
+static void
+template_patch(DmlPredictWriter *w, HeapTupleHeader th, int k, Datum id, double value,
+			   double prob)
 {
-	HeapTuple	tmpl = w->templates[k];
-	HeapTuple	tup = MemoryContextAlloc(w->cxt, HEAPTUPLESIZE + tmpl->t_len);
-	char	   *data;
+	char	   *data = (char *) th + th->t_hoff;
 
-	tup->t_len = tmpl->t_len;
-	ItemPointerSetInvalid(&tup->t_self);
-	tup->t_tableOid = InvalidOid;
-	tup->t_data = (HeapTupleHeader) ((char *) tup + HEAPTUPLESIZE);
-	memcpy(tup->t_data, tmpl->t_data, tmpl->t_len);
-	data = (char *) tup->t_data + tup->t_data->t_hoff;
 	if (w->id_len == 4)
 	{
 		int32		v = DatumGetInt32(id);
@@ -290,6 +295,21 @@ row_from_template(DmlPredictWriter *w, int k, Datum id, double value, double pro
 		memcpy(data + w->prob_offs[k], &prob, 8);
 	else
 		memcpy(data + w->value_off, &value, 8);
+}
+
+/* one row from its class's template; id and values patched in */
+static HeapTuple
+row_from_template(DmlPredictWriter *w, int k, Datum id, double value, double prob)
+{
+	HeapTuple	tmpl = w->templates[k];
+	HeapTuple	tup = MemoryContextAlloc(w->cxt, HEAPTUPLESIZE + tmpl->t_len);
+
+	tup->t_len = tmpl->t_len;
+	ItemPointerSetInvalid(&tup->t_self);
+	tup->t_tableOid = InvalidOid;
+	tup->t_data = (HeapTupleHeader) ((char *) tup + HEAPTUPLESIZE);
+	memcpy(tup->t_data, tmpl->t_data, tmpl->t_len);
+	template_patch(w, tup->t_data, k, id, value, prob);
 	return tup;
 }
 
@@ -353,6 +373,59 @@ writer_put_rows(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 }
 
 /*
+ * B rows straight onto the table's pages: a copy of the class's template
+ * set in place on the page, or (a NULL id) a tuple formed as the heap
+ * would form it
+ */
+static void
+writer_put_pages(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
+				 const float *out, const double *out64, int B)
+{
+	DmlCachedModel *cm = w->t->cm;
+	TupleDesc	td = RelationGetDescr(w->rel);
+
+	for (int r = 0; r < B; r++)
+	{
+		const float *o = out + (size_t) r * w->K;
+		const double *o64 = out64 ? out64 + (size_t) r * w->K : NULL;
+		Datum		id = ids ? ids[r] : Int64GetDatum(w->done + r + 1);
+		int			k = 0;
+		double		value = 0;
+		double		p = 0;
+
+		if (!w->classifier)
+			value = o64 ? o64[0] : o[0];
+		else
+			k = predicted_class(cm, o, o64, &p);
+		if (ids == NULL || !idnulls[r])
+		{
+			HeapTuple	tmpl = w->templates[k];
+
+			template_patch(w, DmlHeapPagesAdd(w->pages, tmpl->t_data, tmpl->t_len),
+						   k, id, value, p);
+		}
+		else
+		{
+			Datum		values[3] = {0, 0, 0};
+			bool		nulls[3] = {true, false, false};
+			HeapTuple	tup;
+
+			if (!w->classifier)
+				values[1] = Float8GetDatum(value);
+			else
+			{
+				values[1] = w->labels[k];
+				values[2] = Float8GetDatum(p);
+			}
+			tup = heap_form_tuple(td, values, nulls);
+			DmlHeapPagesAdd(w->pages, tup->t_data, tup->t_len);
+			heap_freetuple(tup);
+		}
+	}
+	w->done += B;
+}
+
+/*
  * DmlPredictWriterPut
  *		Write B rows: ids (B) or, when ids is NULL, row numbers; out (B, K)
  *		the model's outputs as dml_model_predict gives them.
@@ -369,6 +442,11 @@ DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 	{
 		writer_put_rows(w, ids, idnulls, out, out64, B);
 		return;
+	}
+	if (w->pages != NULL)
+	{
+		writer_put_pages(w, ids, idnulls, out, out64, B);
+		B = 0;
 	}
 	while (B > 0)
 	{
@@ -451,7 +529,10 @@ DmlPredictWriterEnd(DmlPredictWriter *w)
 		ExecDropSingleTupleTableSlot(w->hslots[r]);
 	}
 	FreeBulkInsertState(w->bistate);
-	table_finish_bulk_insert(w->rel, TABLE_INSERT_SKIP_FSM);
+	if (w->pages != NULL)
+		DmlHeapPagesEnd(w->pages);
+	else
+		table_finish_bulk_insert(w->rel, TABLE_INSERT_SKIP_FSM);
 	table_close(w->rel, NoLock);
 	MemoryContextDelete(w->cxt);
 	ereport(NOTICE,

@@ -68,6 +68,7 @@ typedef struct DmlPredictWriter
 	int			id_off;			/* offsets into a template's data */
 	int			value_off;
 	int		   *prob_offs;		/* per class */
+	struct DmlHeapPages *pages; /* the table's pages written directly, or NULL */
 	FmgrInfo	id_out;			/* dml_predict_rows: the id's output function */
 	int64		done;
 } DmlPredictWriter;

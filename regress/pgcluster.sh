@@ -12,7 +12,8 @@
 #                        PGC_WRAP (a command, run as root, that every
 #                        command of pgc_as_pg runs under, such as one
 #                        entering a host's namespaces) and PGC_ENV (more of
-#                        the server's environment)
+#                        the server's environment).  PGC_INITDB_OPTS: more
+#                        initdb options (--data-checksums)
 #   pgc_psql ...         psql as the cluster's superuser (-X -v ON_ERROR_STOP=1)
 #   pgc_allow_role R...  let the server's OS user log in as roles R (the
 #                        pg_ident.conf line dml's workers need on PostgreSQL
@@ -61,7 +62,7 @@ pgc_start() {
 	[ "$(id -u)" = 0 ] && chown "$PGC_OSUSER" "$PGC_DIR"
 	PGC_SOCK=$PGC_DIR
 	pgc_as_pg "$PG_BINDIR/initdb" -D "$PGC_DIR/data" -U postgres -A trust \
-		-E UTF8 --locale=C.UTF-8 >"$PGC_DIR/initdb.log" 2>&1 || {
+		-E UTF8 --locale=C.UTF-8 ${PGC_INITDB_OPTS:-} >"$PGC_DIR/initdb.log" 2>&1 || {
 		cat "$PGC_DIR/initdb.log"; return 1; }
 	cat >>"$PGC_DIR/data/postgresql.conf" <<EOF
 listen_addresses = '127.0.0.1${PGC_LISTEN:+,$PGC_LISTEN}'

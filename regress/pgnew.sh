@@ -5,7 +5,8 @@
 #   bash regress/pgnew.sh 18          the whole suite (regress/run.sh) on 18
 #   bash regress/pgnew.sh 18 quick    build and install on 18 (no CUDA worker), then on an 18
 #                                     cluster the pg_regress suites spine and
-#                                     models, and t/upgrade, t/backup, t/standby
+#                                     models, and t/upgrade, t/backup, t/standby,
+#                                     t/heap_pages
 #   bash regress/pgnew.sh 16 smoke    build and install on 16 (no CUDA worker), then spine and
 #                                     models, and t/upgrade
 #   bash regress/pgnew.sh 18 build    only the build and install of quick and smoke,
@@ -36,7 +37,7 @@ case $V in
    echo "0 passed, 1 failed"; exit 1 ;;
 esac
 case $mode in
-quick) TESTS="upgrade backup standby" ;;
+quick) TESTS="upgrade backup standby heap_pages" ;;
 smoke) TESTS="upgrade" ;;
 build | full) ;;
 *) echo "usage: pgnew.sh VERSION [full|quick|smoke|build]" >&2; exit 2 ;;

@@ -180,7 +180,7 @@ wait $REPLAY
 rc=$(cat "$RESULTS/replay.rc" 2>/dev/null)
 tally_part fuzz-replay "$RESULTS/replay.log" "${rc:-1}"
 
-# 18: build, pg_regress spine and models, t/upgrade, t/backup, t/standby;
+# 18: build, pg_regress spine and models, t/upgrade, t/backup, t/standby, t/heap_pages;
 # 16: build, spine and models, t/upgrade (the suite stays near 15 min: the two
 # took 6 min together in a full run on a loaded machine, both quick; their
 # builds ran beside parts 1-4)

@@ -10,6 +10,8 @@
 #      included), and nothing is left behind; dml_predict_rows gives the
 #      rows dml_predict_table gave on the primary, there and on the standby,
 #      and an ordinary role gets only its grants and its policy's rows.
+#      Tables dml_predict_table writes on the primary reach the standby
+#      through the WAL, row for row at the same places.
 #   3. a background job ended on the primary: dml.jobs and dml_job_epochs
 #      give the same on the standby; dml.progress answers there;
 #      dml_train_async there is dml_train's error.
@@ -126,6 +128,22 @@ wait_until 60 '[ "$(pgc_psql -t -A -c "SELECT max(version) FROM dml.models WHERE
 got=$(pgc_psql -t -A -c "SELECT dml_predict('sb_lin', ARRAY[0.3, 0.4])")
 check "version 2 trained on the primary predicts on the standby ($before -> $got, primary $want)" \
 	'[ "$got" = "$want" ] && [ "$got" != "$before" ]'
+
+# --- tables written on the primary reach the standby through the WAL -----
+# (with int ids or row numbers dml_predict_table writes the pages itself,
+# heap_pages.c, and logs them whole: the standby replays them as written)
+pgc_use PRIMARY
+pgc_psql -c "CALL dml_predict_table('sb_cls', 'sb', 'sb_t_cls2', 'i')" \
+	-c "CALL dml_predict_table('sb_mlp', 'sb', 'sb_t_mlp2')" >/dev/null 2>>"$T/standby-train.log"
+digest() {
+	pgc_psql -t -A -c "SELECT count(*) || ' ' || md5(string_agg(ctid::text || ' ' || t::text, ','
+		ORDER BY ctid)) FROM $1 t" 2>/dev/null
+}
+tables=$(echo $(digest sb_t_cls2) $(digest sb_t_mlp2))
+pgc_use STANDBY
+wait_until 60 '[ "$(echo $(digest sb_t_cls2) $(digest sb_t_mlp2))" = "$tables" ]'
+check "tables dml_predict_table wrote on the primary since read the same on the standby, each row at its place" \
+	'[ "$(echo $(digest sb_t_cls2) $(digest sb_t_mlp2))" = "$tables" ] && [ "${tables%% *}" = 600 ]'
 
 # --- writes are refused, clearly -------------------------------------------
 pgc_psql -v VERBOSITY=verbose -c "SELECT dml_train('sb_new', 'sb', 'r', features => '{x1,x2}', workers => 1)" \
