@@ -250,16 +250,6 @@ DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t)
 	}
 	w->rel = table_open(t->out_relid, RowExclusiveLock);
 	td = RelationGetDescr(w->rel);
-	w->bistate = GetBulkInsertState();
-	w->cid = GetCurrentCommandId(true);
-	w->vslots = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
-	w->hslots = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
-	w->use = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
-	for (int r = 0; r < DML_BATCH_ROWS; r++)
-	{
-		w->vslots[r] = MakeSingleTupleTableSlot(td, &TTSOpsVirtual);
-		w->hslots[r] = MakeSingleTupleTableSlot(td, &TTSOpsHeapTuple);
-	}
 	writer_templates(w);
 	if (w->templates != NULL)
 	{
@@ -269,6 +259,18 @@ DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t)
 			fit = fit && w->templates[k]->t_len <= DML_HEAP_PAGES_MAX_TUPLE;
 		if (fit)
 			w->pages = DmlHeapPagesBegin(w->rel);
+	}
+	if (w->pages != NULL)
+		return;
+	w->bistate = GetBulkInsertState();
+	w->cid = GetCurrentCommandId(true);
+	w->vslots = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
+	w->hslots = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
+	w->use = palloc(sizeof(TupleTableSlot *) * DML_BATCH_ROWS);
+	for (int r = 0; r < DML_BATCH_ROWS; r++)
+	{
+		w->vslots[r] = MakeSingleTupleTableSlot(td, &TTSOpsVirtual);
+		w->hslots[r] = MakeSingleTupleTableSlot(td, &TTSOpsHeapTuple);
 	}
 }
 
@@ -327,6 +329,45 @@ predicted_class(DmlCachedModel *cm, const float *o, const double *o64, double *p
 }
 
 /*
+ * Output row r's prediction: the value (regression), or the class
+ * (returned; 0 for regression) and its probability
+ */
+static int
+row_prediction(DmlPredictWriter *w, const float *out, const double *out64, int r,
+			   double *value, double *p)
+{
+	const float *o = out + (size_t) r * w->K;
+	const double *o64 = out64 ? out64 + (size_t) r * w->K : NULL;
+
+	*value = 0;
+	*p = 0;
+	if (!w->classifier)
+	{
+		*value = o64 ? o64[0] : o[0];
+		return 0;
+	}
+	return predicted_class(w->t->cm, o, o64, p);
+}
+
+/* the target table's columns of a row: (id, prediction) or (id, class, probability) */
+static void
+row_values(DmlPredictWriter *w, Datum id, bool idnull, int k, double value, double p,
+		   Datum *values, bool *nulls)
+{
+	values[0] = id;
+	nulls[0] = idnull;
+	nulls[1] = false;
+	if (!w->classifier)
+		values[1] = Float8GetDatum(value);
+	else
+	{
+		values[1] = w->labels[k];
+		values[2] = Float8GetDatum(p);
+		nulls[2] = false;
+	}
+}
+
+/*
  * dml_predict_rows: B rows into the tuplestore as (id text, value float8,
  * label text, probability float8): value for regression, label and
  * probability for classification.
@@ -335,15 +376,15 @@ static void
 writer_put_rows(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 				const float *out, const double *out64, int B)
 {
-	DmlCachedModel *cm = w->t->cm;
 	MemoryContext old = MemoryContextSwitchTo(w->cxt);
 
 	for (int r = 0; r < B; r++)
 	{
-		const float *o = out + (size_t) r * w->K;
-		const double *o64 = out64 ? out64 + (size_t) r * w->K : NULL;
 		Datum		values[4] = {0, 0, 0, 0};
 		bool		nulls[4] = {false, true, true, true};
+		double		value,
+					p;
+		int			k = row_prediction(w, out, out64, r, &value, &p);
 
 		if (ids == NULL)
 			values[0] = CStringGetTextDatum(psprintf(INT64_FORMAT, w->done + r + 1));
@@ -353,14 +394,11 @@ writer_put_rows(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 			values[0] = CStringGetTextDatum(OutputFunctionCall(&w->id_out, ids[r]));
 		if (!w->classifier)
 		{
-			values[1] = Float8GetDatum(o64 ? o64[0] : o[0]);
+			values[1] = Float8GetDatum(value);
 			nulls[1] = false;
 		}
 		else
 		{
-			double		p;
-			int			k = predicted_class(cm, o, o64, &p);
-
 			values[2] = w->labels[k];
 			values[3] = Float8GetDatum(p);
 			nulls[2] = nulls[3] = false;
@@ -381,22 +419,15 @@ static void
 writer_put_pages(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 				 const float *out, const double *out64, int B)
 {
-	DmlCachedModel *cm = w->t->cm;
 	TupleDesc	td = RelationGetDescr(w->rel);
 
 	for (int r = 0; r < B; r++)
 	{
-		const float *o = out + (size_t) r * w->K;
-		const double *o64 = out64 ? out64 + (size_t) r * w->K : NULL;
 		Datum		id = ids ? ids[r] : Int64GetDatum(w->done + r + 1);
-		int			k = 0;
-		double		value = 0;
-		double		p = 0;
+		double		value,
+					p;
+		int			k = row_prediction(w, out, out64, r, &value, &p);
 
-		if (!w->classifier)
-			value = o64 ? o64[0] : o[0];
-		else
-			k = predicted_class(cm, o, o64, &p);
 		if (ids == NULL || !idnulls[r])
 		{
 			HeapTuple	tmpl = w->templates[k];
@@ -406,17 +437,11 @@ writer_put_pages(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 		}
 		else
 		{
-			Datum		values[3] = {0, 0, 0};
-			bool		nulls[3] = {true, false, false};
+			Datum		values[3];
+			bool		nulls[3];
 			HeapTuple	tup;
 
-			if (!w->classifier)
-				values[1] = Float8GetDatum(value);
-			else
-			{
-				values[1] = w->labels[k];
-				values[2] = Float8GetDatum(p);
-			}
+			row_values(w, (Datum) 0, true, k, value, p, values, nulls);
 			tup = heap_form_tuple(td, values, nulls);
 			DmlHeapPagesAdd(w->pages, tup->t_data, tup->t_len);
 			heap_freetuple(tup);
@@ -434,7 +459,6 @@ void
 DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 					const float *out, const double *out64, int B)
 {
-	DmlCachedModel *cm = w->t->cm;
 	int64		before = w->done;
 	MemoryContext old;
 
@@ -454,19 +478,13 @@ DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 
 		for (int r = 0; r < n; r++)
 		{
-			const float *o = out + (size_t) r * w->K;
-			const double *o64 = out64 ? out64 + (size_t) r * w->K : NULL;
 			Datum		id = ids ? ids[r] : Int64GetDatum(w->done + r + 1);
 			bool		idnull = ids ? idnulls[r] : false;
-			int			k = 0;
-			double		value = 0;
-			double		p = 0;
+			double		value,
+						p;
+			int			k = row_prediction(w, out, out64, r, &value, &p);
 			TupleTableSlot *slot;
 
-			if (!w->classifier)
-				value = o64 ? o64[0] : o[0];
-			else
-				k = predicted_class(cm, o, o64, &p);
 			if (w->templates && !idnull)
 			{
 				slot = w->hslots[r];
@@ -476,17 +494,7 @@ DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 			{
 				slot = w->vslots[r];
 				ExecClearTuple(slot);
-				slot->tts_values[0] = id;
-				slot->tts_isnull[0] = idnull;
-				slot->tts_isnull[1] = false;
-				if (!w->classifier)
-					slot->tts_values[1] = Float8GetDatum(value);
-				else
-				{
-					slot->tts_values[1] = w->labels[k];
-					slot->tts_values[2] = Float8GetDatum(p);
-					slot->tts_isnull[2] = false;
-				}
+				row_values(w, id, idnull, k, value, p, slot->tts_values, slot->tts_isnull);
 				ExecStoreVirtualTuple(slot);
 			}
 			w->use[r] = slot;
@@ -514,7 +522,7 @@ DmlPredictWriterPut(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 		ereport(NOTICE, (errmsg("dml_predict_table: " INT64_FORMAT " rows predicted", w->done)));
 }
 
-/* DmlPredictWriterEnd: finish the bulk insert and close the table */
+/* DmlPredictWriterEnd: finish the pages or the bulk insert, and close the table */
 void
 DmlPredictWriterEnd(DmlPredictWriter *w)
 {
@@ -523,16 +531,18 @@ DmlPredictWriterEnd(DmlPredictWriter *w)
 		MemoryContextDelete(w->cxt);
 		return;
 	}
-	for (int r = 0; r < DML_BATCH_ROWS; r++)
-	{
-		ExecDropSingleTupleTableSlot(w->vslots[r]);
-		ExecDropSingleTupleTableSlot(w->hslots[r]);
-	}
-	FreeBulkInsertState(w->bistate);
 	if (w->pages != NULL)
 		DmlHeapPagesEnd(w->pages);
 	else
+	{
+		for (int r = 0; r < DML_BATCH_ROWS; r++)
+		{
+			ExecDropSingleTupleTableSlot(w->vslots[r]);
+			ExecDropSingleTupleTableSlot(w->hslots[r]);
+		}
+		FreeBulkInsertState(w->bistate);
 		table_finish_bulk_insert(w->rel, TABLE_INSERT_SKIP_FSM);
+	}
 	table_close(w->rel, NoLock);
 	MemoryContextDelete(w->cxt);
 	ereport(NOTICE,
