@@ -57,6 +57,13 @@ pgc_as_pg() {
 
 pgc_start() {
 	PGC_PORT=${1:-$((20000 + RANDOM % 20000))}
+	# a port another cluster of the suite listens on (the benchmark harness
+	# runs beside the tests): another one
+	if [ -z "${1:-}" ]; then
+		while (exec 3<>"/dev/tcp/127.0.0.1/$PGC_PORT") 2>/dev/null; do
+			PGC_PORT=$((20000 + RANDOM % 20000))
+		done
+	fi
 	PGC_DIR=$(mktemp -d "${PGC_ROOT:-/tmp}/dml-pg.XXXXXX")
 	chmod 755 "$PGC_DIR"
 	[ "$(id -u)" = 0 ] && chown "$PGC_OSUSER" "$PGC_DIR"
