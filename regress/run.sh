@@ -237,6 +237,8 @@ else
 fi
 
 if [ ${#FAILED[@]} -gt 0 ]; then
+	# the shared cluster's log too: a backend that crashed shows there
+	cp "$PGC_DIR/server.log" "$RESULTS/server.log" 2>/dev/null
 	echo "failed: ${FAILED[*]}"
 	echo "logs kept in $RESULTS"
 else
