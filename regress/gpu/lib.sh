@@ -18,7 +18,7 @@ skipped=0
 ok() { echo "ok - $1"; passed=$((passed + 1)); }
 notok() { echo "not ok - $1"; failed=$((failed + 1)); }
 skip() { echo "skip - $1 # SKIP"; skipped=$((skipped + 1)); }
-check() { if eval "$2"; then ok "$1"; else notok "$1"; fi; }
+check() { if eval_cond "$2"; then ok "$1"; else notok "$1"; fi; }
 finish() {
 	echo "$passed passed, $failed failed, $skipped skipped"
 	[ "$failed" -eq 0 ]

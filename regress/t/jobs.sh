@@ -157,7 +157,7 @@ check "while one runs, the others wait (max_concurrent_jobs = 1)" \
 err=$(err -c "SET dml.max_queued_jobs = 1; SELECT dml_train_async('jobs_third', 'jobs_small', 'y')")
 check "too many queued jobs is an error with a hint" \
 	'echo "$err" | grep -q "has too many queued jobs" && echo "$err" | grep -q "HINT:  Wait for queued jobs"'
-echo "$err" | grep -q "has too many queued jobs" ||
+grep -q "has too many queued jobs" <<<"$err" ||
 	{ echo "# it said: $err"; q -c "SELECT id, name, state, owner, error_message FROM dml.jobs ORDER BY id" | sed 's/^/# /'; }
 q -c "DROP OWNED BY j_dropped; DROP ROLE j_dropped; DROP TABLE jobs_gone" >/dev/null
 q -c "SELECT dml_cancel($hold)" >/dev/null
