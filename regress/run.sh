@@ -19,8 +19,7 @@
 #   6. the GPU tests, reported as skipped where no GPU is visible (then
 #      only their build and CPU reference run, beside parts 1-4)
 #   7. the benchmark harness on small sizes (make bench-quick), so the
-#      harness itself is tested; its figures are not judged (run beside
-#      parts 2-4 at nice 19 after the replay, tallied last)
+#      harness itself is tested; its figures are not judged
 # It closes with "N passed, N failed, N skipped" and exits non-zero on any
 # failure.
 set -uo pipefail
@@ -51,18 +50,15 @@ make -s -j"$(nproc)" >"$RESULTS/build.log" 2>&1 && $SUDO make -s install >>"$RES
 PGNEW_BUILDS=$!
 # the replay of the fuzzer's corpus (part 1) compiles the kernels under
 # ASan and UBSan, about two minutes of CPU that do not need the cluster;
-# then the benchmark peers' packages (.ci/setup.sh --bench installs only
-# what is missing and waits for apt's lock) and part 7, the benchmark
-# harness on small sizes, with a cluster of its own (its figures are not
-# judged, and the process tests leave most of the cores idle: alone at the
-# end it took a minute and a half of the suite's 15): all beside parts 1-4
-# at nice 19
+# then the benchmark peers' packages and the micro benchmarks that part 7 runs
+# (.ci/setup.sh --bench installs only what is missing and waits for apt's
+# lock; bench/micro/build.sh keeps a build of the same sources, and part 7
+# runs both again, then at no cost): all beside parts 1-4 at nice 19
 (
 	nice -n 19 bash regress/fuzz/run.sh replay >"$RESULTS/replay.log" 2>&1
 	echo $? >"$RESULTS/replay.rc"
-	nice -n 19 bash .ci/setup.sh --bench >"$RESULTS/bench-setup.log" 2>&1 &&
-		nice -n 19 timeout 600 bash bench/run.sh quick >"$RESULTS/bench-quick.log" 2>&1
-	echo $? >"$RESULTS/bench-quick.rc"
+	nice -n 19 bash .ci/setup.sh --bench >"$RESULTS/bench-setup-early.log" 2>&1
+	nice -n 19 bash bench/micro/build.sh >"$RESULTS/micro-build.log" 2>&1
 ) &
 REPLAY=$!
 # the GPU checks (part 6): where no GPU is visible they are a build (nvcc,
@@ -217,9 +213,9 @@ else
 	FAIL=$((FAIL + 1)); FAILED+=("gpu (exit $rc)")
 fi
 
-echo "== benchmark harness (make bench-quick: the same code as make bench, small sizes; beside the tests)"
-# it ran after the replay, whose end was waited for above
-if [ "$(cat "$RESULTS/bench-quick.rc" 2>/dev/null)" = 0 ]; then
+echo "== benchmark harness (make bench-quick: the same code as make bench, small sizes)"
+if bash .ci/setup.sh --bench >"$RESULTS/bench-setup.log" 2>&1 &&
+	timeout 600 bash bench/run.sh quick >"$RESULTS/bench-quick.log" 2>&1; then
 	echo "ok - bench-quick wrote bench/out/RESULTS-quick.md" | tee -a "$RESULTS/bench.tap"
 else
 	tail -n 20 "$RESULTS/bench-setup.log" "$RESULTS/bench-quick.log"
