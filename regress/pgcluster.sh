@@ -57,8 +57,8 @@ pgc_as_pg() {
 
 pgc_start() {
 	PGC_PORT=${1:-$((20000 + RANDOM % 20000))}
-	# a port another cluster of the suite listens on (the benchmark harness
-	# runs beside the tests): another one
+	# a port something already listens on (the suite's shared cluster and
+	# a test's own run at once, and clusters of other runs): another one
 	if [ -z "${1:-}" ]; then
 		while (exec 3<>"/dev/tcp/127.0.0.1/$PGC_PORT") 2>/dev/null; do
 			PGC_PORT=$((20000 + RANDOM % 20000))
