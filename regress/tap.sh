@@ -2,8 +2,10 @@
 #
 #   ok "what"            print "ok N - what"
 #   notok "what"         print "not ok N - what"
-#   check "what" 'cond'  ok or notok as the shell condition says (evaluated
-#                        with pipefail off: wait.sh's eval_cond)
+#   check "what" 'cond' [shown]
+#                        ok or notok as the shell condition says (evaluated
+#                        with pipefail off: wait.sh's eval_cond); a notok
+#                        shows the text shown, if given, as "#   " lines
 #   wait_until S 'cond'  poll the shell condition every 0.05 s for at most S
 #                        seconds; true as soon as it holds, false at the deadline
 #   stop_job ...         cancel, terminate or time out a job and check it ended
@@ -15,7 +17,15 @@
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 notok() { n=$((n + 1)); echo "not ok $n - $1"; }
-check() { if eval_cond "$2"; then ok "$1"; else notok "$1"; fi; }
+check() {
+	if eval_cond "$2"; then
+		ok "$1"
+	else
+		notok "$1"
+		[ -n "${3:-}" ] && sed 's/^/#   /' <<<"$3"
+	fi
+	return 0
+}
 T=${DML_TEST_TMP:-$(mktemp -d /tmp/dml-t.XXXXXX)}
 chmod 777 "$T"
 source "$(dirname "${BASH_SOURCE[0]}")/wait.sh"
