@@ -814,6 +814,46 @@ def main():
                               sync_sql=d["sql"], job_sql=j["sql"]))
     RAW["job_overhead_pairs"] = job_pairs
 
+    # options "balance": the goal's training with the ranks sharing each
+    # step's rows by their measured speed and with each computing its own
+    # rows (the default), in turn (which goes first alternates): with nothing
+    # else running, beside a CPU-bound process pinned to one of the cores the
+    # workers run on (as another query on the server would be), and with
+    # rank 1 delayed 1 ms every step (the straggler hook: a rank slower every
+    # step)
+    bal_pairs = {"quiet": [], "busy": [], "straggler": []}
+    for cond in bal_pairs:
+        hog = None
+        if cond == "busy":
+            hog = subprocess.Popen(["taskset", "-c", str(cpus[-1]), "sh", "-c",
+                                    "while :; do :; done"])
+        if cond == "straggler":
+            q(conn, "SET dml.test_hooks = on")
+        try:
+            for r in range(M["goal_pairs"]):
+                order = ("on", "off") if r % 2 == 0 else ("off", "on")
+                log(f"balance pair {r + 1}/{M['goal_pairs']} ({cond}): {order[0]} first")
+                p = {"first": order[0]}
+                for which in order:
+                    opts = {"balance": True} if which == "on" else {}
+                    if cond == "straggler":
+                        opts["straggler"] = "1:1"
+                    d = dml_train(conn, f"bench_balance_{which}", "fashion_train", "label",
+                                  options=opts, **goal_kw)
+                    p[which] = epoch_median(d, "rows_per_second")
+                    p[which + "_sql"] = d["sql"]
+                    p[which + "_moved"] = (d["metrics"].get("balance") or {}).get("rows_moved")
+                    p[which + "_rows"] = d["metrics"].get("train_rows")
+                    p[which + "_epochs"] = len(d["epochs"])
+                bal_pairs[cond].append(p)
+        finally:
+            if hog is not None:
+                hog.kill()
+                hog.wait()
+            if cond == "straggler":
+                q(conn, "RESET dml.test_hooks")
+    RAW["balance_pairs"] = bal_pairs
+
     sk_runs = {}
     for th in (1, 2):
         cmd = (f"{PY} bench/peers/sklearn_peers.py --models sgd,logreg,mlp --epochs {M['mlp_epochs']} "
@@ -1019,6 +1059,41 @@ def main():
                      (f"; outside the training the job took {100 * med(out_extra):+.1f}% of dml_train's "
                       f"wall more (median), the training itself {fmt(med(tr), 4)}x" if haveT else "") +
                      (f", the cluster's CPU {fmt(med(cr), 4)}x" if cr else "") + ".")
+
+    # options "balance", paired
+    if bal_pairs["quiet"]:
+        rows = []
+        heads = []
+        for cond, label in (("quiet", "nothing else"),
+                            ("busy", f"a CPU-bound loop pinned to CPU {cpus[-1]}"),
+                            ("straggler", "rank 1 delayed 1 ms a step")):
+            ps = bal_pairs[cond]
+            rs = [p["on"] / p["off"] for p in ps]
+            for i, p in enumerate(ps):
+                moved = p.get("on_moved")
+                share = (f"{100 * moved / (p['on_rows'] * p['on_epochs']):.1f}%"
+                         if moved is not None and p.get("on_rows") else "—")
+                rows.append([label, str(i + 1), p["first"], fmt(p["on"]), fmt(p["off"]),
+                             fmt(p["on"] / p["off"], 3), share])
+            heads.append(f"{label}: median {fmt(med(rs), 3)}x (range {fmt(min(rs), 3)}–"
+                         f"{fmt(max(rs), 3)}, faster in {sum(1 for x in rs if x > 1)} of {len(rs)})")
+        s += ["**Balance, paired.** The MLP goal's training with `options` `{\"balance\": true}` "
+              "(the ranks share each step's rows by their measured speed) and at the default "
+              "(each rank computes its own rows), in turn (which goes first alternates): with "
+              "nothing else running, beside a CPU-bound process pinned to one of the cores (as "
+              "another query on the server would be), and with rank 1 delayed 1 ms every step "
+              "(the straggler hook: a rank slower every step); samples/s is the median epoch's "
+              "`rows_per_second`; \"moved\" is the share of the training rows computed by a "
+              "rank that does not hold them:", "",
+              table(["beside it", "pair", "first", "balanced samples/s", "own rows samples/s",
+                     "balanced / own", "moved"], rows), "",
+              "Balanced over own rows, " + "; ".join(heads) + ".", "",
+              codeblock([f"balanced: {bal_pairs['quiet'][0]['on_sql']}",
+                         f"own rows: {bal_pairs['quiet'][0]['off_sql']}",
+                         f"beside it: taskset -c {cpus[-1]} sh -c 'while :; do :; done'",
+                         "delayed: options also {\"straggler\": \"1:1\"}, with SET dml.test_hooks = on"]), ""]
+        rep.head("Balance (MLP goal's training, balanced / each rank its own rows, paired): "
+                 + "; ".join(heads) + ".")
 
     # end to end
     rows = []

@@ -141,7 +141,7 @@ typedef struct DmlResult
 	int32_t		shuffle_block;	/* rows a block of the in-memory block shuffle; 0: rows */
 	int32_t		trial_in_job;	/* a resident job's (dml_tune) trial: 1, 2, ...; else 0 */
 	int32_t		byte_rows;		/* the steps read the rows as bytes k / byte_rows; 0: float32 */
-	int32_t		reserved;
+	int32_t		balance;		/* the steps' rows were split by the ranks' speed (sync.c) */
 	double		train_rows;
 	double		validation_rows;
 	double		final_loss;
@@ -156,6 +156,8 @@ typedef struct DmlResult
 	double		spill_read_bytes;	/* read back from the spills, all ranks */
 	double		spill_read_seconds; /* the reads' time, all ranks */
 	double		weight_decay;	/* the penalty the model was trained with */
+	double		balance_steps;	/* balance: steps whose rows were not split as held */
+	double		balance_rows;	/* ... rows computed by a rank other than the one holding them */
 	/* then (workers) doubles: each data rank's peak resident set, bytes */
 } DmlResult;
 

@@ -112,6 +112,10 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 		if (r->allreduce)
 			appendStringInfo(&buf, ", \"allreduce\": \"%s\"",
 							 r->allreduce == 3 ? "hierarchical" : r->allreduce == 2 ? "shared memory" : "mpi");
+		/* options "balance": steps that split their rows by the ranks' speed, rows so moved */
+		if (r->balance)
+			appendStringInfo(&buf, ", \"balance\": {\"steps\": %.0f, \"rows_moved\": %.0f}",
+							 r->balance_steps, r->balance_rows);
 		if (job->sync == DML_SYNC_SSP)
 			appendStringInfo(&buf, ", \"staleness_bound\": %d", job->staleness);
 		if (job->sync == DML_SYNC_AVERAGE)

@@ -186,6 +186,16 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	BOOLEAN_OFF_OPT("in_server", job->no_in_server);
 	BOOLEAN_OFF_OPT("shared_memory", job->no_shared_memory);
 	BOOLEAN_OFF_OPT("byte_rows", job->no_byte_rows);
+	if (strcmp(key, "balance") == 0)
+	{
+		/* off by default: on, two runs can differ in the float rounding */
+		if (v->type != jbvBool)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"balance\" must be a boolean")));
+		job->balance = v->val.boolean;
+		return;
+	}
 	if (strcmp(key, "rank_deficient") == 0)
 	{
 		if (str == NULL || (strcmp(str, "error") != 0 && strcmp(str, "min_norm") != 0))
@@ -275,7 +285,7 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unrecognized option \"%s\"", key),
-			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, shared_memory, byte_rows, rank_deficient, cov, memory, window, spill, fault and straggler.")));
+			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, shared_memory, byte_rows, balance, shuffle, tf32, rank_deficient, cov, memory, window, spill, fault and straggler.")));
 }
 
 void

@@ -218,6 +218,8 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 			spec->shared_memory = atoi(val);
 		else if (strcmp(key, "byte_rows") == 0)
 			spec->byte_rows = atoi(val);
+		else if (strcmp(key, "balance") == 0)
+			spec->balance = atoi(val);
 		else if (strcmp(key, "resume") == 0)
 			spec->resume = atoi(val);
 		else if (strcmp(key, "target") == 0)

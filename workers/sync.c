@@ -514,8 +514,21 @@ shard_start(size_t np, int W, int r)
 static struct CommShared *kept_shm = NULL;
 static void **kept_base = NULL;
 static size_t kept_npad = 0;
+static size_t kept_first = 0;	/* floats of the host's first rank's part */
 static int	kept_hosts = 0;
 static bool kept_replicated = false;
+
+/* floats of the balance region (sync_balance_want): the rows, targets, times */
+static size_t
+balance_floats(const Sync *s)
+{
+	size_t		rows = (size_t) s->bal_rows;
+
+	if (rows == 0)
+		return 0;
+	return 2 * (((rows * (size_t) s->bal_d + 15) & ~(size_t) 15) + ((rows + 15) & ~(size_t) 15)) +
+		((4 * (size_t) s->L + 15) & ~(size_t) 15);
+}
 
 /* a resident job's kept host segment freed, at its end (collective over the data ranks) */
 void
@@ -543,6 +556,7 @@ void
 sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, DmlOptimState *o)
 {
 	size_t		npad = (s->np + 15) & ~(size_t) 15;
+	size_t		first;
 	int			lr = comm_local_rank();
 	void	  **base;
 
@@ -553,14 +567,21 @@ sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, DmlOpt
 	 */
 	if (s->mode != DML_SYNC_ALLREDUCE || s->W < 2 || !spec->shared_memory ||
 		(s->comp != DML_COMPRESS_NONE && comm_hosts() < 2))
+	{
+		s->bal_rows = 0;
 		return;
+	}
 	s->L = comm_local_size();
 	s->H = comm_hosts();
 	/* a small model on one host: one fence a step, the optimizer on every rank */
 	s->replicated = s->H == 1 && s->np <= SHARED_REPLICATED_FLOATS;
+	/* the step's rows in the segment: one host, a sharded step, asked for and allowed */
+	if (s->replicated || s->H > 1 || !spec->balance)
+		s->bal_rows = 0;
+	first = npad * (s->replicated ? 2 : s->H > 1 ? 5 : 4) + balance_floats(s);
 	base = xmalloc(sizeof(void *) * s->L * 2);
 	s->keep_shm = spec->resident != 0;
-	if (kept_shm != NULL && kept_npad >= npad && kept_hosts == s->H &&
+	if (kept_shm != NULL && kept_npad >= npad && kept_first >= first && kept_hosts == s->H &&
 		kept_replicated == s->replicated)
 	{
 		/* the last trial's segment: big enough, and every rank's part where it was */
@@ -580,14 +601,15 @@ sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, DmlOpt
 		 * every rank's part is its gradient slot (replicated: two, for
 		 * alternate steps); the host's first rank's also holds the rest
 		 */
-		s->shm = comm_shared_alloc(sizeof(float) * npad *
-								   (s->replicated ? 2 : lr == 0 ? (s->H > 1 ? 5 : 4) : 1), base);
+		s->shm = comm_shared_alloc(sizeof(float) *
+								   (s->replicated ? 2 * npad : lr == 0 ? first : npad), base);
 		if (s->keep_shm)
 		{
 			kept_shm = s->shm;
 			kept_base = xmalloc(sizeof(void *) * s->L);
 			memcpy(kept_base, base, sizeof(void *) * s->L);
 			kept_npad = npad;
+			kept_first = first;
 			kept_hosts = s->H;
 			kept_replicated = s->replicated;
 		}
@@ -611,11 +633,29 @@ sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, DmlOpt
 	s->host_sum = s->H > 1 ? s->shm_s2 + npad : NULL;
 	s->lo = shard_start(s->np, s->L, lr);
 	s->hi = shard_start(s->np, s->L, lr + 1);
+	if (s->bal_rows > 0)
+	{
+		size_t		xf = ((size_t) s->bal_rows * (size_t) s->bal_d + 15) & ~(size_t) 15,
+					yf = ((size_t) s->bal_rows + 15) & ~(size_t) 15;
+
+		s->bal_X[0] = s->shm_s2 + npad;
+		s->bal_y[0] = s->bal_X[0] + xf;
+		s->bal_X[1] = s->bal_y[0] + yf;
+		s->bal_y[1] = s->bal_X[1] + xf;
+		s->bal_time = (double *) (s->bal_y[1] + yf);
+		s->bal_spr = calloc(s->L, sizeof(double));
+		s->bal_cut = calloc(s->L + 1, sizeof(int));
+		if (s->bal_spr == NULL || s->bal_cut == NULL)
+			worker_fail("out of memory");
+		s->bal_step = 0;
+	}
 	if (lr == 0)
 	{
 		memcpy(s->shm_params, *params, sizeof(float) * s->np);
 		memcpy(s->shm_s1, o->s1, sizeof(float) * s->np);
 		memcpy(s->shm_s2, o->s2, sizeof(float) * s->np);
+		if (s->bal_rows > 0)
+			memset(s->bal_time, 0, sizeof(double) * 2 * s->L);
 	}
 	memset(s->slot[lr], 0, sizeof(float) * s->np);
 	comm_shared_fence(s->shm);
@@ -663,6 +703,172 @@ sync_unbind(Sync *s, float **params, float **grads, DmlOptimState *o)
 	s->shm = NULL;
 	free(s->slot);
 	s->slot = NULL;
+	s->bal_X[0] = s->bal_X[1] = s->bal_y[0] = s->bal_y[1] = NULL;
+	s->bal_time = NULL;
+	free(s->bal_spr);
+	free(s->bal_cut);
+	s->bal_spr = NULL;
+	s->bal_cut = NULL;
+}
+
+/* ---------------------------------------------------------------------
+ * Balance: a step's rows split by the ranks' speed (options "balance")
+ *
+ * A synchronous step waits for its slowest rank.  With a fixed split a
+ * rank on a slower core (another process on it, a busy hyperthread
+ * sibling, a virtual CPU the host runs less) holds every step back by
+ * the difference.  On one host the ranks can share the work of the step
+ * instead: each puts its own rows of the step in the segment, in rank
+ * order (sync_balance_want asks for the room before sync_bind), and rank r
+ * computes the gradient of rows [cut[r], cut[r + 1]) of them, whoever
+ * holds them, cut by the ranks' smoothed seconds a row so that they take
+ * as long.  The rows go into one of two regions by step parity: a rank
+ * puts the next step's rows in the other region after computing its
+ * share and before the step's fences, so they are all in once the step
+ * is (only an epoch's first step has a fence of its own,
+ * sync_balance_fence); the other region was last read the step before,
+ * whose first fence every rank has passed.  Every rank measures its own
+ * time (sync_balance_took), writes it into the segment by step parity and
+ * reads every rank's in the next step, so every rank smooths the same
+ * numbers and cuts alike without a message.  The step's gradient is still the sum over the
+ * same global minibatch of the rows' gradients, scaled by the same
+ * 1/rows, and the optimizer steps it as before: the same model, up to the
+ * float rounding of how the sum is grouped.  While the speeds are within
+ * a few percent (a boundary would move by less than BALANCE_ROWS rows and
+ * a 32nd of the step), every rank computes its own rows, exactly the
+ * fixed split's arithmetic.
+ * --------------------------------------------------------------------- */
+
+/*
+ * sync_balance_want
+ *		Before sync_bind, on every data rank alike: room in the segment for
+ *		rows rows of d values (every rank's most rows in a step, together).
+ *		Whether the step is then balanced is up to sync_bind (one host, a
+ *		sharded step, "balance" not false): s->bal_rows > 0 after it.
+ */
+void
+sync_balance_want(Sync *s, int rows, int d)
+{
+	s->bal_rows = rows > 0 && d > 0 ? rows : 0;
+	s->bal_d = d;
+}
+
+/* the first row rank r holds in the step's rows: own[0] + ... + own[r - 1] */
+static int
+own_start(const int *own, int r)
+{
+	int			c = 0;
+
+	for (int q = 0; q < r; q++)
+		c += own[q];
+	return c;
+}
+
+/* an epoch's first step: every rank's rows are in (the later steps' come with the step before) */
+void
+sync_balance_fence(Sync *s)
+{
+	comm_shared_fence(s->shm);
+}
+
+/*
+ * sync_balance_split
+ *		Once every rank's own[rank] rows of the step are in the step's
+ *		region (s->bal_X and s->bal_y of its parity) from own_start on (own:
+ *		every rank's rows, known to all): the rows this rank computes, from
+ *		*lo on.
+ */
+int
+sync_balance_split(Sync *s, const int *own, int *lo)
+{
+	int			L = s->L;
+	const double *last = s->bal_time + (size_t) ((s->bal_step + 1) & 1) * L;
+	int			T = own_start(own, L);
+	bool		cut = T >= L * BALANCE_ROWS;
+	double		sum = 0,
+				dev = 0,
+				acc = 0;
+
+	for (int r = 0; r < L; r++)
+	{
+		if (last[r] > 0)
+			s->bal_spr[r] = s->bal_spr[r] > 0 ?
+				s->bal_spr[r] + BALANCE_SMOOTH * (last[r] - s->bal_spr[r]) : last[r];
+		if (!(s->bal_spr[r] > 0))
+			cut = false;
+		else
+			sum += 1.0 / s->bal_spr[r];
+	}
+	/* where each boundary would go: row shares by speed */
+	for (int r = 0; cut && r < L - 1; r++)
+	{
+		double		d;
+
+		acc += (double) T / s->bal_spr[r] / sum;
+		d = fabs(acc - own_start(own, r + 1));
+		if (d > dev)
+			dev = d;
+	}
+	if (!cut || dev < BALANCE_ROWS || dev < T / 32.0)
+	{
+		for (int r = 0; r <= L; r++)
+			s->bal_cut[r] = own_start(own, r);
+	}
+	else
+	{
+		int			moved = T;
+
+		acc = 0;
+		s->bal_cut[0] = 0;
+		for (int r = 1; r < L; r++)
+		{
+			long		c;
+
+			acc += (double) T / s->bal_spr[r - 1] / sum;
+			c = lround(acc / BALANCE_ROWS) * BALANCE_ROWS;
+			/* at least BALANCE_ROWS rows each, so every rank's speed stays measured */
+			if (c < s->bal_cut[r - 1] + BALANCE_ROWS)
+				c = s->bal_cut[r - 1] + BALANCE_ROWS;
+			if (c > T - (L - r) * BALANCE_ROWS)
+				c = T - (L - r) * BALANCE_ROWS;
+			s->bal_cut[r] = (int) c;
+		}
+		s->bal_cut[L] = T;
+		/* rows computed by a rank other than their own: all but the overlaps */
+		for (int r = 0; r < L; r++)
+		{
+			int			a = s->bal_cut[r] > own_start(own, r) ? s->bal_cut[r] : own_start(own, r),
+						b = s->bal_cut[r + 1] < own_start(own, r + 1) ?
+				s->bal_cut[r + 1] : own_start(own, r + 1);
+
+			if (b > a)
+				moved -= b - a;
+		}
+		if (moved > 0)
+		{
+			s->bal_moved_steps++;
+			s->bal_moved_rows += moved;
+		}
+	}
+	*lo = s->bal_cut[comm_local_rank()];
+	return s->bal_cut[comm_local_rank() + 1] - *lo;
+}
+
+/*
+ * sync_balance_took
+ *		After the rank's rows of the step (sync_balance_split) are computed,
+ *		before sync_step: the seconds they took, for the next step's cut.
+ *		It goes to this step's parity, before the step's fences: every rank
+ *		reads it in the next step, and nobody writes that parity again
+ *		before every rank has passed the next step's first fence, by when
+ *		all have read it.
+ */
+void
+sync_balance_took(Sync *s, double seconds, int rows)
+{
+	s->bal_time[(size_t) (s->bal_step & 1) * s->L + comm_local_rank()] =
+		rows > 0 && seconds > 0 ? seconds / rows : 0;
+	s->bal_step++;
 }
 
 /* sum[i] = slot[0][i] + ... + slot[L-1][i] over [lo, hi), in rank order */

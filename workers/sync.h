@@ -115,6 +115,22 @@ typedef struct Sync
 	bool		hierarchical;	/* ... on several hosts, their leaders all-reducing */
 	bool		replicated;		/* ... a small model on one host: every rank steps it all */
 	int			parity;			/* replicated: which of a rank's two slots this step takes */
+
+	/*
+	 * Balance (sync_balance_*; options "balance"): on one host, every
+	 * rank's rows of a step in the segment, in rank order, and each rank
+	 * computing a share of them by the ranks' measured speed
+	 */
+	int			bal_rows;		/* rows the region holds (every rank's most in a step); 0: off */
+	int			bal_d;			/* values a row */
+	float	   *bal_X[2];		/* (bal_rows, bal_d) a step's rows, in the segment, by step parity */
+	float	   *bal_y[2];		/* (bal_rows) their targets */
+	double	   *bal_time;		/* [2][L] in the segment: seconds a row each rank took, by step parity */
+	double	   *bal_spr;		/* (L) every rank's smoothed seconds a row, the same on every rank */
+	int		   *bal_cut;		/* (L + 1) the rows each rank computes: [cut[r], cut[r + 1]) */
+	int64_t		bal_step;		/* balance steps taken */
+	int64_t		bal_moved_steps;	/* steps whose split was not the rows' own */
+	int64_t		bal_moved_rows; /* rows computed by a rank other than the one holding them */
 } Sync;
 
 /* allreduce through shared memory replicates a model of at most this many parameters */
@@ -123,11 +139,24 @@ typedef struct Sync
 /* the sharded step sums and steps its range this many parameters at a time (32 KB of L1) */
 #define SHARED_STEP_CHUNK	2048
 
+/*
+ * Balance: shares move in multiples of this many rows, and only when the
+ * measured speeds would move a boundary by at least this many rows and a
+ * 32nd of the step's; BALANCE_SMOOTH is the weight of a step's time in the
+ * smoothed seconds a row
+ */
+#define BALANCE_ROWS		8
+#define BALANCE_SMOOTH		0.25
+
 extern void sync_init(Sync *s, const WorkerSpec *spec, size_t np);
 extern void sync_start(Sync *s, const float *params, const DmlOptimState *o, int64_t epoch_rows);
 extern void sync_release_kept(void);
 extern void sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads,
 					  DmlOptimState *o);
+extern void sync_balance_want(Sync *s, int rows, int d);
+extern void sync_balance_fence(Sync *s);
+extern int	sync_balance_split(Sync *s, const int *own, int *lo);
+extern void sync_balance_took(Sync *s, double seconds, int rows);
 extern void sync_unbind(Sync *s, float **params, float **grads, DmlOptimState *o);
 extern float sync_grad_scale(const Sync *s, int B, int64_t total);
 extern void sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads,

@@ -419,6 +419,16 @@ train_step_rows(const StepPlan *plan, int rank)
 	return (int) ((plan->rows[rank] + plan->steps - 1) / plan->steps);
 }
 
+/* rows rank takes in step s (0 once its rows are done), known to every rank */
+static int
+step_rows_at(const StepPlan *plan, int rank, int s)
+{
+	int64_t		br = train_step_rows(plan, rank);
+	int64_t		left = plan->rows[rank] - (int64_t) s * br;
+
+	return (int) (left <= 0 ? 0 : (left < br ? left : br));
+}
+
 /* rows in the global minibatch of step s, known to every rank */
 int64_t
 train_step_total(const StepPlan *plan, int s)
@@ -426,12 +436,7 @@ train_step_total(const StepPlan *plan, int s)
 	int64_t		total = 0;
 
 	for (int r = 0; r < worker_world; r++)
-	{
-		int64_t		br = train_step_rows(plan, r);
-		int64_t		left = plan->rows[r] - (int64_t) s * br;
-
-		total += left <= 0 ? 0 : (left < br ? left : br);
-	}
+		total += step_rows_at(plan, r, s);
 	return total;
 }
 
@@ -675,6 +680,9 @@ sync_facts(TrainResult *res, const Sync *sy)
 	res->allreduce = sy->mode == DML_SYNC_ALLREDUCE && sy->W > 1 ?
 		(sy->hierarchical ? 3 : sy->shared ? 2 : 1) : 0;
 	res->consensus = sy->mode == DML_SYNC_GOSSIP ? sy->consensus : NAN;
+	res->balance = sy->bal_rows > 0;
+	res->balance_steps = sy->bal_moved_steps;
+	res->balance_rows = sy->bal_moved_rows;
 	res->servers = sy->S;
 	if (sy->S > 0)
 	{
@@ -907,6 +915,30 @@ rows8_detach(Dataset *ds)
 }
 
 /*
+ * balance (sync.c): this rank's rows of step s, from pos of the epoch's
+ * order, into the step's region par (of the segment), after the rows of
+ * the ranks before it
+ */
+static void
+balance_gather(const Dataset *ds, const StepPlan *plan, const DmlBlockOrder *bo, int block_rows,
+			   const int *train_idx, int pos, int s, const Sync *sy, int par)
+{
+	int			B = step_rows_at(plan, worker_rank, s),
+				off = 0;
+	float	   *X,
+			   *y;
+
+	for (int r = 0; r < worker_rank; r++)
+		off += step_rows_at(plan, r, s);
+	X = sy->bal_X[par] + (size_t) off * ds->d;
+	y = sy->bal_y[par] + off;
+	if (B > 0 && block_rows > 0)
+		dml_gather_blocks(ds->X, ds->y, ds->d, bo, pos, B, X, y);
+	else if (B > 0)
+		gather(ds, train_idx + pos, B, (int) plan->rows[worker_rank] - pos, X, y);
+}
+
+/*
  * train_iterative
  *		SGD, momentum, Nesterov or Adam over minibatches, synchronized by
  *		the job's sync mode (sync.c), with validation, early stopping,
@@ -956,6 +988,8 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	DmlBlockOrder bo;
 	bool		with_idx;
 	double		layout_seconds = 0;
+	/* balance (sync.c): every rank's rows of the step, this step */
+	int		   *held = NULL;
 
 	train_split_rows(ds, &train_idx, &ntrain, &val_idx, &nval);
 	train_plan_steps(&plan, ntrain, spec->batch_size);
@@ -1015,7 +1049,34 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		epoch_order(&rng, train_idx, ntrain, block_rows, blocks, spec->seed, e, &bo, with_idx);
 	sync_init(&sy, spec, np);
 	sync_start(&sy, net->params, &opt, all_rows);
-	sync_bind(&sy, spec, &net->params, &grads, &opt);
+	{
+		/*
+		 * A synchronous all-reduce's gathered steps may share each step's
+		 * rows by the ranks' speed (sync.c, "Balance"); sync_bind says
+		 * whether they do (one host, a sharded step).  Every rank alike.
+		 */
+		double		all = spec->balance && spec->sync == DML_SYNC_ALLREDUCE &&
+			worker_world > 1 && !full && se == NULL && !dml_net_rows_applies(net, &work, b);
+		int			rows = 0;
+
+		comm_allreduce_double(&all, 1);
+		for (int r = 0; r < worker_world; r++)
+			rows += train_step_rows(&plan, r);
+		if (all == worker_world)
+			sync_balance_want(&sy, rows, ds->d);
+		sync_bind(&sy, spec, &net->params, &grads, &opt);
+		if (sy.bal_X[0] != NULL)
+		{
+			/* a rank computes up to the whole step's rows */
+			dml_work_free(&work);
+			if (dml_work_alloc(&work, net, rows > EVAL_ROWS ? rows : EVAL_ROWS) != DML_OK)
+				worker_fail("out of memory for activations of %d rows", rows);
+			work.class_weight = ds->class_weight;
+			held = malloc(sizeof(int) * worker_world);
+			if (held == NULL)
+				worker_fail("out of memory");
+		}
+	}
 	train_log_init(&log, net, spec, nval);
 	/* the training's time counts the block shuffle's layout */
 	log.train_time += layout_seconds;
@@ -1048,7 +1109,43 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 
 			if (B < 0)
 				B = 0;
-			if (B > 0 && full)
+			if (held != NULL)
+			{
+				/*
+				 * balance: its share of every rank's rows of the step, then
+				 * its own rows of the next step into the other region
+				 * (sync.c); an epoch's first step puts its rows in first
+				 */
+				int			par = s & 1,
+							lo,
+							n;
+				double		tb;
+
+				if (s == 0)
+				{
+					balance_gather(ds, &plan, &bo, block_rows, train_idx, 0, 0, &sy, 0);
+					sync_balance_fence(&sy);
+				}
+				for (int r = 0; r < worker_world; r++)
+					held[r] = step_rows_at(&plan, r, s);
+				n = sync_balance_split(&sy, held, &lo);
+				tb = dml_clock_seconds();
+				if (n > 0)
+					sums[0] += dml_net_gradient(net, &work, grads,
+												sy.bal_X[par] + (size_t) lo * ds->d,
+												sy.bal_y[par] + lo, n,
+												sync_grad_scale(&sy, n, total));
+				else
+					memset(grads, 0, sizeof(float) * np);
+				sums[1] += n;
+				/* (a straggler's delay is part of its time: the cut moves rows off it) */
+				straggler_step(&straggler);
+				sync_balance_took(&sy, dml_clock_seconds() - tb, n);
+				if (s + 1 < plan.steps)
+					balance_gather(ds, &plan, &bo, block_rows, train_idx, pos + B, s + 1, &sy,
+								   par ^ 1);
+			}
+			else if (B > 0 && full)
 			{
 				sums[0] += full_gradient(ds, net, &work, grads, Xb, yb,
 										 sync_grad_scale(&sy, B, total));
@@ -1101,7 +1198,8 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 				if (se)
 					stream_epoch_begin(se, spec->seed, epoch);	/* around again */
 			}
-			straggler_step(&straggler);
+			if (held == NULL)
+				straggler_step(&straggler);
 			if (step_budget && s < plan.steps - 1 && train_out_of_time(spec, start))
 				train_note_out_of_time(spec, res, epoch, s + 1);
 			sync_step(&sy, spec, net->params, grads, &opt, lr, B, total,
@@ -1145,6 +1243,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	free(opt.s1);
 	free(opt.s2);
 	free(blocks);
+	free(held);
 	free(train_idx);
 	free(val_idx);
 	free(plan.rows);
@@ -1199,6 +1298,9 @@ final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Train
 	out->shuffle_block = res->shuffle_block;
 	out->byte_rows = res->byte_rows;
 	out->allreduce = res->allreduce;
+	out->balance = res->balance;
+	out->balance_steps = (double) res->balance_steps;
+	out->balance_rows = (double) res->balance_rows;
 	out->out_of_time = res->out_of_time;
 	out->stopped = res->out_of_time ? DML_STOP_MAX_TIME : res->stopped;
 	out->best_epoch = res->best_epoch > 0 ? res->best_epoch : res->epochs_run;

@@ -206,6 +206,40 @@ FROM dml.models WHERE name IN ('shm_mlp', 'shm_mlp_mpi', 'shm_mom3', 'avg_allred
 ORDER BY name;
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', options => '{"shared_memory": "yes"}')$$);
 
+-- options "balance": true: on one host, with the sharded step, each
+-- step's rows go into the segment and every rank computes a share of all
+-- of them, cut by the ranks' measured seconds a row.  Rank 1 slowed by
+-- 3 ms a step (the straggler hook) hands rows to rank 0, over sreg's
+-- unequal slices; the gradient is still the global minibatch's, so the
+-- model is the default's (each rank its own rows) up to the float rounding
+-- of how its sum is grouped (plain SGD: predictions within 1e-4; the two
+-- differed by 2e-6).  The metrics count the steps cut otherwise than the
+-- rows are held and the rows so moved.  A model small enough to be stepped
+-- on every rank (at most 1,024 parameters), or MPI_Allreduce: not balanced.
+SELECT name FROM dml_train('bal_on', 'sreg', 'y', features => '{x1,x2,x3}', model => 'mlp',
+	hidden => '{256,32}', optimizer => 'sgd', learning_rate => 0.05, epochs => 2, batch_size => 32,
+	workers => 2, options => '{"straggler": "1:3", "balance": true}');
+SELECT name FROM dml_train('bal_off', 'sreg', 'y', features => '{x1,x2,x3}', model => 'mlp',
+	hidden => '{256,32}', optimizer => 'sgd', learning_rate => 0.05, epochs => 2, batch_size => 32,
+	workers => 2, options => '{"straggler": "1:3"}');
+SELECT (a.metrics->'balance'->>'steps')::int > 0 AS steps_cut_by_speed,
+	   (a.metrics->'balance'->>'rows_moved')::int > 0 AS rows_moved,
+	   b.metrics ? 'balance' AS off_balanced,
+	   (SELECT max(abs(dml_predict('bal_on', ARRAY[x1, x2, x3]) -
+					   dml_predict('bal_off', ARRAY[x1, x2, x3]))) FROM sreg) < 1e-4 AS same_model,
+	   (a.metrics->>'r2')::float8 > 0.95 AS learned,
+	   a.metrics->>'train_rows' = b.metrics->>'train_rows' AS same_rows
+FROM dml.models a, dml.models b WHERE a.name = 'bal_on' AND b.name = 'bal_off';
+SELECT name FROM dml_train('bal_small', 'sreg', 'y', features => '{x1,x2,x3}', model => 'mlp',
+	hidden => '{16}', optimizer => 'sgd', epochs => 1, batch_size => 32, workers => 2,
+	options => '{"balance": true}');
+SELECT name FROM dml_train('bal_mpi', 'sreg', 'y', features => '{x1,x2,x3}', model => 'mlp',
+	hidden => '{256,32}', optimizer => 'sgd', epochs => 1, batch_size => 32, workers => 2,
+	options => '{"balance": true, "shared_memory": false}');
+SELECT name, metrics ? 'balance' AS balanced FROM dml.models
+WHERE name IN ('bal_on', 'bal_small', 'bal_mpi') ORDER BY name;
+SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', options => '{"balance": 1}')$$);
+
 -- the choices are checked
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', sync => 'bsp')$$);
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', servers => 2)$$);
