@@ -175,27 +175,22 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 			job->optimizer = DML_JOB_OPT_NESTEROV;
 		return;
 	}
-	/* on by default: the job keeps the negation */
-#define BOOLEAN_OFF_OPT(nm, off_field) \
+	/*
+	 * a boolean option: the job keeps its negation (on by default: in_server,
+	 * shared_memory, byte_rows) or its value (off by default: balance, where
+	 * on, two runs can differ in the float rounding)
+	 */
+#define BOOLEAN_OPT(nm, field, negated) \
 	if (strcmp(key, nm) == 0) { \
 		if (v->type != jbvBool) \
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), \
 							errmsg("option \"%s\" must be a boolean", nm))); \
-		off_field = !v->val.boolean; return; }
+		field = (negated) ? !v->val.boolean : v->val.boolean; return; }
 
-	BOOLEAN_OFF_OPT("in_server", job->no_in_server);
-	BOOLEAN_OFF_OPT("shared_memory", job->no_shared_memory);
-	BOOLEAN_OFF_OPT("byte_rows", job->no_byte_rows);
-	if (strcmp(key, "balance") == 0)
-	{
-		/* off by default: on, two runs can differ in the float rounding */
-		if (v->type != jbvBool)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"balance\" must be a boolean")));
-		job->balance = v->val.boolean;
-		return;
-	}
+	BOOLEAN_OPT("in_server", job->no_in_server, true);
+	BOOLEAN_OPT("shared_memory", job->no_shared_memory, true);
+	BOOLEAN_OPT("byte_rows", job->no_byte_rows, true);
+	BOOLEAN_OPT("balance", job->balance, false);
 	if (strcmp(key, "rank_deficient") == 0)
 	{
 		if (str == NULL || (strcmp(str, "error") != 0 && strcmp(str, "min_norm") != 0))

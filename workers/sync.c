@@ -712,7 +712,7 @@ sync_unbind(Sync *s, float **params, float **grads, DmlOptimState *o)
 }
 
 /* ---------------------------------------------------------------------
- * Balance: a step's rows split by the ranks' speed (options "balance")
+ * Balance: a step's rows shared by the ranks' speed (options "balance")
  *
  * A synchronous step waits for its slowest rank.  With a fixed split a
  * rank on a slower core (another process on it, a busy hyperthread
@@ -730,13 +730,16 @@ sync_unbind(Sync *s, float **params, float **grads, DmlOptimState *o)
  * whose first fence every rank has passed.  Every rank measures its own
  * time (sync_balance_took), writes it into the segment by step parity and
  * reads every rank's in the next step, so every rank smooths the same
- * numbers and cuts alike without a message.  The step's gradient is still the sum over the
- * same global minibatch of the rows' gradients, scaled by the same
- * 1/rows, and the optimizer steps it as before: the same model, up to the
- * float rounding of how the sum is grouped.  While the speeds are within
- * a few percent (a boundary would move by less than BALANCE_ROWS rows and
- * a 32nd of the step), every rank computes its own rows, exactly the
- * fixed split's arithmetic.
+ * numbers and cuts alike without a message.  The step's gradient is
+ * still the sum over the same global minibatch of the rows' gradients,
+ * scaled by the same 1/rows, and the optimizer steps it as before: the
+ * same model, up to the float rounding of how the sum is grouped.  While
+ * the speeds are within a few percent (a boundary would move by less than
+ * BALANCE_ROWS rows and a 32nd of the step), every rank computes its own
+ * rows, exactly the fixed split's arithmetic.  Off by default (README:
+ * beside a process whose time slices come and go faster than a step, the
+ * speeds measured do not predict the next step's, and it measured no
+ * gain; off, two runs give the same model bit for bit).
  * --------------------------------------------------------------------- */
 
 /*
@@ -744,7 +747,7 @@ sync_unbind(Sync *s, float **params, float **grads, DmlOptimState *o)
  *		Before sync_bind, on every data rank alike: room in the segment for
  *		rows rows of d values (every rank's most rows in a step, together).
  *		Whether the step is then balanced is up to sync_bind (one host, a
- *		sharded step, "balance" not false): s->bal_rows > 0 after it.
+ *		sharded step, "balance" true): s->bal_rows > 0 after it.
  */
 void
 sync_balance_want(Sync *s, int rows, int d)
