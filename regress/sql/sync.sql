@@ -230,6 +230,18 @@ SELECT (a.metrics->'balance'->>'steps')::int > 0 AS steps_cut_by_speed,
 	   (a.metrics->>'r2')::float8 > 0.95 AS learned,
 	   a.metrics->>'train_rows' = b.metrics->>'train_rows' AS same_rows
 FROM dml.models a, dml.models b WHERE a.name = 'bal_on' AND b.name = 'bal_off';
+-- three ranks (more than this machine's cores): three shares, two boundaries
+SELECT name FROM dml_train('bal_on3', 'sreg', 'y', features => '{x1,x2,x3}', model => 'mlp',
+	hidden => '{256,32}', optimizer => 'sgd', learning_rate => 0.05, epochs => 2, batch_size => 32,
+	workers => 3, options => '{"straggler": "1:3", "balance": true}');
+SELECT name FROM dml_train('bal_off3', 'sreg', 'y', features => '{x1,x2,x3}', model => 'mlp',
+	hidden => '{256,32}', optimizer => 'sgd', learning_rate => 0.05, epochs => 2, batch_size => 32,
+	workers => 3, options => '{"straggler": "1:3"}');
+SELECT (a.metrics->'balance'->>'rows_moved')::int > 0 AS rows_moved,
+	   (SELECT max(abs(dml_predict('bal_on3', ARRAY[x1, x2, x3]) -
+					   dml_predict('bal_off3', ARRAY[x1, x2, x3]))) FROM sreg) < 1e-4 AS same_model,
+	   a.metrics->>'train_rows' = b.metrics->>'train_rows' AS same_rows
+FROM dml.models a, dml.models b WHERE a.name = 'bal_on3' AND b.name = 'bal_off3';
 SELECT name FROM dml_train('bal_small', 'sreg', 'y', features => '{x1,x2,x3}', model => 'mlp',
 	hidden => '{16}', optimizer => 'sgd', epochs => 1, batch_size => 32, workers => 2,
 	options => '{"balance": true}');
