@@ -421,7 +421,9 @@ out=$(pgc_psql -t -A -c "SELECT model_id FROM dml_train('st_vkill', 'st_bigv', '
 	options => '{\"memory\": \"8MB\", \"fault\": \"1:2:kill\", \"max_restarts\": 1, \"checkpoint_every\": 1}')" 2>&1)
 check "view, killed worker: restarted from its checkpoint, spilled afresh (no spill of a view is reused), succeeded streamed" \
 	'grep -q "restarting from the checkpoint of epoch 1" <<<"$out" && [ "$(meta st_vkill "metrics->>'"'"'streamed'"'"'")" = 2 ] &&
-	 [ "$(meta st_vkill "metrics->>'"'"'epochs'"'"'")" = 3 ] && [ "$(meta st_vkill "metrics->>'"'"'spill_reused'"'"'")" = 0 ]'
+	 [ "$(meta st_vkill "metrics->>'"'"'epochs'"'"'")" = 3 ] && [ "$(meta st_vkill "metrics->>'"'"'spill_reused'"'"'")" = 0 ]' \
+	"the statement said: $out
+streamed, epochs, spill_reused, spill_recreated: $(meta st_vkill "concat_ws(' ', metrics->>'streamed', metrics->>'epochs', metrics->>'spill_reused', metrics->>'spill_recreated')")"
 check "view, killed worker: the spill directory is gone" '[ "$(spill_dirs)" = 0 ]'
 # an error in the view's last rows, after both ranks began to spill
 pgc_psql -c "DROP VIEW IF EXISTS st_badv" \
