@@ -1057,11 +1057,10 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		 */
 		double		all = spec->balance && spec->sync == DML_SYNC_ALLREDUCE &&
 			worker_world > 1 && !full && se == NULL && !dml_net_rows_applies(net, &work, b);
-		int			rows = 0;
+		/* a step's rows, all ranks': the first step's, the most */
+		int			rows = (int) train_step_total(&plan, 0);
 
 		comm_allreduce_double(&all, 1);
-		for (int r = 0; r < worker_world; r++)
-			rows += train_step_rows(&plan, r);
 		if (all == worker_world)
 			sync_balance_want(&sy, rows, ds->d);
 		sync_bind(&sy, spec, &net->params, &grads, &opt);
