@@ -216,32 +216,36 @@ SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', options => '{"shared_memory": 
 -- differed by 2e-6).  The metrics count the steps cut otherwise than the
 -- rows are held and the rows so moved.  A model small enough to be stepped
 -- on every rank (at most 1,024 parameters), or MPI_Allreduce: not balanced.
-SELECT name FROM dml_train('bal_on', 'sreg', 'y', features => '{x1,x2,x3}', model => 'mlp',
-	hidden => '{256,32}', optimizer => 'sgd', learning_rate => 0.05, epochs => 2, batch_size => 32,
-	workers => 2, options => '{"straggler": "1:3", "balance": true}');
-SELECT name FROM dml_train('bal_off', 'sreg', 'y', features => '{x1,x2,x3}', model => 'mlp',
-	hidden => '{256,32}', optimizer => 'sgd', learning_rate => 0.05, epochs => 2, batch_size => 32,
-	workers => 2, options => '{"straggler": "1:3"}');
-SELECT (a.metrics->'balance'->>'steps')::int > 0 AS steps_cut_by_speed,
-	   (a.metrics->'balance'->>'rows_moved')::int > 0 AS rows_moved,
-	   b.metrics ? 'balance' AS off_balanced,
-	   (SELECT max(abs(dml_predict('bal_on', ARRAY[x1, x2, x3]) -
-					   dml_predict('bal_off', ARRAY[x1, x2, x3]))) FROM sreg) < 1e-4 AS same_model,
-	   (a.metrics->>'r2')::float8 > 0.95 AS learned,
-	   a.metrics->>'train_rows' = b.metrics->>'train_rows' AS same_rows
-FROM dml.models a, dml.models b WHERE a.name = 'bal_on' AND b.name = 'bal_off';
+-- bal_twins(w): the balanced MLP and its default twin on w ranks, rank 1
+-- delayed 3 ms a step, as bal_on and bal_off (bal_on3, bal_off3 on 3 ranks)
+CREATE FUNCTION bal_twins(w int) RETURNS TABLE (steps_cut_by_speed bool, rows_moved bool,
+	off_balanced bool, same_model bool, r2 float8, same_rows bool)
+LANGUAGE plpgsql AS $$
+DECLARE
+	on_name text := format('bal_on%s', nullif(w, 2));
+	off_name text := format('bal_off%s', nullif(w, 2));
+BEGIN
+	FOR i IN 1..2 LOOP
+		PERFORM dml_train(CASE i WHEN 1 THEN on_name ELSE off_name END, 'sreg', 'y',
+			features => '{x1,x2,x3}', model => 'mlp', hidden => '{256,32}', optimizer => 'sgd',
+			learning_rate => 0.05, epochs => 2, batch_size => 32, workers => w,
+			options => CASE i WHEN 1 THEN '{"straggler": "1:3", "balance": true}'
+						ELSE '{"straggler": "1:3"}' END::jsonb);
+	END LOOP;
+	RETURN QUERY
+	SELECT (a.metrics->'balance'->>'steps')::int > 0,
+		   (a.metrics->'balance'->>'rows_moved')::int > 0,
+		   b.metrics ? 'balance',
+		   (SELECT max(abs(dml_predict(on_name, ARRAY[x1, x2, x3]) -
+						   dml_predict(off_name, ARRAY[x1, x2, x3]))) FROM sreg) < 1e-4,
+		   (a.metrics->>'r2')::float8,
+		   a.metrics->>'train_rows' = b.metrics->>'train_rows'
+	FROM dml.models a, dml.models b WHERE a.name = on_name AND b.name = off_name;
+END $$;
+SELECT steps_cut_by_speed, rows_moved, off_balanced, same_model, r2 > 0.95 AS learned, same_rows
+FROM bal_twins(2);
 -- three ranks (more than this machine's cores): three shares, two boundaries
-SELECT name FROM dml_train('bal_on3', 'sreg', 'y', features => '{x1,x2,x3}', model => 'mlp',
-	hidden => '{256,32}', optimizer => 'sgd', learning_rate => 0.05, epochs => 2, batch_size => 32,
-	workers => 3, options => '{"straggler": "1:3", "balance": true}');
-SELECT name FROM dml_train('bal_off3', 'sreg', 'y', features => '{x1,x2,x3}', model => 'mlp',
-	hidden => '{256,32}', optimizer => 'sgd', learning_rate => 0.05, epochs => 2, batch_size => 32,
-	workers => 3, options => '{"straggler": "1:3"}');
-SELECT (a.metrics->'balance'->>'rows_moved')::int > 0 AS rows_moved,
-	   (SELECT max(abs(dml_predict('bal_on3', ARRAY[x1, x2, x3]) -
-					   dml_predict('bal_off3', ARRAY[x1, x2, x3]))) FROM sreg) < 1e-4 AS same_model,
-	   a.metrics->>'train_rows' = b.metrics->>'train_rows' AS same_rows
-FROM dml.models a, dml.models b WHERE a.name = 'bal_on3' AND b.name = 'bal_off3';
+SELECT rows_moved, same_model, same_rows FROM bal_twins(3);
 SELECT name FROM dml_train('bal_small', 'sreg', 'y', features => '{x1,x2,x3}', model => 'mlp',
 	hidden => '{16}', optimizer => 'sgd', epochs => 1, batch_size => 32, workers => 2,
 	options => '{"balance": true}');
@@ -251,6 +255,7 @@ SELECT name FROM dml_train('bal_mpi', 'sreg', 'y', features => '{x1,x2,x3}', mod
 SELECT name, metrics ? 'balance' AS balanced FROM dml.models
 WHERE name IN ('bal_on', 'bal_small', 'bal_mpi') ORDER BY name;
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', options => '{"balance": 1}')$$);
+DROP FUNCTION bal_twins(int);
 
 -- the choices are checked
 SELECT sqlerr($$SELECT dml_train('x', 'sep', 'y', sync => 'bsp')$$);
