@@ -97,6 +97,10 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 		}
 		appendStringInfoString(&buf, "], ");
 	}
+	/* Newton: steps located on a sample, searched on every row, and searched again */
+	if (r->newton)
+		appendStringInfo(&buf, "\"newton_steps\": {\"sampled\": %d, \"full\": %d, \"again\": %d}, ",
+						 r->newton_sampled, r->newton_full, r->newton_again);
 	if (r->has_sync)
 	{
 		appendStringInfo(&buf, "\"sync\": \"%s\", \"compression\": \"%s\"",

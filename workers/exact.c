@@ -1530,6 +1530,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	if (!nw.label || !nw.eta || !nw.eta_d || !theta || !g || !H || !delta)
 		worker_fail("out of memory for a %zu x %zu Hessian", q, q);
 
+	res->newton = true;
 	for (iter = 1; iter <= spec->epochs; iter++)
 	{
 		double		t0 = dml_clock_seconds();
@@ -1591,6 +1592,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			double		first[3];
 
 			newton_logits(&nw, delta, nw.eta_d, first);
+			res->newton_full++;
 			step = newton_search(&nw, theta, delta, loss, nw.binary ? first : NULL, &new_loss);
 			last_step = step;
 			if (step == 0)

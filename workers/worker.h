@@ -301,6 +301,11 @@ typedef struct TrainResult
 	bool		balance;		/* the steps' rows were split by the ranks' speed */
 	int64_t		balance_steps;	/* ... steps whose split was not the rows' own */
 	int64_t		balance_rows;	/* ... rows computed by a rank other than the one holding them */
+	/* Newton's float32 iterations (exact.c): how their steps were found */
+	bool		newton;
+	int			newton_sampled; /* located on a sample of the rows */
+	int			newton_full;	/* searched on every row */
+	int			newton_again;	/* located, not lower, then searched on every row */
 	double		consensus;		/* gossip; NaN otherwise */
 	int			servers;
 	int64_t    *server_stale;	/* (servers) the most staleness each saw */
