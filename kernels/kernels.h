@@ -483,9 +483,13 @@ extern void dml_logit_line(const double *e0, const double *ed, const int *label,
 #define DML_HESS_TILE_P 24
 extern bool dml_hess_tiles_ok(int p);
 extern void dml_hess_tiles(double *Hs, const double *Z, int m, int p);
-/* the float32 Newton rows' gradient (d + 1) and their rows for the tiles */
-extern void dml_logit_rows(const float *X, int B, int d, size_t ld, const double *pr,
-						   const int *label, double *g, double *Z);
+/*
+ * the float32 Newton iterations' gradient g (d + 1, in double) and the
+ * lower triangle of their Hessian Hs (DML_HESS_TILE_P, DML_HESS_TILE_P,
+ * float32 products and chunk sums, added in double) over B rows
+ */
+extern void dml_logit_stats32(const float *X, int B, int d, size_t ld, const double *pr,
+							  const int *label, double *g, double *Hs);
 /* S (p, p) += the symmetric matrix whose lower half is L's (robust.c) */
 extern void dml_add_lower_sym(double *S, const double *L, int p);
 

@@ -283,18 +283,37 @@ dml_hess_tiles_ok(int p)
 }
 
 /*
- * For B float32 rows x_i of d inputs, ld apart (only the first d of each
- * are read), with their probabilities pr and labels (0 or 1): g (d + 1)
- * += sum_i (pr_i - y_i) [x_i, 1] in double, and row i of Z (B,
- * DML_HESS_TILE_P) = sqrt(pr_i (1 - pr_i)) [x_i, 1, 0 ...] for
- * dml_hess_tiles; only where dml_hess_tiles_ok(d + 1) said so
+ * The float32 Newton iterations' statistics over B float32 rows x_i of d
+ * inputs, ld apart (only the first d of each are read), with their
+ * probabilities pr and labels (0 or 1): g (d + 1) += sum_i (pr_i - y_i)
+ * [x_i, 1] and the lower triangle of Hs (DML_HESS_TILE_P, DML_HESS_TILE_P)
+ * += sum_i pr_i (1 - pr_i) [x_i, 1] [x_i, 1]'.  The products and their
+ * sums over each chunk of 128 rows are float32, the chunks' sums are added
+ * in double: about half the time of the float64 tiles' (a float vector
+ * has twice the lanes), for a Hessian that only steers the float32
+ * iterations (the float64 polish forms its own) and a gradient within
+ * float32 rounding of its terms.  Only where dml_hess_tiles_ok(d + 1) said
+ * so.
  */
 void
-dml_logit_rows(const float *X, int B, int d, size_t ld, const double *pr, const int *label,
-			   double *g, double *Z)
+dml_logit_stats32(const float *X, int B, int d, size_t ld, const double *pr, const int *label,
+				  double *g, double *Hs)
 {
 #if HESS_TILES
-	SIMD_DISPATCH(logit_rows, X, B, d, ld, pr, label, g, Z);
+	/*
+	 * Subnormals flushed to zero (FTZ and DAZ) in this kernel only: a row
+	 * the model is sure of (p (1 - p) below about 1e-38, |logit| over 87)
+	 * makes float products in the subnormals, where each operation took a
+	 * microcode assist (synth_1m's float32 passes took twice the time of
+	 * random rows').  What changes is a product below 1.2e-38 in H, far
+	 * under the ridge of 1e-10 n train_newton adds, or an input below it
+	 * in the gradient.
+	 */
+	unsigned int csr = __builtin_ia32_stmxcsr();
+
+	__builtin_ia32_ldmxcsr(csr | 0x8040);
+	SIMD_DISPATCH(logit_stats32, X, B, d, ld, pr, label, g, Hs);
+	__builtin_ia32_ldmxcsr(csr);
 #endif
 }
 

@@ -130,6 +130,9 @@ simd512_sum_rows(const __m512 *p)
 #undef vhsum
 #undef vsum_rows
 #undef VDK
+#undef VK
+#undef vone_lane
+#undef vsel
 #undef vdone_lane
 #undef vdsel
 #undef vdloadf
@@ -153,6 +156,8 @@ simd512_sum_rows(const __m512 *p)
 #undef vdstorem
 #undef vdfma
 #undef vdmul
+#undef vdlo
+#undef vdhi
 
 #if SIMD_ISA == 512
 
@@ -182,6 +187,10 @@ simd512_sum_rows(const __m512 *p)
 #define vhsum(v)		_mm512_reduce_add_ps(v)
 /* VL vectors' lane sums as one vector (p[r]'s in lane r) */
 #define vsum_rows(p)	simd512_sum_rows(p)
+/* a mask of lane i alone (none if i is not a lane), and v with 1 there */
+#define VK				__mmask16
+#define vone_lane(i)	((i) >= 0 && (i) < 16 ? (__mmask16) (1u << (i)) : (__mmask16) 0)
+#define vsel(k, one, v)	_mm512_mask_mov_ps(v, k, one)
 /* VL bytes at p as floats */
 #define vbytes(p)		_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (p))))
 #define vround(v)		_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
@@ -202,6 +211,9 @@ simd512_sum_rows(const __m512 *p)
 #define vdstore(p, v)	_mm512_storeu_pd(p, v)
 #define vdfma(a, b, c)	_mm512_fmadd_pd(a, b, c)
 #define vdmul(a, b)		_mm512_mul_pd(a, b)
+/* a float vector's low and high halves, widened */
+#define vdlo(v)			_mm512_cvtps_pd(_mm512_castps512_ps256(v))
+#define vdhi(v)			_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))
 /* n floats at p (at most VDL; more are read if n is larger) widened, the rest 0 */
 #define vdloadf(p, n)	_mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(dml_lanes16(n), p)))
 /* vdloadf(p, VDL): every lane */
@@ -237,6 +249,10 @@ simd512_sum_rows(const __m512 *p)
 #define vmax(a, b)		_mm256_max_ps(a, b)
 #define vhsum(v)		simd256_hsum(v)
 #define vsum_rows(p)	simd256_sum_rows(p)
+#define VK				__m256
+#define vone_lane(i)	_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_set1_epi32(i), \
+															   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)))
+#define vsel(k, one, v)	_mm256_blendv_ps(v, one, k)
 #define vbytes(p)		_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (p))))
 #define vround(v)		_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define vtobytes(v)		simd256_bytes(_mm256_cvtps_epi32(v))
@@ -256,6 +272,8 @@ simd512_sum_rows(const __m512 *p)
 #define vdstore(p, v)	_mm256_storeu_pd(p, v)
 #define vdfma(a, b, c)	_mm256_fmadd_pd(a, b, c)
 #define vdmul(a, b)		_mm256_mul_pd(a, b)
+#define vdlo(v)			_mm256_cvtps_pd(_mm256_castps256_ps128(v))
+#define vdhi(v)			_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))
 #define vdloadf(p, n)	_mm256_cvtps_pd(_mm_maskload_ps(p, _mm256_castsi256_si128(simd256_lanes(n))))
 /* vdloadf(p, VDL): every lane */
 #define vdloadf_all(p)	_mm256_cvtps_pd(_mm_loadu_ps(p))

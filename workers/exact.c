@@ -25,11 +25,15 @@
  * logits (eta, eta_d: 16 (K - 1) bytes a training row) and labels stay in
  * memory, within what the budget leaves for rows.
  *
- * A Newton iteration reads the rows twice: the statistics pass, which also
- * moves eta by the step the iteration before took, and the direction's
- * logits pass, which for binary models also sums the line search's first
- * trial (the full step) while each block's logits are in cache.  Only a
- * search that goes past its first trial reads eta and eta_d again.
+ * A Newton iteration over rows in memory reads them once (train_newton):
+ * the statistics pass, which also makes the logits of the step the
+ * iteration before located on a sample of the rows, moves eta by it and
+ * measures the loss there.  Spilled slices, small ones and an iteration
+ * limit's last iteration read them twice: the statistics pass, and the
+ * direction's logits pass, which for binary models also sums the line
+ * search's first trial (the full step) while each block's logits are in
+ * cache; only a search that goes past its first trial reads eta and eta_d
+ * again.
  *
  *-------------------------------------------------------------------------
  */
@@ -424,27 +428,40 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
  * Newton's method for logistic and softmax regression
  *
  * Each iteration costs one statistics pass over the rows (gradient and
- * Hessian at theta, one all-reduce) and one cheaper pass for the
- * direction's logits eta_d = Z delta; the step length along the Newton
+ * Hessian at theta, one all-reduce); the step length along the Newton
  * direction is then found by a one-dimensional Newton search on the
- * per-row logits eta = Z theta and eta_d, kept in memory, so each trial
- * step is a sweep over two vectors and an all-reduce of three numbers, not
- * a pass over the data.  The first step (from theta = 0, the least-squares
+ * per-row logits eta = Z theta and eta_d = Z delta, so each trial step is
+ * a sweep over two vectors and an all-reduce of three numbers, not a pass
+ * over the data.  The first step (from theta = 0, the least-squares
  * direction) lands near the optimum's scale at once, which plain step
  * halving takes several passes to reach; near the optimum the search
  * accepts t = 1 after one trial, the usual quadratic phase of Newton's
- * method.  On synth_1m that is 4 passes instead of 10 to the same loss.
+ * method.  On synth_1m the float32 iterations read the rows 3 times (5,
+ * with the direction's logits a pass of their own; plain step halving
+ * took 10 passes).
  *
- * Precision: eta, the loss and every sum across blocks are double.  Within
- * a block of NEWTON_BLOCK rows the products run in float32 on the float32
- * rows: the Hessian (SYRK on sqrt(w) * Z, or GEMM for softmax's
- * off-diagonal blocks), the gradient (residuals times Z) and eta_d (eta
- * moves by t * eta_d, so it carries that rounding too).  The
+ * With at least NEWTON_SAMPLE_MIN rows a sample on every rank, the search
+ * runs on every NEWTON_SAMPLE-th row (newton_locate; its eta_d made from
+ * those rows alone), and the next statistics pass makes eta_d block by
+ * block as it reads the rows, moves eta, and measures the loss the step
+ * reached: one pass an iteration where the direction's logits took a pass
+ * of their own and the search's trials more.  A step whose loss is not
+ * below the point's it left is searched again on every row (rare: on
+ * synth_1m none is).  Otherwise eta_d takes a pass of its own
+ * (newton_logits) and the search reads every row.
+ *
+ * Precision: eta, the loss and every sum across blocks are double.  The
+ * Hessian's products run in float32 on the float32 rows: binary models'
+ * summed in float32 over each 128-row chunk in register tiles
+ * (dml_logit_stats32, whose gradient is double throughout), softmax's over
+ * a block of NEWTON_BLOCK rows (SYRK on sqrt(w) * Z, or GEMM for the
+ * off-diagonal blocks, and the gradient as residuals times Z), as do
+ * eta_d's (eta moves by t * eta_d, so it carries that rounding too).  The
  * Hessian only steers, so its rounding changes the path, not the point of
  * convergence; a block's float32 gradient sum is off by about 1e-7 of its
  * terms, which moves the optimum by far less than the float32 weights
- * that store it (the final loss agrees with an all-double solver to about
- * 1e-9, relative).
+ * that store it; the float64 polish (on float64 rows) then takes the
+ * float32 iterations' optimum to the float64 one.
  *
  * theta has q = Kf * p entries, Kf = free logits (1 for logistic, K - 1
  * for softmax with the last class as the reference, which keeps the
@@ -453,7 +470,7 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
  * --------------------------------------------------------------------- */
 
 #define NEWTON_BLOCK 2048		/* rows per float32 Hessian block */
-#define NEWTON_SAMPLE 16		/* every n-th row for locating a long step */
+#define NEWTON_SAMPLE 16		/* every n-th row for locating a step */
 #define NEWTON_SAMPLE_MIN 4096	/* sampled only with this many rows per sample */
 #define NEWTON_MAX_STEP 16.0	/* longest step, in Newton steps: separable data
 								 * would otherwise send theta to infinity in one
@@ -473,6 +490,12 @@ typedef struct Newton
 	double	   *eta;			/* (nt, Kf) Z theta */
 	double	   *eta_d;			/* (nt, Kf) Z delta */
 	double		step;			/* eta -= step eta_d is still to be done (by the next statistics pass) */
+	const float *step_vf;		/* (Kf, p) or NULL: the step is along this direction, whose
+								 * logits the next statistics pass makes from the rows it
+								 * reads (eta_d is not written) */
+	double	   *s_eta;			/* newton_sample's rows: eta, eta_d and labels */
+	double	   *s_eta_d;
+	int		   *s_label;
 	double		n;				/* training rows of every rank */
 	double		lambda;			/* weight decay */
 	int			precise;		/* Hessian blocks in double (after a float32 one failed) */
@@ -586,10 +609,11 @@ typedef struct LogitsPass
 	double	   *first;			/* binary: the line search's sums at t = 1, or NULL */
 } LogitsPass;
 
+/* out (B, Kf) = the logits of vf (Kf, p) of one chunk's rows, in float32 products */
 static void
-newton_logits_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
+newton_chunk_logits(const Newton *nw, int B, const float *Zb, const float *vf, float *ob,
+					double *out)
 {
-	LogitsPass *lp = arg;
 	int			p = nw->p,
 				d = nw->d,
 				Kf = nw->Kf;
@@ -603,23 +627,31 @@ newton_logits_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 		 */
 		if (Kf == 1)
 		{
-			memset(lp->ob, 0, sizeof(float) * B);
-			dml_rows_dot(lp->ob, Zb, lp->vf, B, d);
+			memset(ob, 0, sizeof(float) * B);
+			dml_rows_dot(ob, Zb, vf, B, d);
 		}
 		else
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, Kf, d, 1.0f, Zb, d,
-						lp->vf, p, 0.0f, lp->ob, Kf);
+						vf, p, 0.0f, ob, Kf);
 		for (int i = 0; i < B; i++)
 			for (int k = 0; k < Kf; k++)
-				lp->out[(size_t) (j0 + i) * Kf + k] = lp->ob[(size_t) i * Kf + k] + lp->vf[(size_t) k * p + d];
+				out[(size_t) i * Kf + k] = ob[(size_t) i * Kf + k] + vf[(size_t) k * p + d];
 	}
 	else
 	{
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, Kf, p, 1.0f, Zb, p,
-					lp->vf, p, 0.0f, lp->ob, Kf);
+					vf, p, 0.0f, ob, Kf);
 		for (size_t i = 0; i < (size_t) B * Kf; i++)
-			lp->out[(size_t) j0 * Kf + i] = lp->ob[i];
+			out[i] = ob[i];
 	}
+}
+
+static void
+newton_logits_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
+{
+	LogitsPass *lp = arg;
+
+	newton_chunk_logits(nw, B, Zb, lp->vf, lp->ob, lp->out + (size_t) j0 * nw->Kf);
 	if (lp->first)
 	{
 		/*
@@ -639,7 +671,7 @@ newton_logits_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
  * (3, or NULL) gets this rank's sums of newton_line at t = 1
  */
 static void
-newton_logits(Newton *nw, const double *v, double *out, double *first)
+newton_logits(Newton *nw, const double *v, double *out, double *first, bool raw_ok)
 {
 	int			p = nw->p,
 				Kf = nw->Kf;
@@ -653,7 +685,7 @@ newton_logits(Newton *nw, const double *v, double *out, double *first)
 		vf[i] = (float) v[i];
 	if (lp.first)
 		lp.first[0] = lp.first[1] = lp.first[2] = 0;
-	newton_pass(nw, newton_logits_chunk, &lp, true);
+	newton_pass(nw, newton_logits_chunk, &lp, raw_ok);
 	free(vf);
 	free(ob);
 }
@@ -744,6 +776,17 @@ newton_hessian_block(const Newton *nw, int B, const double *P, const float *Zb,
 }
 
 /*
+ * whether the statistics pass runs on the float32 tiles (binary, at most
+ * 24 parameters, AVX-512 or AVX2), which take the rows as they lie in
+ * memory, where other passes take [x, 1] copies
+ */
+static bool
+newton_tiles(const Newton *nw)
+{
+	return nw->binary && !nw->precise && dml_hess_tiles_ok(nw->p);
+}
+
+/*
  * The statistics pass at the current eta: gradient g (q) and the lower
  * blocks of the Hessian H (q, q), all-reduced, weight decay included.
  * Returns the loss when want_loss (the line search knows it otherwise).
@@ -751,13 +794,14 @@ newton_hessian_block(const Newton *nw, int B, const double *P, const float *Zb,
 typedef struct StatsPass
 {
 	double	   *Zd;				/* (NEWTON_BLOCK, p) when precise */
-	double	   *Zt;				/* tiles: the block's weighted rows (NEWTON_BLOCK, 24) */
 	double	   *Ht;				/* tiles: the Hessian's sum (24, 24) */
 	double	   *W;				/* weighted rows */
 	double	   *Hs;
 	double	   *P;				/* probabilities */
 	float	   *R;				/* residuals */
 	float	   *Gb;
+	float	   *ob;				/* (NEWTON_BLOCK, Kf) when the pass makes the step's logits */
+	double	   *ed;				/* (NEWTON_BLOCK, Kf) and those logits */
 	double	   *G;
 	double	   *H;
 	double		loss;
@@ -779,6 +823,17 @@ newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 		double	   *e = nw->eta + (size_t) j0 * Kf;
 		const double *ed = nw->eta_d + (size_t) j0 * Kf;
 
+		if (nw->step_vf)
+		{
+			/*
+			 * a step located on a sample of the rows: its logits, from the
+			 * rows this pass reads anyway (as newton_logits makes them),
+			 * into the block's own scratch: eta_d (8 MB for synth_1m) is
+			 * not written, which its first pass took 15 ms to fault in
+			 */
+			newton_chunk_logits(nw, B, Zb, nw->step_vf, sp->ob, sp->ed);
+			ed = sp->ed;
+		}
 		for (size_t i = 0; i < (size_t) B * Kf; i++)
 			e[i] -= nw->step * ed[i];
 	}
@@ -786,18 +841,18 @@ newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 	{
 		/* one logit a row: the block's probabilities in one vectorized pass */
 		sp->loss += dml_logit_probs(nw->eta + j0, nw->label + j0, B, sp->P, sp->want_loss);
-		if (sp->Zt)
+		if (sp->Ht)
 		{
 			/*
 			 * binary, at most 24 parameters, AVX-512 or AVX2: one read of the
-			 * rows gives the gradient and the rows weighted by sqrt(p (1
-			 * - p)) in double, which the tiles sum as the polish sums
-			 * them (OpenBLAS's SSYRK on 256 x 21 spent as long packing as
-			 * computing)
+			 * rows gives the gradient (in double) and the Hessian (in
+			 * float32 register tiles, chunk sums added in double), in
+			 * about a third of the time OpenBLAS's SSYRK on 256 x 21
+			 * took (it spent as long packing as computing), and half of
+			 * the float64 tiles' the polish uses
 			 */
-			dml_logit_rows(Zb, B, nw->d, nw->raw ? nw->d : nw->p, sp->P, nw->label + j0,
-						   sp->G, sp->Zt);
-			dml_hess_tiles(sp->Ht, sp->Zt, B, nw->p);
+			dml_logit_stats32(Zb, B, nw->d, nw->raw ? nw->d : nw->p, sp->P, nw->label + j0,
+							  sp->G, sp->Ht);
 			return;
 		}
 		for (int i = 0; i < B; i++)
@@ -837,12 +892,10 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
 
 	memset(&sp, 0, sizeof(sp));
 	sp.Zd = nw->precise ? malloc(sizeof(double) * NEWTON_BLOCK * p) : NULL;
-	if (nw->binary && !nw->precise && dml_hess_tiles_ok(p))
+	if (newton_tiles(nw))
 	{
-		/* zeroed: the columns past p stay 0 */
-		sp.Zt = calloc((size_t) NEWTON_BLOCK * DML_HESS_TILE_P, sizeof(double));
 		sp.Ht = calloc((size_t) DML_HESS_TILE_P * DML_HESS_TILE_P, sizeof(double));
-		if (!sp.Zt || !sp.Ht)
+		if (!sp.Ht)
 			worker_fail("out of memory for the Newton statistics");
 	}
 	sp.W = malloc(sizeof(double) * NEWTON_BLOCK * p);
@@ -850,15 +903,19 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
 	sp.P = malloc(sizeof(double) * NEWTON_BLOCK * Kf);
 	sp.R = malloc(sizeof(float) * NEWTON_BLOCK * Kf);
 	sp.Gb = malloc(sizeof(float) * q);
+	sp.ob = nw->step_vf ? malloc(sizeof(float) * NEWTON_BLOCK * Kf) : NULL;
+	sp.ed = nw->step_vf ? malloc(sizeof(double) * NEWTON_BLOCK * Kf) : NULL;
 	sp.G = G = calloc(q + 1, sizeof(double));
 	sp.H = H;
 	sp.want_loss = want_loss;
-	if ((nw->precise && !sp.Zd) || !sp.W || !sp.Hs || !sp.P || !sp.R || !sp.Gb || !G)
+	if ((nw->precise && !sp.Zd) || !sp.W || !sp.Hs || !sp.P || !sp.R || !sp.Gb || !G ||
+		(nw->step_vf && (!sp.ob || !sp.ed)))
 		worker_fail("out of memory for the Newton statistics");
 	memset(H, 0, sizeof(double) * q * q);
 	/* the tiles' chunk takes rows as they lie; the SYRK blocks need [x, 1] */
-	newton_pass(nw, newton_stats_chunk, &sp, sp.Zt != NULL);
+	newton_pass(nw, newton_stats_chunk, &sp, sp.Ht != NULL);
 	nw->step = 0;				/* eta is at theta now */
+	nw->step_vf = NULL;
 	if (sp.Ht)
 		/* binary: q = p; the lower half, as the blocks fill it */
 		for (int i = 0; i < p; i++)
@@ -880,28 +937,31 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
 		}
 	memcpy(g, G, sizeof(double) * q);
 	free(sp.Zd);
-	free(sp.Zt);
 	free(sp.Ht);
 	free(sp.W);
 	free(sp.Hs);
 	free(sp.P);
 	free(sp.R);
 	free(sp.Gb);
+	free(sp.ob);
+	free(sp.ed);
 	free(G);
 	return loss;
 }
 
 /*
  * The loss at theta - t delta and its first two derivatives in t, from
- * eta and eta_d (or this rank's sums, when the logits pass made them),
- * all-reduced; the penalty is added from theta and delta.
- * With stride > 1 only every stride-th row is read, the loss is left out
- * (out[0] = 0) and the sums are scaled up: an estimate of the derivatives
- * for locating the step, never for accepting it.
+ * the logits eta and eta_d of nt rows with these labels (or this rank's
+ * sums, when the logits pass made them), all-reduced; the penalty is added
+ * from theta and delta.  With stride > 1 only every stride-th row is read;
+ * with scale > 1 the rows are a sample: the loss is left out (out[0] = 0)
+ * and the sums are scaled up, an estimate of the derivatives for locating
+ * the step, never for accepting it.
  */
 static void
-newton_line(const Newton *nw, const double *theta, const double *delta, double t, int stride,
-			const double *sums, double out[3])
+newton_line_on(const Newton *nw, const double *eta, const double *eta_d, const int *lab,
+			   int64_t nt, int stride, double scale, const double *theta, const double *delta,
+			   double t, const double *sums, double out[3])
 {
 	int			Kf = nw->Kf,
 				p = nw->p;
@@ -923,24 +983,24 @@ newton_line(const Newton *nw, const double *theta, const double *delta, double t
 	else if (nw->binary)
 	{
 		/* one logit a row: vectorized (kernels/logit.c) */
-		dml_logit_line(nw->eta, nw->eta_d, nw->label, nw->nt, stride, t, stride == 1, out);
+		dml_logit_line(eta, eta_d, lab, nt, stride, t, scale == 1, out);
 		loss = out[0];
 		f1 = out[1];
 		f2 = out[2];
 	}
 	else
-		for (int64_t j = 0; j < nw->nt; j += stride)
+		for (int64_t j = 0; j < nt; j += stride)
 		{
-			const double *e0 = nw->eta + (size_t) j * Kf;
-			const double *ed = nw->eta_d + (size_t) j * Kf;
-			int			label = nw->label[j];
+			const double *e0 = eta + (size_t) j * Kf;
+			const double *ed = eta_d + (size_t) j * Kf;
+			int			label = lab[j];
 			double		s1 = 0,
 						s2 = 0,
 						m = 0;
 
 			for (int k = 0; k < Kf; k++)
 				e[k] = e0[k] - t * ed[k];
-			loss += newton_row(e, Kf, label, pr, stride == 1);
+			loss += newton_row(e, Kf, label, pr, scale == 1);
 			/* d/dt = -sum_k ed_k (p_k - y_k); d2/dt2 = sum_k ed_k^2 p_k - (sum_k ed_k p_k)^2 */
 			for (int k = 0; k < Kf; k++)
 			{
@@ -953,8 +1013,8 @@ newton_line(const Newton *nw, const double *theta, const double *delta, double t
 		}
 	free(e);
 	out[0] = loss;
-	out[1] = f1 * stride;
-	out[2] = f2 * stride;
+	out[1] = f1 * scale;
+	out[2] = f2 * scale;
 	comm_allreduce_double(out, 3);
 	for (int k = 0; k < Kf; k++)
 		for (int c = 0; c < p - 1; c++)
@@ -962,11 +1022,20 @@ newton_line(const Newton *nw, const double *theta, const double *delta, double t
 			double		th = theta[(size_t) k * p + c],
 						dl = delta[(size_t) k * p + c];
 
-			if (stride == 1)
+			if (scale == 1)
 				out[0] += nw->n * nw->lambda / 2 * (th - t * dl) * (th - t * dl);
 			out[1] -= nw->n * nw->lambda * dl * (th - t * dl);
 			out[2] += nw->n * nw->lambda * dl * dl;
 		}
+}
+
+/* newton_line_on over this rank's training rows, every stride-th */
+static void
+newton_line(const Newton *nw, const double *theta, const double *delta, double t, int stride,
+			const double *sums, double out[3])
+{
+	newton_line_on(nw, nw->eta, nw->eta_d, nw->label, nw->nt, stride, stride, theta, delta, t,
+				   sums, out);
 }
 
 /* the next trial of a one-dimensional Newton search from t, within bounds */
@@ -1043,6 +1112,154 @@ newton_search(const Newton *nw, const double *theta, const double *delta, double
 	return best_t;
 }
 
+/*
+ * The sample newton_locate works on: every stride-th training row's eta
+ * and label, and eta_d, the logits of delta, in double from its float32
+ * row in memory, gathered into nw->s_eta, s_eta_d and s_label, so that
+ * each trial reads 20 bytes a sampled row (Kf = 1), not a line of each
+ * array.  Returns the sample's rows.
+ */
+#define NEWTON_AHEAD 8			/* sampled rows ahead whose lines are asked for */
+
+static int64_t
+newton_sample(Newton *nw, const double *delta, int stride)
+{
+	int			d = nw->d,
+				p = nw->p,
+				Kf = nw->Kf;
+	int64_t		ns = 0;
+
+	if (!nw->s_label)
+	{
+		int64_t		cap = nw->nt / stride + 1;
+
+		nw->s_eta = malloc(sizeof(double) * cap * Kf);
+		nw->s_eta_d = malloc(sizeof(double) * cap * Kf);
+		nw->s_label = malloc(sizeof(int) * cap);
+		if (!nw->s_eta || !nw->s_eta_d || !nw->s_label)
+			worker_fail("out of memory");
+	}
+	for (int64_t j = 0; j < nw->nt; j += stride, ns++)
+	{
+		const float *x = nw->ds->X + (size_t) nw->rows[j] * d;
+
+		/*
+		 * the rows are stride apart: each is a memory latency away unless
+		 * asked for early (13 ms for synth_1m's sample without, 3 with)
+		 */
+		if (j + NEWTON_AHEAD * stride < nw->nt)
+		{
+			const char *ahead = (const char *) (nw->ds->X + (size_t) nw->rows[j + NEWTON_AHEAD * stride] * d);
+
+			__builtin_prefetch(ahead);
+			__builtin_prefetch(ahead + sizeof(float) * d - 1);
+		}
+		for (int k = 0; k < Kf; k++)
+		{
+			const double *dk = delta + (size_t) k * p;
+			double		z = dk[d];
+
+			for (int c = 0; c < d; c++)
+				z += dk[c] * x[c];
+			nw->s_eta_d[(size_t) ns * Kf + k] = z;
+			nw->s_eta[(size_t) ns * Kf + k] = nw->eta[(size_t) j * Kf + k];
+		}
+		nw->s_label[ns] = nw->label[j];
+	}
+	return ns;
+}
+
+/*
+ * The sample's noise in the derivative at the full step: stride^2 times
+ * the sum over the sample's ns rows of each row's squared term of d/dt
+ * (newton_line_on's s1), all-reduced: the variance the sampled d/dt would
+ * have if its terms were independent draws around a mean of 0, which is
+ * where every row puts it at the best step
+ */
+static double
+newton_sample_noise(const Newton *nw, int64_t ns, int stride)
+{
+	int			Kf = nw->Kf;
+	double	   *e = malloc(sizeof(double) * 2 * Kf),
+			   *pr = e + Kf;
+	double		s2 = 0;
+
+	if (!e)
+		worker_fail("out of memory");
+	for (int64_t j = 0; j < ns; j++)
+	{
+		const double *e0 = nw->s_eta + (size_t) j * Kf;
+		const double *ed = nw->s_eta_d + (size_t) j * Kf;
+		int			label = nw->s_label[j];
+		double		s1 = 0;
+
+		if (nw->binary)
+			s1 = ed[0] * (1.0 / (1.0 + exp(ed[0] - e0[0])) - label);
+		else
+		{
+			for (int k = 0; k < Kf; k++)
+				e[k] = e0[k] - ed[k];
+			newton_row(e, Kf, label, pr, 0);
+			for (int k = 0; k < Kf; k++)
+				s1 += ed[k] * (pr[k] - (label == k));
+		}
+		s2 += s1 * s1;
+	}
+	free(e);
+	s2 *= (double) stride * stride;
+	comm_allreduce_double(&s2, 1);
+	return s2;
+}
+
+/*
+ * The step length along -delta, located on every stride-th row alone.  The
+ * loss there is measured by the next statistics pass, over every row, which
+ * also makes the direction's logits (so a step costs no pass of its own);
+ * should that loss not be below this point's, train_newton searches again
+ * on every row (newton_search).
+ *
+ * Far from the optimum (the first iterations) the sample says clearly
+ * where along the direction the loss is least: there the one-dimensional
+ * Newton search of newton_search runs on the sample's derivatives from
+ * t = 1 until the next trial would move t by less than 1% (on synth_1m's
+ * first iteration it ends at 9.336 where the search on every row ends at
+ * 9.343).  Near the optimum the remaining step is as small as the
+ * difference between the sample's optimum and the data's, and the
+ * sample's derivative at the full step is mostly noise (there it sent t to
+ * 0.64 where every row says 1.01): where that derivative is within
+ * NEWTON_SAMPLE_Z of its standard deviation from the 0 that Newton's
+ * quadratic model predicts, the step is the full one, t = 1, Newton's step
+ * in its quadratic region.
+ */
+#define NEWTON_SAMPLE_Z 3.0
+
+static double
+newton_locate(Newton *nw, const double *theta, const double *delta, int stride)
+{
+	double		t = 1.0,
+				noise;
+	int64_t		ns = newton_sample(nw, delta, stride);
+
+	noise = newton_sample_noise(nw, ns, stride);
+	for (int tries = 0; tries < 40; tries++)
+	{
+		double		v[3],
+					next;
+
+		newton_line_on(nw, nw->s_eta, nw->s_eta_d, nw->s_label, ns, 1, stride, theta, delta,
+					   t, NULL, v);
+		if (tries == 0 && fabs(v[1]) <= NEWTON_SAMPLE_Z * sqrt(noise))
+			break;				/* the full step: the sample cannot tell better */
+		if (!(v[2] > 0))
+			break;
+		next = newton_next_step(t, v);
+		if (fabs(next - t) <= 1e-2 * t || (t >= NEWTON_MAX_STEP && next >= t))
+			break;
+		t = next;
+	}
+	return t;
+}
+
 typedef struct PolishScan
 {
 	double	   *G;				/* gradient (q), loss, then what else is summed */
@@ -1107,6 +1324,50 @@ polish_pass(const Dataset *ds, double *G, double *H, const double *beta, int K)
 }
 
 /*
+ * H (p, p) = the Hessian of the float32 iterations, H32 (their lower
+ * blocks, on the standardized inputs (x - mean) * scale, the penalty
+ * included), on the raw inputs of the float64 polish: with z = [x, 1]
+ * and z_std = A z, theta' z_std = beta' z for beta = A' theta, so
+ * H_beta = A^-1 H_theta A^-T, A^-1 = [diag(1 / scale), mean; 0, 1].  The
+ * standardized penalty n lambda theta_c^2 / 2 becomes the raw one the
+ * polish adds, n lambda beta_c^2 / (2 scale_c^2).  False (H untouched)
+ * where an input is constant (scale 0): there the polish forms its own.
+ */
+static bool
+polish_hessian_raw(const double *H32, const double *mean, const double *scale, int d, double *H)
+{
+	int			p = d + 1;
+	double	   *M = malloc(sizeof(double) * p * p);
+
+	if (!M)
+		worker_fail("out of memory");
+	for (int c = 0; c < d; c++)
+		if (!(scale[c] > 0) || !isfinite(scale[c]))
+		{
+			free(M);
+			return false;
+		}
+	/* M = A^-1 H_theta, H_theta from its lower triangle */
+	for (int i = 0; i < p; i++)
+		for (int j = 0; j < p; j++)
+		{
+			double		hij = i >= j ? H32[(size_t) i * p + j] : H32[(size_t) j * p + i],
+						hdj = d >= j ? H32[(size_t) d * p + j] : H32[(size_t) j * p + d];
+
+			M[(size_t) i * p + j] = i < d ? hij / scale[i] + mean[i] * hdj : hij;
+		}
+	/* H = M A^-T */
+	for (int i = 0; i < p; i++)
+	{
+		for (int j = 0; j < d; j++)
+			H[(size_t) i * p + j] = M[(size_t) i * p + j] / scale[j] + mean[j] * M[(size_t) i * p + d];
+		H[(size_t) i * p + d] = M[(size_t) i * p + d];
+	}
+	free(M);
+	return true;
+}
+
+/*
  * newton_polish64
  *		A binary logistic fit finished in float64: from theta (standardized
  *		inputs, float32 products) to beta on the raw float64 rows by full
@@ -1125,10 +1386,16 @@ polish_pass(const Dataset *ds, double *G, double *H, const double *beta, int K)
  *		go on, the pass is made again with the Hessian and the step taken
  *		from it, so the steps are the ones the full passes took.  (A pass
  *		over 1,000,000 x 20 rows without the Hessian: 26 ms, with it 47.)
+ *		There, too, the first step needs no Hessian of its own where H32,
+ *		the float32 iterations' last one, is given (their last statistics
+ *		pass was at theta or a full Newton step before it): on synth_1m
+ *		the step it steered left a decrement of 4e-15, far under the
+ *		test's 1e-15 of the loss (9e-11), so both of the polish's passes
+ *		went without the Hessian.
  */
 static void
-newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, double n,
-				TrainResult *res)
+newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta,
+				const double *H32, double n, TrainResult *res)
 {
 	DmlModel   *m = &res->model;
 	int			d = ds->d,
@@ -1139,7 +1406,8 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 	double	   *L = malloc(sizeof(double) * p * p);
 	double	   *delta = malloc(sizeof(double) * p);
 	double		lambda = n * spec->weight_decay;
-	bool		penalized = spec->weight_decay > 0;
+	bool		penalized = spec->weight_decay > 0,
+				have_h;
 	double		llf = 0,
 				ybar;
 
@@ -1147,6 +1415,8 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 		worker_fail("out of memory for a %d x %d Hessian", p, p);
 	for (int f = 0; f < spec->nfeatures; f++)
 		penalized |= spec->features[f].kind == DML_FEAT_CAT;
+	/* the float32 iterations' H steers the first step, where the standard errors need none */
+	have_h = penalized && H32 && polish_hessian_raw(H32, m->in_mean64, m->in_scale64, d, H);
 	/* theta is on (x - mean) * scale: the raw slopes and intercept */
 	beta[d] = theta[d];
 	for (int c = 0; c < d; c++)
@@ -1158,8 +1428,11 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 	{
 		double		decrement = 0;
 		int			last;
-		/* the standard errors null: after a step, the stop test on the last Hessian */
-		bool		hessian = !penalized || iter == 0 || again;
+		/*
+		 * the standard errors null: after a step, the stop test on the
+		 * last Hessian; the first step on the float32 iterations' (have_h)
+		 */
+		bool		hessian = !penalized || (iter == 0 && !have_h) || again;
 
 		memset(G, 0, sizeof(double) * (p + 2));
 		if (hessian)
@@ -1198,7 +1471,7 @@ newton_polish64(const Dataset *ds, const WorkerSpec *spec, const double *theta, 
 		last = !(decrement > 1e-15 * fmax(fabs(G[p]), 1e-300));
 		if (last)
 			break;
-		if (!hessian)
+		if (!hessian && !(iter == 0 && have_h))
 		{
 			/* not there yet: this point's Hessian, and the step from it */
 			again = 1;
@@ -1446,6 +1719,27 @@ newton_labels_block(const Dataset *v, void *arg)
 #define NEWTON_HANDOVER	1e-6
 
 /*
+ * delta = H^-1 g: the lower blocks mirrored to the upper, the safeguards
+ * added (a ridge of 1e-10 n, and on one-hot levels), then a Cholesky
+ * solve, which overwrites H
+ */
+static DmlStatus
+newton_direction(const Newton *nw, const WorkerSpec *spec, const double *g, double *H,
+				 double *delta)
+{
+	size_t		q = nw->q;
+
+	for (size_t i = 0; i < q; i++)
+		for (size_t j = i + 1; j < q; j++)
+			H[i * q + j] = H[j * q + i];
+	for (size_t i = 0; i < q; i++)
+		H[i * q + i] += 1e-10 * nw->n;	/* separable data: keep H positive definite */
+	add_onehot_ridge(H, nw->p, nw->Kf, spec, nw->n);
+	memcpy(delta, g, sizeof(double) * q);
+	return dml_cholesky_solve(H, delta, (int) q);
+}
+
+/*
  * train_newton
  *		Newton's method with a line search.  Stops when the Newton
  *		decrement (the improvement a full step predicts) or the improvement
@@ -1463,11 +1757,22 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			   *g,
 			   *H,
 			   *delta;
+	float	   *vf;
+	double	   *H_last;			/* the last statistics pass's H (lower blocks) */
 	double		loss = 0,
 				last_step = 0,	/* the step the iteration before took */
-				t_start = dml_clock_seconds();
+				t_start = dml_clock_seconds(),
+				t0,
+				bytes0,
+				across0,
+				end_t = 0,
+				end_bytes = 0,
+				end_across = 0;
 	int			iter,
-				have_loss = 0;
+				have_loss = 0,
+				h_last = 0,
+				sampled;
+	size_t		eta_bytes;
 
 	memset(&nw, 0, sizeof(nw));
 	nw.ds = ds;
@@ -1521,43 +1826,125 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 							  "Newton's method keeps %.0f bytes a training row in memory, and a worker's rows need %.1f MB, more than the %.1f MB its memory of %lld MB leaves for rows",
 							  per_row, over / 1048576.0, room / 1048576.0, (long long) (spec->memory >> 20));
 	}
-	nw.eta = calloc((size_t) (nw.nt ? nw.nt : 1) * nw.Kf, sizeof(double));
-	nw.eta_d = malloc(sizeof(double) * (nw.nt ? nw.nt : 1) * nw.Kf);
+	/*
+	 * in 2 MB pages where they are large (dml_big_realloc): each first
+	 * write of a 4 KB page is a fault, 2,048 of them for synth_1m's eta_d
+	 * in the pass that first writes it
+	 */
+	eta_bytes = sizeof(double) * (nw.nt ? nw.nt : 1) * nw.Kf;
+	nw.eta = dml_big_realloc(NULL, 0, eta_bytes);
+	nw.eta_d = dml_big_realloc(NULL, 0, eta_bytes);
+	if (nw.eta)
+		memset(nw.eta, 0, eta_bytes);
 	theta = calloc(q, sizeof(double));
 	g = malloc(sizeof(double) * q);
 	H = malloc(sizeof(double) * q * q);
 	delta = malloc(sizeof(double) * q);
-	if (!nw.label || !nw.eta || !nw.eta_d || !theta || !g || !H || !delta)
+	vf = malloc(sizeof(float) * q);
+	H_last = malloc(sizeof(double) * q * q);
+	if (!nw.label || !nw.eta || !nw.eta_d || !theta || !g || !H || !delta || !vf || !H_last)
 		worker_fail("out of memory for a %zu x %zu Hessian", q, q);
 
-	res->newton = true;
-	for (iter = 1; iter <= spec->epochs; iter++)
 	{
-		double		t0 = dml_clock_seconds();
-		double		bytes0 = comm_job_bytes(),
-					across0 = comm_job_bytes_across();
+		/* located on a sample only where every rank holds its rows in memory */
+		double		spilled = ds->spill != NULL;
+
+		comm_allreduce_max_double(&spilled, 1);
+		sampled = spilled == 0 && nw.n >= 16.0 * NEWTON_SAMPLE_MIN;
+	}
+	res->newton = true;
+	iter = 1;
+	t0 = dml_clock_seconds();
+	bytes0 = comm_job_bytes();
+	across0 = comm_job_bytes_across();
+	maybe_inject_fault(spec, iter, NULL);
+	for (;;)
+	{
 		double		decrement = 0,
 					step,
 					new_loss;
-		int			done = 0;
+		int			done = 0,
+					have_stats = 0;
 
-		maybe_inject_fault(spec, iter, NULL);
-		for (;;)
+		if (nw.step_vf)
+		{
+			/*
+			 * the step newton_locate found on the sample: this pass
+			 * measures its loss on every row (and makes its logits), and
+			 * its statistics are the next iteration's, whose time it
+			 * counts in (each iteration one pass)
+			 */
+			double		t = nw.step;
+			bool		again = false;
+
+			new_loss = newton_stats(&nw, theta, g, H, 1);
+			have_stats = 1;
+			last_step = t;
+			if (!(new_loss <= loss))
+			{
+				/*
+				 * not below: back to the point before (the direction's
+				 * logits made again, as this pass made them), and the
+				 * search on every row
+				 */
+				newton_logits(&nw, delta, nw.eta_d, NULL, newton_tiles(&nw));
+				for (size_t i = 0; i < (size_t) nw.nt * nw.Kf; i++)
+					nw.eta[i] += t * nw.eta_d[i];
+				for (size_t i = 0; i < q; i++)
+					theta[i] += t * delta[i];
+				have_stats = 0;
+				again = true;
+				res->newton_again++;
+				step = newton_search(&nw, theta, delta, loss, NULL, &new_loss);
+				last_step = step;
+				if (step == 0)
+					done = 1;	/* no descent left in float64 */
+				else
+				{
+					for (size_t i = 0; i < q; i++)
+						theta[i] -= step * delta[i];
+					nw.step = step;
+				}
+			}
+			if (loss - new_loss <= spec->tolerance * fmax(fabs(new_loss), 1e-300))
+				done = 1;
+			if (again)
+			{
+				/* the iteration took this pass and the search too */
+				end_t = dml_clock_seconds();
+				end_bytes = comm_job_bytes();
+				end_across = comm_job_bytes_across();
+			}
+			res->final_loss = new_loss / nw.n;
+			res->epochs_run = iter;
+			report(iter, res->final_loss, nw.n, end_t - t0, end_bytes - bytes0,
+				   end_across - across0);
+			loss = new_loss;
+			if (done)
+			{
+				res->stopped = DML_STOP_CONVERGED;
+				break;
+			}
+			if (++iter > spec->epochs)
+				break;
+			t0 = end_t;
+			bytes0 = end_bytes;
+			across0 = end_across;
+			maybe_inject_fault(spec, iter, NULL);
+		}
+		if (!have_stats)
 		{
 			/* statistics at theta; the loss comes with the first pass only */
 			new_loss = newton_stats(&nw, theta, g, H, !have_loss);
 			if (!have_loss)
 				loss = new_loss;
 			have_loss = 1;
-			/* mirror the lower blocks to the upper, then solve H delta = g */
-			for (size_t i = 0; i < q; i++)
-				for (size_t j = i + 1; j < q; j++)
-					H[i * q + j] = H[j * q + i];
-			for (size_t i = 0; i < q; i++)
-				H[i * q + i] += 1e-10 * nw.n;	/* separable data: keep H positive definite */
-			add_onehot_ridge(H, nw.p, nw.Kf, spec, nw.n);
-			memcpy(delta, g, sizeof(double) * q);
-			if (dml_cholesky_solve(H, delta, (int) q) == DML_OK)
+		}
+		for (;;)
+		{
+			/* H as summed (the lower blocks), for the float64 polish */
+			memcpy(H_last, H, sizeof(double) * q * q);
+			if (newton_direction(&nw, spec, g, H, delta) == DML_OK)
 				break;
 			if (nw.precise)
 				worker_user_error("22000|Add weight_decay, or remove collinear features.|"
@@ -1567,12 +1954,15 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			 * rounding can tip it over, so from here on form it in double.
 			 */
 			nw.precise = 1;
+			newton_stats(&nw, theta, g, H, 0);
 		}
 		for (size_t i = 0; i < q; i++)
 			decrement += g[i] * delta[i] / 2;
 		new_loss = loss;
+		/* whether the polish starts at theta or a full step from it: H_last steers it */
+		h_last = 0;
 		if (decrement <= spec->tolerance * fmax(fabs(loss), 1e-300))
-			done = 1;			/* a full step would gain less than tolerance */
+			done = h_last = 1;	/* a full step would gain less than tolerance */
 		else if (ds->wide && fabs(last_step - 1) <= 0.25 &&
 				 decrement <= NEWTON_HANDOVER * fmax(fabs(loss), 1e-300))
 		{
@@ -1585,13 +1975,38 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			 */
 			for (size_t i = 0; i < q; i++)
 				theta[i] -= delta[i];
-			done = 1;
+			done = h_last = 1;
+		}
+		else if (sampled && iter < spec->epochs)
+		{
+			/*
+			 * the step located on the sample, and measured by the next
+			 * statistics pass, which ends this iteration: one pass over
+			 * the rows an iteration, not three (the direction's logits
+			 * and the search's trials read them again).  The last
+			 * iteration allowed searches on every row, so that the
+			 * point it ends at is one whose loss was measured.
+			 */
+			step = newton_locate(&nw, theta, delta, NEWTON_SAMPLE);
+			res->newton_sampled++;
+			for (size_t i = 0; i < q; i++)
+			{
+				vf[i] = (float) delta[i];
+				theta[i] -= step * delta[i];
+			}
+			nw.step = step;
+			nw.step_vf = vf;
+			/* the iteration's end, reported once the next pass has measured its loss */
+			end_t = dml_clock_seconds();
+			end_bytes = comm_job_bytes();
+			end_across = comm_job_bytes_across();
+			continue;
 		}
 		else
 		{
 			double		first[3];
 
-			newton_logits(&nw, delta, nw.eta_d, first);
+			newton_logits(&nw, delta, nw.eta_d, first, true);
 			res->newton_full++;
 			step = newton_search(&nw, theta, delta, loss, nw.binary ? first : NULL, &new_loss);
 			last_step = step;
@@ -1620,11 +2035,17 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			res->stopped = DML_STOP_CONVERGED;
 			break;
 		}
+		if (++iter > spec->epochs)
+			break;
+		t0 = dml_clock_seconds();
+		bytes0 = comm_job_bytes();
+		across0 = comm_job_bytes_across();
+		maybe_inject_fault(spec, iter, NULL);
 	}
 	if (ds->wide)
 	{
 		if (nw.binary)
-			newton_polish64(ds, spec, theta, nw.n, res);
+			newton_polish64(ds, spec, theta, h_last ? H_last : NULL, nw.n, res);
 		else
 			newton_polish64_mn(ds, spec, theta, nw.n, res);
 		goto done;
@@ -1642,10 +2063,15 @@ done:
 	res->rows_per_second = res->train_seconds > 0 ? nw.n * res->epochs_run / res->train_seconds : 0;
 	free(nw.rows);
 	free(nw.label);
-	free(nw.eta);
-	free(nw.eta_d);
+	dml_big_free(nw.eta, eta_bytes);
+	dml_big_free(nw.eta_d, eta_bytes);
+	free(nw.s_eta);
+	free(nw.s_eta_d);
+	free(nw.s_label);
 	free(theta);
 	free(g);
 	free(H);
 	free(delta);
+	free(vf);
+	free(H_last);
 }

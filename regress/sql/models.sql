@@ -63,6 +63,35 @@ FROM (SELECT metrics->'statistics' AS s FROM dml.models WHERE name = 'plane_newt
 	 JOIN LATERAL jsonb_array_elements_text(sb.s->'coefficients') WITH ORDINALITY b(c, k) USING (k)
 GROUP BY sa.s, sb.s;
 
+-- Newton on the workers over 100,000 rows (at least 16 x 4,096): each
+-- float32 iteration locates its step on every 16th row and the next
+-- statistics pass, over every row, measures it (metrics->'newton_steps'
+-- counts the steps so "sampled").  In decoy the sampled rows (every 16th of
+-- the table, read in order by one worker) are separable on x1 while the
+-- others' labels are noise, so the step located on them raises the loss of
+-- the whole table and is searched again on every row ("again");
+-- decoy_mixed holds the same rows in another order.  The same optimum.
+CREATE TABLE decoy AS
+SELECT i, x1, x2, CASE WHEN i % 16 = 1 THEN x1 > 0 ELSE (hashint4(i) & 1) = 1 END AS label
+FROM (SELECT i, sin(i * 0.37)::float8 * 2 AS x1, cos(i * 0.91)::float8 AS x2
+	  FROM generate_series(1, 100000) i) s;
+CREATE TABLE decoy_mixed AS SELECT * FROM decoy ORDER BY hashint4(i + 7);
+SELECT name, stopped FROM dml_train('decoy', 'decoy', 'label', features => '{x1,x2}',
+	optimizer => 'newton', workers => 1);
+SELECT name, stopped FROM dml_train('decoy_mixed', 'decoy_mixed', 'label', features => '{x1,x2}',
+	optimizer => 'newton', workers => 1);
+SELECT name, (metrics->'newton_steps'->>'sampled')::int >= 1 AS located,
+	   (metrics->'newton_steps'->>'again')::int >= 1 AS searched_again
+FROM dml.models WHERE name IN ('decoy', 'decoy_mixed') ORDER BY name;
+SELECT bool_and(abs(a.c::float8 - b.c::float8) <= 1e-6 * abs(b.c::float8)) AS same_coefficients,
+	   abs((sa.s->>'log_likelihood')::float8 / (sb.s->>'log_likelihood')::float8 - 1) <= 1e-12 AS same_likelihood
+FROM (SELECT metrics->'statistics' AS s FROM dml.models WHERE name = 'decoy') sa,
+	 (SELECT metrics->'statistics' AS s FROM dml.models WHERE name = 'decoy_mixed') sb,
+	 LATERAL jsonb_array_elements_text(sa.s->'coefficients') WITH ORDINALITY a(c, k)
+	 JOIN LATERAL jsonb_array_elements_text(sb.s->'coefficients') WITH ORDINALITY b(c, k) USING (k)
+GROUP BY sa.s, sb.s;
+DROP TABLE decoy, decoy_mixed;
+
 -- Softmax: three classes by region, labels as text; momentum and Nesterov
 CREATE TABLE regions AS
 SELECT i, x1, x2,
