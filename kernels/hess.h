@@ -112,8 +112,11 @@ SIMD_NAME(hess_tiles) (double *restrict Hs, const double *restrict Z, int m, int
 SIMD_INLINE void
 SIMD_NAME(logit_stats32_d) (const float *restrict X, int B, const int d, size_t ld,
 							const double *restrict pr, const int *restrict label,
-							double *restrict g, double *restrict Hs, const int P)
+							double *restrict g, double *restrict Hs, const float *next,
+							int nnext, const int P)
 {
+	const size_t rb = sizeof(float) * ld;	/* a row's bytes: at most 2 lines and a part */
+
 	float		Z[HESS_CHUNK * HESS32_P] __attribute__((aligned(64)));
 	float		Ht[HESS32_P * HESS32_P] __attribute__((aligned(64)));
 	double		gs[HESS32_P];
@@ -134,6 +137,17 @@ SIMD_NAME(logit_stats32_d) (const float *restrict X, int B, const int d, size_t 
 		{
 			const float *x = X + (size_t) (i0 + i) * ld;
 			double		pi = pr[i0 + i];
+
+			/* the lines of the next call's row i0 + i, into L2 (see dml_logit_stats32) */
+			if (i0 + i < nnext)
+			{
+				const char *n = (const char *) (next + (size_t) (i0 + i) * ld);
+
+				__builtin_prefetch(n, 0, 2);
+				__builtin_prefetch(n + rb - 1, 0, 2);
+				if (rb > 64)
+					__builtin_prefetch(n + 64, 0, 2);
+			}
 			VF			a = vset1((float) sqrt(pi * (1 - pi)));
 			VD			r = vdset1(pi - label[i0 + i]);
 			float	   *z = Z + (size_t) i * HESS32_P;
@@ -167,15 +181,17 @@ SIMD_NAME(logit_stats32_d) (const float *restrict X, int B, const int d, size_t 
 SIMD_TARGET static void
 SIMD_NAME(logit_stats32) (const float *restrict X, int B, int d, size_t ld,
 						  const double *restrict pr, const int *restrict label,
-						  double *restrict g, double *restrict Hs)
+						  double *restrict g, double *restrict Hs, const float *next, int nnext)
 {
+	if (!next)
+		nnext = 0;
 	switch (d + 1)
 	{
 #define LOGIT_STATS32_CASE(P) \
-		case P: SIMD_NAME(logit_stats32_d) (X, B, P - 1, ld, pr, label, g, Hs, P); break;
+		case P: SIMD_NAME(logit_stats32_d) (X, B, P - 1, ld, pr, label, g, Hs, next, nnext, P); break;
 			HESS_EACH_P(LOGIT_STATS32_CASE)
 #undef LOGIT_STATS32_CASE
 		default:
-			SIMD_NAME(logit_stats32_d) (X, B, d, ld, pr, label, g, Hs, HESS_TILE_P);
+			SIMD_NAME(logit_stats32_d) (X, B, d, ld, pr, label, g, Hs, next, nnext, HESS_TILE_P);
 	}
 }

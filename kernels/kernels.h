@@ -486,10 +486,12 @@ extern void dml_hess_tiles(double *Hs, const double *Z, int m, int p);
 /*
  * the float32 Newton iterations' gradient g (d + 1, in double) and the
  * lower triangle of their Hessian Hs (DML_HESS_TILE_P, DML_HESS_TILE_P,
- * float32 products and chunk sums, added in double) over B rows
+ * float32 products and chunk sums, added in double) over B rows; the
+ * lines of the nnext rows at next (the next call's) asked for meanwhile
  */
 extern void dml_logit_stats32(const float *X, int B, int d, size_t ld, const double *pr,
-							  const int *label, double *g, double *Hs);
+							  const int *label, double *g, double *Hs, const float *next,
+							  int nnext);
 /* S (p, p) += the symmetric matrix whose lower half is L's (robust.c) */
 extern void dml_add_lower_sym(double *S, const double *L, int p);
 

@@ -851,8 +851,17 @@ newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 			 * took (it spent as long packing as computing), and half of
 			 * the float64 tiles' the polish uses
 			 */
+			/* the next chunk's rows where they lie (newton_pass goes on in order) */
+			const float *next = NULL;
+			int			nnext = 0;
+
+			if (nw->raw && j0 + B < nw->nt)
+			{
+				next = nw->ds->X + (size_t) nw->rows[j0 + B] * nw->d;
+				nnext = nw->nt - (j0 + B) < NEWTON_BLOCK ? (int) (nw->nt - (j0 + B)) : NEWTON_BLOCK;
+			}
 			dml_logit_stats32(Zb, B, nw->d, nw->raw ? nw->d : nw->p, sp->P, nw->label + j0,
-							  sp->G, sp->Ht);
+							  sp->G, sp->Ht, next, nnext);
 			return;
 		}
 		for (int i = 0; i < B; i++)
@@ -1186,25 +1195,42 @@ newton_sample_noise(const Newton *nw, int64_t ns, int stride)
 
 	if (!e)
 		worker_fail("out of memory");
-	for (int64_t j = 0; j < ns; j++)
+	if (nw->binary)
 	{
-		const double *e0 = nw->s_eta + (size_t) j * Kf;
-		const double *ed = nw->s_eta_d + (size_t) j * Kf;
-		int			label = nw->s_label[j];
-		double		s1 = 0;
+		/* the probabilities at the full step by the vectorized kernel, a block at a time */
+		double		z[256],
+					pb[256];
 
-		if (nw->binary)
-			s1 = ed[0] * (1.0 / (1.0 + exp(ed[0] - e0[0])) - label);
-		else
+		for (int64_t j0 = 0; j0 < ns; j0 += 256)
 		{
+			int			B = ns - j0 < 256 ? (int) (ns - j0) : 256;
+
+			for (int i = 0; i < B; i++)
+				z[i] = nw->s_eta[j0 + i] - nw->s_eta_d[j0 + i];
+			dml_logit_probs(z, nw->s_label + j0, B, pb, false);
+			for (int i = 0; i < B; i++)
+			{
+				double		s1 = nw->s_eta_d[j0 + i] * (pb[i] - nw->s_label[j0 + i]);
+
+				s2 += s1 * s1;
+			}
+		}
+	}
+	else
+		for (int64_t j = 0; j < ns; j++)
+		{
+			const double *e0 = nw->s_eta + (size_t) j * Kf;
+			const double *ed = nw->s_eta_d + (size_t) j * Kf;
+			int			label = nw->s_label[j];
+			double		s1 = 0;
+
 			for (int k = 0; k < Kf; k++)
 				e[k] = e0[k] - ed[k];
 			newton_row(e, Kf, label, pr, 0);
 			for (int k = 0; k < Kf; k++)
 				s1 += ed[k] * (pr[k] - (label == k));
+			s2 += s1 * s1;
 		}
-		s2 += s1 * s1;
-	}
 	free(e);
 	s2 *= (double) stride * stride;
 	comm_allreduce_double(&s2, 1);

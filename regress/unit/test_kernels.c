@@ -2415,8 +2415,9 @@ test_newton_stats32(void)
 				H[c] = Href[c] = c % 7;
 				Habs[c] = 0;
 			}
-			dml_logit_stats32(X, 170, d, ld, pr, label, g, H);
-			dml_logit_stats32(X + (size_t) 170 * ld, B - 170, d, ld, pr + 170, label + 170, g, H);
+			dml_logit_stats32(X, 170, d, ld, pr, label, g, H, X + (size_t) 170 * ld, B - 170);
+			dml_logit_stats32(X + (size_t) 170 * ld, B - 170, d, ld, pr + 170, label + 170, g, H,
+							  NULL, 0);
 			for (int i = 0; i < B; i++)
 			{
 				double		r = pr[i] - label[i],
@@ -2550,7 +2551,7 @@ test_simd_twins(void)
 			for (int c = 0; c <= P; c++)
 				g[t][c] = c;
 			memset(H[t], 0, sizeof(H[t]));
-			dml_logit_stats32(X, M, d, P, pr, label, g[t], H[t]);
+			dml_logit_stats32(X, M, d, P, pr, label, g[t], H[t], NULL, 0);
 		}
 		same_rows = same_rows && memcmp(g[0], g[1], sizeof(g[0])) == 0 &&
 			memcmp(H[0], H[1], sizeof(H[0])) == 0;
