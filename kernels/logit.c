@@ -291,7 +291,7 @@ dml_hess_tiles_ok(int p)
  * products and their sums over each chunk of 128 rows are float32, the
  * chunks' sums are added in double: about half the time of the float64
  * tiles' (a float vector has twice the lanes), for a Hessian that only
- * steers the float32 iterations (the float64 polish forms its own).
+ * steers (the float32 iterations, and the float64 polish's first step).
  * next (or NULL): the first nnext rows, ld apart, of the caller's next
  * call, whose lines are asked for into L2 as this call's rows are read:
  * a pass that goes through its rows in order then finds each chunk there
@@ -307,11 +307,10 @@ dml_logit_stats32(const float *X, int B, int d, size_t ld, const double *pr, con
 	/*
 	 * Subnormals flushed to zero (FTZ and DAZ) in this kernel only: a row
 	 * the model is sure of (p (1 - p) below about 1e-38, |logit| over 87)
-	 * makes float products in the subnormals, where each operation took a
-	 * microcode assist (synth_1m's float32 passes took twice the time of
-	 * random rows').  What changes is a product below 1.2e-38 in H, far
-	 * under the ridge of 1e-10 n train_newton adds, or an input below it
-	 * in the gradient.
+	 * makes float products in the subnormals, where an operation can take
+	 * a microcode assist (as Adam's did, kernels/optim.c).  What changes
+	 * is a product below 1.2e-38 in H, far under the ridge of 1e-10 n
+	 * train_newton adds, or an input below it in the gradient.
 	 */
 	unsigned int csr = __builtin_ia32_stmxcsr();
 
