@@ -442,9 +442,9 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
  *
  * With at least NEWTON_SAMPLE_MIN rows a sample on every rank, the search
  * runs on every NEWTON_SAMPLE-th row (newton_locate; its eta_d made from
- * those rows alone), and the next statistics pass makes eta_d block by
- * block as it reads the rows, moves eta, and measures the loss the step
- * reached: one pass an iteration where the direction's logits took a pass
+ * those rows alone), and the next statistics pass makes the step's logits
+ * block by block as it reads the rows, moves eta, and measures the loss
+ * the step reached: one pass an iteration where the direction's logits took a pass
  * of their own and the search's trials more.  A step whose loss is not
  * below the point's it left is searched again on every row (rare: on
  * synth_1m none is).  Otherwise eta_d takes a pass of its own
