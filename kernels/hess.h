@@ -38,16 +38,6 @@
 #define ht_zero	vdzero
 #define HT_NAME(f)	SIMD_NAME(f)
 #include "hess_tile.h"
-#undef HT_T
-#undef HT_V
-#undef HT_L
-#undef HT_TP
-#undef ht_load
-#undef ht_store
-#undef ht_set1
-#undef ht_fma
-#undef ht_zero
-#undef HT_NAME
 
 /*
  * the tiles in float (dml_logit_stats32): a vector holds twice the
@@ -66,16 +56,6 @@
 #define ht_zero	vzero
 #define HT_NAME(f)	SIMD_NAME(f##32)
 #include "hess_tile.h"
-#undef HT_T
-#undef HT_V
-#undef HT_L
-#undef HT_TP
-#undef ht_load
-#undef ht_store
-#undef ht_set1
-#undef ht_fma
-#undef ht_zero
-#undef HT_NAME
 
 /*
  * The entries above the diagonal blocks are then copied from their mirror

@@ -13,7 +13,8 @@
  *		ht_load, ht_store, ht_set1, ht_fma, ht_zero: the vector operations
  *		HT_NAME(f)	the copy's name
  *
- *	  and HESS_RB, the accumulators a group may hold.
+ *	  and HESS_RB, the accumulators a group may hold.  The parameters are
+ *	  undefined at the end, for the next inclusion's.
  *
  *-------------------------------------------------------------------------
  */
@@ -121,3 +122,13 @@ HT_NAME(hess_tiles_p) (HT_T *restrict Hs, const HT_T *restrict Z, int m, const i
 	}
 }
 
+#undef HT_T
+#undef HT_V
+#undef HT_L
+#undef HT_TP
+#undef ht_load
+#undef ht_store
+#undef ht_set1
+#undef ht_fma
+#undef ht_zero
+#undef HT_NAME

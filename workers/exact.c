@@ -1765,6 +1765,67 @@ newton_direction(const Newton *nw, const WorkerSpec *spec, const double *g, doub
 	return dml_cholesky_solve(H, delta, (int) q);
 }
 
+/* where an iteration's time and bytes are counted from and to */
+typedef struct NewtonClock
+{
+	double		t;
+	double		bytes;
+	double		across;
+} NewtonClock;
+
+static NewtonClock
+newton_clock(void)
+{
+	NewtonClock c = {dml_clock_seconds(), comm_job_bytes(), comm_job_bytes_across()};
+
+	return c;
+}
+
+/*
+ * The search on every row (newton_search) from theta along -delta; theta
+ * takes the step it found, and eta follows in the next statistics pass.
+ * Returns the step, 0 when no trial decreased the loss.
+ */
+static double
+newton_search_step(Newton *nw, double *theta, const double *delta, double loss,
+				   const double *first, double *new_loss)
+{
+	double		step = newton_search(nw, theta, delta, loss, first, new_loss);
+
+	if (step > 0)
+	{
+		for (size_t i = 0; i < nw->q; i++)
+			theta[i] -= step * delta[i];
+		nw->step = step;
+	}
+	return step;
+}
+
+/*
+ * An iteration's end: its progress message (loss new_loss, its time and
+ * bytes from *start to *end), then whether another follows (not done,
+ * within epochs); if so it starts at *end
+ */
+static bool
+newton_next(const WorkerSpec *spec, TrainResult *res, double n, int *iter, NewtonClock *start,
+			const NewtonClock *end, double new_loss, bool done)
+{
+	res->final_loss = new_loss / n;
+	res->epochs_run = *iter;
+	report(*iter, res->final_loss, n, end->t - start->t, end->bytes - start->bytes,
+		   end->across - start->across);
+	if (done)
+	{
+		res->stopped = DML_STOP_CONVERGED;
+		return false;
+	}
+	if (++*iter > spec->epochs)
+		return false;
+	*start = *end;
+	maybe_inject_fault(spec, *iter, NULL);
+	return true;
+}
+
 /*
  * train_newton
  *		Newton's method with a line search.  Stops when the Newton
@@ -1787,13 +1848,9 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	double	   *H_last;			/* the last statistics pass's H (lower blocks) */
 	double		loss = 0,
 				last_step = 0,	/* the step the iteration before took */
-				t_start = dml_clock_seconds(),
-				t0,
-				bytes0,
-				across0,
-				end_t = 0,
-				end_bytes = 0,
-				end_across = 0;
+				t_start = dml_clock_seconds();
+	NewtonClock start,
+				end = {0, 0, 0};
 	int			iter,
 				have_loss = 0,
 				h_last = 0,
@@ -1880,9 +1937,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	}
 	res->newton = true;
 	iter = 1;
-	t0 = dml_clock_seconds();
-	bytes0 = comm_job_bytes();
-	across0 = comm_job_bytes_across();
+	start = newton_clock();
 	maybe_inject_fault(spec, iter, NULL);
 	for (;;)
 	{
@@ -1901,7 +1956,6 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			 * counts in (each iteration one pass)
 			 */
 			double		t = nw.step;
-			bool		again = false;
 
 			new_loss = newton_stats(&nw, theta, g, H, 1);
 			have_stats = 1;
@@ -1919,44 +1973,17 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 				for (size_t i = 0; i < q; i++)
 					theta[i] += t * delta[i];
 				have_stats = 0;
-				again = true;
 				res->newton_again++;
-				step = newton_search(&nw, theta, delta, loss, NULL, &new_loss);
-				last_step = step;
-				if (step == 0)
-					done = 1;	/* no descent left in float64 */
-				else
-				{
-					for (size_t i = 0; i < q; i++)
-						theta[i] -= step * delta[i];
-					nw.step = step;
-				}
+				last_step = newton_search_step(&nw, theta, delta, loss, NULL, &new_loss);
+				done = last_step == 0;	/* no descent left in float64 */
+				/* the iteration took this pass and the search too */
+				end = newton_clock();
 			}
 			if (loss - new_loss <= spec->tolerance * fmax(fabs(new_loss), 1e-300))
 				done = 1;
-			if (again)
-			{
-				/* the iteration took this pass and the search too */
-				end_t = dml_clock_seconds();
-				end_bytes = comm_job_bytes();
-				end_across = comm_job_bytes_across();
-			}
-			res->final_loss = new_loss / nw.n;
-			res->epochs_run = iter;
-			report(iter, res->final_loss, nw.n, end_t - t0, end_bytes - bytes0,
-				   end_across - across0);
 			loss = new_loss;
-			if (done)
-			{
-				res->stopped = DML_STOP_CONVERGED;
+			if (!newton_next(spec, res, nw.n, &iter, &start, &end, new_loss, done))
 				break;
-			}
-			if (++iter > spec->epochs)
-				break;
-			t0 = end_t;
-			bytes0 = end_bytes;
-			across0 = end_across;
-			maybe_inject_fault(spec, iter, NULL);
 		}
 		if (!have_stats)
 		{
@@ -2023,9 +2050,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			nw.step = step;
 			nw.step_vf = vf;
 			/* the iteration's end, reported once the next pass has measured its loss */
-			end_t = dml_clock_seconds();
-			end_bytes = comm_job_bytes();
-			end_across = comm_job_bytes_across();
+			end = newton_clock();
 			continue;
 		}
 		else
@@ -2034,39 +2059,20 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 
 			newton_logits(&nw, delta, nw.eta_d, first, true);
 			res->newton_full++;
-			step = newton_search(&nw, theta, delta, loss, nw.binary ? first : NULL, &new_loss);
+			step = newton_search_step(&nw, theta, delta, loss, nw.binary ? first : NULL, &new_loss);
 			last_step = step;
 			if (step == 0)
 				done = 1;		/* no descent left in float64 */
-			else
-			{
-				for (size_t i = 0; i < q; i++)
-					theta[i] -= step * delta[i];
-				/* eta follows in the next statistics pass, a pass over eta fewer */
-				nw.step = step;
-				if (loss - new_loss <= spec->tolerance * fmax(fabs(new_loss), 1e-300))
-					done = 1;
-				else if (ds->wide && fabs(step - 1) <= 0.25 &&
-						 decrement <= NEWTON_HANDOVER * fmax(fabs(loss), 1e-300))
-					done = 1;	/* the float64 polish's first pass checks it */
-			}
+			else if (loss - new_loss <= spec->tolerance * fmax(fabs(new_loss), 1e-300))
+				done = 1;
+			else if (ds->wide && fabs(step - 1) <= 0.25 &&
+					 decrement <= NEWTON_HANDOVER * fmax(fabs(loss), 1e-300))
+				done = 1;		/* the float64 polish's first pass checks it */
 		}
-		res->final_loss = new_loss / nw.n;
-		res->epochs_run = iter;
-		report(iter, res->final_loss, nw.n, dml_clock_seconds() - t0, comm_job_bytes() - bytes0,
-			   comm_job_bytes_across() - across0);
 		loss = new_loss;
-		if (done)
-		{
-			res->stopped = DML_STOP_CONVERGED;
+		end = newton_clock();
+		if (!newton_next(spec, res, nw.n, &iter, &start, &end, new_loss, done))
 			break;
-		}
-		if (++iter > spec->epochs)
-			break;
-		t0 = dml_clock_seconds();
-		bytes0 = comm_job_bytes();
-		across0 = comm_job_bytes_across();
-		maybe_inject_fault(spec, iter, NULL);
 	}
 	if (ds->wide)
 	{
