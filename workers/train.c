@@ -791,6 +791,13 @@ train_layout_blocks(Dataset *ds, int *train_idx, int ntrain, int *val_idx, int n
 			r = ds->X + (size_t) js[t] * d;
 			__builtin_prefetch(r, 1, 1);
 			__builtin_prefetch(r + d - 1, 1, 1);
+			/* and its label (and byte row), whose misses were the pass's slowest loads */
+			__builtin_prefetch(ds->y + js[t], 1, 1);
+			if (X8)
+			{
+				__builtin_prefetch(X8 + (size_t) js[t] * d, 1, 1);
+				__builtin_prefetch(X8 + (size_t) js[t] * d + d - 1, 1, 1);
+			}
 		}
 		for (int t = 0; t < cnt; t++)
 		{
