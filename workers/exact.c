@@ -498,7 +498,7 @@ typedef struct Newton
 	int		   *s_label;
 	float	   *s_x;			/* and their rows, column c at s_x + c s_cap */
 	int64_t		s_cap;
-	int64_t		s_rows;			/* rows copied (0: none yet) */
+	int			s_copied;		/* s_x and s_label are filled (by the first statistics pass) */
 	int			s_eta_ok;		/* s_eta is eta's (the last statistics pass copied it) */
 	double		n;				/* training rows of every rank */
 	double		lambda;			/* weight decay */
@@ -816,7 +816,7 @@ newton_sample_rows(Newton *nw, int64_t j0, int B, const float *Zb, int ld)
 
 		for (int k = 0; k < Kf; k++)
 			nw->s_eta[(size_t) i * Kf + k] = nw->eta[(size_t) j * Kf + k];
-		if (nw->s_rows == 0)
+		if (!nw->s_copied)
 		{
 			const float *x = Zb + (size_t) (j - j0) * ld;
 
@@ -980,7 +980,7 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
 	if (nw->s_x)
 	{
 		/* newton_sample_rows filled the sample's rows, and its eta is this pass's */
-		nw->s_rows = (nw->nt + NEWTON_SAMPLE - 1) / NEWTON_SAMPLE;
+		nw->s_copied = 1;
 		nw->s_eta_ok = 1;
 	}
 	nw->step = 0;				/* eta is at theta now */
@@ -1182,10 +1182,10 @@ newton_search(const Newton *nw, const double *theta, const double *delta, double
 }
 
 /*
- * The sample newton_locate works on: every stride-th training row's eta
- * and label, and eta_d, the logits of delta, in double from its float32
- * row, in nw->s_eta, s_eta_d and s_label, so that each trial reads 20
- * bytes a sampled row (Kf = 1), not a line of each array.  The statistics
+ * The sample newton_locate works on: every NEWTON_SAMPLE-th training
+ * row's eta and label, and eta_d, the logits of delta, in double from its
+ * float32 row, in nw->s_eta, s_eta_d and s_label, so that each trial reads
+ * 20 bytes a sampled row (Kf = 1), not a line of each array.  The statistics
  * passes copy what they can as they read it (newton_sample_rows): the
  * sampled rows' eta each pass, and the first pass their rows (a
  * sixteenth, 5 MB for synth_1m) and labels, a column at a time.  Here each
@@ -1200,15 +1200,15 @@ newton_search(const Newton *nw, const double *theta, const double *delta, double
 #define NEWTON_SAMPLE_RUN 512	/* sampled rows whose logits are made together */
 
 static int64_t
-newton_sample(Newton *nw, const double *delta, int stride)
+newton_sample(Newton *nw, const double *delta)
 {
 	int			d = nw->d,
 				p = nw->p,
 				Kf = nw->Kf;
-	int64_t		ns = (nw->nt + stride - 1) / stride;
+	int64_t		ns = (nw->nt + NEWTON_SAMPLE - 1) / NEWTON_SAMPLE;
 	double		col[NEWTON_SAMPLE_RUN];
 
-	if (stride != NEWTON_SAMPLE || nw->s_rows != ns || !nw->s_eta_ok)
+	if (!nw->s_eta_ok)
 		worker_fail("the Newton sample's rows were not copied");
 	for (int64_t i0 = 0; i0 < ns; i0 += NEWTON_SAMPLE_RUN)
 	{
@@ -1295,7 +1295,7 @@ newton_sample_noise(const Newton *nw, int64_t ns, int stride)
 }
 
 /*
- * The step length along -delta, located on every stride-th row alone.  The
+ * The step length along -delta, located on every NEWTON_SAMPLE-th row alone.  The
  * loss there is measured by the next statistics pass, over every row, which
  * also makes the direction's logits (so a step costs no pass of its own);
  * should that loss not be below this point's, train_newton searches again
@@ -1317,11 +1317,12 @@ newton_sample_noise(const Newton *nw, int64_t ns, int stride)
 #define NEWTON_SAMPLE_Z 3.0
 
 static double
-newton_locate(Newton *nw, const double *theta, const double *delta, int stride)
+newton_locate(Newton *nw, const double *theta, const double *delta)
 {
 	double		t = 1.0,
 				noise;
-	int64_t		ns = newton_sample(nw, delta, stride);
+	int			stride = NEWTON_SAMPLE;	/* the rows newton_sample holds */
+	int64_t		ns = newton_sample(nw, delta);
 
 	noise = newton_sample_noise(nw, ns, stride);
 	for (int tries = 0; tries < 40; tries++)
@@ -2100,7 +2101,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			 * iteration allowed searches on every row, so that the
 			 * point it ends at is one whose loss was measured.
 			 */
-			step = newton_locate(&nw, theta, delta, NEWTON_SAMPLE);
+			step = newton_locate(&nw, theta, delta);
 			res->newton_sampled++;
 			for (size_t i = 0; i < q; i++)
 			{
