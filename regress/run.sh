@@ -12,7 +12,9 @@
 #   2. the pg_regress suites (regress/sql, regress/expected)
 #   3. the pgTAP tests (regress/tap: the SQL contract)
 #   4. process-level tests (regress/t/*.sh: cancel, timeouts, faults),
-#      each of which checks that no process of a job is left behind
+#      each of which checks that no process of a job is left behind; in
+#      two lanes, the second (LANE2_TESTS) in a cluster of its own beside
+#      parts 2-4's first
 #   5. a reduced part of the suite on PostgreSQL 18 and 16 (regress/pgnew.sh
 #      18 quick, 16 smoke; bash regress/pgnew.sh 18 runs all of it there; no
 #      PyPI wheel ships 17's server headers, so 17 is not built)
@@ -70,7 +72,7 @@ if ! ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
 	GPU_CHECKS=$!
 fi
 stop_builds() {
-	for p in $PGNEW_BUILDS $REPLAY $GPU_CHECKS; do
+	for p in $PGNEW_BUILDS $REPLAY $GPU_CHECKS ${LANE2_PID:-}; do
 		pkill -P "$p" 2>/dev/null
 		kill "$p" 2>/dev/null
 	done
@@ -92,17 +94,18 @@ tally() {
 	p=$((p - s))
 	PASS=$((PASS + p)); FAIL=$((FAIL + f)); SKIP=$((SKIP + s))
 	[ "$f" -gt 0 ] && FAILED+=("$name")
-	# the seconds since the last part's line: where the suite's time goes
-	echo "   $name: $p passed, $f failed, $s skipped ($((SECONDS - LAST_TALLY)) s)"
+	# the seconds since the last part's line (or the part's own, when given:
+	# the second lane's): where the suite's time goes
+	echo "   $name: $p passed, $f failed, $s skipped (${3:-$((SECONDS - LAST_TALLY))} s)"
 	LAST_TALLY=$SECONDS
 }
 
 # a part run as one command: its "not ok" lines shown, its lines tallied;
 # an exit non-zero without a "not ok" line failed all the same
-tally_part() {	# name, file, exit status
+tally_part() {	# name, file, exit status [, seconds]
 	local name=$1 file=$2 rc=$3
 	grep -E '^not ok' "$file"
-	tally "$name" "$file"
+	tally "$name" "$file" ${4:-}
 	if [ "$rc" -ne 0 ] && ! grep -qE '^not ok' "$file"; then
 		echo "   $name exited $rc"; tail -20 "$file"
 		FAIL=$((FAIL + 1)); FAILED+=("$name exit $rc")
@@ -128,14 +131,50 @@ done
 
 echo "== cluster"
 source regress/pgcluster.sh
-pgc_start || { echo "could not start PostgreSQL"; echo "$PASS passed, $((FAIL + 1)) failed, $SKIP skipped"; exit 1; }
+# a cluster as the tests expect it: database dml_regress with dml and its
+# test hooks, and the roles the SQL suites create allowed to log in (so
+# dml's workers may log in as them)
+suite_cluster() {
+	pgc_start || return 1
+	export PGDATABASE=dml_regress
+	pgc_psql -d postgres -c "CREATE DATABASE dml_regress" >/dev/null &&
+		pgc_psql -c "CREATE EXTENSION dml" >/dev/null &&
+		pgc_psql -c "ALTER DATABASE dml_regress SET dml.test_hooks = on" >/dev/null &&
+		pgc_allow_role $(grep -ohE 'CREATE ROLE [a-z_0-9]+' regress/sql/*.sql regress/tap/*.sql | awk '{print $3}' | sort -u)
+}
+suite_cluster || { echo "could not start PostgreSQL"; echo "$PASS passed, $((FAIL + 1)) failed, $SKIP skipped"; exit 1; }
 trap 'pgc_stop; stop_builds' EXIT
-export PGDATABASE=dml_regress
-pgc_psql -d postgres -c "CREATE DATABASE dml_regress" >/dev/null
-pgc_psql -c "CREATE EXTENSION dml" >/dev/null
-pgc_psql -c "ALTER DATABASE dml_regress SET dml.test_hooks = on" >/dev/null
-# the roles the SQL suites create, so dml's workers may log in as them
-pgc_allow_role $(grep -ohE 'CREATE ROLE [a-z_0-9]+' regress/sql/*.sql regress/tap/*.sql | awk '{print $3}' | sort -u)
+
+# Part 4 in two lanes.  The process tests wait on jobs much of the time
+# (the cores were about 40% idle over a whole run), so these run one after
+# another in a second cluster of their own, beside pg_regress, pgTAP and
+# the other process tests in the first; each lane's tests run one at a
+# time, as before, and count only their own cluster's processes
+# (pgcluster.sh).  The lane's scratch files are a directory of their own.
+# The two netns tests share this lane: one host set at a time.
+LANE2_TESTS="jobs stream multihost onnx shards tune defaults datasets"
+LANE2=$RESULTS/lane2
+mkdir -p "$LANE2" && chmod 777 "$LANE2"
+(
+	PGC_DIR=
+	trap 'pgc_stop' EXIT
+	if ! suite_cluster >"$LANE2/cluster.log" 2>&1; then
+		echo 1 >"$LANE2/cluster.rc"
+		exit 1
+	fi
+	echo 0 >"$LANE2/cluster.rc"
+	export DML_TEST_TMP=$LANE2
+	for name in $LANE2_TESTS; do
+		t0=$SECONDS
+		timeout 600 bash "regress/t/$name.sh" >"$LANE2/t-$name.log" 2>&1
+		echo $? >"$LANE2/t-$name.rc"
+		echo $((SECONDS - t0)) >"$LANE2/t-$name.s"
+	done
+	# nothing of any job of this lane's cluster may outlive its tests
+	echo "$(pgc_job_procs) $(pgc_job_dirs)" >"$LANE2/left"
+	cp "$PGC_DIR/server.log" "$LANE2/server.log" 2>/dev/null
+) &
+LANE2_PID=$!
 
 echo "== pg_regress"
 PG_REGRESS=$(pg_config --pkglibdir)/pgxs/src/test/regress/pg_regress
@@ -169,10 +208,31 @@ done
 echo "== process tests"
 for t in regress/t/*.sh; do
 	name=$(basename "$t" .sh)
+	[[ " $LANE2_TESTS " == *" $name "* ]] && continue
 	timeout 600 bash "$t" >"$RESULTS/t-$name.log" 2>&1
 	rc=$?
 	tally_part "t/$name" "$RESULTS/t-$name.log" $rc
 done
+echo "== process tests, second lane (its own cluster, beside the parts above)"
+wait $LANE2_PID
+if [ "$(cat "$LANE2/cluster.rc" 2>/dev/null)" != 0 ]; then
+	cat "$LANE2/cluster.log"
+	echo "   the second lane's cluster did not start"
+	FAIL=$((FAIL + 1)); FAILED+=("lane 2 cluster")
+fi
+for name in $LANE2_TESTS; do
+	# no status written: the lane did not get that far
+	tally_part "t/$name" "$LANE2/t-$name.log" "$(cat "$LANE2/t-$name.rc" 2>/dev/null || echo 1)" \
+		"$(cat "$LANE2/t-$name.s" 2>/dev/null || echo 0)"
+done
+read -r left dirs <"$LANE2/left" 2>/dev/null || { left=1; dirs=1; }
+if [ "${left:-1}" -gt 0 ] || [ "${dirs:-1}" -gt 0 ]; then
+	echo "not ok - the second lane's leftover job processes ($left) or directories ($dirs)"
+	FAIL=$((FAIL + 1)); FAILED+=("lane 2 leftover processes")
+else
+	PASS=$((PASS + 1))
+fi
+LAST_TALLY=$SECONDS
 
 echo "== the fuzzer's corpus replayed (regress/fuzz/run.sh replay, beside the tests)"
 wait $REPLAY
