@@ -40,13 +40,34 @@ echo "== build and install"
 make -s -j"$(nproc)" >"$RESULTS/build.log" 2>&1 && $SUDO make -s install >>"$RESULTS/build.log" 2>&1 || {
 	cat "$RESULTS/build.log"; echo "0 passed, 1 failed"; exit 1; }
 
+# renice_tree PID: a chain started beside the tests at nice 19, and all it
+# has started, back to the tests' priority, once a part waits for it: it is
+# then what the suite waits on (beside a busy core a nice-19 build got
+# almost nothing: PostgreSQL 18's part waited 763 s for its build in a run
+# beside a CPU-bound loop).  The parent first, so that what it starts from
+# then on inherits the priority; needs root (as CI runs), else a no-op.
+renice_tree() {
+	local c
+	renice -n 0 -p "$1" >/dev/null 2>&1 || return 0
+	for c in $(pgrep -P "$1"); do
+		renice_tree "$c"
+	done
+}
+# a chain's parts run at "nice -n $(later NAME)": 19, or 0 once hurry NAME
+# PID has been called (nice is relative: a part the chain starts after a
+# renice would otherwise be back at 19)
+later() { [ -e "$RESULTS/hurry.$1" ] && echo 0 || echo 19; }
+hurry() {	# NAME PID
+	touch "$RESULTS/hurry.$1"
+	renice_tree "$2"
+}
 # the builds on PostgreSQL 18 and 16 (part 5) run beside parts 1-4, at nice
 # 19: those tests leave about two thirds of the cores idle (waiting on
 # jobs), which the builds take instead of three minutes of their own; part 5
 # keeps a build only while the work tree is the same (regress/pgnew.sh)
 (
 	for ver in 18 16; do
-		nice -n 19 bash regress/pgnew.sh $ver build >"$RESULTS/pg$ver-build.log" 2>&1
+		nice -n "$(later pgnew)" bash regress/pgnew.sh $ver build >"$RESULTS/pg$ver-build.log" 2>&1
 	done
 ) &
 PGNEW_BUILDS=$!
@@ -59,10 +80,10 @@ PGNEW_BUILDS=$!
 # UBSan, about two minutes of CPU that do not need the cluster: all beside
 # parts 1-4 at nice 19
 (
-	nice -n 19 bash .ci/setup.sh --bench >"$RESULTS/bench-setup-early.log" 2>&1
-	nice -n 19 bash bench/micro/build.sh >"$RESULTS/micro-build.log" 2>&1
+	nice -n "$(later bench)" bash .ci/setup.sh --bench >"$RESULTS/bench-setup-early.log" 2>&1
+	nice -n "$(later bench)" bash bench/micro/build.sh >"$RESULTS/micro-build.log" 2>&1
 	touch "$RESULTS/bench-prep.done"
-	nice -n 19 bash regress/fuzz/run.sh replay >"$RESULTS/replay.log" 2>&1
+	nice -n "$(later replay)" bash regress/fuzz/run.sh replay >"$RESULTS/replay.log" 2>&1
 	echo $? >"$RESULTS/replay.rc"
 ) &
 REPLAY=$!
@@ -180,6 +201,7 @@ mkdir -p "$LANE2" && chmod 777 "$LANE2"
 	# then part 7 (it starts a cluster of its own), once the chain above
 	# has set up its packages and built its micro benchmarks (30 min at most)
 	t0=$SECONDS
+	[ -e "$RESULTS/bench-prep.done" ] || hurry bench "$REPLAY"
 	for _ in $(seq 1 36000); do
 		[ -e "$RESULTS/bench-prep.done" ] && break
 		sleep 0.05
@@ -235,6 +257,7 @@ done
 # 16: build, spine and models, t/upgrade (the suite stays near 15 min: the two
 # took 6 min together in a full run on a loaded machine, both quick; their
 # builds ran beside parts 1-4)
+hurry pgnew "$PGNEW_BUILDS"
 wait $PGNEW_BUILDS
 for v in "18 quick" "16 smoke"; do
 	read -r ver mode <<<"$v"
@@ -266,6 +289,7 @@ fi
 LAST_TALLY=$SECONDS
 
 echo "== the fuzzer's corpus replayed (regress/fuzz/run.sh replay, beside the tests)"
+hurry replay "$REPLAY"
 wait $REPLAY
 # no status written: the chain beside the tests did not get that far
 rc=$(cat "$RESULTS/replay.rc" 2>/dev/null)
@@ -273,6 +297,7 @@ tally_part fuzz-replay "$RESULTS/replay.log" "${rc:-1}"
 
 echo "== GPU"
 if [ -n "$GPU_CHECKS" ]; then
+	hurry gpu "$GPU_CHECKS"
 	wait "$GPU_CHECKS"
 	rc=$?
 else
