@@ -170,7 +170,8 @@ suite_cluster || { echo "could not start PostgreSQL"; echo "$PASS passed, $((FAI
 trap 'pgc_stop; stop_builds' EXIT
 
 # Part 4 in two lanes.  The process tests wait on jobs much of the time
-# (the cores were about 40% idle over a whole run), so these run one after
+# (alone, two thirds of the cores were idle over t/jobs and t/onnx in
+# /proc/stat; over a whole run with two lanes, 15%), so these run one after
 # another in a second cluster of their own, beside pg_regress, pgTAP and
 # the other process tests in the first; each lane's tests run one at a
 # time, as before, and count only their own cluster's processes
