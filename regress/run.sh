@@ -155,6 +155,17 @@ done
 
 echo "== cluster"
 source regress/pgcluster.sh
+source regress/wait.sh
+# left_check WHAT PROCS DIRS: a pass, or a failure where a cluster's job
+# processes or directories outlived its tests
+left_check() {
+	if [ "${2:-1}" -gt 0 ] || [ "${3:-1}" -gt 0 ]; then
+		echo "not ok - $1 job processes ($2) or directories ($3)"
+		FAIL=$((FAIL + 1)); FAILED+=("$1 processes")
+	else
+		PASS=$((PASS + 1))
+	fi
+}
 # a cluster as the tests expect it: database dml_regress with dml and its
 # test hooks, and the roles the SQL suites create allowed to log in (so
 # dml's workers may log in as them)
@@ -203,10 +214,7 @@ mkdir -p "$LANE2" && chmod 777 "$LANE2"
 	# has set up its packages and built its micro benchmarks (30 min at most)
 	t0=$SECONDS
 	[ -e "$RESULTS/bench-prep.done" ] || hurry bench "$REPLAY"
-	for _ in $(seq 1 36000); do
-		[ -e "$RESULTS/bench-prep.done" ] && break
-		sleep 0.05
-	done
+	wait_until 1800 '[ -e "$RESULTS/bench-prep.done" ]'
 	if bash .ci/setup.sh --bench >"$LANE2/bench-setup.log" 2>&1 &&
 		timeout 600 bash bench/run.sh quick >"$LANE2/bench-quick.log" 2>&1; then
 		echo "ok - bench-quick wrote bench/out/RESULTS-quick.md" >"$LANE2/bench.tap"
@@ -281,12 +289,7 @@ for name in $LANE2_TESTS; do
 		"$(cat "$LANE2/t-$name.s" 2>/dev/null || echo 0)"
 done
 read -r left dirs <"$LANE2/left" 2>/dev/null || { left=1; dirs=1; }
-if [ "${left:-1}" -gt 0 ] || [ "${dirs:-1}" -gt 0 ]; then
-	echo "not ok - the second lane's leftover job processes ($left) or directories ($dirs)"
-	FAIL=$((FAIL + 1)); FAILED+=("lane 2 leftover processes")
-else
-	PASS=$((PASS + 1))
-fi
+left_check "the second lane's leftover" "$left" "$dirs"
 LAST_TALLY=$SECONDS
 
 echo "== the fuzzer's corpus replayed (regress/fuzz/run.sh replay, beside the tests)"
@@ -324,13 +327,7 @@ cat "$LANE2/bench.tap"
 tally bench-quick "$LANE2/bench.tap" "$(cat "$LANE2/bench.s" 2>/dev/null || echo 0)"
 
 # nothing of any job of this cluster may outlive the suite
-left=$(pgc_job_procs)
-if [ "$left" -gt 0 ] || [ "$(pgc_job_dirs)" -gt 0 ]; then
-	echo "not ok - leftover job processes ($left) or directories ($(pgc_job_dirs))"
-	FAIL=$((FAIL + 1)); FAILED+=("leftover processes")
-else
-	PASS=$((PASS + 1))
-fi
+left_check leftover "$(pgc_job_procs)" "$(pgc_job_dirs)"
 
 if [ ${#FAILED[@]} -gt 0 ]; then
 	# the shared cluster's log too: a backend that crashed shows there
