@@ -1258,6 +1258,7 @@ def main():
     bw1, bw2 = stream_best(stream[1]), stream_best(stream[2])
     rows = []
     floor_ratio = {}
+    floor_s = {}
     for label, runs_by_w, d, how in (
             ("logistic newton, one Newton iteration", logit, 20 + 1, "seconds"),
             ("logistic L-BFGS, one iteration (mean)", logit_lbfgs, 20 + 1, "mean"),
@@ -1283,6 +1284,7 @@ def main():
             # each run against the STREAM of its own minutes (the run-start one where none)
             bws = [r.get("stream_gbs") or (bw1 if w == 1 else bw2) for r in runs]
             floor = nbytes / (med(bws) * 1e9)
+            floor_s[(label, w)] = floor
             floor_ratio[(label, w)] = med([run_epoch(r) * bw * 1e9 /
                                            (r["metrics"].get("train_rows", ntrain) * d * 4)
                                            for r, bw in zip(runs, bws)])
@@ -1298,7 +1300,10 @@ def main():
                          f"{fmt_med(bws)} GB/s", fmt(floor * 1e3) + " ms",
                          fmt(ep * 1e3) + " ms", f"{floor_ratio[(label, w)]:.1f}x",
                          fmt(med(mval(runs, "train_seconds"))) + " s"])
-    newton_flops = n_synth * 21 * 21 * 2
+    # the Hessian's lower triangle: p (p + 1) / 2 multiply-adds a row, p = 21
+    newton_flops = n_synth * 21 * 22
+    newton_ms = newton_flops / (med([x['median_gflops'] for x in sgemm if x['m'] == 2048]) * 1e9) * 1e3
+    newton_bw_ms = floor_s[("logistic newton, one Newton iteration", 1)] * 1e3
     s = ["## 4. Limits", "",
          "### Small models' epochs vs the memory-bandwidth floor", "",
          "Floor = bytes of the worker matrices (training rows x (features + label) x 4 bytes, "
@@ -1319,10 +1324,11 @@ def main():
          "says \"read as bytes\" (options `byte_rows`, on by default: every input is a byte, here "
          "a pixel over 255), the steps read one byte a value, a quarter of the floor's bytes, and "
          "rebuild each float32 input exactly; the floor stays the float32 matrix's. A Newton iteration "
-         "also forms X^T W X, about "
-         f"2·n·d² = {fmt(newton_flops / 1e9)} GFLOP for d = 21 "
-         f"({fmt(newton_flops / (med([x['median_gflops'] for x in sgemm if x['m'] == 2048]) * 1e9) * 1e3)} ms "
-         "at the single-core sgemm peak below), so its floor is that, not bandwidth.", "",
+         "also forms X^T W X, whose lower triangle takes p (p + 1) / 2 multiply-adds a row: "
+         f"n·p·(p + 1) = {fmt(newton_flops / 1e9)} GFLOP for p = 21, {fmt(newton_ms)} ms at the "
+         "single-core sgemm rate below, "
+         f"{'under' if newton_ms < newton_bw_ms else 'over'} its 1-worker bandwidth floor "
+         f"({fmt(newton_bw_ms)} ms); the floor column is bandwidth on every row.", "",
          table(["what", "workers", "shuffle", "data", "STREAM", "floor", "dml epoch", "dml / floor",
                 "train_seconds"], rows), "",
          codeblock([f"STREAM: {stream_cmd}",
