@@ -15,8 +15,13 @@ EXTENSION = dml
 EXTVERSION = 1.4
 
 MODULE_big = dml
-KERNEL_OBJS = kernels/common.o kernels/layers.o kernels/losses.o kernels/optim.o kernels/net.o kernels/format.o kernels/solve.o \
-	kernels/stats.o kernels/lsq.o kernels/logit.o kernels/robust.o kernels/metrics.o kernels/lbfgs.o
+# the kernels, compiled once (build/kernels, position-independent) for the
+# extension library, both workers and the unit tests: the Hessian's tiles
+# and the skinny layers are made for every size and instruction set, and
+# layers.c and logit.c alone take over a minute of CPU a compile
+KERNEL_NAMES = common layers losses optim net format solve stats lsq logit robust metrics lbfgs
+KERNEL_SRCS = $(patsubst %,kernels/%.c,$(KERNEL_NAMES))
+KERNEL_OBJS = $(patsubst %,build/kernels/%.o,$(KERNEL_NAMES))
 OBJS = extension/dml.o extension/train.o extension/train_args.o extension/train_columns.o \
 	extension/train_plan.o extension/train_store.o extension/predict.o extension/predict_plan.o \
 	extension/catalog.o extension/modelcache.o extension/manage.o extension/roles.o \
@@ -73,7 +78,9 @@ sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 # library that asks for the old schema.  (Written while the Makefile is
 # read: PGXS's .SECONDARY would not remake a missing stamp.)
 $(shell mkdir -p build && { test "$$(cat build/extversion 2>/dev/null)" = "$(EXTVERSION)" || echo "$(EXTVERSION)" >build/extversion; })
-$(OBJS): build/extversion
+# (the kernels do not take the flag, nor the extension's headers below)
+EXT_OBJS = $(filter-out $(KERNEL_OBJS),$(OBJS))
+$(EXT_OBJS): build/extversion
 
 # ONNX: C for onnx.proto's messages (Debian's libonnx-dev), generated at build
 # time by protoc-c; compiled with hidden visibility, so the library exports
@@ -101,8 +108,7 @@ WORKER_SRCS = workers/worker.c workers/runtime.c workers/spec.c coordinator/jobs
 	workers/control.c workers/prepare.c workers/shard_read.c workers/train.c workers/train_gpu.c \
 	workers/exact.c workers/lbfgs.c workers/sync.c workers/server.c workers/predict.c workers/half.c \
 	workers/stream.c
-KERNEL_SRCS = $(KERNEL_OBJS:.o=.c)
-WORKER_OBJS = $(patsubst %.c,build/%.o,$(WORKER_SRCS) $(KERNEL_SRCS))
+WORKER_OBJS = $(patsubst %.c,build/%.o,$(WORKER_SRCS)) $(KERNEL_OBJS)
 
 NVCC = $(CUDA_HOME)/bin/nvcc
 NVCCFLAGS = -O3 -std=c++17 -Ikernels -Xcompiler -Wall,-Werror \
@@ -114,8 +120,7 @@ CUDA_OBJS = $(patsubst %.cu,build/%.o,$(CUDA_SRCS))
 # CUDA, cuBLAS and NCCL linked in.  Loading those libraries costs about
 # 0.1 s at every start and 0.04 s at every exit of every rank, so jobs that
 # cannot use a GPU start the CPU build (coordinator/settings.c, worker_path).
-GPU_WORKER_OBJS = $(patsubst %.c,build/gpu/%.o,$(WORKER_SRCS)) \
-	$(patsubst %.c,build/%.o,$(KERNEL_SRCS)) $(CUDA_OBJS)
+GPU_WORKER_OBJS = $(patsubst %.c,build/gpu/%.o,$(WORKER_SRCS)) $(KERNEL_OBJS) $(CUDA_OBJS)
 GPU_WCFLAGS = $(WCFLAGS) -DDML_HAVE_CUDA -I$(CUDA_HOME)/include
 GPU_WLDLIBS = $(WLDLIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
 	-lcudart -lcublas -lnccl -lstdc++
@@ -133,6 +138,11 @@ build/gpu/%.o: %.c
 build/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(WCFLAGS) -c -o $@ $<
+
+# (the extension library links these too)
+build/kernels/%.o: kernels/%.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(WCFLAGS) -fPIC -c -o $@ $<
 
 build/%.o: %.cu
 	@mkdir -p $(dir $@)
@@ -153,11 +163,11 @@ build/tools/load_idx.o: tools/load_idx.c kernels/clock.h
 
 $(WORKER_OBJS) $(GPU_WORKER_OBJS) $(OBJS): kernels/kernels.h coordinator/protocol.h coordinator/jobspec.h
 # the kernels written once for each instruction set (kernels/simd.h)
-build/kernels/layers.o kernels/layers.o: kernels/simd.h kernels/skinny.h
-build/kernels/net.o kernels/net.o: kernels/simd.h kernels/narrow.h kernels/fastmath.h
-build/kernels/losses.o kernels/losses.o: kernels/fastmath.h
-build/kernels/logit.o kernels/logit.o: kernels/simd.h kernels/hess.h kernels/hess_tile.h
-$(OBJS): coordinator/coordinator.h coordinator/settings.h extension/dml.h
+build/kernels/layers.o: kernels/simd.h kernels/skinny.h
+build/kernels/net.o: kernels/simd.h kernels/narrow.h kernels/fastmath.h
+build/kernels/losses.o: kernels/fastmath.h
+build/kernels/logit.o: kernels/simd.h kernels/hess.h kernels/hess_tile.h
+$(EXT_OBJS): coordinator/coordinator.h coordinator/settings.h extension/dml.h
 extension/train.o extension/train_args.o extension/train_columns.o extension/train_plan.o \
 	extension/train_store.o: extension/train.h
 $(patsubst %.c,build/%.o,$(WORKER_SRCS)) $(patsubst %.c,build/gpu/%.o,$(WORKER_SRCS)): \
@@ -181,7 +191,7 @@ uninstall-bin:
 # Tests and benchmarks
 # ---------------------------------------------------------------------------
 UNIT_TESTS = build/test_kernels build/test_kernels_sse2 build/test_kernels_avx2
-build/test_kernels: regress/unit/test_kernels.c $(patsubst %.c,build/%.o,$(KERNEL_SRCS))
+build/test_kernels: regress/unit/test_kernels.c $(KERNEL_OBJS)
 	$(CC) -O1 -g -Wall -Werror -Ikernels -o $@ $^ $(BLAS_LIBS) -lm
 # the same tests with the kernels built for one instruction set each, no
 # runtime dispatch: the code paths of a machine without AVX-512 (or AVX2)
