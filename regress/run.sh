@@ -63,8 +63,11 @@ hurry() {	# NAME PID
 }
 # the builds on PostgreSQL 18 and 16 (part 5) run beside parts 1-4, at nice
 # 19: those tests leave about two thirds of the cores idle (waiting on
-# jobs), which the builds take instead of three minutes of their own; part 5
-# keeps a build only while the work tree is the same (regress/pgnew.sh)
+# jobs), which the builds take instead of minutes of their own; part 5
+# keeps a build only while the work tree is the same (regress/pgnew.sh).
+# Each takes the kernels' objects of the build above (about 28 s of CPU a
+# version, where compiling them again took 91), as do the micro benchmarks
+# and the GPU checks below
 (
 	for ver in 18 16; do
 		nice -n "$(later pgnew)" bash regress/pgnew.sh $ver build >"$RESULTS/pg$ver-build.log" 2>&1
