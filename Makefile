@@ -208,7 +208,18 @@ build/test_kernels_avx2: regress/unit/test_kernels.c $(KERNEL_SRCS) $(wildcard k
 
 unit: $(UNIT_TESTS)
 
-.PHONY: check gpu-check bench bench-quick bench-jobs fuzz reliability unit install-bin uninstall-bin
+# make -s built-kernels (or built-cuda): the kernels' (or the CUDA kernels')
+# objects of this build, printed where every one is there and up to date,
+# else nothing and a non-zero exit.  regress/pgnew.sh, regress/gpu_check.sh
+# and bench/micro/build.sh take them instead of compiling the same sources
+# again (layers.c and logit.c alone are over a minute of CPU a compile).
+built-objs-kernels = $(KERNEL_OBJS)
+built-objs-cuda = $(CUDA_OBJS)
+built-kernels built-cuda: built-%:
+	@$(MAKE) -s -q $(built-objs-$*) 2>/dev/null && echo $(built-objs-$*)
+
+.PHONY: check gpu-check bench bench-quick bench-jobs fuzz reliability unit install-bin uninstall-bin \
+	built-kernels built-cuda
 check:
 	bash regress/run.sh
 

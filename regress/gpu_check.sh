@@ -94,26 +94,23 @@ CFLAGS="$CFLAGS $BLAS_INC"
 log=$OUT/build.log
 : > "$log"
 
-# built_here OBJECT...: the checkout's own build (make) holds every one of
-# them, up to date; its CUDA objects are compiled with these NVCCFLAGS, its
-# kernels as the worker runs them.  The test suite runs this script after
-# that build, beside its tests: the objects are then taken from it, not
-# compiled again (about a minute and a half of CPU).  DML_GPU_CHECK_REBUILD=1
-# compiles them here all the same.
+# built_here WHICH (kernels or cuda): the checkout's own build of those
+# objects, where every one is up to date (make built-kernels, built-cuda);
+# its CUDA objects are compiled with these NVCCFLAGS, its kernels as the
+# worker runs them.  The test suite runs this script after that build,
+# beside its tests: the objects are then taken from it, not compiled again
+# (about a minute and a half of CPU).  DML_GPU_CHECK_REBUILD=1 compiles them
+# here all the same.
 built_here() {
-	[ -z "${DML_GPU_CHECK_REBUILD:-}" ] || return 1
-	for o in "$@"; do [ -f "$o" ] || return 1; done
-	make -s -q "$@" 2>/dev/null
+	[ -z "${DML_GPU_CHECK_REBUILD:-}" ] && make -s "built-$1" 2>/dev/null
 }
 
 # CUDA sources, in parallel: one object per kernels/cuda/*.cu
 pids=()
 objs=()
 build_ok=1
-mine=()
-for src in kernels/cuda/*.cu; do mine+=("build/${src%.cu}.o"); done
-if [ -z "$NCCL_INC" ] && built_here "${mine[@]}"; then
-	for obj in "${mine[@]}"; do
+if [ -z "$NCCL_INC" ] && mine=$(built_here cuda); then
+	for obj in $mine; do
 		objs+=("$obj")
 		ok "nvcc ${obj##*/} (the checkout's build, up to date)"
 	done
@@ -137,10 +134,8 @@ done
 
 # the CPU reference, the unit tests and the harness, with plain gcc
 cpu_objs=()
-mine=()
-for src in kernels/*.c; do mine+=("build/${src%.c}.o"); done
-if [ -z "$BLAS_INC" ] && built_here "${mine[@]}"; then
-	cpu_objs=("${mine[@]}")
+if [ -z "$BLAS_INC" ] && mine=$(built_here kernels); then
+	read -ra cpu_objs <<<"$mine"
 	echo "# the CPU reference: the checkout's build of the kernels (up to date)"
 else
 	for src in kernels/*.c; do

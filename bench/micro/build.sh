@@ -59,9 +59,7 @@ KOBJS=()
 # build/kernels) where it is up to date: the same code, and two minutes of
 # CPU not spent again; else compiled here with the worker's flags
 ROOT=$(cd "$src/../.." && pwd)
-kobjs=$(cd "$ROOT" && ls build/kernels/*.o 2>/dev/null || true)
-if [ "$(echo "$kobjs" | wc -w)" = "$(ls "$K"/*.c | wc -l)" ] &&
-    (cd "$ROOT" && make -s -q $kobjs 2>/dev/null); then
+if kobjs=$(make -s -C "$ROOT" built-kernels 2>/dev/null); then
     for o in $kobjs; do KOBJS+=("$ROOT/$o"); done
     echo "build.sh: the kernels' objects of $ROOT/build/kernels"
 fi
