@@ -186,6 +186,40 @@ dml_block_order_init(DmlBlockOrder *bo, const int *order, int nb, int c, int n)
 			bo->short_at = q;
 }
 
+/* the block of the order and the row within it that hold position pos */
+static void
+block_at(const DmlBlockOrder *bo, long pos, int *q, int *off)
+{
+	int			c = bo->c,
+				short_len = bo->n - (bo->nb - 1) * c;
+	long		before = (long) bo->short_at * c;
+
+	if (pos < before)
+	{
+		*q = (int) (pos / c);
+		*off = (int) (pos % c);
+	}
+	else if (pos - before < short_len)
+	{
+		*q = bo->short_at;
+		*off = (int) (pos - before);
+	}
+	else
+	{
+		long		rest = pos - before - short_len;
+
+		*q = bo->short_at + 1 + (int) (rest / c);
+		*off = (int) (rest % c);
+	}
+}
+
+/* rows of block blk of the order (its last block is the short one) */
+static inline int
+block_len(const DmlBlockOrder *bo, int blk)
+{
+	return blk == bo->nb - 1 ? bo->n - (bo->nb - 1) * bo->c : bo->c;
+}
+
 /*
  * Rows [pos, pos + B) of the epoch bo into Xb and yb.  Position pos lies in
  * block order[q] at offset off: the blocks before the short one hold c rows
@@ -202,34 +236,16 @@ void
 dml_gather_blocks(const float *X, const float *y, int d, const DmlBlockOrder *bo,
 				  int pos, int B, float *Xb, float *yb)
 {
-	int			c = bo->c,
-				short_len = bo->n - (bo->nb - 1) * c;
-	long		before = (long) bo->short_at * c;
+	int			c = bo->c;
 	size_t		row = sizeof(float) * (size_t) d;
 	int			q,
 				off;
 
-	if (pos < before)
-	{
-		q = pos / c;
-		off = pos % c;
-	}
-	else if (pos - before < short_len)
-	{
-		q = bo->short_at;
-		off = (int) (pos - before);
-	}
-	else
-	{
-		long		rest = pos - before - short_len;
-
-		q = bo->short_at + 1 + (int) (rest / c);
-		off = (int) (rest % c);
-	}
+	block_at(bo, pos, &q, &off);
 	for (int b = 0; b < B && q < bo->nb; q++, off = 0)
 	{
 		int			blk = bo->order[q],
-					len = (blk == bo->nb - 1 ? short_len : c) - off,
+					len = block_len(bo, blk) - off,
 					r = blk * c + off;
 
 		if (len > B - b)
@@ -249,6 +265,92 @@ dml_gather_blocks(const float *X, const float *y, int d, const DmlBlockOrder *bo
 		memcpy(yb + b, y + r, sizeof(float) * (size_t) len);
 		b += len;
 	}
+}
+
+/*
+ * dml_tile_blocks
+ *		The n rows of X (d floats each), in blocks of c consecutive rows
+ *		(the last one n - (nb - 1) c), each block transposed in place: to
+ *		tiles (feature j of the block's row r at j * len + r) or back to
+ *		rows.  One pass over the rows, through one block's buffer; false
+ *		(and nothing moved) where that buffer cannot be had.
+ */
+bool
+dml_tile_blocks(float *X, int d, int c, int n, bool to_tiles)
+{
+	float	   *buf = malloc(sizeof(float) * (size_t) (c > 0 ? c : 1) * (d > 0 ? d : 1));
+
+	if (buf == NULL)
+		return false;
+	for (int lo = 0; lo < n; lo += c)
+	{
+		int			len = n - lo < c ? n - lo : c;
+		float	   *blk = X + (size_t) lo * d;
+
+		memcpy(buf, blk, sizeof(float) * (size_t) len * d);
+		for (int r = 0; r < len; r++)
+			for (int j = 0; j < d; j++)
+			{
+				if (to_tiles)
+					blk[(size_t) j * len + r] = buf[(size_t) r * d + j];
+				else
+					blk[(size_t) r * d + j] = buf[(size_t) j * len + r];
+			}
+	}
+	free(buf);
+	return true;
+}
+
+int
+dml_block_runs(const float *X, const float *y, int d, const DmlBlockOrder *bo, int pos, int B,
+			   DmlTileRun *runs, float *yb)
+{
+	int			c = bo->c,
+				want = 2 * B,
+				b = 0,
+				nruns = 0,
+				q,
+				off;
+
+	block_at(bo, pos, &q, &off);
+	for (; b < want && q < bo->nb; q++, off = 0)
+	{
+		int			blk = bo->order[q],
+					ld = block_len(bo, blk),
+					len = ld - off,
+					r = blk * c + off;
+		const float *T = X + (size_t) blk * c * d;
+
+		if (len > want - b)
+			len = want - b;
+		if (b < B)
+		{
+			int			own = len < B - b ? len : B - b;
+
+			runs[nruns].T = T + off;
+			runs[nruns].ld = ld;
+			runs[nruns].len = own;
+			nruns++;
+			memcpy(yb + b, y + r, sizeof(float) * (size_t) own);
+		}
+		if (b + len > B)
+		{
+			/*
+			 * the next step's rows: the start of every fourth feature's
+			 * part (the hardware streams the rest) and their labels; more
+			 * (every line of the part) measured no faster
+			 */
+			int			from = b < B ? B - b : 0;
+			const float *t = T + off + from;
+
+			for (int j = 0; j < d; j += 4)
+				__builtin_prefetch(t + (size_t) j * ld, 0, 2);
+			__builtin_prefetch(y + r + from, 0, 2);
+			__builtin_prefetch(y + r + len - 1, 0, 2);
+		}
+		b += len;
+	}
+	return nruns;
 }
 
 /* the OpenBLAS core type to force on this CPU, or NULL (kernels.h) */

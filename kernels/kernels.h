@@ -316,6 +316,27 @@ typedef struct DmlBlockOrder
 extern void dml_block_order_init(DmlBlockOrder *bo, const int *order, int nb, int c, int n);
 extern void dml_gather_blocks(const float *X, const float *y, int d, const DmlBlockOrder *bo,
 							  int pos, int B, float *Xb, float *yb);
+/*
+ * The block order's blocks tiled (common.c): each block of c rows (the
+ * last one its own length) stored a feature at a time, feature j of the
+ * block's row r at T[j * len + r], in the same place as its rows
+ * (dml_tile_blocks: to_tiles false puts the rows back).  A run is a
+ * step's rows in one block: its first row's feature 0 at T, ld the
+ * block's rows, len the run's.  dml_block_runs writes the runs of rows
+ * [pos, pos + B) (up to B / c + 3 of them: a step may hold the short
+ * block between others) and copies their labels into yb, asking for the
+ * next B rows' blocks from memory; it returns the runs.
+ */
+typedef struct DmlTileRun
+{
+	const float *T;
+	int			ld;
+	int			len;
+} DmlTileRun;
+
+extern bool dml_tile_blocks(float *X, int d, int c, int n, bool to_tiles);
+extern int	dml_block_runs(const float *X, const float *y, int d, const DmlBlockOrder *bo, int pos,
+						   int B, DmlTileRun *runs, float *yb);
 
 /*
  * realloc and free for the arrays of a worker's rows, given their sizes in
@@ -397,6 +418,11 @@ extern double dml_net_forward_backward(const DmlNet *net, DmlWork *work,
 /* grads = scale * d(sum loss)/dparams (overwritten; B >= 1); the sum of losses */
 extern double dml_net_gradient(const DmlNet *net, DmlWork *work, float *grads,
 							   const float *X, const float *y, int B, float scale);
+/* the same over the tiled runs runs[0..nruns) (net.c); where it applies */
+extern bool dml_net_tile_applies(const DmlNet *net, const DmlWork *work, int B);
+extern double dml_net_gradient_tiles(const DmlNet *net, DmlWork *work, float *grads,
+									 const DmlTileRun *runs, int nruns, const float *y, int B,
+									 float scale);
 /*
  * the same over rows idx[0..B) of X read in place, or of R8's bytes (R8 not
  * NULL) (net.c); where it applies

@@ -113,3 +113,93 @@ SIMD_NAME(narrow_backward) (float *g, const float *X, const float *r, int B, int
 			vstorem(g + v * VL, m[v], vadd(vloadm(m[v], g + v * VL), s));
 		}
 }
+
+/*
+ * Tiled rows (the block shuffle's blocks stored a feature at a time:
+ * feature j of a run's row r at T[j * ld + r], kernels.h's DmlTileRun).
+ * z[r] += x_r . w over the runs' rows (z in the runs' order) of C <=
+ * NARROW_C inputs, VL rows a vector: the features in two alternating sums
+ * (even and odd j), added at the end.
+ */
+SIMD_TARGET static void
+SIMD_NAME(tile_forward) (float *z, const DmlTileRun *runs, int nruns, const float *w, int C)
+{
+	for (int k = 0; k < nruns; k++)
+	{
+		const float *T = runs[k].T;
+		int			ld = runs[k].ld,
+					L = runs[k].len;
+
+		for (int r = 0; r < L; r += VL)
+		{
+			VM			m = vmask(L - r);
+			VF			s0 = vmul(vloadm(m, T + r), vset1(w[0])),
+						s1 = vzero();
+			int			j = 1;
+
+			for (; j + 1 < C; j += 2)
+			{
+				s1 = vfma(vloadm(m, T + (size_t) j * ld + r), vset1(w[j]), s1);
+				s0 = vfma(vloadm(m, T + (size_t) (j + 1) * ld + r), vset1(w[j + 1]), s0);
+			}
+			if (j < C)
+				s1 = vfma(vloadm(m, T + (size_t) j * ld + r), vset1(w[j]), s1);
+			vstorem(z + r, m, vadd(vloadm(m, z + r), vadd(s0, s1)));
+		}
+		z += L;
+	}
+}
+
+/*
+ * Features a set of the tiled backward pass keeps in registers: a vector
+ * each, beside the residuals' and a row's
+ */
+#undef TILE_SET
+#define TILE_SET	(SIMD_ISA == 512 ? 16 : 10)
+
+/*
+ * g[j] = sum over the runs' rows of res[r] x_r's feature j, for j < C:
+ * the products in the lanes of a vector (a row's lane its place in its
+ * run's vectors, in the runs' order), the lanes added at the end.  The
+ * features in sets of at most TILE_SET, each set's sums in registers over
+ * every run.
+ */
+SIMD_TARGET static void
+SIMD_NAME(tile_backward) (float *g, const DmlTileRun *runs, int nruns, const float *res, int C)
+{
+	int			nsets = (C + TILE_SET - 1) / TILE_SET,
+				per = (C + nsets - 1) / nsets;
+
+	for (int j0 = 0; j0 < C; j0 += per)
+	{
+		int			cn = C - j0 < per ? C - j0 : per;
+		const float *rp = res;
+		VF			a[TILE_SET];
+
+#pragma GCC unroll 16
+		for (int j = 0; j < TILE_SET; j++)
+			a[j] = vzero();
+		for (int k = 0; k < nruns; k++)
+		{
+			const float *T = runs[k].T + (size_t) j0 * runs[k].ld;
+			int			ld = runs[k].ld,
+						L = runs[k].len;
+
+			for (int r = 0; r < L; r += VL)
+			{
+				VM			m = vmask(L - r);
+				VF			rv = vloadm(m, rp + r);
+
+#pragma GCC unroll 16
+				for (int j = 0; j < TILE_SET; j++)
+					if (j < cn)
+						a[j] = vfma(rv, vloadm(m, T + (size_t) j * ld + r), a[j]);
+			}
+			rp += L;
+		}
+#pragma GCC unroll 16
+		for (int j = 0; j < TILE_SET; j++)
+			if (j < cn)
+				g[j0 + j] = vhsum(a[j]);
+	}
+}

@@ -706,10 +706,15 @@ sync_facts(TrainResult *res, const Sync *sy)
  *		reads, and each epoch then saves about one).  A spill streams its
  *		own order, a full batch needs none, and a resident worker
  *		(dml_tune) keeps its rows in loaded order for the next trial.
+ *		With tiles (train_tiles) a block is a multiple of TILE_ROWS rows,
+ *		so that a step's vectors of rows are whole.
  */
+/* a tiled block's rows: a multiple of the widest vector's lanes */
+#define TILE_ROWS 16
+
 static int
 train_block_rows(const Dataset *ds, const WorkerSpec *spec, int64_t all_rows, int b,
-				 int epochs, bool full)
+				 int epochs, bool full, bool tiles)
 {
 	size_t		row = sizeof(float) * ((size_t) ds->d + 1);
 	int			c = (int) ((DML_SHUFFLE_BLOCK_BYTES + row - 1) / row);
@@ -717,6 +722,9 @@ train_block_rows(const Dataset *ds, const WorkerSpec *spec, int64_t all_rows, in
 	if (spec->shuffle == DML_SHUFFLE_ROWS || ds->spill || full || spec->resident ||
 		ds->Xd != NULL)
 		return 0;
+	/* tiles: whole vectors of 16 rows a block (48 rows, not 49, at 20 features) */
+	if (tiles && c >= TILE_ROWS)
+		c -= c % TILE_ROWS;
 	if (c > b)
 		c = b;
 	if (c < 2)
@@ -994,6 +1002,18 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	int		   *blocks = NULL;
 	DmlBlockOrder bo;
 	bool		with_idx;
+	/*
+	 * tiles: the block shuffle's blocks laid out a feature at a time for
+	 * a one-output net of narrow rows, each step's rows read where they
+	 * lie as runs of their blocks (kernels.h's DmlTileRun).  Its steps
+	 * copy no rows, and a vector of 16 rows of a feature is one
+	 * multiply-add where a row-major row needs a transposing sum
+	 * (bench/SPEED-NOTES.md).  Not with balance (sync.c), whose steps
+	 * gather rows for every rank.  The rows go back to rows after the
+	 * epochs, for the evaluation of the training rows and what follows.
+	 */
+	bool		tiles;
+	DmlTileRun *runs = NULL;
 	double		layout_seconds = 0;
 	/* balance (sync.c): every rank's rows of the step, this step */
 	int		   *held = NULL;
@@ -1024,7 +1044,9 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	/* a budget of optimizer steps, not a data-size-blind count of epochs */
 	if (spec->max_steps > 0 && (int64_t) epochs * plan.steps > spec->max_steps)
 		epochs = (int) ((spec->max_steps + plan.steps - 1) / plan.steps);
-	block_rows = train_block_rows(ds, spec, all_rows, b, epochs, full);
+	tiles = !spec->balance && dml_net_tile_applies(net, &work, b);
+	block_rows = train_block_rows(ds, spec, all_rows, b, epochs, full, tiles);
+	tiles = tiles && block_rows > 0;
 	if (block_rows > 0)
 	{
 		blocks = malloc(sizeof(int) * (size_t) (ntrain / block_rows + 1));
@@ -1034,6 +1056,12 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			blocks[q] = q;
 		layout_seconds = dml_clock_seconds();
 		train_layout_blocks(ds, train_idx, ntrain, val_idx, nval, (uint64_t) spec->seed);
+		if (tiles)
+		{
+			runs = malloc(sizeof(DmlTileRun) * (size_t) (b / block_rows + 3));
+			if (runs == NULL || !dml_tile_blocks(ds->X, ds->d, block_rows, ntrain, true))
+				worker_fail("out of memory");
+		}
 		layout_seconds = dml_clock_seconds() - layout_seconds;
 		res->shuffle_block = block_rows;
 	}
@@ -1185,6 +1213,14 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 												 yb, sync_grad_scale(&sy, B, total));
 				sums[1] += B;
 			}
+			else if (B > 0 && tiles)
+			{
+				int			nr = dml_block_runs(ds->X, ds->y, ds->d, &bo, pos, B, runs, yb);
+
+				sums[0] += dml_net_gradient_tiles(net, &work, grads, runs, nr, yb, B,
+												  sync_grad_scale(&sy, B, total));
+				sums[1] += B;
+			}
 			else if (B > 0)
 			{
 				if (block_rows > 0)
@@ -1237,6 +1273,8 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	}
 	sync_finish(&sy, net->params);
 	sync_unbind(&sy, &net->params, &grads, &opt);
+	if (tiles && !dml_tile_blocks(ds->X, ds->d, block_rows, ntrain, false))
+		worker_fail("out of memory");
 	train_log_finish(&log, res);
 	sync_facts(res, &sy);
 	sync_free(&sy);
@@ -1249,6 +1287,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	free(opt.s1);
 	free(opt.s2);
 	free(blocks);
+	free(runs);
 	free(held);
 	free(train_idx);
 	free(val_idx);

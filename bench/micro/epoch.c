@@ -9,7 +9,7 @@
  *	  prefetch, and the fused pass for one-output nets: softmax keeps the
  *	  reference path, so only its gather differs), alternated rep by rep.
  *
- *	  epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS [-I]] [-S] [-s ISA] [SHAPE...]
+ *	  epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS [-I | -T]] [-S] [-s ISA] [SHAPE...]
  *
  *	  -S keeps sgemm for the skinny layers; -s caps the instruction set of
  *	  dml's own kernels (512, 256, or 0: none, OpenBLAS in their place).
@@ -18,6 +18,10 @@
  *	  consecutive rows in a shuffled order (options "shuffle": "blocks"),
  *	  gathered a block at a time (dml_gather_blocks, as workers/train.c);
  *	  with -I as well, by the rows' indices (dml_gather_rows, as before).
+ *	  With -T instead, before is that gather and the fused pass, and after
+ *	  the same blocks' rows read where they lie, laid out as tiles (a block
+ *	  a feature at a time: one-output nets of narrow rows, as workers/train.c
+ *	  lays them out), the same model to float32 rounding.
  *
  *	  SHAPE is ROWSxCOLSxK:LOSS with LOSS bce, softmax or mse, for example
  *	  1000000x20x1:bce (synth_1m's logistic regression, the default) and
@@ -38,11 +42,20 @@
 #include <time.h>
 
 #define MAX_REPS 64
+/* a step's runs in the block order: at most B / c + 3 */
+#define MAX_RUNS (B / block_rows + 3)
 
 /* -c C: the after path takes blocks of C consecutive rows in a shuffled order */
 static int block_rows = 0;
 /* -I: the block shuffle's rows gathered by their indices (before dml_gather_blocks) */
 static int block_index = 0;
+/*
+ * -T: before is the block shuffle's gather and fused pass, after the same
+ * blocks read where they lie from a copy of the rows laid out as tiles
+ * (dml_tile_blocks, dml_block_runs, dml_net_gradient_tiles)
+ */
+static int tiled = 0;
+static float *Xtiles = NULL;
 
 /* the gather before prefetch (workers/train.c until the fused kernel) */
 static void
@@ -106,14 +119,14 @@ one_epoch(int fused, int rep, DmlNet *net, DmlWork *work, const float *X, const 
 				t0,
 				c0;
 
-	work->unfused = !fused;
+	work->unfused = !fused && !tiled;
 	/* from the identity each time, so both paths see the same order in a rep */
 	for (int i = 0; i < n; i++)
 		idx[i] = i;
 	t0 = dml_clock_seconds();
 	c0 = cpu_seconds();
 	dml_rng_seed(&rng, 1000003u + (uint64_t) rep * 7919u);
-	if (fused && block_rows > 0)
+	if ((fused || tiled) && block_rows > 0)
 	{
 		/* as workers/train.c's epoch_order (the rows are random already) */
 		int			nb = (n + block_rows - 1) / block_rows,
@@ -138,6 +151,20 @@ one_epoch(int fused, int rep, DmlNet *net, DmlWork *work, const float *X, const 
 					m,
 					e;
 
+		if (bl && tiled && fused)
+		{
+			DmlTileRun	runs[MAX_RUNS];
+			int			nr = dml_block_runs(Xtiles, y, d, &bo, pos, c, runs, yb);
+
+			m = dml_clock_seconds();
+			*loss += dml_net_gradient_tiles(net, work, grads, runs, nr, yb, c, 1.0f / c);
+			e = dml_clock_seconds();
+			optim_step(st, o, net->params, grads);
+			to += dml_clock_seconds() - e;
+			tg += m - a;
+			tf += e - m;
+			continue;
+		}
 		if (bl && !block_index)
 			dml_gather_blocks(X, y, d, &bo, pos, c, Xb, yb);
 		else if (fused)
@@ -240,6 +267,13 @@ run_shape(const char *shape, int reps, int B)
 		st[f].s2 = dml_calloc_lines(net[f].nparams, sizeof(float));
 	}
 	grads = dml_malloc_lines(net[0].nparams, sizeof(float));
+	if (tiled)
+	{
+		Xtiles = dml_big_realloc(NULL, 0, xbytes);
+		memcpy(Xtiles, X, xbytes);
+		if (!dml_tile_blocks(Xtiles, d, block_rows, (int) n, true))
+			return 1;
+	}
 	if (dml_work_alloc(&work, &net[0], B) != DML_OK || !grads)
 		return 1;
 
@@ -321,9 +355,11 @@ main(int argc, char **argv)
 			dml_set_simd(atoi(argv[++i]));
 		else if (strcmp(argv[i], "-I") == 0)
 			block_index = 1;
+		else if (strcmp(argv[i], "-T") == 0)
+			tiled = 1;
 		else
 		{
-			fprintf(stderr, "usage: epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS [-I]] [-S] [-s 512|256|0] [ROWSxCOLSxK:LOSS...]\n");
+			fprintf(stderr, "usage: epoch [-r REPS] [-b BATCH] [-c BLOCK_ROWS [-I | -T]] [-S] [-s 512|256|0] [ROWSxCOLSxK:LOSS...]\n");
 			return 2;
 		}
 	}

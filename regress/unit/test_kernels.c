@@ -1481,6 +1481,146 @@ test_fused(void)
 	}
 }
 
+/*
+ * The block shuffle's tiles (common.c, net.c): dml_tile_blocks lays each
+ * block out a feature at a time and back, bit for bit; dml_block_runs's
+ * runs hold the rows and labels that dml_gather_blocks copies, bit for
+ * bit; and dml_net_gradient_tiles gives dml_net_gradient's gradient and
+ * loss over those rows to float32 rounding (as fused_case's tolerances),
+ * for blocks of whole and partial vectors, the short block, and steps
+ * that start and end inside a block.
+ */
+static void
+test_tiles(void)
+{
+	static const int Cs[] = {1, 2, 7, 16, 20, 32};
+	static const int cs[] = {5, 16, 48};
+	static const int Bs[] = {1, 13, 64, 256};
+	DmlRng		rng;
+	bool		layout = true,
+				back = true,
+				rows = true,
+				applies = true;
+	float		cw[2] = {0.75f, 1.5f};
+
+	dml_rng_seed(&rng, 4242);
+	for (size_t ci = 0; ci < sizeof(Cs) / sizeof(Cs[0]); ci++)
+		for (size_t ki = 0; ki < sizeof(cs) / sizeof(cs[0]); ki++)
+		{
+			int			C = Cs[ci],
+						c = cs[ki],
+						n = 3 * c + c / 2 + 1;	/* the last block short */
+			float	   *X = malloc(sizeof(float) * n * C),
+					   *T = malloc(sizeof(float) * n * C);
+
+			fill_uniform(X, (size_t) n * C, &rng, -1, 1);
+			memcpy(T, X, sizeof(float) * n * C);
+			layout = layout && dml_tile_blocks(T, C, c, n, true);
+			for (int lo = 0; lo < n; lo += c)
+			{
+				int			len = n - lo < c ? n - lo : c;
+
+				for (int r = 0; r < len; r++)
+					for (int j = 0; j < C; j++)
+						layout = layout && T[(size_t) lo * C + (size_t) j * len + r] ==
+							X[(size_t) (lo + r) * C + j];
+			}
+			back = back && dml_tile_blocks(T, C, c, n, false) &&
+				memcmp(T, X, sizeof(float) * n * C) == 0;
+			free(X);
+			free(T);
+		}
+	check(layout, "dml_tile_blocks: feature j of a block's row r at j * len + r", NULL);
+	check(back, "dml_tile_blocks: back to rows, bit for bit", NULL);
+
+	for (int l = 0; l < 2; l++)
+		for (size_t ci = 0; ci < sizeof(Cs) / sizeof(Cs[0]); ci++)
+			for (size_t ki = 0; ki < sizeof(cs) / sizeof(cs[0]); ki++)
+				for (size_t bi = 0; bi < sizeof(Bs) / sizeof(Bs[0]); bi++)
+				{
+					DmlLoss		loss = l ? DML_LOSS_BCE : DML_LOSS_MSE;
+					int			C = Cs[ci],
+								c = cs[ki],
+								B = Bs[bi],
+								n = 2 * B + 3 * c + 3,
+								nb = (n + c - 1) / c;
+					bool		weighted = l && bi % 2 == 1;
+					float		scale = bi == 0 ? 1.0f : 1.0f / B;
+					DmlNet		net;
+					DmlWork		work;
+					float	   *X = malloc(sizeof(float) * n * C),
+							   *T = malloc(sizeof(float) * n * C),
+							   *y = malloc(sizeof(float) * n),
+							   *Xb = malloc(sizeof(float) * B * C),
+							   *yb = malloc(sizeof(float) * B),
+							   *yt = malloc(sizeof(float) * B),
+							   *gr,
+							   *gt;
+					double	   *want;
+					int		   *order = malloc(sizeof(int) * nb);
+					DmlTileRun *runs = malloc(sizeof(DmlTileRun) * (B / c + 3));
+					DmlBlockOrder bo;
+					char		name[200];
+
+					fused_data(&net, loss, C, 1, n, 1.0, &rng, X, y);
+					memcpy(T, X, sizeof(float) * n * C);
+					dml_tile_blocks(T, C, c, n, true);
+					for (int q = 0; q < nb; q++)
+						order[q] = q;
+					dml_shuffle(order, nb, &rng);
+					dml_block_order_init(&bo, order, nb, c, n);
+					dml_work_alloc(&work, &net, B);
+					work.class_weight = weighted ? cw : NULL;
+					gr = malloc(sizeof(float) * net.nparams);
+					gt = malloc(sizeof(float) * net.nparams);
+					want = malloc(sizeof(double) * net.nparams);
+					applies = applies && dml_net_tile_applies(&net, &work, B) == (dml_simd() >= 256);
+					/* the first step, one inside, and the last (short) one */
+					for (int t = 0; t < 3; t++)
+					{
+						int			pos = t == 0 ? 0 : t == 1 ? c / 2 + 1 : n - (n % B ? n % B : B),
+									cnt = n - pos < B ? n - pos : B,
+									nr = dml_block_runs(T, y, C, &bo, pos, cnt, runs, yt),
+									k = 0;
+						double		lr,
+									lt,
+									big = 0;
+
+						dml_gather_blocks(X, y, C, &bo, pos, cnt, Xb, yb);
+						rows = rows && nr <= B / c + 3 && memcmp(yb, yt, sizeof(float) * cnt) == 0;
+						for (int q = 0; q < nr; q++)
+							for (int r = 0; r < runs[q].len; r++, k++)
+								for (int j = 0; j < C; j++)
+									rows = rows && runs[q].T[(size_t) j * runs[q].ld + r] ==
+										Xb[(size_t) k * C + j];
+						rows = rows && k == cnt;
+						if (!dml_net_tile_applies(&net, &work, cnt))
+							continue;
+						for (size_t i = 0; i < net.nparams; i++)
+							gr[i] = gt[i] = 1e30f;
+						lr = dml_net_gradient(&net, &work, gr, Xb, yb, cnt, scale);
+						lt = dml_net_gradient_tiles(&net, &work, gt, runs, nr, yt, cnt, scale);
+						for (size_t i = 0; i < net.nparams; i++)
+						{
+							want[i] = gr[i];
+							big = fmax(big, fabs(gr[i]));
+						}
+						snprintf(name, sizeof(name), "tiles %s C=%d blocks of %d B=%d step at %d%s: gradient as the rows'",
+								 l ? "bce" : "mse", C, c, cnt, pos, weighted ? " class-weighted" : "");
+						check_vec(name, gt, want, net.nparams, 2e-5 * big, 1e-5);
+						snprintf(name, sizeof(name), "tiles %s C=%d blocks of %d B=%d step at %d%s: loss as the rows'",
+								 l ? "bce" : "mse", C, c, cnt, pos, weighted ? " class-weighted" : "");
+						check(close_to(lt, lr, 1e-6, 1e-5) && isfinite(lt), name, "tiles %.9g rows %.9g", lt, lr);
+					}
+					dml_work_free(&work);
+					dml_net_free(&net);
+					free(X), free(T), free(y), free(Xb), free(yb), free(yt), free(gr), free(gt);
+					free(want), free(order), free(runs);
+				}
+	check(rows, "dml_block_runs: the runs hold the rows and labels dml_gather_blocks copies", NULL);
+	check(applies, "dml_net_tile_applies: one-output nets of up to 32 inputs where dml's kernels run", NULL);
+}
+
 /* ---------------------------------------------------------------------
  * The model blob
  * --------------------------------------------------------------------- */
@@ -2473,6 +2613,7 @@ static void
 test_simd_kernels(void)
 {
 	test_fused();
+	test_tiles();
 	test_skinny();
 	test_hess_tiles();
 	test_newton_stats32();
