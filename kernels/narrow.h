@@ -121,6 +121,28 @@ SIMD_NAME(narrow_backward) (float *g, const float *X, const float *r, int B, int
  * NARROW_C inputs, VL rows a vector: the features in two alternating sums
  * (even and odd j), added at the end.
  */
+/* lanes m of a vector at p: all of them (a plain load) where full */
+#undef TILE_LOAD
+#define TILE_LOAD(full, m, p)	((full) ? vload(p) : vloadm(m, p))
+
+/* a vector of rows' x . w at t (feature j at t + j ld): every lane, or lanes m */
+SIMD_INLINE VF
+SIMD_NAME(tile_dot) (const float *t, int ld, const float *w, int C, bool full, VM m)
+{
+	VF			s0 = vmul(TILE_LOAD(full, m, t), vset1(w[0])),
+				s1 = vzero();
+	int			j = 1;
+
+	for (; j + 1 < C; j += 2)
+	{
+		s1 = vfma(TILE_LOAD(full, m, t + (size_t) j * ld), vset1(w[j]), s1);
+		s0 = vfma(TILE_LOAD(full, m, t + (size_t) (j + 1) * ld), vset1(w[j + 1]), s0);
+	}
+	if (j < C)
+		s1 = vfma(TILE_LOAD(full, m, t + (size_t) j * ld), vset1(w[j]), s1);
+	return vadd(s0, s1);
+}
+
 SIMD_TARGET static void
 SIMD_NAME(tile_forward) (float *z, const DmlTileRun *runs, int nruns, const float *w, int C)
 {
@@ -130,21 +152,15 @@ SIMD_NAME(tile_forward) (float *z, const DmlTileRun *runs, int nruns, const floa
 		int			ld = runs[k].ld,
 					L = runs[k].len;
 
-		for (int r = 0; r < L; r += VL)
+		int			r = 0;
+
+		for (; r + VL <= L; r += VL)
+			vstore(z + r, vadd(vload(z + r), SIMD_NAME(tile_dot) (T + r, ld, w, C, true, VM_ALL)));
+		if (r < L)
 		{
 			VM			m = vmask(L - r);
-			VF			s0 = vmul(vloadm(m, T + r), vset1(w[0])),
-						s1 = vzero();
-			int			j = 1;
 
-			for (; j + 1 < C; j += 2)
-			{
-				s1 = vfma(vloadm(m, T + (size_t) j * ld + r), vset1(w[j]), s1);
-				s0 = vfma(vloadm(m, T + (size_t) (j + 1) * ld + r), vset1(w[j + 1]), s0);
-			}
-			if (j < C)
-				s1 = vfma(vloadm(m, T + (size_t) j * ld + r), vset1(w[j]), s1);
-			vstorem(z + r, m, vadd(vloadm(m, z + r), vadd(s0, s1)));
+			vstorem(z + r, m, vadd(vloadm(m, z + r), SIMD_NAME(tile_dot) (T + r, ld, w, C, false, m)));
 		}
 		z += L;
 	}
@@ -156,6 +172,18 @@ SIMD_NAME(tile_forward) (float *z, const DmlTileRun *runs, int nruns, const floa
  */
 #undef TILE_SET
 #define TILE_SET	(SIMD_ISA == 512 ? 16 : 10)
+
+/* a[j] += a vector of rows' residuals times their feature j, for j < cn */
+SIMD_INLINE void
+SIMD_NAME(tile_acc) (VF *a, const float *t, int ld, const float *res, int cn, bool full, VM m)
+{
+	VF			rv = TILE_LOAD(full, m, res);
+
+#pragma GCC unroll 24
+	for (int j = 0; j < TILE_SET; j++)
+		if (j < cn)
+			a[j] = vfma(rv, TILE_LOAD(full, m, t + (size_t) j * ld), a[j]);
+}
 
 /*
  * g[j] = sum over the runs' rows of res[r] x_r's feature j, for j < C:
@@ -185,16 +213,12 @@ SIMD_NAME(tile_backward) (float *g, const DmlTileRun *runs, int nruns, const flo
 			int			ld = runs[k].ld,
 						L = runs[k].len;
 
-			for (int r = 0; r < L; r += VL)
-			{
-				VM			m = vmask(L - r);
-				VF			rv = vloadm(m, rp + r);
+			int			r = 0;
 
-#pragma GCC unroll 16
-				for (int j = 0; j < TILE_SET; j++)
-					if (j < cn)
-						a[j] = vfma(rv, vloadm(m, T + (size_t) j * ld + r), a[j]);
-			}
+			for (; r + VL <= L; r += VL)
+				SIMD_NAME(tile_acc) (a, T + r, ld, rp + r, cn, true, VM_ALL);
+			if (r < L)
+				SIMD_NAME(tile_acc) (a, T + r, ld, rp + r, cn, false, vmask(L - r));
 			rp += L;
 		}
 #pragma GCC unroll 16
