@@ -115,13 +115,10 @@ SIMD_NAME(narrow_backward) (float *g, const float *X, const float *r, int B, int
 }
 
 /*
- * Tiled rows (the block shuffle's blocks stored a feature at a time:
- * feature j of a run's row r at T[j * ld + r], kernels.h's DmlTileRun).
- * z[r] += x_r . w over the runs' rows (z in the runs' order) of C <=
- * NARROW_C inputs, VL rows a vector: the features in two alternating sums
- * (even and odd j), added at the end.
+ * The tiled rows' kernels (the block shuffle's blocks stored a feature at
+ * a time, kernels.h's DmlTileRun).  TILE_LOAD: lanes m of a vector at p,
+ * or all of them (a plain load) where full
  */
-/* lanes m of a vector at p: all of them (a plain load) where full */
 #undef TILE_LOAD
 #define TILE_LOAD(full, m, p)	((full) ? vload(p) : vloadm(m, p))
 
@@ -143,6 +140,13 @@ SIMD_NAME(tile_dot) (const float *t, int ld, const float *w, int C, bool full, V
 	return vadd(s0, s1);
 }
 
+/*
+ * Tiled rows (the block shuffle's blocks stored a feature at a time:
+ * feature j of a run's row r at T[j * ld + r], kernels.h's DmlTileRun).
+ * z[r] += x_r . w over the runs' rows (z in the runs' order) of C <=
+ * NARROW_C inputs, VL rows a vector: the features in two alternating sums
+ * (even and odd j), added at the end.
+ */
 SIMD_TARGET static void
 SIMD_NAME(tile_forward) (float *z, const DmlTileRun *runs, int nruns, const float *w, int C)
 {
@@ -150,9 +154,8 @@ SIMD_NAME(tile_forward) (float *z, const DmlTileRun *runs, int nruns, const floa
 	{
 		const float *T = runs[k].T;
 		int			ld = runs[k].ld,
-					L = runs[k].len;
-
-		int			r = 0;
+					L = runs[k].len,
+					r = 0;
 
 		for (; r + VL <= L; r += VL)
 			vstore(z + r, vadd(vload(z + r), SIMD_NAME(tile_dot) (T + r, ld, w, C, true, VM_ALL)));
@@ -179,7 +182,7 @@ SIMD_NAME(tile_acc) (VF *a, const float *t, int ld, const float *res, int cn, bo
 {
 	VF			rv = TILE_LOAD(full, m, res);
 
-#pragma GCC unroll 24
+#pragma GCC unroll 16
 	for (int j = 0; j < TILE_SET; j++)
 		if (j < cn)
 			a[j] = vfma(rv, TILE_LOAD(full, m, t + (size_t) j * ld), a[j]);
@@ -211,9 +214,8 @@ SIMD_NAME(tile_backward) (float *g, const DmlTileRun *runs, int nruns, const flo
 		{
 			const float *T = runs[k].T + (size_t) j0 * runs[k].ld;
 			int			ld = runs[k].ld,
-						L = runs[k].len;
-
-			int			r = 0;
+						L = runs[k].len,
+						r = 0;
 
 			for (; r + VL <= L; r += VL)
 				SIMD_NAME(tile_acc) (a, T + r, ld, rp + r, cn, true, VM_ALL);

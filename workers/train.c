@@ -693,6 +693,9 @@ sync_facts(TrainResult *res, const Sync *sy)
 	}
 }
 
+/* a tiled block's rows: a multiple of the widest vector's lanes */
+#define TILE_ROWS 16
+
 /*
  * train_block_rows
  *		Rows a block of the block shuffle (options "shuffle"), or 0 for the
@@ -706,12 +709,9 @@ sync_facts(TrainResult *res, const Sync *sy)
  *		reads, and each epoch then saves about one).  A spill streams its
  *		own order, a full batch needs none, and a resident worker
  *		(dml_tune) keeps its rows in loaded order for the next trial.
- *		With tiles (train_tiles) a block is a multiple of TILE_ROWS rows,
- *		so that a step's vectors of rows are whole.
+ *		With tiles (train_iterative) a block is a multiple of TILE_ROWS
+ *		rows, so that a step's vectors of rows are whole.
  */
-/* a tiled block's rows: a multiple of the widest vector's lanes */
-#define TILE_ROWS 16
-
 static int
 train_block_rows(const Dataset *ds, const WorkerSpec *spec, int64_t all_rows, int b,
 				 int epochs, bool full, bool tiles)
