@@ -273,13 +273,16 @@ dml_gather_blocks(const float *X, const float *y, int d, const DmlBlockOrder *bo
  *		(the last one n - (nb - 1) c), each block transposed in place: to
  *		tiles (feature j of the block's row r at j * len + r) or back to
  *		rows.  One pass over the rows, through one block's buffer; false
- *		(and nothing moved) where that buffer cannot be had.
+ *		(and nothing moved) where that buffer cannot be had, or c < 1.
  */
 bool
 dml_tile_blocks(float *X, int d, int c, int n, bool to_tiles)
 {
-	float	   *buf = malloc(sizeof(float) * (size_t) (c > 0 ? c : 1) * (d > 0 ? d : 1));
+	float	   *buf;
 
+	if (c < 1)
+		return false;
+	buf = malloc(sizeof(float) * (size_t) c * (d > 0 ? d : 1));
 	if (buf == NULL)
 		return false;
 	for (int lo = 0; lo < n; lo += c)

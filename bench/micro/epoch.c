@@ -267,15 +267,23 @@ run_shape(const char *shape, int reps, int B)
 		st[f].s2 = dml_calloc_lines(net[f].nparams, sizeof(float));
 	}
 	grads = dml_malloc_lines(net[0].nparams, sizeof(float));
+	if (dml_work_alloc(&work, &net[0], B) != DML_OK || !grads)
+		return 1;
 	if (tiled)
 	{
+		if (!dml_net_tile_applies(&net[0], &work, B))
+		{
+			fprintf(stderr, "epoch: -T takes one-output nets of up to 32 inputs on AVX2 or AVX-512 (%s)\n",
+					shape);
+			return 1;
+		}
 		Xtiles = dml_big_realloc(NULL, 0, xbytes);
+		if (Xtiles == NULL)
+			return 1;
 		memcpy(Xtiles, X, xbytes);
 		if (!dml_tile_blocks(Xtiles, d, block_rows, (int) n, true))
 			return 1;
 	}
-	if (dml_work_alloc(&work, &net[0], B) != DML_OK || !grads)
-		return 1;
 
 	/* a warm-up epoch each, then the reps alternated */
 	for (int rep = 0; rep <= reps; rep++)
@@ -316,6 +324,9 @@ run_shape(const char *shape, int reps, int B)
 		free(st[f].s1);
 		free(st[f].s2);
 	}
+	if (Xtiles)
+		dml_big_free(Xtiles, xbytes);
+	Xtiles = NULL;
 	if (narrow)
 	{
 		dml_big_free(X, xbytes);
@@ -363,7 +374,7 @@ main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (reps < 1 || reps > MAX_REPS || B < 1)
+	if (reps < 1 || reps > MAX_REPS || B < 1 || (tiled && block_rows < 1))
 		return 2;
 	if (i == argc)
 		rc |= run_shape("1000000x20x1:bce", reps, B);
