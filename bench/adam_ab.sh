@@ -26,15 +26,12 @@ cd "$here"
 out=$here/bench/out/adam_ab
 source bench/worker_ab.sh
 worker_ab_start "$rev" "$out"
-psql -X -q -v ON_ERROR_STOP=1 -v rows=1000000 -f bench/sql/synth.sql >/dev/null
-pgc_psql -q -c 'VACUUM ANALYZE' >/dev/null
-
-feats="'{c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13,c14,c15,c16,c17,c18,c19,c20}'"
+worker_ab_synth
 target=label
 [ "$model" = linear ] && target=y
 # one run: "epoch cpu shuffle" (seconds, seconds, rows a block), the model named aab_$1
 run_one() {	# base|this
-	worker_ab_train "$1" "SELECT model_id FROM dml_train('aab_$1', 'synth_1m', '$target', features => $feats, model => '$model', optimizer => 'adam', batch_size => 256, epochs => 4, workers => $workers)"
+	worker_ab_train "$1" "SELECT model_id FROM dml_train('aab_$1', 'synth_1m', '$target', features => $WAB_FEATS, model => '$model', optimizer => 'adam', batch_size => 256, epochs => 4, workers => $workers)"
 	pgc_psql -X -q -t -A -F ' ' -c "
 		SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY (m.metrics->>'train_rows')::float8 / e.rows_per_second),
 			$WAB_CPU, coalesce(m.metrics->>'shuffle_block', m.metrics->>'shuffle')
@@ -56,11 +53,7 @@ for who in base this; do
 		"$(cut -d' ' -f1 "$out/$who" | median | awk '{print $1 * 1e3}')" \
 		"$(cut -d' ' -f2 "$out/$who" | median)" "$(cut -d' ' -f3 "$out/$who" | sort -u | tr '\n' ' ')"
 done
-for f in 1:epoch 2:CPU; do
-	printf '%s baseline/this %.3fx; runs: %s | %s\n' "${f#*:}" \
-		"$(awk "BEGIN {print $(cut -d' ' -f${f%:*} "$out/base" | median) / $(cut -d' ' -f${f%:*} "$out/this" | median)}")" \
-		"$(cut -d' ' -f${f%:*} "$out/base" | tr '\n' ' ')" "$(cut -d' ' -f${f%:*} "$out/this" | tr '\n' ' ')"
-done
+worker_ab_ratios "$out" 1:epoch 2:CPU
 pgc_psql -X -q -t -A -c "
 SELECT format('last epoch''s training loss: baseline %s, this %s', b.loss, t.loss)
 FROM (SELECT e.loss FROM dml.epochs e JOIN dml.models m ON m.id = e.model_id

@@ -26,13 +26,10 @@ cd "$here"
 out=$here/bench/out/newton_ab
 source bench/worker_ab.sh
 worker_ab_start "$rev" "$out"
-psql -X -q -v ON_ERROR_STOP=1 -v rows=1000000 -f bench/sql/synth.sql >/dev/null
-pgc_psql -q -c 'VACUUM ANALYZE' >/dev/null
-
-feats="'{c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13,c14,c15,c16,c17,c18,c19,c20}'"
+worker_ab_synth
 # one run: "wall load train total iterations cpu" (seconds), the model named nab_$1
 run_one() {	# base|this
-	worker_ab_train "$1" "SELECT model_id FROM dml_train('nab_$1', 'synth_1m', 'label', features => $feats, model => 'logistic', workers => $workers)"
+	worker_ab_train "$1" "SELECT model_id FROM dml_train('nab_$1', 'synth_1m', 'label', features => $WAB_FEATS, model => 'logistic', workers => $workers)"
 	pgc_psql -X -q -t -A -F ' ' -c "SELECT $WAB_T1 - $WAB_T0, metrics->>'load_seconds', metrics->>'train_seconds', metrics->>'total_seconds', metrics->>'epochs', $WAB_CPU FROM dml.models WHERE id = $WAB_ID"
 }
 
@@ -50,11 +47,7 @@ for who in base this; do
 		"$(cut -d' ' -f3 "$out/$who" | median)" "$(cut -d' ' -f4 "$out/$who" | median)" \
 		"$(cut -d' ' -f6 "$out/$who" | median)" "$(cut -d' ' -f5 "$out/$who" | sort -u | tr '\n' ' ')"
 done
-for f in 1:wall 6:CPU; do
-	printf '%s baseline/this %.3fx; runs: %s | %s\n' "${f#*:}" \
-		"$(awk "BEGIN {print $(cut -d' ' -f${f%:*} "$out/base" | median) / $(cut -d' ' -f${f%:*} "$out/this" | median)}")" \
-		"$(cut -d' ' -f${f%:*} "$out/base" | tr '\n' ' ')" "$(cut -d' ' -f${f%:*} "$out/this" | tr '\n' ' ')"
-done
+worker_ab_ratios "$out" 1:wall 6:CPU
 # the two builds' last models: coefficients and log-likelihood
 pgc_psql -X -q -t -A -c "
 WITH b AS (SELECT metrics->'statistics' s FROM dml.models WHERE name = 'nab_base' ORDER BY version DESC LIMIT 1),

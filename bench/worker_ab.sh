@@ -17,8 +17,10 @@
 # Runs STATEMENT (a SELECT of one model_id) with WHO's build (base or this)
 # and sets WAB_ID (the model), WAB_T0 and WAB_T1 (the statement's start and
 # end, seconds since the epoch) and WAB_CPU (its ranks' CPU seconds).
-# median reads numbers, one a line, and prints their median; worker_ab_cpu
-# prints the CPU's model name, family and model number.
+# worker_ab_synth loads synth_1m and sets WAB_FEATS (its features);
+# worker_ab_ratios OUT COL:NAME... prints the builds' ratio for each column
+# of their runs' lines.  median reads numbers, one a line, and prints their
+# median; worker_ab_cpu prints the CPU's model name, family and model number.
 worker_ab_start() {
 	local rev=$1 out=$2 who real
 	rm -rf "$out"
@@ -49,6 +51,28 @@ worker_ab_train() {
 		-c "$2" | tail -n 1)
 	WAB_T1=$(date +%s.%N)
 	WAB_CPU=$(awk '{s += $1 + $2} END {print s}' "$PGC_DIR/cpu/$1")
+}
+
+# worker_ab_synth: loads synth_1m (bench/sql/synth.sql, 1,000,000 rows) into
+# the cluster and analyzes it; WAB_FEATS is its 20 features as an array literal
+worker_ab_synth() {
+	psql -X -q -v ON_ERROR_STOP=1 -v rows=1000000 -f bench/sql/synth.sql >/dev/null
+	pgc_psql -q -c 'VACUUM ANALYZE' >/dev/null
+	WAB_FEATS="'{c1,c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12,c13,c14,c15,c16,c17,c18,c19,c20}'"
+}
+
+# worker_ab_ratios OUT COL:NAME...: for each column COL of the runs' lines in
+# OUT/base and OUT/this, the ratio of the medians (baseline / this) and
+# every run's figure
+worker_ab_ratios() {
+	local out=$1 f c
+	shift
+	for f in "$@"; do
+		c=${f%:*}
+		printf '%s baseline/this %.3fx; runs: %s | %s\n' "${f#*:}" \
+			"$(awk "BEGIN {print $(cut -d' ' -f"$c" "$out/base" | median) / $(cut -d' ' -f"$c" "$out/this" | median)}")" \
+			"$(cut -d' ' -f"$c" "$out/base" | tr '\n' ' ')" "$(cut -d' ' -f"$c" "$out/this" | tr '\n' ' ')"
+	done
 }
 
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }

@@ -113,6 +113,8 @@ one_epoch(int fused, int rep, DmlNet *net, DmlWork *work, const float *X, const 
 	DmlRng		rng;
 	int		   *bl = NULL;
 	DmlBlockOrder bo;
+	/* -T's after path: a step's runs of the tiled copy */
+	DmlTileRun *runs = tiled && fused ? malloc(sizeof(DmlTileRun) * MAX_RUNS) : NULL;
 	double		tg = 0,
 				tf = 0,
 				to = 0,
@@ -151,28 +153,20 @@ one_epoch(int fused, int rep, DmlNet *net, DmlWork *work, const float *X, const 
 					m,
 					e;
 
-		if (bl && tiled && fused)
-		{
-			DmlTileRun	runs[MAX_RUNS];
-			int			nr = dml_block_runs(Xtiles, y, d, &bo, pos, c, runs, yb);
+		int			nr = 0;
 
-			m = dml_clock_seconds();
-			*loss += dml_net_gradient_tiles(net, work, grads, runs, nr, yb, c, 1.0f / c);
-			e = dml_clock_seconds();
-			optim_step(st, o, net->params, grads);
-			to += dml_clock_seconds() - e;
-			tg += m - a;
-			tf += e - m;
-			continue;
-		}
-		if (bl && !block_index)
+		/* the tiles' runs stand where the other paths gather their rows */
+		if (runs)
+			nr = dml_block_runs(Xtiles, y, d, &bo, pos, c, runs, yb);
+		else if (bl && !block_index)
 			dml_gather_blocks(X, y, d, &bo, pos, c, Xb, yb);
 		else if (fused)
 			dml_gather_rows(X, y, d, idx + pos, c, n - pos, Xb, yb);
 		else
 			gather_plain(X, y, d, idx + pos, c, Xb, yb);
 		m = dml_clock_seconds();
-		*loss += dml_net_gradient(net, work, grads, Xb, yb, c, 1.0f / c);
+		*loss += runs ? dml_net_gradient_tiles(net, work, grads, runs, nr, yb, c, 1.0f / c) :
+			dml_net_gradient(net, work, grads, Xb, yb, c, 1.0f / c);
 		e = dml_clock_seconds();
 		optim_step(st, o, net->params, grads);
 		to += dml_clock_seconds() - e;
@@ -181,6 +175,7 @@ one_epoch(int fused, int rep, DmlNet *net, DmlWork *work, const float *X, const 
 	}
 	p->whole[rep] = dml_clock_seconds() - t0;
 	free(bl);
+	free(runs);
 	p->cpu[rep] = cpu_seconds() - c0;
 	p->gather[rep] = tg;
 	p->grad[rep] = tf;
