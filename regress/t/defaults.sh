@@ -209,8 +209,8 @@ sql1 "SELECT 1 FROM dml_train('def_rows', 'def_logit', 'label', workers => 1)" >
 r=$(wd def_rows 3000)
 check "rows deleted (not vacuumed) are not counted (0.1 / 3000, x 3000: $r)" 'awk -v v="$r" "BEGIN { exit !(v > 0.0999999 && v < 0.1000001) }"'
 sql1 "DROP ROLE IF EXISTS def_rls_user; CREATE ROLE def_rls_user LOGIN;
-	GRANT SELECT ON def_logit TO def_rls_user;
 	ALTER TABLE def_logit ENABLE ROW LEVEL SECURITY;
+	GRANT SELECT ON def_logit TO def_rls_user;
 	CREATE POLICY def_half ON def_logit TO def_rls_user USING (i <= 2000)" >/dev/null
 pgc_allow_role def_rls_user
 out=$(pgc_as_pg psql -X -q -At -U def_rls_user -c "SET client_min_messages = warning" \
@@ -242,8 +242,8 @@ sql1 "SELECT 1 FROM dml_train('def_wide', 'def_wide', 'label', features => '{x}'
 r=$(wd def_wide 9000)
 check "the workers' count leaves deleted rows out, on 2 workers too (0.1 / 9000, x 9000: $r)" \
 	'awk -v v="$r" "BEGIN { exit !(v > 0.0999999 && v < 0.1000001) }"'
-sql1 "GRANT SELECT ON def_wide TO def_rls_user;
-	ALTER TABLE def_wide ENABLE ROW LEVEL SECURITY;
+sql1 "ALTER TABLE def_wide ENABLE ROW LEVEL SECURITY;
+	GRANT SELECT ON def_wide TO def_rls_user;
 	CREATE POLICY def_wide_half ON def_wide TO def_rls_user USING (i <= 8000)" >/dev/null
 out=$(pgc_as_pg psql -X -q -At -U def_rls_user -c "SET client_min_messages = warning" \
 	-c "SELECT kind FROM dml_train('def_wide_rls', 'def_wide', 'label', features => '{x}', workers => 1)" 2>&1)

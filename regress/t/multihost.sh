@@ -335,9 +335,9 @@ for i in 1 2 3; do
 done
 sql1 "DO \$\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'mh_user') THEN
 		CREATE ROLE mh_user LOGIN; END IF; END \$\$;
+	ALTER TABLE mhp ENABLE ROW LEVEL SECURITY;
 	ALTER ROLE mh_user PASSWORD '$pw2'; GRANT SELECT ON mhp TO mh_user;
 	GRANT CREATE ON SCHEMA public TO mh_user; SELECT dml_grant('m_mlp_1', 'mh_user');
-	ALTER TABLE mhp ENABLE ROW LEVEL SECURITY;
 	CREATE POLICY mhp_third ON mhp FOR SELECT TO mh_user USING (i % 3 = 0)" >/dev/null
 pgc_psql -c "SET ROLE mh_user" -c "CALL dml_predict_table('m_mlp_1', 'mhp', 'mhp_u', 'i', workers => 3)" \
 	>$T/mh-predict-u.log 2>&1

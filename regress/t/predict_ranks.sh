@@ -101,8 +101,8 @@ check "workers => 0 is refused" "grep -q 'workers must be between 1 and' $T/pr-b
 check "nothing of any job is left" '[ "$(job_procs)" -eq 0 ] && [ "$(job_dirs)" -eq 0 ]'
 
 # --- 2. an ordinary role ---------------------------------------------------
-pgc_psql -c "GRANT SELECT ON pr_data TO pr_user; GRANT CREATE ON SCHEMA public TO pr_user;
-	ALTER TABLE pr_data ENABLE ROW LEVEL SECURITY;
+pgc_psql -c "ALTER TABLE pr_data ENABLE ROW LEVEL SECURITY;
+	GRANT SELECT ON pr_data TO pr_user; GRANT CREATE ON SCHEMA public TO pr_user;
 	CREATE POLICY pr_even ON pr_data FOR SELECT TO pr_user USING (id % 2 = 0)" >/dev/null
 as_user() { pgc_psql -c "SET ROLE pr_user" -c "$1"; }
 as_user "CALL dml_predict_table('pr_reg', 'pr_data', 'pr_u0', 'id', workers => 2)" >$T/pr-u0.log 2>&1
