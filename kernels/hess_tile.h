@@ -66,15 +66,17 @@ HT_NAME(hess_tile) (HT_T *restrict Hs, const HT_T *restrict Z, int m, const int 
 /*
  * The tiles over rows of Z in chunks of HESS_CHUNK: a chunk (24 KB) stays
  * in L1 while each tile reads it.  The vectors of columns go in pairs (T,
- * T + 1), the last one alone where their count is odd; a pair's rows
- * c >= HT_L T are cut into groups of at most HESS_RB accumulators: the
- * first group its HT_L rows of vector T alone and (HESS_RB - HT_L) / 2 rows
- * of both, each later one HESS_RB / 2 rows of both.  Each group's code is
- * made for the model's P.  (Tiles of one vector each, as before, left
- * tiles of 1 and 5 rows on AVX2 at P = 21 whose sums waited on the
- * multiply-add's latency: 43 cycles a row where the 66 multiply-adds need
- * 33.)  Every entry still sums its products in row order, one
- * multiply-add a row, so H is the same bit for bit.
+ * T + 1), the last one alone where their count is odd.  A pair's rows
+ * c >= HT_L T hold one accumulator each up to HT_L (T + 1), two after:
+ * A(T) in all, cut into the fewest groups of at most HESS_RB - 1 of them
+ * (HESS_NG), each about as large as the others, and each group's code is
+ * made for the model's P.  (Groups filled to HESS_RB in turn left a last
+ * group of one row at P = 21 on AVX-512, two sums that waited on the
+ * multiply-add's latency: 12% of the float32 statistics kernel's samples;
+ * tiles of one vector each, before that, left tiles of 1 and 5 rows on
+ * AVX2 at P = 21: 43 cycles a row where the 66 multiply-adds need 33.)
+ * Every entry still sums its products in row order, one multiply-add a
+ * row, so H is the same bit for bit.
  */
 SIMD_INLINE void
 HT_NAME(hess_tiles_p) (HT_T *restrict Hs, const HT_T *restrict Z, int m, const int P)
@@ -84,14 +86,22 @@ HT_NAME(hess_tiles_p) (HT_T *restrict Hs, const HT_T *restrict Z, int m, const i
 		const HT_T *Zc = Z + (size_t) i0 * HT_TP;
 		int			mc = m - i0 < HESS_CHUNK ? m - i0 : HESS_CHUNK;
 
-		/* group k of the pair at T: rows [HESS_G0(T, k), HESS_G0(T, k + 1)) within P */
-#define HESS_FIRST	(HT_L + (HESS_RB - HT_L) / 2)
-#define HESS_G0(T, k) \
-		(HT_L * (T) + ((k) == 0 ? 0 : HESS_FIRST + ((k) - 1) * (HESS_RB / 2)))
+		/*
+		 * the pair at T: A(T) accumulators in HESS_NG(T) groups; group k's
+		 * rows are [HESS_C(T, k), HESS_C(T, k + 1)), where the first
+		 * HESS_X(T, k) = ceil(k A / NG) accumulators end (one more where
+		 * that falls inside a row of two), so a group holds at most
+		 * ceil(A / NG) + 1 <= HESS_RB
+		 */
+#define HESS_A(T)	(HT_L + 2 * (P - HT_L * ((T) + 1)))
+#define HESS_NG(T)	((HESS_A(T) + HESS_RB - 2) / (HESS_RB - 1))
+#define HESS_X(T, k)	(((k) * HESS_A(T) + HESS_NG(T) - 1) / HESS_NG(T))
+#define HESS_C(T, k) \
+		(HESS_X(T, k) <= HT_L ? HT_L * (T) + HESS_X(T, k) : \
+		 HT_L * ((T) + 1) + (HESS_X(T, k) - HT_L + 1) / 2)
 #define HESS_GROUP(T, k) \
-		if (HESS_G0(T, k) < P) \
-			HT_NAME(hess_tile) (Hs, Zc, mc, T, 1, HESS_G0(T, k), \
-								  HESS_G0(T, (k) + 1) < P ? HESS_G0(T, (k) + 1) : P)
+		if ((k) < HESS_NG(T)) \
+			HT_NAME(hess_tile) (Hs, Zc, mc, T, 1, HESS_C(T, k), HESS_C(T, (k) + 1))
 		/* the pair at T, or vector T alone (its rows in groups of HESS_RB) */
 #define HESS_PAIR(T) \
 		if (HT_L * ((T) + 1) < P) \
@@ -117,8 +127,10 @@ HT_NAME(hess_tiles_p) (HT_T *restrict Hs, const HT_T *restrict Z, int m, const i
 #endif
 #undef HESS_PAIR
 #undef HESS_GROUP
-#undef HESS_G0
-#undef HESS_FIRST
+#undef HESS_C
+#undef HESS_X
+#undef HESS_NG
+#undef HESS_A
 	}
 }
 

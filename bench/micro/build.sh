@@ -13,6 +13,7 @@
 #   OUTDIR/epoch -r 7 1000000x20x1:bce 60000x784x10:softmax
 #                                       an in-memory epoch taken apart, before/after the fused kernel
 #   OUTDIR/logit_stats -n 1000000 -d 20        one pass of the float64 Newton polish (CPU time)
+#   OUTDIR/newton_pass [-c 16384]              the float32 Newton statistics pass taken apart (wall)
 #   OUTDIR/mlp_epoch -b 128 IMAGES LABELS       in-memory Fashion-MNIST MLP epochs taken apart (CPU time)
 set -euo pipefail
 
@@ -83,7 +84,7 @@ run $CC -O2 $WARN -I"$PG_INCLUDE" -o "$out/copy_reader" "$src/copy_reader.c" \
 settle
 # one epoch of a single-layer net; one pass of the float64 Newton polish;
 # the MLP's epoch taken apart: with the kernels built as the worker builds them
-for prog in epoch logit_stats mlp_epoch; do
+for prog in epoch logit_stats newton_pass mlp_epoch; do
     run $CC -O3 -fno-math-errno -std=gnu11 $WARN -I"$K" -o "$out/$prog" "$src/$prog.c" \
         "${KOBJS[@]}" \
         -L/usr/lib/x86_64-linux-gnu/openblas-serial -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-serial \
