@@ -170,7 +170,7 @@ $(WORKER_OBJS) $(GPU_WORKER_OBJS) $(OBJS): kernels/kernels.h coordinator/protoco
 build/kernels/layers.o: kernels/simd.h kernels/skinny.h
 build/kernels/net.o: kernels/simd.h kernels/narrow.h kernels/fastmath.h
 build/kernels/losses.o: kernels/fastmath.h
-build/kernels/logit.o: kernels/simd.h kernels/hess.h kernels/hess_tile.h
+build/kernels/logit.o: kernels/simd.h kernels/hess.h kernels/hess_tile.h kernels/panel.h
 $(EXT_OBJS): coordinator/coordinator.h coordinator/settings.h extension/dml.h
 extension/train.o extension/train_args.o extension/train_columns.o extension/train_plan.o \
 	extension/train_store.o: extension/train.h

@@ -518,6 +518,20 @@ extern void dml_hess_tiles(double *Hs, const double *Z, int m, int p);
 extern void dml_logit_stats32(const float *X, int B, int d, size_t ld, const double *pr,
 							  const int *label, double *g, double *Hs, const float *next,
 							  int nnext);
+/*
+ * Row panels (logit.c, panel.h): DML_PANEL consecutive rows stored a
+ * feature at a time, for the float32 Newton iterations where
+ * dml_hess_tiles_ok(d + 1): the rows written as panels, their logits, and the gradient's and Hessian's lane sums (flushed into double
+ * lanes, then summed into g and Hs's lower triangle)
+ */
+#define DML_PANEL 16
+extern void dml_panel_pack(float *P, const float *X, int64_t G, int d);
+extern size_t dml_panel_lanes(int p);
+extern void dml_panel_dot(double *out, const float *Xp, int64_t G, int d, const float *v);
+extern void dml_panel_stats(const float *Xp, int G, int d, const double *pr, const int *label,
+							float *lanes);
+extern void dml_panel_flush(float *lanes, double *dlanes, int p);
+extern void dml_panel_sum(const double *dlanes, int p, double *g, double *Hs);
 /* S (p, p) += the symmetric matrix whose lower half is L's (robust.c) */
 extern void dml_add_lower_sym(double *S, const double *L, int p);
 

@@ -253,13 +253,18 @@ logit_block(const double *z, const double *y, int B, double *pr, double *loss, d
 /* rows of Z a chunk: 24 KB, which stays in L1 while each tile reads it */
 #define HESS_CHUNK 128
 
+/* panels a row-block of W holds (panel.h): 128 rows, 12 KB at 24 parameters */
+#define PANEL_SUB 8
+
 #define SIMD_ISA 512
 #include "simd.h"
 #include "hess.h"
+#include "panel.h"
 #undef SIMD_ISA
 #define SIMD_ISA 256
 #include "simd.h"
 #include "hess.h"
+#include "panel.h"
 #undef SIMD_ISA
 
 static bool
@@ -318,6 +323,125 @@ dml_logit_stats32(const float *X, int B, int d, size_t ld, const double *pr, con
 	SIMD_DISPATCH(logit_stats32, X, B, d, ld, pr, label, g, Hs, next, nnext);
 	__builtin_ia32_ldmxcsr(csr);
 #endif
+}
+
+#define PANEL_EACH_P(X) \
+	X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) \
+	X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
+
+/*
+ * Row panels (panel.h): groups of DML_PANEL consecutive rows of d inputs
+ * stored a feature at a time.  dml_panel_pack writes the G groups of
+ * rows at X (16 G rows of d <= 23 inputs) as panels at P.
+ */
+static inline __attribute__((always_inline)) void
+panel_pack_d(float *restrict P, const float *restrict X, int64_t G, const int d)
+{
+	for (int64_t g = 0; g < G; g++)
+	{
+		float	   *p = P + (size_t) g * d * DML_PANEL;
+		const float *x = X + (size_t) g * d * DML_PANEL;
+
+		for (int c = 0; c < d; c++)
+			for (int l = 0; l < DML_PANEL; l++)
+				p[c * DML_PANEL + l] = x[l * d + c];
+	}
+}
+
+void
+dml_panel_pack(float *P, const float *X, int64_t G, int d)
+{
+	/* each width its own loops, whose constant strides GCC vectorizes */
+	switch (d)
+	{
+#define PANEL_PACK_CASE(P1) case P1 - 1: panel_pack_d(P, X, G, P1 - 1); break;
+			PANEL_EACH_P(PANEL_PACK_CASE)
+#undef PANEL_PACK_CASE
+		case DML_HESS_TILE_P - 1:
+			panel_pack_d(P, X, G, DML_HESS_TILE_P - 1);
+			break;
+	}
+}
+
+/* floats of the lanes dml_panel_stats sums into, for p parameters */
+size_t
+dml_panel_lanes(int p)
+{
+	return ((size_t) p * (p + 1) / 2 + p) * DML_PANEL;
+}
+
+/*
+ * out (16 G) = the logits v (d + 1: the slopes, then the intercept) of the
+ * rows of G panels, in float32 products (the intercept first, then each
+ * input in order), stored in double; only where dml_hess_tiles_ok(d + 1)
+ */
+void
+dml_panel_dot(double *out, const float *Xp, int64_t G, int d, const float *v)
+{
+#if HESS_TILES
+	SIMD_DISPATCH(panel_dot, out, Xp, G, d, v);
+#endif
+}
+
+/*
+ * The float32 Newton statistics over G panels of d inputs, with their rows'
+ * probabilities pr and labels (16 G each): lanes (dml_panel_lanes(d + 1),
+ * float, zero at first and after each dml_panel_flush) += each lane's sums
+ * of w [x, 1] [x, 1]' (the lower triangle, row by row) and of (p - y) [x,
+ * 1], w = p (1 - p), in float32 products and sums.  Flush at least every
+ * 2,048 rows (128 products a lane).  Only where dml_hess_tiles_ok(d + 1).
+ */
+void
+dml_panel_stats(const float *Xp, int G, int d, const double *pr, const int *label, float *lanes)
+{
+#if HESS_TILES
+	/* subnormals flushed, as in dml_logit_stats32 */
+	unsigned int csr = __builtin_ia32_stmxcsr();
+
+	__builtin_ia32_ldmxcsr(csr | 0x8040);
+	SIMD_DISPATCH(panel_stats, Xp, G, d, pr, label, lanes);
+	__builtin_ia32_ldmxcsr(csr);
+#endif
+}
+
+/* dlanes (double) += lanes (float), lane by lane; lanes = 0 */
+void
+dml_panel_flush(float *lanes, double *dlanes, int p)
+{
+	size_t		n = dml_panel_lanes(p);
+
+	for (size_t i = 0; i < n; i++)
+		dlanes[i] += lanes[i];
+	memset(lanes, 0, sizeof(float) * n);
+}
+
+/*
+ * The flushed lanes' sums, each entry's 16 lanes added in lane order:
+ * g (p) += the gradient, and the lower triangle of Hs (DML_HESS_TILE_P,
+ * DML_HESS_TILE_P) += the Hessian's
+ */
+void
+dml_panel_sum(const double *dlanes, int p, double *g, double *Hs)
+{
+	for (int i = 0; i < p; i++)
+		for (int k = 0; k <= i; k++)
+		{
+			const double *l = dlanes + ((size_t) i * (i + 1) / 2 + k) * DML_PANEL;
+			double		s = 0;
+
+			for (int j = 0; j < DML_PANEL; j++)
+				s += l[j];
+			Hs[i * DML_HESS_TILE_P + k] += s;
+		}
+	for (int c = 0; c < p; c++)
+	{
+		const double *l = dlanes + ((size_t) p * (p + 1) / 2 + c) * DML_PANEL;
+		double		s = 0;
+
+		for (int j = 0; j < DML_PANEL; j++)
+			s += l[j];
+		g[c] += s;
+	}
 }
 
 /*

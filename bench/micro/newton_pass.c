@@ -9,8 +9,14 @@
  *	  Hessian (dml_logit_stats32).  Each part is also run alone over all
  *	  the rows, beside a plain read of them (the bandwidth floor).
  *
- *	  newton_pass [-n ROWS] [-d COLS] [-r REPS] [-c ROWS]
+ *	  newton_pass [-n ROWS] [-d COLS] [-r REPS] [-c ROWS] [-P]
  *	                                       (1000000 x 20, 9 reps)
+ *
+ *	  With -P, the rows are laid out as row panels first (ROWS a multiple
+ *	  of 16) and the pass runs as exact.c runs it on them: the logits by
+ *	  dml_panel_dot, the statistics by dml_panel_stats, and the whole pass
+ *	  a sub-chunk of PANEL_RUN rows at a time (logits, eta, probabilities,
+ *	  statistics), the lanes flushed each chunk.
  *
  *	  With -c, every chunk reads the same ROWS rows over again (its rows
  *	  rounded down to chunks of 2,048): what the parts cost where the rows
@@ -31,6 +37,7 @@
 #include <unistd.h>
 
 #define CHUNK 2048
+#define PANEL_RUN 256
 
 enum
 {
@@ -61,9 +68,12 @@ main(int argc, char **argv)
 				loss = 0,
 				rsum = 0;
 	int		   *label;
+	int			panels = 0;
+	float	   *lanes = NULL;
+	double	   *dlanes = NULL;
 	DmlRng		rng;
 
-	while ((opt = getopt(argc, argv, "n:d:r:c:")) != -1)
+	while ((opt = getopt(argc, argv, "n:d:r:c:P")) != -1)
 	{
 		if (opt == 'n')
 			n = atoll(optarg);
@@ -73,9 +83,11 @@ main(int argc, char **argv)
 			reps = atoi(optarg);
 		else if (opt == 'c')
 			cached = atoll(optarg) / CHUNK * CHUNK;
+		else if (opt == 'P')
+			panels = 1;
 		else
 		{
-			fprintf(stderr, "usage: newton_pass [-n ROWS] [-d COLS] [-r REPS] [-c ROWS]\n");
+			fprintf(stderr, "usage: newton_pass [-n ROWS] [-d COLS] [-r REPS] [-c ROWS] [-P]\n");
 			return 2;
 		}
 	}
@@ -100,6 +112,21 @@ main(int argc, char **argv)
 		label[i] = dml_rng_uniform(&rng) < 0.5;
 	for (int c = 0; c <= d; c++)
 		vf[c] = (float) (0.01 * c - 0.1);
+	if (panels)
+	{
+		float	   *P = malloc(sizeof(float) * n * d);
+
+		n = n / DML_PANEL * DML_PANEL;
+		if (!P)
+			return 1;
+		dml_panel_pack(P, X, n / DML_PANEL, d);
+		free(X);
+		X = P;
+		lanes = calloc(dml_panel_lanes(d + 1), sizeof(float));
+		dlanes = calloc(dml_panel_lanes(d + 1), sizeof(double));
+		if (!lanes || !dlanes)
+			return 1;
+	}
 	for (int k = 0; k < NPARTS; k++)
 		best[k] = 1e30;
 	for (int r = 0; r < reps; r++)
@@ -110,6 +137,8 @@ main(int argc, char **argv)
 			memset(g, 0, sizeof(g));
 			memset(Hs, 0, sizeof(Hs));
 			memset(eta, 0, sizeof(double) * n);
+			if (panels)
+				memset(dlanes, 0, sizeof(double) * dml_panel_lanes(d + 1));
 			t = dml_clock_seconds();
 			loss = 0;
 			for (int64_t j0 = 0; j0 < n; j0 += CHUNK)
@@ -130,6 +159,32 @@ main(int argc, char **argv)
 						s[0] += Zb[i];
 					for (int l = 0; l < 16; l++)
 						rsum += s[l];
+					continue;
+				}
+				if (panels && part != P_READ)
+				{
+					/* the panels' pass, PANEL_RUN rows at a time, as exact.c's */
+					for (int s0 = 0; s0 < B; s0 += PANEL_RUN)
+					{
+						int			b = B - s0 < PANEL_RUN ? B - s0 : PANEL_RUN;
+						const float *Zs = Zb + (size_t) s0 * d;
+
+						if (part == P_DOT || part == P_ALL)
+							dml_panel_dot(ed + s0, Zs, b / DML_PANEL, d, vf);
+						if (part == P_PROBS || part == P_ALL)
+						{
+							for (int i = 0; i < b; i++)
+								eta[j0 + s0 + i] -= 0.5 * ed[s0 + i];
+							loss += dml_logit_probs(eta + j0 + s0, label + j0 + s0, b, pr + s0, true);
+						}
+						if (part == P_STATS)
+							for (int i = 0; i < b; i++)
+								pr[s0 + i] = 0.25 + 0.5 * (i & 1);
+						if (part == P_STATS || part == P_ALL)
+							dml_panel_stats(Zs, b / DML_PANEL, d, pr + s0, label + j0 + s0, lanes);
+					}
+					if (part == P_STATS || part == P_ALL)
+						dml_panel_flush(lanes, dlanes, d + 1);
 					continue;
 				}
 				if (part == P_DOT || part == P_ALL)
@@ -156,11 +211,14 @@ main(int argc, char **argv)
 					dml_logit_stats32(Zb, B, d, d, pr, label + j0, g, Hs, next, nn);
 				}
 			}
+			if (panels && (part == P_STATS || part == P_ALL))
+				dml_panel_sum(dlanes, d + 1, g, Hs);
 			t = dml_clock_seconds() - t;
 			best[part] = t < best[part] ? t : best[part];
 		}
-	printf("newton_pass %lld x %d (%.1f MB of float32 rows%s), fastest of %d:\n",
-		   (long long) n, d, n * d * 4 / 1e6, cached ? ", read from cache" : "", reps);
+	printf("newton_pass %lld x %d (%.1f MB of float32 rows%s%s), fastest of %d:\n",
+		   (long long) n, d, n * d * 4 / 1e6, cached ? ", read from cache" : "",
+		   panels ? ", row panels" : "", reps);
 	for (int k = 0; k < NPARTS; k++)
 		printf("  %-30s %7.2f ms  %5.2f GB/s of rows\n", part_name[k], best[k] * 1e3,
 			   n * d * 4 / best[k] / 1e9);

@@ -2608,6 +2608,157 @@ test_newton_stats32(void)
 	free(X);
 }
 
+/*
+ * Row panels (logit.c, panel.h) over G groups of 16 rows of d inputs at X
+ * (row-major): packed into Pk, their statistics with pr and label summed
+ * into g (d + 1) and Hs (DML_HESS_TILE_P squared), in two calls (7 groups,
+ * then the rest) and one flush
+ */
+static void
+panel_run(const float *X, float *Pk, int G, int d, const double *pr, const int *label,
+		  double *g, double *Hs)
+{
+	int			p = d + 1;
+	float	   *lanes = calloc(dml_panel_lanes(p), sizeof(float));
+	double	   *dlanes = calloc(dml_panel_lanes(p), sizeof(double));
+
+	dml_panel_pack(Pk, X, G, d);
+	dml_panel_stats(Pk, 7, d, pr, label, lanes);
+	dml_panel_stats(Pk + (size_t) 7 * DML_PANEL * d, G - 7, d, pr + 7 * DML_PANEL,
+					label + 7 * DML_PANEL, lanes);
+	dml_panel_flush(lanes, dlanes, p);
+	dml_panel_sum(dlanes, p, g, Hs);
+	free(lanes);
+	free(dlanes);
+}
+
+/*
+ * The row panels against double sums: the packing moves each value to
+ * its lane, the logits and the gradient and Hessian (float32 products and
+ * lane sums) agree with double to float32 rounding of their terms, and
+ * the entries outside the lower triangle are left as they were
+ */
+static void
+test_newton_panels(void)
+{
+	enum
+	{
+		P = DML_HESS_TILE_P, G = 19, B = G * DML_PANEL
+	};
+	static const int dims[] = {1, 7, 8, 15, 16, 20, 23};
+	float	   *X = malloc(sizeof(float) * B * P),
+			   *Pk = malloc(sizeof(float) * B * P);
+	double		pr[B],
+				out[B];
+	float		v[P];
+	int			label[B];
+	DmlRng		rng;
+
+	if (!dml_hess_tiles_ok(21))
+	{
+		printf("# the row panels' kernels do not run on this CPU and build: not compared\n");
+		free(X);
+		free(Pk);
+		return;
+	}
+	dml_rng_seed(&rng, 27);
+	for (int s = 0; s < (int) (sizeof(dims) / sizeof(dims[0])); s++)
+	{
+		int			d = dims[s],
+					p = d + 1;
+		double		g[P + 1],
+					ref[P + 1],
+					gabs[P + 1],
+					H[P * P],
+					Href[P * P],
+					Habs[P * P],
+					worst_g = 0,
+					worst_h = 0,
+					worst_dot = 0;
+		bool		packed = true,
+					upper_kept = true,
+					finite = true;
+		char		name[112];
+
+		for (int i = 0; i < B * d; i++)
+			X[i] = (float) dml_rng_normal(&rng);
+		for (int c = 0; c <= d; c++)
+			v[c] = (float) dml_rng_normal(&rng);
+		for (int i = 0; i < B; i++)
+		{
+			pr[i] = i == 5 || i == 200 ? 1e-40 : dml_rng_uniform(&rng);
+			label[i] = i % 3 == 0;
+		}
+		for (int c = 0; c <= P; c++)
+		{
+			g[c] = ref[c] = c;	/* added to */
+			gabs[c] = 0;
+		}
+		for (int c = 0; c < P * P; c++)
+		{
+			H[c] = Href[c] = c % 7;
+			Habs[c] = 0;
+		}
+		panel_run(X, Pk, G, d, pr, label, g, H);
+		for (int i = 0; i < B; i++)
+			for (int c = 0; c < d; c++)
+				packed = packed && Pk[(size_t) (i / DML_PANEL) * DML_PANEL * d + c * DML_PANEL +
+									  i % DML_PANEL] == X[(size_t) i * d + c];
+		dml_panel_dot(out, Pk, G, d, v);
+		for (int i = 0; i < B; i++)
+		{
+			double		r = pr[i] - label[i],
+						w = pr[i] * (1 - pr[i]),
+						z = v[d],
+						za = fabs(v[d]);
+
+			for (int c = 0; c < p; c++)
+			{
+				double		xc = c < d ? X[(size_t) i * d + c] : 1;
+
+				if (c < d)
+				{
+					z += (double) v[c] * xc;
+					za += fabs((double) v[c] * xc);
+				}
+				ref[c] += r * xc;
+				gabs[c] += fabs(r * xc);
+				for (int k = 0; k <= c; k++)
+				{
+					double		xk = k < d ? X[(size_t) i * d + k] : 1;
+
+					Href[c * P + k] += w * xc * xk;
+					Habs[c * P + k] += fabs(w * xc * xk);
+				}
+			}
+			worst_dot = fmax(worst_dot, fabs(out[i] - z) / za);
+		}
+		for (int c = 0; c < p; c++)
+		{
+			worst_g = fmax(worst_g, fabs(g[c] - ref[c]) / (gabs[c] + 1e-300));
+			finite = finite && isfinite(g[c]);
+		}
+		for (int c = p; c <= P; c++)
+			upper_kept = upper_kept && g[c] == c;
+		for (int c = 0; c < P; c++)
+			for (int k = 0; k < P; k++)
+			{
+				finite = finite && isfinite(H[c * P + k]);
+				if (k > c || c >= p)
+					upper_kept = upper_kept && H[c * P + k] == Href[c * P + k];
+				else
+					worst_h = fmax(worst_h, fabs(H[c * P + k] - Href[c * P + k]) /
+								   (Habs[c * P + k] + 1e-300));
+			}
+		snprintf(name, sizeof(name), "the row panels, d = %d: packed, logits, gradient and Hessian", d);
+		check(packed && worst_dot < 1e-5 && worst_g < 1e-5 && worst_h < 1e-5 && upper_kept && finite,
+			  name, "packed %d, logits %g, gradient %g, Hessian %g of their terms, the rest kept %d, finite %d",
+			  packed, worst_dot, worst_g, worst_h, upper_kept, finite);
+	}
+	free(X);
+	free(Pk);
+}
+
 /* the tests of dml's own kernels (kernels/simd.h), run for each instruction set */
 static void
 test_simd_kernels(void)
@@ -2617,6 +2768,7 @@ test_simd_kernels(void)
 	test_skinny();
 	test_hess_tiles();
 	test_newton_stats32();
+	test_newton_panels();
 }
 
 /*
@@ -2635,7 +2787,8 @@ test_simd_twins(void)
 			   *Zp = malloc(sizeof(double) * M * P),
 				H[2][P * P],
 				g[2][P + 1],
-				pr[M];
+				pr[M],
+				pr2[2][M];
 	float	   *X = malloc(sizeof(float) * M * P);
 	float		v[N * C];
 	uint8_t		u8[2][N * C];
@@ -2643,6 +2796,7 @@ test_simd_twins(void)
 	bool		ok8[2][N],
 				same_h = true,
 				same_rows = true,
+				same_panels = true,
 				same_bytes = true;
 	DmlRng		rng;
 
@@ -2697,6 +2851,26 @@ test_simd_twins(void)
 		same_rows = same_rows && memcmp(g[0], g[1], sizeof(g[0])) == 0 &&
 			memcmp(H[0], H[1], sizeof(H[0])) == 0;
 	}
+	memset(pr2, 0, sizeof(pr2));
+	for (int d = 1; d < P; d += 3)
+	{
+		/* the row panels: M rows are 18 panels and a part, of which 18 are taken */
+		float	   *Pk = malloc(sizeof(float) * M * P);
+
+		for (int t = 0; t < 2; t++)
+		{
+			dml_set_simd(t == 0 ? 512 : 256);
+			for (int c = 0; c <= P; c++)
+				g[t][c] = c;
+			memset(H[t], 0, sizeof(H[t]));
+			panel_run(X, Pk, M / DML_PANEL, d, pr, label, g[t], H[t]);
+			dml_panel_dot(pr2[t], Pk, M / DML_PANEL, d, X);
+		}
+		same_panels = same_panels && memcmp(g[0], g[1], sizeof(g[0])) == 0 &&
+			memcmp(H[0], H[1], sizeof(H[0])) == 0 &&
+			memcmp(pr2[0], pr2[1], sizeof(pr2[0])) == 0;
+		free(Pk);
+	}
 	for (int t = 0; t < 2; t++)
 	{
 		dml_set_simd(t == 0 ? 512 : 256);
@@ -2709,6 +2883,7 @@ test_simd_twins(void)
 			(!ok8[0][i] || memcmp(u8[0] + i * C, u8[1] + i * C, C) == 0);
 	check(same_h, "the Hessian's tiles on AVX-512 and on AVX2: the same sums, bit for bit (p = 1..24)", NULL);
 	check(same_rows, "the Newton statistics in float32 on AVX-512 and on AVX2: the same gradient and Hessian, bit for bit", NULL);
+	check(same_panels, "the row panels on AVX-512 and on AVX2: the same logits, gradient and Hessian, bit for bit", NULL);
 	check(same_bytes, "the byte rows' check on AVX-512 and on AVX2: the same rows kept, the same bytes", NULL);
 	free(Z);
 	free(Zp);
