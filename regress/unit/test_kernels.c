@@ -2495,6 +2495,72 @@ test_hess_tiles(void)
 }
 
 /*
+ * The float32 Newton statistics' inputs and their double sums, for the
+ * row kernel's test and the panels': pr (rows 5 and 200 where the model
+ * is sure, 1e-40) and labels for B rows; g and ref (P + 1) set to c, H and
+ * Href (P, P) to c % 7 (the kernels add to them), Habs zero
+ */
+static void
+newton_stats_inputs(DmlRng *rng, int B, double *pr, int *label, double *g, double *ref,
+					double *H, double *Href, double *Habs)
+{
+	enum
+	{
+		P = DML_HESS_TILE_P
+	};
+
+	for (int i = 0; i < B; i++)
+	{
+		pr[i] = i == 5 || i == 200 ? 1e-40 : dml_rng_uniform(rng);
+		label[i] = i % 3 == 0;
+	}
+	for (int c = 0; c <= P; c++)
+		g[c] = ref[c] = c;
+	for (int c = 0; c < P * P; c++)
+	{
+		H[c] = Href[c] = c % 7;
+		Habs[c] = 0;
+	}
+}
+
+/*
+ * ref (d + 1) += sum_i (pr_i - y_i) [x_i, 1] and the lower triangle of
+ * Href += sum_i pr_i (1 - pr_i) [x_i, 1] [x_i, 1]' in double over B rows of
+ * X, ld apart; gabs (or NULL) and Habs += the sums of the terms' sizes
+ */
+static void
+newton_stats_ref(const float *X, size_t ld, int B, int d, const double *pr, const int *label,
+				 double *ref, double *gabs, double *Href, double *Habs)
+{
+	enum
+	{
+		P = DML_HESS_TILE_P
+	};
+
+	for (int i = 0; i < B; i++)
+	{
+		double		r = pr[i] - label[i],
+					w = pr[i] * (1 - pr[i]);
+
+		for (int c = 0; c <= d; c++)
+		{
+			double		xc = c < d ? X[(size_t) i * ld + c] : 1;
+
+			ref[c] += r * xc;
+			if (gabs)
+				gabs[c] += fabs(r * xc);
+			for (int k = 0; k <= c; k++)
+			{
+				double		xk = k < d ? X[(size_t) i * ld + k] : 1;
+
+				Href[c * P + k] += w * xc * xk;
+				Habs[c * P + k] += fabs(w * xc * xk);
+			}
+		}
+	}
+}
+
+/*
  * The float32 Newton iterations' statistics (dml_logit_stats32, AVX-512 or
  * AVX2), for rows as they lie (d apart) and with a column more, over 300
  * rows (crossing the 128-row chunks), two calls added up: the gradient
@@ -2543,40 +2609,11 @@ test_newton_stats32(void)
 
 			for (int i = 0; i < B * P; i++)
 				X[i] = (float) dml_rng_normal(&rng);
-			for (int i = 0; i < B; i++)
-			{
-				pr[i] = i == 5 || i == 200 ? 1e-40 : dml_rng_uniform(&rng);
-				label[i] = i % 3 == 0;
-			}
-			for (int c = 0; c <= P; c++)
-				g[c] = ref[c] = c;	/* added to */
-			for (int c = 0; c < P * P; c++)
-			{
-				H[c] = Href[c] = c % 7;
-				Habs[c] = 0;
-			}
+			newton_stats_inputs(&rng, B, pr, label, g, ref, H, Href, Habs);
 			dml_logit_stats32(X, 170, d, ld, pr, label, g, H, X + (size_t) 170 * ld, B - 170);
 			dml_logit_stats32(X + (size_t) 170 * ld, B - 170, d, ld, pr + 170, label + 170, g, H,
 							  NULL, 0);
-			for (int i = 0; i < B; i++)
-			{
-				double		r = pr[i] - label[i],
-							w = pr[i] * (1 - pr[i]);
-
-				for (int c = 0; c < p; c++)
-				{
-					double		xc = c < d ? X[(size_t) i * ld + c] : 1;
-
-					ref[c] += r * xc;
-					for (int k = 0; k <= c; k++)
-					{
-						double		xk = k < d ? X[(size_t) i * ld + k] : 1;
-
-						Href[c * P + k] += w * xc * xk;
-						Habs[c * P + k] += fabs(w * xc * xk);
-					}
-				}
-			}
+			newton_stats_ref(X, ld, B, d, pr, label, ref, NULL, Href, Habs);
 			for (int c = 0; c <= P; c++)
 			{
 				double		e = fabs(g[c] - ref[c]) / (fabs(ref[c]) + 1);
@@ -2684,22 +2721,10 @@ test_newton_panels(void)
 			X[i] = (float) dml_rng_normal(&rng);
 		for (int c = 0; c <= d; c++)
 			v[c] = (float) dml_rng_normal(&rng);
-		for (int i = 0; i < B; i++)
-		{
-			pr[i] = i == 5 || i == 200 ? 1e-40 : dml_rng_uniform(&rng);
-			label[i] = i % 3 == 0;
-		}
-		for (int c = 0; c <= P; c++)
-		{
-			g[c] = ref[c] = c;	/* added to */
-			gabs[c] = 0;
-		}
-		for (int c = 0; c < P * P; c++)
-		{
-			H[c] = Href[c] = c % 7;
-			Habs[c] = 0;
-		}
+		newton_stats_inputs(&rng, B, pr, label, g, ref, H, Href, Habs);
+		memset(gabs, 0, sizeof(gabs));
 		panel_run(X, Pk, G, d, pr, label, g, H);
+		newton_stats_ref(X, d, B, d, pr, label, ref, gabs, Href, Habs);
 		for (int i = 0; i < B; i++)
 			for (int c = 0; c < d; c++)
 				packed = packed && Pk[(size_t) (i / DML_PANEL) * DML_PANEL * d + c * DML_PANEL +
@@ -2707,29 +2732,13 @@ test_newton_panels(void)
 		dml_panel_dot(out, Pk, G, d, v);
 		for (int i = 0; i < B; i++)
 		{
-			double		r = pr[i] - label[i],
-						w = pr[i] * (1 - pr[i]),
-						z = v[d],
+			double		z = v[d],
 						za = fabs(v[d]);
 
-			for (int c = 0; c < p; c++)
+			for (int c = 0; c < d; c++)
 			{
-				double		xc = c < d ? X[(size_t) i * d + c] : 1;
-
-				if (c < d)
-				{
-					z += (double) v[c] * xc;
-					za += fabs((double) v[c] * xc);
-				}
-				ref[c] += r * xc;
-				gabs[c] += fabs(r * xc);
-				for (int k = 0; k <= c; k++)
-				{
-					double		xk = k < d ? X[(size_t) i * d + k] : 1;
-
-					Href[c * P + k] += w * xc * xk;
-					Habs[c * P + k] += fabs(w * xc * xk);
-				}
+				z += (double) v[c] * X[(size_t) i * d + c];
+				za += fabs((double) v[c] * X[(size_t) i * d + c]);
 			}
 			worst_dot = fmax(worst_dot, fabs(out[i] - z) / za);
 		}
