@@ -521,13 +521,13 @@ extern void dml_logit_stats32(const float *X, int B, int d, size_t ld, const dou
 /*
  * Row panels (logit.c, panel.h): DML_PANEL consecutive rows stored a
  * feature at a time, for the float32 Newton iterations where
- * dml_hess_tiles_ok(d + 1): the rows written as panels, their logits, and the gradient's and Hessian's lane sums (flushed into double
+ * dml_hess_tiles_ok(d + 1): the layout in place and back, the rows' logits, and the gradient's and Hessian's lane sums (flushed into double
  * lanes, then summed into g and Hs's lower triangle)
  */
 #define DML_PANEL 16
-extern void dml_panel_pack(float *P, const float *X, int64_t G, int d);
+extern void dml_panel_layout(float *X, int64_t G, int d, bool to_panels);
 extern size_t dml_panel_lanes(int p);
-extern void dml_panel_dot(double *out, const float *Xp, int64_t G, int d, const float *v);
+extern void dml_panel_dot(float *out, const float *Xp, int64_t G, int d, const float *v);
 extern void dml_panel_stats(const float *Xp, int G, int d, const double *pr, const int *label,
 							float *lanes);
 extern void dml_panel_flush(float *lanes, double *dlanes, int p);

@@ -40,10 +40,10 @@
 /*
  * out (16 g) = v[d] + sum_c v[c] x_c over G panels of d inputs: the
  * intercept first, then each input's multiply-add in order, in float32,
- * each lane its row's; stored in double
+ * each lane its row's
  */
 SIMD_TARGET static void
-SIMD_NAME(panel_dot) (double *restrict out, const float *restrict Xp, int64_t G, int d,
+SIMD_NAME(panel_dot) (float *restrict out, const float *restrict Xp, int64_t G, int d,
 					  const float *restrict v)
 {
 	for (int64_t g = 0; g < G; g++)
@@ -53,13 +53,10 @@ SIMD_NAME(panel_dot) (double *restrict out, const float *restrict Xp, int64_t G,
 		for (int h = 0; h < PANEL_HALVES; h++)
 		{
 			VF			acc = vset1(v[d]);
-			float		o[VL] __attribute__((aligned(64)));
 
 			for (int c = 0; c < d; c++)
 				acc = vfma(vset1(v[c]), vload(x + c * DML_PANEL + h * VL), acc);
-			vstore(o, acc);
-			for (int l = 0; l < VL; l++)
-				out[g * DML_PANEL + h * VL + l] = o[l];
+			vstore(out + g * DML_PANEL + h * VL, acc);
 		}
 	}
 }

@@ -478,7 +478,7 @@ train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 
 typedef struct Newton
 {
-	const Dataset *ds;
+	Dataset    *ds;
 	int			d;				/* inputs */
 	int			p;				/* d + 1 */
 	int			Kf;				/* free logits */
@@ -504,7 +504,36 @@ typedef struct Newton
 	double		lambda;			/* weight decay */
 	int			precise;		/* Hessian blocks in double (after a float32 one failed) */
 	int			raw;			/* this chunk's Zb is ds's rows (B, d), no 1 appended */
+	/*
+	 * Row panels (newton_panels): the next pass lays out each chunk of
+	 * rows it has read as panels (pack), and the passes after it read
+	 * them so (panel): the first nt / DML_PANEL * DML_PANEL training rows
+	 * in groups of DML_PANEL a feature at a time, the rest as rows after
+	 * them, in ds's place (ds->panel_rows)
+	 */
+	int			pack;
+	int			panel;
+	float	   *lanes;			/* the statistics pass's lanes (dml_panel_stats) */
+	double	   *dlanes;			/* and their chunks' sums */
 } Newton;
+
+#define NEWTON_PANEL_RUN 256	/* panel rows a statistics run takes in turn */
+
+/* rows of a chunk at training row j0 among the whole groups of DML_PANEL */
+static inline int
+newton_whole_rows(const Newton *nw, int64_t j0, int B)
+{
+	int64_t		n = nw->nt / DML_PANEL * DML_PANEL - j0;
+
+	return n <= 0 ? 0 : n < B ? (int) n : B;
+}
+
+/* and those of them that lie in panels now */
+static inline int
+newton_panel_rows(const Newton *nw, int64_t j0, int B)
+{
+	return nw->panel ? newton_whole_rows(nw, j0, B) : 0;
+}
 
 /*
  * what a pass does with training rows j0 .. j0 + B - 1, as [x, 1] in Zb
@@ -560,9 +589,18 @@ newton_pass(Newton *nw, NewtonChunkFn fn, void *arg, bool raw_ok)
 	int			d = nw->d,
 				p = nw->p;
 	float	   *Zb = malloc(sizeof(float) * NEWTON_BLOCK * p);
+	/* this pass lays out the rows as panels (every chunk is consecutive: newton_panels) */
+	bool		lay = nw->pack && raw_ok && !nw->ds->spill;
 
 	if (!Zb)
 		worker_fail("out of memory");
+	if (lay)
+	{
+		/* each chunk laid out as it comes, before fn reads it (below) */
+		nw->panel = 1;
+		nw->ds->panel_row0 = nw->rows[0];
+		nw->ds->panel_rows = nw->nt / DML_PANEL * DML_PANEL;
+	}
 	if (nw->ds->spill)
 	{
 		NewtonScan	ns = {nw, fn, arg, Zb, 0, 0};
@@ -579,6 +617,21 @@ newton_pass(Newton *nw, NewtonChunkFn fn, void *arg, bool raw_ok)
 		{
 			int			B = (int) (nw->nt - j0 < NEWTON_BLOCK ? nw->nt - j0 : NEWTON_BLOCK);
 
+			if (nw->panel)
+			{
+				/* panels, then rows: the chunk's fn reads both where they lie */
+				float	   *x = nw->ds->X + (size_t) (nw->rows[0] + j0) * d;
+
+				if (!raw_ok)
+					worker_fail("a Newton pass over row panels that takes copies");
+				/* the laying pass: the chunk's rows as panels, in their place, first */
+				if (lay)
+					dml_panel_layout(x, newton_whole_rows(nw, j0, B) / DML_PANEL, d, true);
+				nw->raw = 1;
+				fn(nw, j0, B, x, arg);
+				nw->raw = 0;
+				continue;
+			}
 			/*
 			 * consecutive rows go to a chunk that takes them as they lie
 			 * (the copy with a 1 appended was 9% of a logistic job's
@@ -598,6 +651,7 @@ newton_pass(Newton *nw, NewtonChunkFn fn, void *arg, bool raw_ok)
 			}
 			fn(nw, j0, B, Zb, arg);
 		}
+	nw->pack = 0;
 	free(Zb);
 }
 
@@ -613,15 +667,29 @@ typedef struct LogitsPass
 	double	   *first;			/* binary: the line search's sums at t = 1, or NULL */
 } LogitsPass;
 
-/* out (B, Kf) = the logits of vf (Kf, p) of one chunk's rows, in float32 products */
+/*
+ * out (B, Kf) = the logits of vf (Kf, p) of one chunk's rows, in float32
+ * products; its first np rows (binary) in row panels, the rest as rows
+ */
 static void
-newton_chunk_logits(const Newton *nw, int B, const float *Zb, const float *vf, float *ob,
-					double *out)
+newton_chunk_logits(const Newton *nw, int B, int np, const float *Zb, const float *vf,
+					float *ob, double *out)
 {
 	int			p = nw->p,
 				d = nw->d,
 				Kf = nw->Kf;
 
+	if (np > 0)
+	{
+		dml_panel_dot(ob, Zb, np / DML_PANEL, d, vf);
+		for (int i = 0; i < np; i++)
+			out[i] = ob[i];
+		B -= np;
+		Zb += (size_t) np * d;
+		out += np;
+	}
+	if (B == 0)
+		return;
 	if (nw->raw)
 	{
 		/*
@@ -655,7 +723,8 @@ newton_logits_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 {
 	LogitsPass *lp = arg;
 
-	newton_chunk_logits(nw, B, Zb, lp->vf, lp->ob, lp->out + (size_t) j0 * nw->Kf);
+	newton_chunk_logits(nw, B, newton_panel_rows(nw, j0, B), Zb, lp->vf, lp->ob,
+						lp->out + (size_t) j0 * nw->Kf);
 	if (lp->first)
 	{
 		/*
@@ -819,9 +888,16 @@ newton_sample_rows(Newton *nw, int64_t j0, int B, const float *Zb, int ld)
 		if (!nw->s_copied)
 		{
 			const float *x = Zb + (size_t) (j - j0) * ld;
+			int			stride = 1;
 
+			if (j - j0 < newton_panel_rows(nw, j0, B))
+			{
+				/* its panel's lane (j - j0) % DML_PANEL, a feature every DML_PANEL */
+				x = Zb + (size_t) (j - j0) / DML_PANEL * DML_PANEL * nw->d + (j - j0) % DML_PANEL;
+				stride = DML_PANEL;
+			}
 			for (int c = 0; c < nw->d; c++)
-				nw->s_x[(size_t) c * nw->s_cap + i] = x[c];
+				nw->s_x[(size_t) c * nw->s_cap + i] = x[(size_t) c * stride];
 			nw->s_label[i] = nw->label[j];
 		}
 	}
@@ -868,7 +944,46 @@ newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 	int			p = nw->p,
 				Kf = nw->Kf;
 	size_t		q = nw->q;
+	int			np = newton_panel_rows(nw, j0, B);
 
+	if (np > 0)
+	{
+		/*
+		 * row panels (binary, the tiles' sizes): a run of them at a time,
+		 * while it is in L1, the step's logits and eta moved, the sample's
+		 * eta (and on the first pass its rows), the probabilities and the
+		 * statistics' lanes; the chunk's lanes then flushed into double
+		 */
+		int			d = nw->d;
+
+		for (int s0 = 0; s0 < np; s0 += NEWTON_PANEL_RUN)
+		{
+			int			b = np - s0 < NEWTON_PANEL_RUN ? np - s0 : NEWTON_PANEL_RUN;
+			int64_t		j = j0 + s0;
+			const float *Zs = Zb + (size_t) s0 * d;
+
+			if (nw->step_vf)
+			{
+				dml_panel_dot(sp->ob, Zs, b / DML_PANEL, d, nw->step_vf);
+				for (int i = 0; i < b; i++)
+					nw->eta[j + i] -= nw->step * sp->ob[i];
+			}
+			else if (nw->step != 0)
+				for (int i = 0; i < b; i++)
+					nw->eta[j + i] -= nw->step * nw->eta_d[j + i];
+			if (nw->s_x)
+				newton_sample_rows(nw, j, b, Zs, d);
+			sp->loss += dml_logit_probs(nw->eta + j, nw->label + j, b, sp->P, sp->want_loss);
+			dml_panel_stats(Zs, b / DML_PANEL, d, sp->P, nw->label + j, nw->lanes);
+		}
+		dml_panel_flush(nw->lanes, nw->dlanes, p);
+		if (np == B)
+			return;
+		/* the rows after the panels, as rows */
+		j0 += np;
+		B -= np;
+		Zb += (size_t) np * d;
+	}
 	if (nw->step != 0)
 	{
 		/* the last iteration's step, block by block as the pass reads eta */
@@ -883,7 +998,7 @@ newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 			 * into the block's own scratch: eta_d (8 MB for synth_1m) is
 			 * not written, which its first pass took 15 ms to fault in
 			 */
-			newton_chunk_logits(nw, B, Zb, nw->step_vf, sp->ob, sp->ed);
+			newton_chunk_logits(nw, B, 0, Zb, nw->step_vf, sp->ob, sp->ed);
 			ed = sp->ed;
 		}
 		for (size_t i = 0; i < (size_t) B * Kf; i++)
@@ -942,6 +1057,54 @@ newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 	newton_hessian_block(nw, B, sp->P, Zb, sp->Zd, sp->W, sp->Hs, sp->H);
 }
 
+/*
+ * dataset_unpanel
+ *		ds's rows that Newton's method left as row panels, back as rows
+ *		(where anything but its passes and the final metrics reads them)
+ */
+void
+dataset_unpanel(Dataset *ds)
+{
+	if (ds->panel_rows > 0)
+		dml_panel_layout(ds->X + (size_t) ds->panel_row0 * ds->d, ds->panel_rows / DML_PANEL,
+						 ds->d, false);
+	ds->panel_rows = 0;
+}
+
+/*
+ * newton_panels
+ *		Row panels from the next pass on (on), or no more (off: the rows
+ *		back as rows).  On only where the statistics pass runs the
+ *		float32 kernels (binary, the tiles' sizes, AVX-512 or AVX2), the
+ *		rows are in memory and consecutive there, and there is a panel.
+ *		The next pass lays out each chunk as panels in its place before
+ *		it reads it (in L2 then); every pass from there on reads panels,
+ *		whose 16 rows are the lanes of a vector, an input one load: the
+ *		statistics take 14.4 multiply-adds a row at 21 parameters where
+ *		the row tiles take 26, and the gradient's products are among
+ *		them.  The rows stay panels after the iterations: the float64
+ *		polish reads ds's float64 rows, and the final metrics read panels
+ *		(train.c); a resident job's next trial has them back as rows.
+ */
+static void
+newton_panels(Newton *nw, bool on)
+{
+	if (!on)
+	{
+		dataset_unpanel(nw->ds);
+		nw->panel = nw->pack = 0;
+		return;
+	}
+	if (nw->ds->spill || !newton_tiles(nw) || nw->nt < DML_PANEL ||
+		nw->rows[nw->nt - 1] - nw->rows[0] != nw->nt - 1)
+		return;
+	nw->lanes = calloc(dml_panel_lanes(nw->p), sizeof(float));
+	nw->dlanes = calloc(dml_panel_lanes(nw->p), sizeof(double));
+	if (!nw->lanes || !nw->dlanes)
+		worker_fail("out of memory for the Newton statistics");
+	nw->pack = 1;
+}
+
 static double
 newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_loss)
 {
@@ -975,6 +1138,8 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
 		(nw->step_vf && (!sp.ob || !sp.ed)))
 		worker_fail("out of memory for the Newton statistics");
 	memset(H, 0, sizeof(double) * q * q);
+	if (nw->panel)
+		memset(nw->dlanes, 0, sizeof(double) * dml_panel_lanes(p));
 	/* the tiles' chunk takes rows as they lie; the SYRK blocks need [x, 1] */
 	newton_pass(nw, newton_stats_chunk, &sp, sp.Ht != NULL);
 	if (nw->s_x)
@@ -985,6 +1150,8 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
 	}
 	nw->step = 0;				/* eta is at theta now */
 	nw->step_vf = NULL;
+	if (nw->panel)
+		dml_panel_sum(nw->dlanes, p, G, sp.Ht);
 	if (sp.Ht)
 		/* binary: q = p; the lower half, as the blocks fill it */
 		for (int i = 0; i < p; i++)
@@ -1995,6 +2162,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	}
 	if (sampled)
 		newton_sample_alloc(&nw);	/* the first pass fills its rows */
+	newton_panels(&nw, true);	/* laid out by the first pass */
 	res->newton = true;
 	iter = 1;
 	start = newton_clock();
@@ -2067,6 +2235,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			 * Nearly singular (rare classes, near separation): float32
 			 * rounding can tip it over, so from here on form it in double.
 			 */
+			newton_panels(&nw, false);	/* the double blocks take copies of rows */
 			nw.precise = 1;
 			newton_stats(&nw, theta, g, H, 0);
 		}
@@ -2162,6 +2331,8 @@ done:
 	free(nw.s_eta_d);
 	free(nw.s_label);
 	free(nw.s_x);
+	free(nw.lanes);
+	free(nw.dlanes);
 	free(theta);
 	free(g);
 	free(H);

@@ -152,6 +152,60 @@ gather(const Dataset *ds, const int *idx, int B, int avail, float *Xb, float *yb
 		dml_gather_rows(ds->X, ds->y, ds->d, idx, B, avail, Xb, yb);
 }
 
+/*
+ * Rows that Newton's method left as row panels (ds->panel_rows): whether
+ * row r lies in them, and rows idx[0..B) gathered from where they lie,
+ * rows or panel lanes, with their targets
+ */
+static inline bool
+in_panels(const Dataset *ds, int64_t r)
+{
+	return r >= ds->panel_row0 && r < ds->panel_row0 + ds->panel_rows;
+}
+
+static void
+gather_panels(const Dataset *ds, const int *idx, int B, float *Xb, float *yb)
+{
+	int			d = ds->d;
+
+	for (int k = 0; k < B; k++)
+	{
+		int64_t		r = idx[k];
+
+		if (in_panels(ds, r))
+		{
+			int64_t		o = r - ds->panel_row0;
+			const float *x = ds->X + (size_t) (ds->panel_row0 + o / DML_PANEL * DML_PANEL) * d +
+				o % DML_PANEL;
+
+			for (int c = 0; c < d; c++)
+				Xb[(size_t) k * d + c] = x[(size_t) c * DML_PANEL];
+		}
+		else
+			memcpy(Xb + (size_t) k * d, ds->X + (size_t) r * d, sizeof(float) * d);
+		yb[k] = ds->y[r];
+	}
+}
+
+/*
+ * Of rows idx[0..B), how many at the start are whole panels in order (a
+ * multiple of DML_PANEL) that a one-output linear model's logits take
+ * where they lie (dml_panel_dot)
+ */
+static int
+panel_run_rows(const DmlModel *m, const Dataset *ds, const int *idx, int B)
+{
+	int			n = 0;
+
+	if (m->net.nlayers != 1 || m->net.sizes[1] != 1 || !in_panels(ds, idx[0]) ||
+		(idx[0] - ds->panel_row0) % DML_PANEL != 0)
+		return 0;
+	while (n + DML_PANEL <= B && idx[n + DML_PANEL - 1] - idx[n] == DML_PANEL - 1 &&
+		   idx[n] == idx[0] + n && in_panels(ds, idx[n + DML_PANEL - 1]))
+		n += DML_PANEL;
+	return n;
+}
+
 /* only the targets of rows idx[0..B): the rows themselves are read where they lie */
 static void
 gather_targets(const Dataset *ds, const int *idx, int B, float *yb)
@@ -263,8 +317,27 @@ train_evaluate(const DmlModel *m, DmlWork *work, const Dataset *ds, const int *i
 		for (int lo = 0; lo < n; lo += EVAL_ROWS)
 		{
 			int			B = n - lo < EVAL_ROWS ? n - lo : EVAL_ROWS;
+			int			np = ds->panel_rows > 0 ? panel_run_rows(m, ds, idx + lo, B) : 0;
 
-			if (dml_net_rows_applies(&m->net, work, B))
+			if (np > 0)
+			{
+				/* a logistic regression's rows left as panels: its logits from them */
+				gather_targets(ds, idx + lo, np, yb);
+				dml_panel_dot(Xb, ds->X + (size_t) idx[lo] * ds->d, np / DML_PANEL, ds->d,
+							  m->net.params);
+				eval_logits(m, Xb, yb, np, out, met);
+				if (np < B)
+				{
+					gather_panels(ds, idx + lo + np, B - np, Xb, yb);
+					eval_batch(m, work, Xb, yb, B - np, out, met);
+				}
+			}
+			else if (ds->panel_rows > 0)
+			{
+				gather_panels(ds, idx + lo, B, Xb, yb);
+				eval_batch(m, work, Xb, yb, B, out, met);
+			}
+			else if (dml_net_rows_applies(&m->net, work, B))
 			{
 				/* softmax: the rows read where they lie */
 				gather_targets(ds, idx + lo, B, yb);

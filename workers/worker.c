@@ -271,6 +271,8 @@ train_and_send(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int gpu, d
 		DmlMetrics	met;
 
 		final_result(ds, spec, &res->model, res, &r, &met);
+		if (spec->resident)
+			dataset_unpanel(ds);	/* the next trial reads rows */
 		/* the GPU loop left its rows on the device for these metrics */
 		train_gpu_release();
 		r.trial_in_job = trial;

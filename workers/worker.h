@@ -196,6 +196,13 @@ typedef struct Dataset
 	float		div8;
 	DmlRows8   *rows8;
 	int			spill_restart;	/* SPILL_REUSED, or why a restarted rank spilled afresh */
+	/*
+	 * rows [panel_row0, panel_row0 + panel_rows) of X lie as row panels
+	 * (kernels.h's DML_PANEL rows a feature at a time; panel_rows a
+	 * multiple of it), where Newton's method left them (exact.c), or none
+	 */
+	int64_t		panel_row0;
+	int64_t		panel_rows;
 } Dataset;
 
 extern void load_slices(Dataset *ds, WorkerSpec *spec, int rank);
@@ -403,6 +410,7 @@ extern void train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *re
 extern void train_lbfgs(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_exact(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
 extern void train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res);
+extern void dataset_unpanel(Dataset *ds);
 extern void final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m,
 						 const TrainResult *res, DmlResult *out, DmlMetrics *met);
 extern void train_forget_evaluation(TrainResult *res);

@@ -114,14 +114,8 @@ main(int argc, char **argv)
 		vf[c] = (float) (0.01 * c - 0.1);
 	if (panels)
 	{
-		float	   *P = malloc(sizeof(float) * n * d);
-
 		n = n / DML_PANEL * DML_PANEL;
-		if (!P)
-			return 1;
-		dml_panel_pack(P, X, n / DML_PANEL, d);
-		free(X);
-		X = P;
+		dml_panel_layout(X, n / DML_PANEL, d, true);
 		lanes = calloc(dml_panel_lanes(d + 1), sizeof(float));
 		dlanes = calloc(dml_panel_lanes(d + 1), sizeof(double));
 		if (!lanes || !dlanes)
@@ -170,7 +164,11 @@ main(int argc, char **argv)
 						const float *Zs = Zb + (size_t) s0 * d;
 
 						if (part == P_DOT || part == P_ALL)
-							dml_panel_dot(ed + s0, Zs, b / DML_PANEL, d, vf);
+						{
+							dml_panel_dot(ob + s0, Zs, b / DML_PANEL, d, vf);
+							for (int i = 0; i < b; i++)
+								ed[s0 + i] = ob[s0 + i];
+						}
 						if (part == P_PROBS || part == P_ALL)
 						{
 							for (int i = 0; i < b; i++)

@@ -2647,9 +2647,10 @@ test_newton_stats32(void)
 
 /*
  * Row panels (logit.c, panel.h) over G groups of 16 rows of d inputs at X
- * (row-major): packed into Pk, their statistics with pr and label summed
- * into g (d + 1) and Hs (DML_HESS_TILE_P squared), in two calls (7 groups,
- * then the rest) and one flush
+ * (row-major): copied into Pk and laid out as panels there, their
+ * statistics with pr and label summed into g (d + 1) and Hs
+ * (DML_HESS_TILE_P squared), in two calls (7 groups, then the rest) and
+ * one flush
  */
 static void
 panel_run(const float *X, float *Pk, int G, int d, const double *pr, const int *label,
@@ -2659,7 +2660,8 @@ panel_run(const float *X, float *Pk, int G, int d, const double *pr, const int *
 	float	   *lanes = calloc(dml_panel_lanes(p), sizeof(float));
 	double	   *dlanes = calloc(dml_panel_lanes(p), sizeof(double));
 
-	dml_panel_pack(Pk, X, G, d);
+	memcpy(Pk, X, sizeof(float) * G * DML_PANEL * d);
+	dml_panel_layout(Pk, G, d, true);
 	dml_panel_stats(Pk, 7, d, pr, label, lanes);
 	dml_panel_stats(Pk + (size_t) 7 * DML_PANEL * d, G - 7, d, pr + 7 * DML_PANEL,
 					label + 7 * DML_PANEL, lanes);
@@ -2684,9 +2686,9 @@ test_newton_panels(void)
 	};
 	static const int dims[] = {1, 7, 8, 15, 16, 20, 23};
 	float	   *X = malloc(sizeof(float) * B * P),
-			   *Pk = malloc(sizeof(float) * B * P);
-	double		pr[B],
+			   *Pk = malloc(sizeof(float) * B * P),
 				out[B];
+	double		pr[B];
 	float		v[P];
 	int			label[B];
 	DmlRng		rng;
@@ -2713,6 +2715,7 @@ test_newton_panels(void)
 					worst_h = 0,
 					worst_dot = 0;
 		bool		packed = true,
+					back = true,
 					upper_kept = true,
 					finite = true;
 		char		name[112];
@@ -2730,6 +2733,8 @@ test_newton_panels(void)
 				packed = packed && Pk[(size_t) (i / DML_PANEL) * DML_PANEL * d + c * DML_PANEL +
 									  i % DML_PANEL] == X[(size_t) i * d + c];
 		dml_panel_dot(out, Pk, G, d, v);
+		dml_panel_layout(Pk, G, d, false);
+		back = memcmp(Pk, X, sizeof(float) * B * d) == 0;
 		for (int i = 0; i < B; i++)
 		{
 			double		z = v[d],
@@ -2759,10 +2764,11 @@ test_newton_panels(void)
 					worst_h = fmax(worst_h, fabs(H[c * P + k] - Href[c * P + k]) /
 								   (Habs[c * P + k] + 1e-300));
 			}
-		snprintf(name, sizeof(name), "the row panels, d = %d: packed, logits, gradient and Hessian", d);
-		check(packed && worst_dot < 1e-5 && worst_g < 1e-5 && worst_h < 1e-5 && upper_kept && finite,
-			  name, "packed %d, logits %g, gradient %g, Hessian %g of their terms, the rest kept %d, finite %d",
-			  packed, worst_dot, worst_g, worst_h, upper_kept, finite);
+		snprintf(name, sizeof(name), "the row panels, d = %d: laid out and back, logits, gradient and Hessian", d);
+		check(packed && back && worst_dot < 1e-5 && worst_g < 1e-5 && worst_h < 1e-5 && upper_kept &&
+			  finite, name,
+			  "laid out %d, back %d, logits %g, gradient %g, Hessian %g of their terms, the rest kept %d, finite %d",
+			  packed, back, worst_dot, worst_g, worst_h, upper_kept, finite);
 	}
 	free(X);
 	free(Pk);
@@ -2796,8 +2802,8 @@ test_simd_twins(void)
 			   *Zp = malloc(sizeof(double) * M * P),
 				H[2][P * P],
 				g[2][P + 1],
-				pr[M],
-				pr2[2][M];
+				pr[M];
+	float		pr2[2][M];
 	float	   *X = malloc(sizeof(float) * M * P);
 	float		v[N * C];
 	uint8_t		u8[2][N * C];
