@@ -97,10 +97,13 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 		}
 		appendStringInfoString(&buf, "], ");
 	}
-	/* Newton: steps located on a sample, searched on every row, and searched again */
+	/*
+	 * Newton: steps located on a sample, searched on every row, and
+	 * searched again; the ranks whose passes read row panels
+	 */
 	if (r->newton)
-		appendStringInfo(&buf, "\"newton_steps\": {\"sampled\": %d, \"full\": %d, \"again\": %d}, ",
-						 r->newton_sampled, r->newton_full, r->newton_again);
+		appendStringInfo(&buf, "\"newton_steps\": {\"sampled\": %d, \"full\": %d, \"again\": %d, \"panels\": %d}, ",
+						 r->newton_sampled, r->newton_full, r->newton_again, r->newton_panels);
 	if (r->has_sync)
 	{
 		appendStringInfo(&buf, "\"sync\": \"%s\", \"compression\": \"%s\"",

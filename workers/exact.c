@@ -2163,6 +2163,12 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	if (sampled)
 		newton_sample_alloc(&nw);	/* the first pass fills its rows */
 	newton_panels(&nw, true);	/* laid out by the first pass */
+	{
+		double		panels = nw.pack;
+
+		comm_allreduce_double(&panels, 1);
+		res->newton_panels = (int) panels;
+	}
 	res->newton = true;
 	iter = 1;
 	start = newton_clock();

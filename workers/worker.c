@@ -271,8 +271,13 @@ train_and_send(Dataset *ds, const WorkerSpec *spec, TrainResult *res, int gpu, d
 		DmlMetrics	met;
 
 		final_result(ds, spec, &res->model, res, &r, &met);
+		/*
+		 * a resident job's next trial reads rows (Newton's jobs are not
+		 * resident today, supervise.c's resident_ok: this keeps it so if
+		 * they become so)
+		 */
 		if (spec->resident)
-			dataset_unpanel(ds);	/* the next trial reads rows */
+			dataset_unpanel(ds);
 		/* the GPU loop left its rows on the device for these metrics */
 		train_gpu_release();
 		r.trial_in_job = trial;

@@ -313,6 +313,7 @@ typedef struct TrainResult
 	int			newton_sampled; /* located on a sample of the rows */
 	int			newton_full;	/* searched on every row */
 	int			newton_again;	/* located, not lower, then searched on every row */
+	int			newton_panels;	/* ranks whose float32 passes read row panels */
 	double		consensus;		/* gossip; NaN otherwise */
 	int			servers;
 	int64_t    *server_stale;	/* (servers) the most staleness each saw */

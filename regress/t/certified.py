@@ -311,6 +311,19 @@ def logit_datasets():
             bad = [(g, w) for g, w in zip(pred, ref.predict()) if not close(g, w, 1e-6, 1e-12)]
             tap(not bad, "%s, %s: predicted probabilities within 1e-6 of statsmodels" % (name, mode),
                 str(bad[:3]))
+            if name == "fair_any":
+                # every rank's float32 passes read row panels (6,366 rows: at least 16 a
+                # rank, consecutive), and the model's training metrics, taken from the
+                # rows the panels left, are dml_evaluate's on the same table
+                workers = int(mode.split()[0])
+                m = psql("SELECT metrics->'newton_steps'->>'panels', metrics->>'accuracy', metrics->>'log_loss', "
+                         "e->>'accuracy', e->>'log_loss' FROM dml.models, dml_evaluate('%s', '%s') e "
+                         "WHERE name = '%s' ORDER BY version DESC LIMIT 1" % (model, table, model))[0]
+                tap(m[0] == str(workers), "%s, %s: the float32 iterations read row panels on every rank (%s)"
+                    % (name, mode, m[0]), str(m))
+                tap(num(m[1]) == num(m[3]) and close(num(m[2]), num(m[4])),
+                    "%s, %s: the training metrics (accuracy %s, log loss %s) are dml_evaluate's" % (name, mode, m[1], m[2]),
+                    str(m))
 
 
 # --- 6. statsmodels MNLogit (softmax by Newton, float64) --------------------------

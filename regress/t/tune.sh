@@ -259,6 +259,23 @@ check "a search's job ends by itself at the end: $ended" \
 wait_until 10 '[ "$(pgc_job_procs)" = 0 ]'
 check "and leaves no worker" '[ "$(pgc_job_procs)" = 0 ] && [ "$(pgc_job_dirs)" = 0 ]'
 
+# Newton's trials (each a launch of its own: resident jobs take the
+# iterative optimizers, supervise.c's resident_ok), each laying the rows
+# out as row panels on both ranks: every trial's model is its dml_train
+# twin's bit for bit
+NTF="model => 'logistic', optimizer => 'newton', features => '{x0,x1,x2,x3,x4,x5,x6,x7,x8,x9}', workers => 2, validation => 0"
+q -c "SET client_min_messages = warning" \
+	-c "SELECT FROM dml_tune('tune_nt', 'tune_bc', 'y', search => '{\"weight_decay\": [0.001, 0.01, 0.1]}', $NTF, keep => 'all')" >/dev/null
+for wd in 0.001 0.01 0.1; do
+	q -c "SET client_min_messages = warning" -c "SELECT FROM dml_train('tune_nt_hand', 'tune_bc', 'y', $NTF, weight_decay => $wd)" >/dev/null
+done
+nt=$(q -c "SELECT string_agg(metrics->'newton_steps'->>'panels', ',' ORDER BY version) FROM dml.models WHERE name = 'tune_nt'")
+twins=$(q -c "SELECT count(*) FROM dml.models o JOIN dml.models h ON h.name = 'tune_nt_hand'
+		AND h.spec->'hyperparameters'->'weight_decay' = o.spec->'hyperparameters'->'weight_decay'
+	WHERE o.name = 'tune_nt' AND md5(o.weights) = md5(h.weights)")
+check "Newton's trials on row panels (ranks $nt): each model is bit for bit its dml_train twin's ($twins of 3)" \
+	'[ "$nt" = "2,2,2" ] && [ "$twins" = 3 ]'
+
 # a trial that reads the rows otherwise (another kind of model) gets a job of its own
 q -c "SET client_min_messages = warning" \
 	-c "SELECT FROM dml_tune('tune_kinds', 'tune_bc', 'y', search => '{\"model\": [\"mlp\", \"logistic\"], \"learning_rate\": [0.001, 0.01]}',
