@@ -506,10 +506,10 @@ typedef struct Newton
 	int			raw;			/* this chunk's Zb is ds's rows (B, d), no 1 appended */
 	/*
 	 * Row panels (newton_panels): the next pass lays out each chunk of
-	 * rows it has read as panels (pack), and the passes after it read
-	 * them so (panel): the first nt / DML_PANEL * DML_PANEL training rows
-	 * in groups of DML_PANEL a feature at a time, the rest as rows after
-	 * them, in ds's place (ds->panel_rows)
+	 * rows as panels before it reads it (pack), and from then on every
+	 * pass reads them so (panel): the first nt / DML_PANEL * DML_PANEL
+	 * training rows in groups of DML_PANEL a feature at a time, the rest
+	 * as rows after them, in ds's place (ds->panel_rows)
 	 */
 	int			pack;
 	int			panel;
@@ -1138,7 +1138,7 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
 		(nw->step_vf && (!sp.ob || !sp.ed)))
 		worker_fail("out of memory for the Newton statistics");
 	memset(H, 0, sizeof(double) * q * q);
-	if (nw->panel)
+	if (nw->panel || nw->pack)
 		memset(nw->dlanes, 0, sizeof(double) * dml_panel_lanes(p));
 	/* the tiles' chunk takes rows as they lie; the SYRK blocks need [x, 1] */
 	newton_pass(nw, newton_stats_chunk, &sp, sp.Ht != NULL);

@@ -200,10 +200,9 @@ panel_run_rows(const DmlModel *m, const Dataset *ds, const int *idx, int B)
 	if (m->net.nlayers != 1 || m->net.sizes[1] != 1 || !in_panels(ds, idx[0]) ||
 		(idx[0] - ds->panel_row0) % DML_PANEL != 0)
 		return 0;
-	while (n + DML_PANEL <= B && idx[n + DML_PANEL - 1] - idx[n] == DML_PANEL - 1 &&
-		   idx[n] == idx[0] + n && in_panels(ds, idx[n + DML_PANEL - 1]))
-		n += DML_PANEL;
-	return n;
+	while (n < B && idx[n] == idx[0] + n && in_panels(ds, idx[n]))
+		n++;
+	return n / DML_PANEL * DML_PANEL;
 }
 
 /* only the targets of rows idx[0..B): the rows themselves are read where they lie */
