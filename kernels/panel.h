@@ -21,19 +21,21 @@
  * sqrt(w), w = p (1 - p), and sums the outer products of those, a panel
  * multiplies one side alone by w: H's entry (i, k) sums w x_i x_k over
  * the lanes as (w x_i) x_k, with no square root, the rows' x_k read
- * where they lie and only w x (a chunk of 128 rows, 10.5 KB at 20
- * inputs) written.  Its register blocks are RB rows by CB columns of H's
- * lower triangle, each entry an accumulator of a vector's lanes: per
- * panel, RB + CB loads feed up to RB CB multiply-adds, p (p + 1) / 2 in
- * all for p parameters (231 at p = 21: 14.4 a row, where the row tiles
- * take 26).
+ * where they lie and only [w x, w, r] written (PANEL_SUB panels at a
+ * time: 11 KB for 128 rows at 20 inputs).  The gradient is one more row
+ * of the triangle, r [x, 1].  Its register blocks are RB rows by CB
+ * columns of the triangle (6 x 4 on AVX-512, 2 x 4 on AVX2), each entry
+ * an accumulator of a vector's lanes: per panel, RB + CB loads feed up to
+ * RB CB multiply-adds, p (p + 1) / 2 + p in all for p parameters (252 at
+ * p = 21: 15.75 a row, where the row tiles take 26 and the gradient's
+ * double products more).
  *
  *-------------------------------------------------------------------------
  */
 #undef PANEL_RB
 #undef PANEL_CB
 #define PANEL_RB	(SIMD_ISA == 512 ? 6 : 2)
-#define PANEL_CB	(SIMD_ISA == 512 ? 4 : 4)
+#define PANEL_CB	4
 #undef PANEL_HALVES
 #define PANEL_HALVES	(DML_PANEL / VL)
 

@@ -1080,9 +1080,9 @@ dataset_unpanel(Dataset *ds)
  *		The next pass lays out each chunk as panels in its place before
  *		it reads it (in L2 then); every pass from there on reads panels,
  *		whose 16 rows are the lanes of a vector, an input one load: the
- *		statistics take 14.4 multiply-adds a row at 21 parameters where
- *		the row tiles take 26, and the gradient's products are among
- *		them.  The rows stay panels after the iterations: the float64
+ *		Hessian takes 14.4 multiply-adds a row at 21 parameters where the
+ *		row tiles take 26, and the gradient 1.3 more in the same register
+ *		blocks.  The rows stay panels after the iterations: the float64
  *		polish reads ds's float64 rows, and the final metrics read panels
  *		(train.c); a resident job's next trial has them back as rows.
  */
