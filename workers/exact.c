@@ -517,7 +517,7 @@ typedef struct Newton
 	double	   *dlanes;			/* and their chunks' sums */
 } Newton;
 
-#define NEWTON_PANEL_RUN 256	/* panel rows a statistics run takes in turn */
+#define NEWTON_PANEL_RUN 128	/* panel rows a statistics run takes in turn: 8 panels, PANEL_SUB */
 
 /* rows of a chunk at training row j0 among the whole groups of DML_PANEL */
 static inline int

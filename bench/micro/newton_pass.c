@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #define CHUNK 2048
-#define PANEL_RUN 256
+#define PANEL_RUN 128
 
 enum
 {
