@@ -2561,6 +2561,32 @@ newton_stats_ref(const float *X, size_t ld, int B, int d, const double *pr, cons
 }
 
 /*
+ * H (P, P) against the double sums: the largest error of its lower
+ * triangle's first p rows against the sizes of their terms (Habs), into
+ * *worst; the entries outside it as they were (Href's, *kept) and every
+ * entry finite (*finite)
+ */
+static void
+newton_h_check(const double *H, const double *Href, const double *Habs, int p, double *worst,
+			   bool *kept, bool *finite)
+{
+	enum
+	{
+		P = DML_HESS_TILE_P
+	};
+
+	for (int c = 0; c < P; c++)
+		for (int k = 0; k < P; k++)
+		{
+			*finite = *finite && isfinite(H[c * P + k]);
+			if (k > c || c >= p)
+				*kept = *kept && H[c * P + k] == Href[c * P + k];
+			else
+				*worst = fmax(*worst, fabs(H[c * P + k] - Href[c * P + k]) / (Habs[c * P + k] + 1e-300));
+		}
+}
+
+/*
  * The float32 Newton iterations' statistics (dml_logit_stats32, AVX-512 or
  * AVX2), for rows as they lie (d apart) and with a column more, over 300
  * rows (crossing the 128-row chunks), two calls added up: the gradient
@@ -2621,20 +2647,7 @@ test_newton_stats32(void)
 				worst_g = e > worst_g ? e : worst_g;
 				finite = finite && isfinite(g[c]);
 			}
-			for (int c = 0; c < P; c++)
-				for (int k = 0; k < P; k++)
-				{
-					finite = finite && isfinite(H[c * P + k]);
-					if (k > c || c >= p)
-						upper_kept = upper_kept && H[c * P + k] == Href[c * P + k];
-					else
-					{
-						double		e = fabs(H[c * P + k] - Href[c * P + k]) /
-							(Habs[c * P + k] + 1e-300);
-
-						worst_h = e > worst_h ? e : worst_h;
-					}
-				}
+			newton_h_check(H, Href, Habs, p, &worst_h, &upper_kept, &finite);
 			char		name[112];
 
 			snprintf(name, sizeof(name), "the Newton statistics in float32, d = %d, rows %d apart: gradient and Hessian", d, ld);
@@ -2754,16 +2767,7 @@ test_newton_panels(void)
 		}
 		for (int c = p; c <= P; c++)
 			upper_kept = upper_kept && g[c] == c;
-		for (int c = 0; c < P; c++)
-			for (int k = 0; k < P; k++)
-			{
-				finite = finite && isfinite(H[c * P + k]);
-				if (k > c || c >= p)
-					upper_kept = upper_kept && H[c * P + k] == Href[c * P + k];
-				else
-					worst_h = fmax(worst_h, fabs(H[c * P + k] - Href[c * P + k]) /
-								   (Habs[c * P + k] + 1e-300));
-			}
+		newton_h_check(H, Href, Habs, p, &worst_h, &upper_kept, &finite);
 		snprintf(name, sizeof(name), "the row panels, d = %d: laid out and back, logits, gradient and Hessian", d);
 		check(packed && back && worst_dot < 1e-5 && worst_g < 1e-5 && worst_h < 1e-5 && upper_kept &&
 			  finite, name,
