@@ -521,7 +521,8 @@ extern void dml_logit_stats32(const float *X, int B, int d, size_t ld, const dou
 /*
  * Row panels (logit.c, panel.h): DML_PANEL consecutive rows stored a
  * feature at a time, for the float32 Newton iterations where
- * dml_hess_tiles_ok(d + 1): the layout in place and back, the rows' logits, and the gradient's and Hessian's lane sums (flushed into double
+ * dml_hess_tiles_ok(d + 1): the layout in place and back, the rows'
+ * logits, and the gradient's and Hessian's lane sums (flushed into double
  * lanes, then summed into g and Hs's lower triangle)
  */
 #define DML_PANEL 16

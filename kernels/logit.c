@@ -253,7 +253,7 @@ logit_block(const double *z, const double *y, int B, double *pr, double *loss, d
 /* rows of Z a chunk: 24 KB, which stays in L1 while each tile reads it */
 #define HESS_CHUNK 128
 
-/* panels a row-block of W holds (panel.h): 128 rows, 12 KB at 24 parameters */
+/* panels a row-block of W holds (panel.h): 128 rows, 13 KB at 24 parameters */
 #define PANEL_SUB 8
 
 #define SIMD_ISA 512
@@ -325,16 +325,13 @@ dml_logit_stats32(const float *X, int B, int d, size_t ld, const double *pr, con
 #endif
 }
 
-#define PANEL_EACH_P(X) \
-	X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) \
-	X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
-
 /*
  * Row panels (panel.h): groups of DML_PANEL consecutive rows of d inputs
  * stored a feature at a time.  dml_panel_layout turns the G groups at X
  * (16 G rows of d <= 23 inputs) from rows into panels (to_panels) or
- * back, in place, a group at a time.
+ * back, in place, a group at a time; only where dml_hess_tiles_ok(d + 1).
  */
+#if HESS_TILES
 static inline __attribute__((always_inline)) void
 panel_layout_d(float *X, int64_t G, const int d, bool to_panels)
 {
@@ -356,23 +353,27 @@ panel_layout_d(float *X, int64_t G, const int d, bool to_panels)
 	}
 }
 
+#endif
+
 void
 dml_panel_layout(float *X, int64_t G, int d, bool to_panels)
 {
+#if HESS_TILES
 	/*
 	 * each width its own loops, whose constant strides GCC vectorizes:
 	 * 13 ms for 1,000,000 x 20 into panels where one loop for every
-	 * width took 18
+	 * width took 18 (d = 0: nothing to move)
 	 */
-	switch (d)
+	switch (d + 1)
 	{
-#define PANEL_LAYOUT_CASE(P1) case P1 - 1: panel_layout_d(X, G, P1 - 1, to_panels); break;
-			PANEL_EACH_P(PANEL_LAYOUT_CASE)
+#define PANEL_LAYOUT_CASE(P) case P: panel_layout_d(X, G, P - 1, to_panels); break;
+			HESS_EACH_P(PANEL_LAYOUT_CASE)
 #undef PANEL_LAYOUT_CASE
-		case DML_HESS_TILE_P - 1:
+		case DML_HESS_TILE_P:
 			panel_layout_d(X, G, DML_HESS_TILE_P - 1, to_panels);
 			break;
 	}
+#endif
 }
 
 /* floats of the lanes dml_panel_stats sums into, for p parameters */
@@ -428,32 +429,26 @@ dml_panel_flush(float *lanes, double *dlanes, int p)
 }
 
 /*
- * The flushed lanes' sums, each entry's 16 lanes added in lane order:
- * g (p) += the gradient, and the lower triangle of Hs (DML_HESS_TILE_P,
- * DML_HESS_TILE_P) += the Hessian's
+ * The flushed lanes' sums, each entry's 16 lanes added in lane order: the
+ * lower triangle of Hs (DML_HESS_TILE_P, DML_HESS_TILE_P) += the Hessian's
+ * (the triangle's rows 0 .. p - 1), g (p) += the gradient (its row p)
  */
 void
 dml_panel_sum(const double *dlanes, int p, double *g, double *Hs)
 {
-	for (int i = 0; i < p; i++)
-		for (int k = 0; k <= i; k++)
+	for (int i = 0; i <= p; i++)
+		for (int k = 0; k < (i < p ? i + 1 : p); k++)
 		{
 			const double *l = dlanes + ((size_t) i * (i + 1) / 2 + k) * DML_PANEL;
 			double		s = 0;
 
 			for (int j = 0; j < DML_PANEL; j++)
 				s += l[j];
-			Hs[i * DML_HESS_TILE_P + k] += s;
+			if (i < p)
+				Hs[i * DML_HESS_TILE_P + k] += s;
+			else
+				g[k] += s;
 		}
-	for (int c = 0; c < p; c++)
-	{
-		const double *l = dlanes + ((size_t) p * (p + 1) / 2 + c) * DML_PANEL;
-		double		s = 0;
-
-		for (int j = 0; j < DML_PANEL; j++)
-			s += l[j];
-		g[c] += s;
-	}
 }
 
 /*
