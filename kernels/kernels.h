@@ -526,6 +526,12 @@ extern void dml_logit_stats32(const float *X, int B, int d, size_t ld, const dou
  * lanes, then summed into g and Hs's lower triangle)
  */
 #define DML_PANEL 16
+/* row o of the panels at P, of d inputs: its first input, the next DML_PANEL apart */
+static inline const float *
+dml_panel_row(const float *P, int64_t o, int d)
+{
+	return P + (size_t) (o / DML_PANEL) * DML_PANEL * d + o % DML_PANEL;
+}
 extern void dml_panel_layout(float *X, int64_t G, int d, bool to_panels);
 extern size_t dml_panel_lanes(int p);
 extern void dml_panel_dot(float *out, const float *Xp, int64_t G, int d, const float *v);

@@ -892,8 +892,7 @@ newton_sample_rows(Newton *nw, int64_t j0, int B, const float *Zb, int ld)
 
 			if (j - j0 < newton_panel_rows(nw, j0, B))
 			{
-				/* its panel's lane (j - j0) % DML_PANEL, a feature every DML_PANEL */
-				x = Zb + (size_t) (j - j0) / DML_PANEL * DML_PANEL * nw->d + (j - j0) % DML_PANEL;
+				x = dml_panel_row(Zb, j - j0, nw->d);
 				stride = DML_PANEL;
 			}
 			for (int c = 0; c < nw->d; c++)
@@ -936,6 +935,32 @@ typedef struct StatsPass
 	int			want_loss;
 } StatsPass;
 
+/*
+ * The last iteration's step, block by block as the pass reads eta: eta of
+ * training rows j0 .. j0 + B - 1 -= step eta_d, with eta_d, where the step
+ * was located on a sample of the rows, made from the rows this pass reads
+ * anyway (Zb, its first np in panels; as newton_logits makes them) into
+ * the block's own scratch: eta_d (8 MB for synth_1m) is not written, which
+ * its first pass took 15 ms to fault in
+ */
+static void
+newton_step_eta(Newton *nw, StatsPass *sp, int64_t j0, int B, int np, const float *Zb)
+{
+	int			Kf = nw->Kf;
+	double	   *e = nw->eta + (size_t) j0 * Kf;
+	const double *ed = nw->eta_d + (size_t) j0 * Kf;
+
+	if (nw->step == 0)
+		return;
+	if (nw->step_vf)
+	{
+		newton_chunk_logits(nw, B, np, Zb, nw->step_vf, sp->ob, sp->ed);
+		ed = sp->ed;
+	}
+	for (size_t i = 0; i < (size_t) B * Kf; i++)
+		e[i] -= nw->step * ed[i];
+}
+
 /* one chunk's probabilities and loss in double; G (Kf, p) += R' Z; H += its block */
 static void
 newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
@@ -962,15 +987,7 @@ newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 			int64_t		j = j0 + s0;
 			const float *Zs = Zb + (size_t) s0 * d;
 
-			if (nw->step_vf)
-			{
-				dml_panel_dot(sp->ob, Zs, b / DML_PANEL, d, nw->step_vf);
-				for (int i = 0; i < b; i++)
-					nw->eta[j + i] -= nw->step * sp->ob[i];
-			}
-			else if (nw->step != 0)
-				for (int i = 0; i < b; i++)
-					nw->eta[j + i] -= nw->step * nw->eta_d[j + i];
+			newton_step_eta(nw, sp, j, b, b, Zs);
 			if (nw->s_x)
 				newton_sample_rows(nw, j, b, Zs, d);
 			sp->loss += dml_logit_probs(nw->eta + j, nw->label + j, b, sp->P, sp->want_loss);
@@ -984,26 +1001,7 @@ newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 		B -= np;
 		Zb += (size_t) np * d;
 	}
-	if (nw->step != 0)
-	{
-		/* the last iteration's step, block by block as the pass reads eta */
-		double	   *e = nw->eta + (size_t) j0 * Kf;
-		const double *ed = nw->eta_d + (size_t) j0 * Kf;
-
-		if (nw->step_vf)
-		{
-			/*
-			 * a step located on a sample of the rows: its logits, from the
-			 * rows this pass reads anyway (as newton_logits makes them),
-			 * into the block's own scratch: eta_d (8 MB for synth_1m) is
-			 * not written, which its first pass took 15 ms to fault in
-			 */
-			newton_chunk_logits(nw, B, 0, Zb, nw->step_vf, sp->ob, sp->ed);
-			ed = sp->ed;
-		}
-		for (size_t i = 0; i < (size_t) B * Kf; i++)
-			e[i] -= nw->step * ed[i];
-	}
+	newton_step_eta(nw, sp, j0, B, 0, Zb);
 	if (nw->s_x)
 		newton_sample_rows(nw, j0, B, Zb, nw->raw ? nw->d : p);
 	if (nw->binary)

@@ -174,9 +174,8 @@ gather_panels(const Dataset *ds, const int *idx, int B, float *Xb, float *yb)
 
 		if (in_panels(ds, r))
 		{
-			int64_t		o = r - ds->panel_row0;
-			const float *x = ds->X + (size_t) (ds->panel_row0 + o / DML_PANEL * DML_PANEL) * d +
-				o % DML_PANEL;
+			const float *x = dml_panel_row(ds->X + (size_t) ds->panel_row0 * d,
+										   r - ds->panel_row0, d);
 
 			for (int c = 0; c < d; c++)
 				Xb[(size_t) k * d + c] = x[(size_t) c * DML_PANEL];
