@@ -371,16 +371,35 @@ dml_model_parse(DmlModel *m, const unsigned char *buf, size_t len,
 	return DML_OK;
 }
 
+/*
+ * Whether dml_model_predict runs the hidden layers of B rows on
+ * dml_dense_rows where their sizes allow: ReLU or no activation, and more
+ * than a few rows (one row's weights would be transposed for it alone)
+ */
+#define PREDICT_ROWS_MIN 16
+
+static bool
+predict_dense_rows(const DmlModel *m, int B)
+{
+	return m->net.nlayers >= 2 && B >= PREDICT_ROWS_MIN &&
+		(m->net.act == DML_ACT_RELU || m->net.act == DML_ACT_IDENTITY);
+}
+
 /* floats of scratch dml_model_predict needs for B rows */
 size_t
 dml_model_scratch_floats(const DmlModel *m, int B)
 {
 	int			w = 0;
+	size_t		wt = 0;
 
 	for (int l = 0; l <= m->net.nlayers; l++)
 		if (m->net.sizes[l] > w)
 			w = m->net.sizes[l];
-	return 2 * (size_t) B * w;
+	/* and the largest hidden layer's weights for dml_dense_rows */
+	for (int l = 0; l < m->net.nlayers - 1; l++)
+		if (dml_dense_rows_floats(m->net.sizes[l], m->net.sizes[l + 1]) > wt)
+			wt = dml_dense_rows_floats(m->net.sizes[l], m->net.sizes[l + 1]);
+	return 2 * (size_t) B * w + wt;
 }
 
 /* Xs (B,C) = (X - in_mean) * in_scale, the network's inputs; in place allowed */
@@ -422,21 +441,41 @@ dml_model_predict(const DmlModel *m, float *out, const float *X, int B,
 				  float *scratch)
 {
 	const DmlNet *net = &m->net;
-	size_t		half = dml_model_scratch_floats(m, B) / 2;
-	float	   *buf[2] = {scratch, scratch + half};
+	int			w = 0;
+	size_t		half;
+	float	   *buf[2],
+			   *WT;
 	const float *inp;
 	int			cur = 0;
+	bool		rows = predict_dense_rows(m, B);
 
+	for (int l = 0; l <= net->nlayers; l++)
+		if (net->sizes[l] > w)
+			w = net->sizes[l];
+	half = (size_t) B * w;
+	buf[0] = scratch;
+	buf[1] = scratch + half;
+	WT = scratch + 2 * half;
 	dml_model_standardize(m, buf[0], X, B);
 	inp = buf[0];
 	for (int l = 0; l < net->nlayers; l++)
 	{
-		int			OC = net->sizes[l + 1];
+		int			C = net->sizes[l],
+					OC = net->sizes[l + 1];
 		float	   *dst = (l == net->nlayers - 1) ? out : buf[cur ^ 1];
+		const float *weight = net->params + dml_net_weight_offset(net, l),
+				   *bias = net->params + dml_net_bias_offset(net, l);
 
-		dense_forward(dst, inp, net->params + dml_net_weight_offset(net, l),
-					  net->params + dml_net_bias_offset(net, l), B,
-					  net->sizes[l], OC);
+		if (rows && l < net->nlayers - 1 && dml_dense_rows_applies(C, OC))
+		{
+			/* a hidden layer and its activation by dml's kernel (layers.c) */
+			dml_dense_rows_weights(WT, weight, bias, C, OC);
+			dml_dense_rows(dst, OC, inp, C, WT, B, C, OC, net->act == DML_ACT_RELU);
+			inp = dst;
+			cur ^= 1;
+			continue;
+		}
+		dense_forward(dst, inp, weight, bias, B, C, OC);
 		if (l < net->nlayers - 1)
 			activation_forward(dst, dst, (size_t) B * OC, net->act);
 		inp = dst;

@@ -187,6 +187,18 @@ extern void dense_wgrad_rows(float *dweight, float *dbias, const float *dout, co
 
 /* out (n) = act(inp (n)); may run in place */
 extern void activation_forward(float *out, const float *inp, size_t n, DmlAct act);
+/* hidden layers at inference by dml's own kernel (layers.c) */
+static inline int
+dml_dense_rows_ld(int OC)
+{
+	return (OC + 15) / 16 * 16;
+}
+extern bool dml_dense_rows_applies(int C, int OC);
+extern size_t dml_dense_rows_floats(int C, int OC);
+extern void dml_dense_rows_weights(float *WT, const float *weight, const float *bias, int C,
+								   int OC);
+extern void dml_dense_rows(float *out, int ldo, const float *inp, int ldi, const float *WT,
+						   int B, int C, int OC, bool relu);
 
 /* dinp (n) = dout (n) * act'(.), written from the activation's output (n) */
 extern void activation_backward(float *dinp, const float *dout,

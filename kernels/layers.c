@@ -105,10 +105,12 @@ static bool skinny_off = false;
 #define SIMD_ISA 512
 #include "simd.h"
 #include "skinny.h"
+#include "dense_rows.h"
 #undef SIMD_ISA
 #define SIMD_ISA 256
 #include "simd.h"
 #include "skinny.h"
+#include "dense_rows.h"
 #undef SIMD_ISA
 
 static void
@@ -151,6 +153,79 @@ dml_skinny_applies(int B, int OC)
 	return skinny_applies(B, OC);
 #else
 	return false;
+#endif
+}
+
+/*
+ * Hidden layers at inference without sgemm (dense_rows.h), for a layer of
+ * C inputs and OC outputs: where the skinny kernels run (AVX-512, or AVX2
+ * with FMA, not turned off), at most 64 outputs (one block of columns on
+ * AVX-512: the rows' inputs are read once), and on AVX2 at most 256
+ * inputs.  For a model of a few dozen inputs and hidden units (the MLP
+ * 20-64-64-1 of bench/RESULTS.md), OpenBLAS packed both operands of every
+ * call, and its kernel over 20 inputs ran at a fraction of its rate:
+ * dml_predict_table's forward passes, their ReLU and bias took about a
+ * third of its time.  bench/micro/predict_rows, 1,000,000 rows in batches
+ * of 1,024 on an Intel Xeon with AVX-512 (the whole forward pass, both
+ * with the skinny output layer): 20-64-64-1 95 ms against 137 with sgemm,
+ * 784-64-1 223 against 240, 512-32-1 101 against 109; wider layers were as
+ * fast or slower (64-256-1 70 against 66, 128-128-1 66 against 64).  On
+ * AVX2, against OpenBLAS's Haswell kernels on the same CPU: 20-64-64-1 28.3
+ * against 33.5 ms (200,000 rows), 512-32-1 120 against 127, 784-64-1 320
+ * against 309.
+ */
+bool
+dml_dense_rows_applies(int C, int OC)
+{
+#if SKINNY
+	return !skinny_off && dml_simd() >= 256 && OC <= 64 && (dml_simd() >= 512 || C <= 256);
+#else
+	return false;
+#endif
+}
+
+/* the floats of dml_dense_rows_weights's WT for a layer of C inputs and OC outputs */
+size_t
+dml_dense_rows_floats(int C, int OC)
+{
+	return (size_t) (C + 1) * dml_dense_rows_ld(OC);
+}
+
+/*
+ * WT (C + 1, dml_dense_rows_ld(OC)) = weight (OC, C) transposed, then the
+ * bias (OC) as its last row, every column past OC zero
+ */
+void
+dml_dense_rows_weights(float *WT, const float *weight, const float *bias, int C, int OC)
+{
+	int			ldw = dml_dense_rows_ld(OC);
+
+	/* a row of WT at a time, written in order (a batch of rows pays this) */
+	for (int c = 0; c <= C; c++)
+	{
+		float	   *w = WT + (size_t) c * ldw;
+
+		if (c < C)
+			for (int o = 0; o < OC; o++)
+				w[o] = weight[(size_t) o * C + c];
+		else
+			memcpy(w, bias, sizeof(float) * OC);
+		memset(w + OC, 0, sizeof(float) * (ldw - OC));
+	}
+}
+
+/*
+ * out (B, OC, rows ldo apart) = inp (B, C, rows ldi apart) W' + bias, then
+ * ReLU where relu, from WT as dml_dense_rows_weights made it.  A row's outputs are the same whatever B and
+ * its place among the rows; they agree with sgemm's to float32 rounding.
+ * Only where dml_dense_rows_applies(C, OC).
+ */
+void
+dml_dense_rows(float *out, int ldo, const float *inp, int ldi, const float *WT, int B, int C,
+			   int OC, bool relu)
+{
+#if SKINNY
+	SIMD_DISPATCH(dense_rows, out, ldo, inp, ldi, WT, dml_dense_rows_ld(OC), B, C, OC, relu);
 #endif
 }
 

@@ -15,6 +15,7 @@
 #   OUTDIR/logit_stats -n 1000000 -d 20        one pass of the float64 Newton polish (CPU time)
 #   OUTDIR/newton_pass [-c 16384]              the float32 Newton statistics pass taken apart (wall)
 #   OUTDIR/mlp_epoch -b 128 IMAGES LABELS       in-memory Fashion-MNIST MLP epochs taken apart (CPU time)
+#   OUTDIR/predict_rows [20-64-64-1]            a model's forward pass at inference, own kernel vs sgemm (wall)
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")" && pwd)
@@ -84,7 +85,7 @@ run $CC -O2 $WARN -I"$PG_INCLUDE" -o "$out/copy_reader" "$src/copy_reader.c" \
 settle
 # one epoch of a single-layer net; one pass of the float64 Newton polish;
 # the MLP's epoch taken apart: with the kernels built as the worker builds them
-for prog in epoch logit_stats newton_pass mlp_epoch; do
+for prog in epoch logit_stats newton_pass mlp_epoch predict_rows; do
     run $CC -O3 -fno-math-errno -std=gnu11 $WARN -I"$K" -o "$out/$prog" "$src/$prog.c" \
         "${KOBJS[@]}" \
         -L/usr/lib/x86_64-linux-gnu/openblas-serial -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-serial \

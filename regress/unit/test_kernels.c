@@ -2779,6 +2779,119 @@ test_newton_panels(void)
 }
 
 /* the tests of dml's own kernels (kernels/simd.h), run for each instruction set */
+/*
+ * dml_dense_rows (a model's hidden layers at inference) against double
+ * sums: bias plus the products, ReLU or none, every output within float32
+ * rounding of its terms' magnitudes; nothing written past OC in a row or
+ * past the last row; a row's outputs the same bits alone as among others;
+ * and dml_model_predict on it against the sgemm path
+ */
+static void
+test_dense_rows(void)
+{
+	static const int shapes[][3] = {
+		{1, 1, 1}, {5, 3, 17}, {37, 20, 64}, {13, 64, 5}, {70, 100, 33}, {6, 7, 16},
+		{11, 9, 100}, {8, 2, 129}
+	};
+	DmlRng		rng;
+	int			bad_sum = 0,
+				bad_pad = 0,
+				bad_alone = 0;
+
+	dml_rng_seed(&rng, 31);
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (int relu = 0; relu < 2; relu++)
+		{
+			int			B = shapes[s][0],
+						C = shapes[s][1],
+						OC = shapes[s][2],
+						ldi = C + 3,
+						ldo = OC + 5;
+			float	   *X = malloc(sizeof(float) * B * ldi),
+					   *W = malloc(sizeof(float) * OC * C),
+					   *b = malloc(sizeof(float) * OC),
+					   *WT = malloc(sizeof(float) * dml_dense_rows_floats(C, OC)),
+					   *out = malloc(sizeof(float) * (B + 1) * ldo),
+					   *one = malloc(sizeof(float) * ldo);
+			const float sentinel = -12345.0f;
+
+			fill_uniform(X, (size_t) B * ldi, &rng, -2, 2);
+			fill_uniform(W, (size_t) OC * C, &rng, -1, 1);
+			fill_uniform(b, OC, &rng, -1, 1);
+			for (int i = 0; i < (B + 1) * ldo; i++)
+				out[i] = sentinel;
+			dml_dense_rows_weights(WT, W, b, C, OC);
+			dml_dense_rows(out, ldo, X, ldi, WT, B, C, OC, relu);
+			for (int r = 0; r < B; r++)
+			{
+				for (int o = 0; o < OC; o++)
+				{
+					double		z = b[o],
+								mag = fabs(b[o]);
+
+					for (int c = 0; c < C; c++)
+					{
+						z += (double) W[o * C + c] * X[r * ldi + c];
+						mag += fabs((double) W[o * C + c] * X[r * ldi + c]);
+					}
+					if (relu && z < 0)
+						z = 0;
+					if (!(fabs(out[r * ldo + o] - z) <= 4e-7 * (C + 1) * mag + 1e-30))
+						bad_sum++;
+				}
+				for (int o = OC; o < ldo; o++)
+					bad_pad += out[r * ldo + o] != sentinel;
+				/* the row alone */
+				dml_dense_rows(one, ldo, X + r * ldi, ldi, WT, 1, C, OC, relu);
+				bad_alone += memcmp(one, out + r * ldo, sizeof(float) * OC) != 0;
+			}
+			for (int o = 0; o < ldo; o++)
+				bad_pad += out[B * ldo + o] != sentinel;
+			free(X);
+			free(W);
+			free(b);
+			free(WT);
+			free(out);
+			free(one);
+		}
+	check(bad_sum == 0, "dml_dense_rows: bias plus products (and ReLU) within float32 rounding of double sums",
+		  "%d outputs off", bad_sum);
+	check(bad_pad == 0, "dml_dense_rows: nothing written past a row's outputs or the last row",
+		  "%d floats written", bad_pad);
+	check(bad_alone == 0, "dml_dense_rows: a row's outputs alone are its outputs among other rows, bit for bit",
+		  "%d rows differ", bad_alone);
+	{
+		/* dml_model_predict: hidden layers on dml_dense_rows against sgemm's */
+		DmlModel	m;
+		int			sizes[4] = {5, 17, 64, 3},
+					B = 40;
+		float		X[40 * 5],
+					out[2][40 * 3],
+				   *scratch;
+		double		diff = 0;
+
+		dml_model_alloc(&m, 3, sizes, DML_ACT_RELU, DML_LOSS_SOFTMAX);
+		dml_net_init(&m.net, 5);
+		fill_uniform(m.net.params, m.net.nparams, &rng, -0.5, 0.5);
+		fill_uniform(m.in_mean, 5, &rng, -1, 1);
+		fill_uniform(m.in_scale, 5, &rng, 0.5, 2);
+		fill_uniform(X, B * 5, &rng, -3, 3);
+		scratch = malloc(sizeof(float) * dml_model_scratch_floats(&m, B));
+		dml_model_predict(&m, out[0], X, B, scratch);
+		dml_set_skinny(false);	/* every layer on sgemm */
+		dml_model_predict(&m, out[1], X, B, scratch);
+		dml_set_skinny(true);
+		for (int i = 0; i < B * 3; i++)
+			diff = fmax(diff, fabs(out[0][i] - out[1][i]));
+		check(dml_simd() == 0 || dml_dense_rows_applies(17, 64), "dml_dense_rows runs for a layer of 17 x 64",
+			  NULL);
+		check(diff <= 1e-5, "dml_model_predict on dml_dense_rows and on sgemm: the same probabilities to 1e-5",
+			  "largest difference %g", diff);
+		free(scratch);
+		dml_model_free(&m);
+	}
+}
+
 static void
 test_simd_kernels(void)
 {
@@ -2788,6 +2901,8 @@ test_simd_kernels(void)
 	test_hess_tiles();
 	test_newton_stats32();
 	test_newton_panels();
+	if (dml_simd() >= 256)
+		test_dense_rows();
 }
 
 /*
@@ -2900,6 +3015,28 @@ test_simd_twins(void)
 	for (int i = 0; i < N; i++)
 		same_bytes = same_bytes && ok8[0][i] == ok8[1][i] && ok8[0][i] == (i % 4 != 0) &&
 			(!ok8[0][i] || memcmp(u8[0] + i * C, u8[1] + i * C, C) == 0);
+	{
+		/* the hidden layers at inference: each output its own lane's sum, in input order */
+		float		Wd[20 * 70],
+					bd[70],
+				   *WT = malloc(sizeof(float) * dml_dense_rows_floats(20, 70)),
+					o[2][13 * 70];
+
+		for (int i = 0; i < 20 * 70; i++)
+			Wd[i] = (float) dml_rng_normal(&rng);
+		for (int i = 0; i < 70; i++)
+			bd[i] = (float) dml_rng_normal(&rng);
+		dml_dense_rows_weights(WT, Wd, bd, 20, 70);
+		for (int t = 0; t < 2; t++)
+		{
+			dml_set_simd(t == 0 ? 512 : 256);
+			dml_dense_rows(o[t], 70, X, 20, WT, 13, 20, 70, true);
+		}
+		dml_set_simd(512);
+		check(memcmp(o[0], o[1], sizeof(o[0])) == 0,
+			  "dml_dense_rows on AVX-512 and on AVX2: the same outputs, bit for bit", NULL);
+		free(WT);
+	}
 	check(same_h, "the Hessian's tiles on AVX-512 and on AVX2: the same sums, bit for bit (p = 1..24)", NULL);
 	check(same_rows, "the Newton statistics in float32 on AVX-512 and on AVX2: the same gradient and Hessian, bit for bit", NULL);
 	check(same_panels, "the row panels on AVX-512 and on AVX2: the same logits, gradient and Hessian, bit for bit", NULL);
