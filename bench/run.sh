@@ -171,7 +171,16 @@ timed_setup() {	# name, command...
 echo "run.sh: loading synth_1m ($synth_rows rows) and Fashion-MNIST" >&2
 timed_setup synth_1m psql -X -q -v ON_ERROR_STOP=1 -v rows=$synth_rows -f bench/sql/synth.sql
 timed_setup fashion env DML_LOAD_IDX="${DML_LOAD_IDX:-}" bash bench/load_fashion.sh "${fashion_limit[@]}"
-pgc_psql -c 'VACUUM ANALYZE'
+# the tables as a vacuumed table is: every page all-visible.  The cluster
+# commits asynchronously (synchronous_commit off), and VACUUM marks a page
+# all-visible only where its rows' commits are on disk (their hint bits
+# set).  VACUUM ANALYZE right after a load marked none (pg_class
+# .relallvisible 0 for synth_1m), and every scan then checked each row's
+# visibility: the load's commit was not written yet, or ANALYZE's own
+# commits of the tables before, in the same group of the commit log, kept
+# it from counting as written.  So: a CHECKPOINT (every commit written),
+# VACUUM, then ANALYZE.
+pgc_psql -c 'CHECKPOINT' -c 'VACUUM' -c 'ANALYZE'
 $PY - "$setup_json.tsv" "$setup_json" <<'EOF'
 import json, sys
 d = {}
