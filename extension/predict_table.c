@@ -737,6 +737,22 @@ direct_offsets(PredictReceiver *pr, TupleDesc td)
  * or fewer columns than its descriptor (added since), or a feature is not
  * finite: the caller then reads the row from the slot.
  */
+/*
+ * The lines of the tuples a page holds below this one's header, asked for
+ * ahead: a page's tuples lie from its end down, one after another in the
+ * order they were added, and a scan takes them in that order, so the next
+ * ones usually lie just below (a prefetch of any other line costs little
+ * and never faults).  Reading each tuple's first lines was about a fifth
+ * of dml_predict_table's samples (synth_1m, MLP 20-64-64-1) without it, a
+ * seventh with it.
+ */
+static inline void
+prefetch_below(const char *p)
+{
+	for (int k = 1; k <= 6; k++)
+		__builtin_prefetch(p - 64 * k);
+}
+
 static bool
 direct_row(PredictReceiver *pr, TupleTableSlot *slot, float *dst, double *dst64, Datum *id)
 {
@@ -752,6 +768,7 @@ direct_row(PredictReceiver *pr, TupleTableSlot *slot, float *dst, double *dst64,
 		HeapTupleHeaderGetNatts(tup->t_data) < pr->fetch)
 		return false;
 	tp = (const char *) tup->t_data + tup->t_data->t_hoff;
+	prefetch_below((const char *) tup->t_data);
 	for (int i = 0; i < pr->cm->nfeatures; i++)
 	{
 		double		v;

@@ -2,7 +2,8 @@
  *
  * layers.c
  *	  Dense layers on OpenBLAS sgemm (kernels of their own, AVX-512 or
- *	  AVX2, for layers of a few outputs) and their activations.
+ *	  AVX2, for layers of a few outputs, and for a model's hidden layers
+ *	  of at most 64 outputs at inference) and their activations.
  *
  * The CPU reference; cuda/layers.cu is its CUDA twin, name for name.
  * Single-threaded by design: each MPI rank pins OpenBLAS to one thread,

@@ -2883,6 +2883,28 @@ test_dense_rows(void)
 		dml_set_skinny(true);
 		for (int i = 0; i < B * 3; i++)
 			diff = fmax(diff, fabs(out[0][i] - out[1][i]));
+		{
+			/* the same rows in batches of 2, 3 and 7: the same bits as in one batch */
+			int			bad = 0;
+
+			for (int k = 0; k < 3; k++)
+			{
+				int			bs = k == 0 ? 2 : k == 1 ? 3 : 7;
+
+				for (int b0 = 0; b0 + 2 <= B; b0 += bs)
+				{
+					int			nb = B - b0 < bs ? B - b0 : bs;
+
+					if (nb < 2)
+						break;
+					dml_model_predict(&m, out[1] + b0 * 3, X + b0 * 5, nb, scratch);
+					bad += memcmp(out[1] + b0 * 3, out[0] + b0 * 3, sizeof(float) * nb * 3) != 0;
+				}
+			}
+			check(dml_simd() == 0 || bad == 0,
+				  "dml_model_predict: a row's probabilities the same bits in batches of 2, 3, 7 and 40",
+				  "%d batches differ", bad);
+		}
 		check(dml_simd() == 0 || dml_dense_rows_applies(17, 64), "dml_dense_rows runs for a layer of 17 x 64",
 			  NULL);
 		check(diff <= 1e-5, "dml_model_predict on dml_dense_rows and on sgemm: the same probabilities to 1e-5",
