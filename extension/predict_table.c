@@ -731,13 +731,6 @@ direct_offsets(PredictReceiver *pr, TupleDesc td)
 }
 
 /*
- * A row of the table read from its heap tuple's bytes, with no deforming
- * into the slot's values: the same float8 values, so the same block.
- * False (nothing to keep) where the tuple is not a heap tuple, has nulls
- * or fewer columns than its descriptor (added since), or a feature is not
- * finite: the caller then reads the row from the slot.
- */
-/*
  * The lines of the tuples a page holds below this one's header, asked for
  * ahead: a page's tuples lie from its end down, one after another in the
  * order they were added, and a scan takes them in that order, so the next
@@ -753,6 +746,13 @@ prefetch_below(const char *p)
 		__builtin_prefetch(p - 64 * k);
 }
 
+/*
+ * A row of the table read from its heap tuple's bytes, with no deforming
+ * into the slot's values: the same float8 values, so the same block.
+ * False (nothing to keep) where the tuple is not a heap tuple, has nulls
+ * or fewer columns than its descriptor (added since), or a feature is not
+ * finite: the caller then reads the row from the slot.
+ */
 static bool
 direct_row(PredictReceiver *pr, TupleTableSlot *slot, float *dst, double *dst64, Datum *id)
 {

@@ -373,12 +373,13 @@ dml_model_parse(DmlModel *m, const unsigned char *buf, size_t len,
 
 /*
  * Whether dml_model_predict runs the hidden layers of B rows on
- * dml_dense_rows where their sizes allow: ReLU or no activation, and two
- * rows or more (one row alone, dml_predict's, would pay the weights'
- * transposition each call).  With the output layer's skinny kernel, whose
- * rows are each their own sums too, a row's prediction is then the same
- * in every batch of two rows or more, wherever it falls in it: dml_predict
- * _table's in the backend and on N ranks, dml_evaluate's.
+ * dml_dense_rows where their sizes allow (dml_dense_rows_applies): ReLU or
+ * no activation, and two rows or more (one row alone, dml_predict's, would
+ * pay the weights' transposition each call).  Where every hidden layer
+ * runs there and the output layer on its skinny kernel, whose rows are
+ * each their own sums too, a row's prediction is the same in every batch
+ * of two rows or more, wherever it falls in it: in dml_predict_table's
+ * batches in the backend and on N ranks, and in dml_evaluate's.
  */
 static bool
 predict_dense_rows(const DmlModel *m, int B)
@@ -397,9 +398,13 @@ dml_model_scratch_floats(const DmlModel *m, int B)
 	for (int l = 0; l <= m->net.nlayers; l++)
 		if (m->net.sizes[l] > w)
 			w = m->net.sizes[l];
-	/* and the largest hidden layer's weights for dml_dense_rows */
-	for (int l = 0; l < m->net.nlayers - 1; l++)
-		if (dml_dense_rows_floats(m->net.sizes[l], m->net.sizes[l + 1]) > wt)
+	/*
+	 * and the largest weights dml_dense_rows may take, for batches of two
+	 * rows or more (a scratch for one row never runs it)
+	 */
+	for (int l = 0; B >= 2 && l < m->net.nlayers - 1; l++)
+		if (m->net.sizes[l + 1] <= DML_DENSE_ROWS_MAX_OC &&
+			dml_dense_rows_floats(m->net.sizes[l], m->net.sizes[l + 1]) > wt)
 			wt = dml_dense_rows_floats(m->net.sizes[l], m->net.sizes[l + 1]);
 	return 2 * (size_t) B * w + wt;
 }

@@ -187,7 +187,8 @@ extern void dense_wgrad_rows(float *dweight, float *dbias, const float *dout, co
 
 /* out (n) = act(inp (n)); may run in place */
 extern void activation_forward(float *out, const float *inp, size_t n, DmlAct act);
-/* hidden layers at inference by dml's own kernel (layers.c) */
+/* hidden layers at inference by dml's own kernel (layers.c), of at most this many outputs */
+#define DML_DENSE_ROWS_MAX_OC	64
 static inline int
 dml_dense_rows_ld(int OC)
 {

@@ -179,7 +179,8 @@ bool
 dml_dense_rows_applies(int C, int OC)
 {
 #if SKINNY
-	return !skinny_off && dml_simd() >= 256 && OC <= 64 && (dml_simd() >= 512 || C <= 256);
+	return !skinny_off && dml_simd() >= 256 && OC <= DML_DENSE_ROWS_MAX_OC &&
+		(dml_simd() >= 512 || C <= 256);
 #else
 	return false;
 #endif
@@ -217,9 +218,10 @@ dml_dense_rows_weights(float *WT, const float *weight, const float *bias, int C,
 
 /*
  * out (B, OC, rows ldo apart) = inp (B, C, rows ldi apart) W' + bias, then
- * ReLU where relu, from WT as dml_dense_rows_weights made it.  A row's outputs are the same whatever B and
- * its place among the rows; they agree with sgemm's to float32 rounding.
- * Only where dml_dense_rows_applies(C, OC).
+ * ReLU where relu, from WT as dml_dense_rows_weights made it.  A row's
+ * outputs are the same whatever B and its place among the rows; they agree
+ * with sgemm's to float32 rounding.  Any C and OC where dml_simd() is 256
+ * or more; dml_dense_rows_applies says where it is faster than sgemm.
  */
 void
 dml_dense_rows(float *out, int ldo, const float *inp, int ldi, const float *WT, int B, int C,
