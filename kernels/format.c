@@ -388,16 +388,25 @@ predict_dense_rows(const DmlModel *m, int B)
 		(m->net.act == DML_ACT_RELU || m->net.act == DML_ACT_IDENTITY);
 }
 
-/* floats of scratch dml_model_predict needs for B rows */
-size_t
-dml_model_scratch_floats(const DmlModel *m, int B)
+/* the widest of the network's layers, inputs and outputs included */
+static int
+model_max_width(const DmlModel *m)
 {
 	int			w = 0;
-	size_t		wt = 0;
 
 	for (int l = 0; l <= m->net.nlayers; l++)
 		if (m->net.sizes[l] > w)
 			w = m->net.sizes[l];
+	return w;
+}
+
+/* floats of scratch dml_model_predict needs for B rows */
+size_t
+dml_model_scratch_floats(const DmlModel *m, int B)
+{
+	int			w = model_max_width(m);
+	size_t		wt = 0;
+
 	/*
 	 * and the largest weights dml_dense_rows may take, for batches of two
 	 * rows or more (a scratch for one row never runs it)
@@ -478,18 +487,13 @@ dml_model_predict(const DmlModel *m, float *out, const float *X, int B,
 				  float *scratch)
 {
 	const DmlNet *net = &m->net;
-	int			w = 0;
-	size_t		half;
+	size_t		half = (size_t) B * model_max_width(m);
 	float	   *buf[2],
 			   *WT;
 	const float *inp;
 	int			cur = 0;
 	bool		rows = predict_dense_rows(m, B);
 
-	for (int l = 0; l <= net->nlayers; l++)
-		if (net->sizes[l] > w)
-			w = net->sizes[l];
-	half = (size_t) B * w;
 	buf[0] = scratch;
 	buf[1] = scratch + half;
 	WT = scratch + 2 * half;

@@ -507,12 +507,11 @@ typedef struct Newton
 	/*
 	 * Row panels (newton_panels): the next pass lays out each chunk of
 	 * rows as panels before it reads it (pack), and from then on every
-	 * pass reads them so (panel): the first nt / DML_PANEL * DML_PANEL
-	 * training rows in groups of DML_PANEL a feature at a time, the rest
-	 * as rows after them, in ds's place (ds->panel_rows)
+	 * pass reads them so (newton_on_panels: ds->panel_rows set): the first
+	 * nt / DML_PANEL * DML_PANEL training rows in groups of DML_PANEL a
+	 * feature at a time, the rest as rows after them, in ds's place
 	 */
 	int			pack;
-	int			panel;
 	float	   *lanes;			/* the statistics pass's lanes (dml_panel_stats) */
 	double	   *dlanes;			/* and their chunks' sums */
 } Newton;
@@ -528,11 +527,18 @@ newton_whole_rows(const Newton *nw, int64_t j0, int B)
 	return n <= 0 ? 0 : n < B ? (int) n : B;
 }
 
-/* and those of them that lie in panels now */
+/* whether the training rows lie in panels now (a pass laid them out) */
+static inline bool
+newton_on_panels(const Newton *nw)
+{
+	return nw->ds->panel_rows > 0;
+}
+
+/* the rows of a chunk at training row j0 that lie in panels now */
 static inline int
 newton_panel_rows(const Newton *nw, int64_t j0, int B)
 {
-	return nw->panel ? newton_whole_rows(nw, j0, B) : 0;
+	return newton_on_panels(nw) ? newton_whole_rows(nw, j0, B) : 0;
 }
 
 /*
@@ -597,7 +603,6 @@ newton_pass(Newton *nw, NewtonChunkFn fn, void *arg, bool raw_ok)
 	if (lay)
 	{
 		/* each chunk laid out as it comes, before fn reads it (below) */
-		nw->panel = 1;
 		nw->ds->panel_row0 = nw->rows[0];
 		nw->ds->panel_rows = nw->nt / DML_PANEL * DML_PANEL;
 	}
@@ -617,7 +622,7 @@ newton_pass(Newton *nw, NewtonChunkFn fn, void *arg, bool raw_ok)
 		{
 			int			B = (int) (nw->nt - j0 < NEWTON_BLOCK ? nw->nt - j0 : NEWTON_BLOCK);
 
-			if (nw->panel)
+			if (newton_on_panels(nw))
 			{
 				/* panels, then rows: the chunk's fn reads both where they lie */
 				float	   *x = nw->ds->X + (size_t) (nw->rows[0] + j0) * d;
@@ -1090,7 +1095,7 @@ newton_panels(Newton *nw, bool on)
 	if (!on)
 	{
 		dataset_unpanel(nw->ds);
-		nw->panel = nw->pack = 0;
+		nw->pack = 0;
 		return;
 	}
 	if (nw->ds->spill || !newton_tiles(nw) || nw->nt < DML_PANEL ||
@@ -1136,7 +1141,7 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
 		(nw->step_vf && (!sp.ob || !sp.ed)))
 		worker_fail("out of memory for the Newton statistics");
 	memset(H, 0, sizeof(double) * q * q);
-	if (nw->panel || nw->pack)
+	if (newton_on_panels(nw) || nw->pack)
 		memset(nw->dlanes, 0, sizeof(double) * dml_panel_lanes(p));
 	/* the tiles' chunk takes rows as they lie; the SYRK blocks need [x, 1] */
 	newton_pass(nw, newton_stats_chunk, &sp, sp.Ht != NULL);
@@ -1148,7 +1153,7 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
 	}
 	nw->step = 0;				/* eta is at theta now */
 	nw->step_vf = NULL;
-	if (nw->panel)
+	if (newton_on_panels(nw))
 		dml_panel_sum(nw->dlanes, p, G, sp.Ht);
 	if (sp.Ht)
 		/* binary: q = p; the lower half, as the blocks fill it */
