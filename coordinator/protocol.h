@@ -147,6 +147,7 @@ typedef struct DmlResult
 	int32_t		newton_full;	/* steps searched on every row */
 	int32_t		newton_again;	/* located steps whose loss was not lower, searched again */
 	int32_t		newton_panels;	/* data ranks whose float32 passes read row panels */
+	int32_t		newton_precise;	/* the iteration whose Hessian went to double; 0: never */
 	double		train_rows;
 	double		validation_rows;
 	double		final_loss;

@@ -99,11 +99,13 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 	}
 	/*
 	 * Newton: steps located on a sample, searched on every row, and
-	 * searched again; the ranks whose passes read row panels
+	 * searched again; the ranks whose passes read row panels; the
+	 * iteration from which the Hessian was formed in double (0: never)
 	 */
 	if (r->newton)
-		appendStringInfo(&buf, "\"newton_steps\": {\"sampled\": %d, \"full\": %d, \"again\": %d, \"panels\": %d}, ",
-						 r->newton_sampled, r->newton_full, r->newton_again, r->newton_panels);
+		appendStringInfo(&buf, "\"newton_steps\": {\"sampled\": %d, \"full\": %d, \"again\": %d, \"panels\": %d, \"precise\": %d}, ",
+						 r->newton_sampled, r->newton_full, r->newton_again, r->newton_panels,
+						 r->newton_precise);
 	if (r->has_sync)
 	{
 		appendStringInfo(&buf, "\"sync\": \"%s\", \"compression\": \"%s\"",

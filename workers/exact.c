@@ -2246,6 +2246,7 @@ train_newton(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 			 */
 			newton_panels(&nw, false);	/* the double blocks take copies of rows */
 			nw.precise = 1;
+			res->newton_precise = iter;
 			newton_stats(&nw, theta, g, H, 0);
 		}
 		for (size_t i = 0; i < q; i++)

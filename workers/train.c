@@ -1422,6 +1422,7 @@ final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Train
 	out->newton_full = res->newton_full;
 	out->newton_again = res->newton_again;
 	out->newton_panels = res->newton_panels;
+	out->newton_precise = res->newton_precise;
 	out->out_of_time = res->out_of_time;
 	out->stopped = res->out_of_time ? DML_STOP_MAX_TIME : res->stopped;
 	out->best_epoch = res->best_epoch > 0 ? res->best_epoch : res->epochs_run;

@@ -314,6 +314,7 @@ typedef struct TrainResult
 	int			newton_full;	/* searched on every row */
 	int			newton_again;	/* located, not lower, then searched on every row */
 	int			newton_panels;	/* ranks whose float32 passes read row panels */
+	int			newton_precise; /* the iteration whose Hessian went to double; 0: never */
 	double		consensus;		/* gossip; NaN otherwise */
 	int			servers;
 	int64_t    *server_stale;	/* (servers) the most staleness each saw */

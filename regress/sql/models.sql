@@ -92,6 +92,61 @@ FROM (SELECT metrics->'statistics' AS s FROM dml.models WHERE name = 'decoy') sa
 GROUP BY sa.s, sb.s;
 DROP TABLE decoy, decoy_mixed;
 
+-- Newton's fallback to a double Hessian (exact.c, newton_direction failing
+-- on the float32 one): five features, each with a twin 1e-6 away.  The
+-- float32 Hessian's rounding (about 1e-8 of an entry) is far over what
+-- tells a twin from its feature (1e-12), so its Cholesky factorization
+-- fails; in double the 1e-10 n ridge keeps it positive definite.  The
+-- first pass laid the rows out as panels (metrics->'newton_steps'
+-- "panels"), so the double pass has them back as rows first
+-- (dataset_unpanel) and forms the Hessian from "precise" on.  Which split
+-- between twins the flat direction ends at is not determined, but each
+-- pair's coefficients add up to the one feature's coefficient in the model
+-- without the twins, and the log-likelihood is at least as high.
+CREATE TABLE twins AS
+SELECT i, a, b, c, d, e,
+	   a + 1e-6 * sin(i * 7.77) AS a2, b + 1e-6 * sin(i * 5.31) AS b2,
+	   c + 1e-6 * sin(i * 3.33) AS c2, d + 1e-6 * sin(i * 9.19) AS d2,
+	   e + 1e-6 * sin(i * 4.41) AS e2,
+	   (hashint4(i) & 1023) / 1024.0 < 1 / (1 + exp(-(2 * a - b + 0.5 * c))) AS label
+FROM (SELECT i, sin(i * 0.37) AS a, cos(i * 0.91) AS b, sin(i * 1.7 + 1) AS c,
+			 cos(i * 2.3) AS d, sin(i * 0.13 + 2) AS e
+	  FROM generate_series(1, 100000) i) s;
+SELECT name, stopped FROM dml_train('twins_1', 'twins', 'label',
+	features => '{a,a2,b,b2,c,c2,d,d2,e,e2}', optimizer => 'newton', weight_decay => 0, workers => 1);
+SELECT name, stopped FROM dml_train('twins_2', 'twins', 'label',
+	features => '{a,a2,b,b2,c,c2,d,d2,e,e2}', optimizer => 'newton', weight_decay => 0, workers => 2);
+SELECT name, stopped FROM dml_train('twins_none', 'twins', 'label',
+	features => '{a,b,c,d,e}', optimizer => 'newton', weight_decay => 0, workers => 2);
+SELECT name, (metrics->'newton_steps'->>'panels')::int >= 1 AS panels,
+	   (metrics->'newton_steps'->>'precise')::int AS precise_from
+FROM dml.models WHERE name LIKE 'twins\_%' ORDER BY name;
+-- coefficient k of the model without twins (k = 0 the intercept) against
+-- coefficients 2k - 1 and 2k of a model with them
+SELECT t.name,
+	   max(abs(CASE WHEN k = 0 THEN (t.s->'coefficients'->>0)::float8
+			   ELSE (t.s->'coefficients'->>(2 * k - 1))::float8 + (t.s->'coefficients'->>(2 * k))::float8
+			   END - c::float8)) < 1e-5 AS pairs_add_up,
+	   (t.s->>'log_likelihood')::float8 >= (b.s->>'log_likelihood')::float8 * (1 + 1e-12) AS likelihood_as_high
+FROM (SELECT name, metrics->'statistics' AS s FROM dml.models WHERE name IN ('twins_1', 'twins_2')) t,
+	 (SELECT metrics->'statistics' AS s FROM dml.models WHERE name = 'twins_none') b,
+	 LATERAL jsonb_array_elements_text(b.s->'coefficients') WITH ORDINALITY o(c, k1),
+	 LATERAL (SELECT k1::int - 1 AS k) kk
+GROUP BY t.name, t.s, b.s ORDER BY t.name;
+-- the model's final metrics, which read the rows the double pass left,
+-- against its predictions over the table (rows left as panels gave an
+-- accuracy of 0.50 and a log-loss of 15)
+SELECT name, abs((metrics->>'log_loss')::float8 - ll) < 1e-6 AS log_loss_agrees,
+	   abs((metrics->>'accuracy')::float8 - acc) < 1e-3 AS accuracy_agrees
+FROM dml.models,
+	 LATERAL (SELECT avg(CASE WHEN label THEN -ln(p[2]) ELSE -ln(p[1]) END) AS ll,
+					 avg(((p[2] > 0.5) = label)::int) AS acc
+			  FROM (SELECT label, dml_predict_proba(name, ARRAY[a, a2, b, b2, c, c2, d, d2, e, e2]) p
+					FROM twins) s) t
+WHERE name IN ('twins_1', 'twins_2') ORDER BY name;
+SELECT dml_drop_model(name) FROM (VALUES ('twins_1'), ('twins_2'), ('twins_none')) v(name);
+DROP TABLE twins;
+
 -- Softmax: three classes by region, labels as text; momentum and Nesterov
 CREATE TABLE regions AS
 SELECT i, x1, x2,
