@@ -95,6 +95,8 @@ extern void DmlStoreEpoch(int64 model_id, int restarts, int epoch, double loss,
 						  double rows_per_second, double seconds,
 						  double bytes_sent, double bytes_across, double staleness,
 						  List *rank_hosts);
+extern void DmlFlushEpochs(void);
+extern void DmlDiscardEpochs(void);
 extern Oid	DmlCheckNameForTraining(const char *name);
 extern void DmlCheckWritable(const char *what);
 extern void DmlMarkLastEpoch(int64 model_id, const char *stopped);

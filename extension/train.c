@@ -42,7 +42,7 @@ typedef struct TrainProgress
 	DmlJob	   *job;			/* its rank_hosts */
 } TrainProgress;
 
-/* one NOTICE and one dml.epochs row per epoch */
+/* one NOTICE and one dml.epochs row (stored when the job ends) per epoch */
 static void
 on_progress(const DmlProgress *p, void *arg)
 {
@@ -106,12 +106,15 @@ train_run(DmlJob *job, DmlJobResult *result, int64 *model_id)
 	tp.staleness = job->servers > 0;
 	tp.job = job;
 	DmlProgressBegin(job, in_server);
+	DmlDiscardEpochs();
 	if (fit_in_server)
 		DmlFitSolve(job, result, on_progress, &tp);
 	else if (in_server)
 		DmlExactSolve(job, result, on_progress, &tp);
 	else
 		DmlRunJob(job, result, on_progress, &tp);
+	/* the epochs' rows, kept while the job ran (catalog.c) */
+	DmlFlushEpochs();
 	if (job->discover_classes)
 	{
 		if (result->classes == NIL)

@@ -147,6 +147,27 @@ WHERE name IN ('twins_1', 'twins_2') ORDER BY name;
 SELECT dml_drop_model(name) FROM (VALUES ('twins_1'), ('twins_2'), ('twins_none')) v(name);
 DROP TABLE twins;
 
+-- dml.epochs rows wait in the backend while the job runs and are stored
+-- when it ends (catalog.c, DmlFlushEpochs), 1,024 at a time.  A job that
+-- fails after two epochs, its error caught, leaves none behind for the
+-- next job to store (they would point at a model that never was: the
+-- deferred foreign key would fail the statement at commit); a job of
+-- 1,100 epochs stores them all.
+SELECT sqlerr($$SELECT dml_train('epochs_fail', 'plane', 'label', features => '{x1,x2}',
+	optimizer => 'adam', epochs => 5, workers => 1,
+	options => '{"fault": "0:3:exit", "max_restarts": 0}')$$) LIKE '%training job failed%' AS failed;
+CREATE TABLE tiny AS SELECT * FROM plane WHERE i <= 40;
+SELECT name, epochs FROM dml_train('epochs_many', 'tiny', 'label', features => '{x1,x2}',
+	optimizer => 'sgd', epochs => 1100, workers => 1, options => '{"tolerance": 0}');
+SELECT count(*) AS rows, count(DISTINCT epoch) AS epochs, min(epoch), max(epoch),
+	   count(stopped) AS stopped_marked
+FROM dml.epochs e JOIN dml.models m ON m.id = e.model_id WHERE m.name = 'epochs_many';
+SELECT count(*) AS orphans FROM dml.epochs e
+WHERE NOT EXISTS (SELECT 1 FROM dml.models m WHERE m.id = e.model_id);
+SELECT count(*) AS failed_models FROM dml.models WHERE name = 'epochs_fail';
+SELECT dml_drop_model('epochs_many');
+DROP TABLE tiny;
+
 -- Softmax: three classes by region, labels as text; momentum and Nesterov
 CREATE TABLE regions AS
 SELECT i, x1, x2,
