@@ -236,6 +236,10 @@ load_model(DmlCachedModel *cm, int64 id)
 					 errmsg("model \"%s\" has %d inputs but its spec describes %d",
 							cm->name, m.net.sizes[0], width)));
 	}
+	/* the hidden layers' weights laid out once for dml_dense_rows (format.c) */
+	if (m.precision == 32 && dml_model_prepare(&cm->model) != DML_OK)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	m = cm->model;
 	cm->scratch = malloc(sizeof(float) * (dml_model_scratch_floats(&m, 1) + m.net.sizes[0] +
 										  m.net.sizes[m.net.nlayers]));
 	if (cm->scratch == NULL)

@@ -84,6 +84,8 @@ dml_model_free(DmlModel *m)
 	free(m->out_mean);
 	free(m->out_scale);
 	free(m->params64);
+	free(m->rows_wt);
+	m->rows_wt = NULL;
 	m->in_mean = m->in_scale = m->out_mean = m->out_scale = NULL;
 	m->params64 = m->in_mean64 = m->in_scale64 = m->out_mean64 = m->out_scale64 = NULL;
 	m->precision = 32;
@@ -374,18 +376,79 @@ dml_model_parse(DmlModel *m, const unsigned char *buf, size_t len,
 /*
  * Whether dml_model_predict runs the hidden layers of B rows on
  * dml_dense_rows where their sizes allow (dml_dense_rows_applies): ReLU or
- * no activation, and two rows or more (one row alone, dml_predict's, would
- * pay the weights' transposition each call).  Where every hidden layer
- * runs there and the output layer on its skinny kernel, whose rows are
- * each their own sums too, a row's prediction is the same in every batch
- * of two rows or more, wherever it falls in it: in dml_predict_table's
- * batches in the backend and on N ranks, and in dml_evaluate's.
+ * no activation, and two rows or more, or one row of a prepared model (a
+ * row alone would pay the weights' transposition each call otherwise).
+ * Where every hidden layer runs there and the output layer on its skinny
+ * kernel, whose rows are each their own sums too, a row's prediction is
+ * the same in every batch of two rows or more, wherever it falls in it: in
+ * dml_predict_table's batches in the backend and on N ranks, and in
+ * dml_evaluate's; and a prepared model's row alone (dml_predict's) runs as
+ * two rows, itself twice, so it gets those bits too (predict_alone).
  */
 static bool
 predict_dense_rows(const DmlModel *m, int B)
 {
-	return m->net.nlayers >= 2 && B >= 2 &&
+	return m->net.nlayers >= 2 && (B >= 2 || m->rows_wt != NULL) &&
 		(m->net.act == DML_ACT_RELU || m->net.act == DML_ACT_IDENTITY);
+}
+
+/* where hidden layer l's weights lie in m->rows_wt: after those of the layers before it */
+static size_t
+rows_wt_offset(const DmlModel *m, int l)
+{
+	size_t		off = 0;
+
+	for (int h = 0; h < l; h++)
+		if (m->net.sizes[h + 1] <= DML_DENSE_ROWS_MAX_OC)
+			off += dml_dense_rows_floats(m->net.sizes[h], m->net.sizes[h + 1]);
+	return off;
+}
+
+DmlStatus
+dml_model_prepare(DmlModel *m)
+{
+	const DmlNet *net = &m->net;
+	size_t		n = rows_wt_offset(m, net->nlayers - 1);
+
+	free(m->rows_wt);
+	m->rows_wt = NULL;
+	if (net->nlayers < 2 || n == 0 ||
+		!(net->act == DML_ACT_RELU || net->act == DML_ACT_IDENTITY))
+		return DML_OK;
+	m->rows_wt = malloc(sizeof(float) * n);
+	if (m->rows_wt == NULL)
+		return DML_ERR_NOMEM;
+	for (int l = 0; l < net->nlayers - 1; l++)
+		if (net->sizes[l + 1] <= DML_DENSE_ROWS_MAX_OC)
+			dml_dense_rows_weights(m->rows_wt + rows_wt_offset(m, l),
+								   net->params + dml_net_weight_offset(net, l),
+								   net->params + dml_net_bias_offset(net, l),
+								   net->sizes[l], net->sizes[l + 1]);
+	return DML_OK;
+}
+
+/*
+ * Whether a row alone runs as two rows (itself twice): a prepared model
+ * every layer of which runs on dml's kernels at two rows, the hidden ones
+ * on dml_dense_rows and the output layer on the skinny kernel, so that the
+ * row's outputs are the bits a batch gives it.  Where a layer would run on
+ * sgemm at two rows, sgemv on one row is faster and stays.  (A model of
+ * one layer is never prepared: the model cache folds its standardization
+ * into its weights for a row alone.)
+ */
+static bool
+predict_alone(const DmlModel *m)
+{
+	const DmlNet *net = &m->net;
+
+	if (m->rows_wt == NULL || !predict_dense_rows(m, 1) ||
+		!dml_skinny_applies(2, net->sizes[net->nlayers]))
+		return false;
+	for (int l = 0; l < net->nlayers - 1; l++)
+		if (net->sizes[l + 1] > DML_DENSE_ROWS_MAX_OC ||
+			!dml_dense_rows_applies(net->sizes[l], net->sizes[l + 1]))
+			return false;
+	return true;
 }
 
 /* the widest of the network's layers, inputs and outputs included */
@@ -409,13 +472,14 @@ dml_model_scratch_floats(const DmlModel *m, int B)
 
 	/*
 	 * and the largest weights dml_dense_rows may take, for batches of two
-	 * rows or more (a scratch for one row never runs it)
+	 * rows or more of a model not prepared (a scratch for one row never
+	 * transposes); a row alone may run as two
 	 */
-	for (int l = 0; B >= 2 && l < m->net.nlayers - 1; l++)
+	for (int l = 0; B >= 2 && !m->rows_wt && l < m->net.nlayers - 1; l++)
 		if (m->net.sizes[l + 1] <= DML_DENSE_ROWS_MAX_OC &&
 			dml_dense_rows_floats(m->net.sizes[l], m->net.sizes[l + 1]) > wt)
 			wt = dml_dense_rows_floats(m->net.sizes[l], m->net.sizes[l + 1]);
-	return 2 * (size_t) B * w + wt;
+	return 2 * (size_t) (B < 2 ? 2 : B) * w + wt;
 }
 
 /*
@@ -487,7 +551,9 @@ dml_model_predict(const DmlModel *m, float *out, const float *X, int B,
 				  float *scratch)
 {
 	const DmlNet *net = &m->net;
-	size_t		half = (size_t) B * model_max_width(m);
+	bool		alone = B == 1 && predict_alone(m);
+	int			Bx = alone ? 2 : B;
+	size_t		half = (size_t) Bx * model_max_width(m);
 	float	   *buf[2],
 			   *WT;
 	const float *inp;
@@ -498,30 +564,38 @@ dml_model_predict(const DmlModel *m, float *out, const float *X, int B,
 	buf[1] = scratch + half;
 	WT = scratch + 2 * half;
 	dml_model_standardize(m, buf[0], X, B);
+	if (alone)
+		memcpy(buf[0] + net->sizes[0], buf[0], sizeof(float) * net->sizes[0]);
 	inp = buf[0];
 	for (int l = 0; l < net->nlayers; l++)
 	{
 		int			C = net->sizes[l],
 					OC = net->sizes[l + 1];
-		float	   *dst = (l == net->nlayers - 1) ? out : buf[cur ^ 1];
+		bool		last = l == net->nlayers - 1;
+		float	   *dst = last && !alone ? out : buf[cur ^ 1];
 		const float *weight = net->params + dml_net_weight_offset(net, l),
 				   *bias = net->params + dml_net_bias_offset(net, l);
 
-		if (rows && l < net->nlayers - 1 && dml_dense_rows_applies(C, OC))
+		if (rows && !last && dml_dense_rows_applies(C, OC))
 		{
 			/* a hidden layer and its activation by dml's kernel (layers.c) */
-			dml_dense_rows_weights(WT, weight, bias, C, OC);
-			dml_dense_rows(dst, OC, inp, C, WT, B, C, OC, net->act == DML_ACT_RELU);
+			const float *wt = m->rows_wt ? m->rows_wt + rows_wt_offset(m, l) : WT;
+
+			if (!m->rows_wt)
+				dml_dense_rows_weights(WT, weight, bias, C, OC);
+			dml_dense_rows(dst, OC, inp, C, wt, Bx, C, OC, net->act == DML_ACT_RELU);
 			inp = dst;
 			cur ^= 1;
 			continue;
 		}
-		dense_forward(dst, inp, weight, bias, B, C, OC);
-		if (l < net->nlayers - 1)
-			activation_forward(dst, dst, (size_t) B * OC, net->act);
+		dense_forward(dst, inp, weight, bias, Bx, C, OC);
+		if (!last)
+			activation_forward(dst, dst, (size_t) Bx * OC, net->act);
 		inp = dst;
 		cur ^= 1;
 	}
+	if (alone)
+		memcpy(out, inp, sizeof(float) * net->sizes[net->nlayers]);
 	dml_model_finish(m, out, B);
 }
 

@@ -744,6 +744,13 @@ typedef struct DmlModel
 	double	   *in_scale64;
 	double	   *out_mean64;
 	double	   *out_scale64;
+	/*
+	 * the hidden layers' weights as dml_dense_rows takes them, made once
+	 * by dml_model_prepare (NULL until then): each hidden layer of at
+	 * most DML_DENSE_ROWS_MAX_OC outputs in turn, dml_dense_rows_floats
+	 * of it.  Valid while params stay as they were; dml_model_free frees it.
+	 */
+	float	   *rows_wt;
 } DmlModel;
 
 extern DmlStatus dml_model_alloc(DmlModel *m, int nlayers, const int *sizes,
@@ -771,6 +778,12 @@ extern DmlStatus dml_model_parse(DmlModel *m, const unsigned char *buf,
 extern size_t dml_model_scratch_floats(const DmlModel *m, int B);
 extern void dml_model_predict(const DmlModel *m, float *out, const float *X,
 							  int B, float *scratch);
+/*
+ * m->rows_wt made from m's parameters, for a model that predicts many
+ * times (a cache's): no batch transposes its hidden layers' weights, and
+ * a row alone runs as in a batch, the same bits (dml_model_predict).
+ */
+extern DmlStatus dml_model_prepare(DmlModel *m);
 /* a float64 model's predictions out (B,K) for X (B, sizes[0]), in float64 */
 extern void dml_model_predict64(const DmlModel *m, double *out, const double *X, int B);
 

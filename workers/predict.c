@@ -564,6 +564,9 @@ read_model(Predictor *pr)
 	}
 	if (dml_model_parse(&pr->m, blob, len, err, sizeof(err)) != DML_OK)
 		worker_fail("the model does not parse: %s", err);
+	/* the hidden layers' weights laid out once, not in every block (format.c) */
+	if (pr->m.precision == 32 && dml_model_prepare(&pr->m) != DML_OK)
+		worker_fail("out of memory for the model's weights");
 	pr->C = pr->m.net.sizes[0];
 	pr->K = pr->m.net.sizes[pr->m.net.nlayers];
 	if (pr->C != pr->spec->ninputs || pr->K != pr->spec->outputs)

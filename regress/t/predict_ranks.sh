@@ -84,6 +84,15 @@ pgc_psql -c "SELECT name FROM dml_train('pr_num', 'pr_data', 'y', features => '{
 pgc_psql -c "CALL dml_predict_table('pr_num', 'pr_data', 'pr_n1', 'id')" >/dev/null 2>&1
 pgc_psql -c "CALL dml_predict_table('pr_num', 'pr_data', 'pr_nb', 'id', workers => 2)" >/dev/null 2>&1
 check "numeric features (packed blocks): 2 ranks give the backend's predictions (1e-6)" 'same_reg pr_n1 pr_nb 30000'
+# dml_predict, a row at a time, against the batches: where the MLP's layers
+# run on dml's kernels (AVX-512, or AVX2 with FMA) the cached model's row
+# alone runs as in a batch (kernels/format.c, predict_alone): the same
+# bits, in the backend's batches and in 2 ranks'; otherwise within 1e-6
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then tol=0; else tol=1e-6; fi
+check "dml_predict row by row: the batches' predictions (off by at most $tol)" \
+	'[ "$(q "SELECT count(*) FROM pr_data d JOIN pr_n1 a USING (id) JOIN pr_nb b USING (id)
+		WHERE abs(dml_predict('"'pr_num'"', ARRAY[d.x1, d.x2, d.x3]) - a.prediction) > $tol
+		   OR abs(dml_predict('"'pr_num'"', ARRAY[d.x1, d.x2, d.x3]) - b.prediction) > $tol")" = 0 ]'
 pgc_psql -c "CREATE TABLE pr_ids AS SELECT CASE WHEN id = 777 THEN NULL ELSE id::int8 * 1000000 END AS id,
 		(id % 30000)::int2 AS sid, x1, x2, x3 FROM pr_data" >/dev/null
 pgc_psql -c "CALL dml_predict_table('pr_num', 'pr_ids', 'pr_i1', 'id')" >/dev/null 2>&1

@@ -2909,7 +2909,72 @@ test_dense_rows(void)
 			  NULL);
 		check(diff <= 1e-5, "dml_model_predict on dml_dense_rows and on sgemm: the same probabilities to 1e-5",
 			  "largest difference %g", diff);
+		{
+			/*
+			 * prepared (the weights laid out once): a batch gives the same
+			 * bits, and a row alone runs as in a batch, the same bits too
+			 */
+			int			bad_batch,
+						bad_alone = 0;
+			float	   *s1;
+
+			dml_model_prepare(&m);
+			check(m.rows_wt != NULL, "dml_model_prepare lays out the hidden layers' weights", NULL);
+			free(scratch);
+			scratch = malloc(sizeof(float) * dml_model_scratch_floats(&m, B));
+			s1 = malloc(sizeof(float) * dml_model_scratch_floats(&m, 1));
+			dml_model_predict(&m, out[1], X, B, scratch);
+			bad_batch = memcmp(out[1], out[0], sizeof(float) * B * 3) != 0;
+			for (int b = 0; b < B; b++)
+			{
+				float		one[3];
+
+				dml_model_predict(&m, one, X + b * 5, 1, s1);
+				bad_alone += memcmp(one, out[0] + b * 3, sizeof(one)) != 0;
+			}
+			check(bad_batch == 0, "dml_model_predict, prepared: a batch the same bits as not prepared",
+				  NULL);
+			check(dml_simd() == 0 || bad_alone == 0,
+				  "dml_model_predict, prepared: a row alone the same bits as in a batch",
+				  "%d rows differ", bad_alone);
+			free(s1);
+		}
 		free(scratch);
+		dml_model_free(&m);
+	}
+	{
+		/*
+		 * a hidden layer over 64 outputs (sgemm in a batch): a prepared
+		 * model's row alone stays on sgemv there, within 1e-5 of the batch
+		 */
+		DmlModel	m;
+		int			sizes[4] = {5, 17, 80, 3},
+					B = 9;
+		float		X[9 * 5],
+					out[9 * 3],
+					one[3],
+				   *scratch,
+				   *s1;
+		double		diff = 0;
+
+		dml_model_alloc(&m, 3, sizes, DML_ACT_RELU, DML_LOSS_SOFTMAX);
+		dml_net_init(&m.net, 5);
+		fill_uniform(m.net.params, m.net.nparams, &rng, -0.5, 0.5);
+		fill_uniform(X, B * 5, &rng, -3, 3);
+		dml_model_prepare(&m);
+		scratch = malloc(sizeof(float) * dml_model_scratch_floats(&m, B));
+		s1 = malloc(sizeof(float) * dml_model_scratch_floats(&m, 1));
+		dml_model_predict(&m, out, X, B, scratch);
+		for (int b = 0; b < B; b++)
+		{
+			dml_model_predict(&m, one, X + b * 5, 1, s1);
+			for (int k = 0; k < 3; k++)
+				diff = fmax(diff, fabs(one[k] - out[b * 3 + k]));
+		}
+		check(diff <= 1e-5, "dml_model_predict, prepared, a layer of 80: a row alone within 1e-5 of the batch",
+			  "largest difference %g", diff);
+		free(scratch);
+		free(s1);
 		dml_model_free(&m);
 	}
 }
