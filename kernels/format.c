@@ -412,8 +412,7 @@ dml_model_prepare(DmlModel *m)
 
 	free(m->rows_wt);
 	m->rows_wt = NULL;
-	if (net->nlayers < 2 || n == 0 ||
-		!(net->act == DML_ACT_RELU || net->act == DML_ACT_IDENTITY))
+	if (n == 0 || !predict_dense_rows(m, 2))
 		return DML_OK;
 	m->rows_wt = malloc(sizeof(float) * n);
 	if (m->rows_wt == NULL)
@@ -445,8 +444,7 @@ predict_alone(const DmlModel *m)
 		!dml_skinny_applies(2, net->sizes[net->nlayers]))
 		return false;
 	for (int l = 0; l < net->nlayers - 1; l++)
-		if (net->sizes[l + 1] > DML_DENSE_ROWS_MAX_OC ||
-			!dml_dense_rows_applies(net->sizes[l], net->sizes[l + 1]))
+		if (!dml_dense_rows_applies(net->sizes[l], net->sizes[l + 1]))
 			return false;
 	return true;
 }
