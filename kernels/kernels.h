@@ -511,9 +511,12 @@ extern double dml_logit_stats(double *g, double *H, const double *X, const doubl
 /* binary logistic rows in double, vectorized: probabilities and the loss's sum */
 extern double dml_logit_probs(const double *z, const int *label, int64_t n, double *pr,
 							  bool want_loss);
-/* the loss and its two derivatives along z = e0 - t ed (Newton's line search) */
+/*
+ * the loss and its two derivatives along z = e0 - t ed (Newton's line
+ * search); sq (or NULL): the sum of the squared terms of the first
+ */
 extern void dml_logit_line(const double *e0, const double *ed, const int *label, int64_t n,
-						   int stride, double t, bool want_loss, double out[3]);
+						   int stride, double t, bool want_loss, double out[3], double *sq);
 /*
  * The Hessian's sum in register tiles on AVX-512 or AVX2 (logit.c), for models of
  * at most DML_HESS_TILE_P parameters: Hs (24, 24) += Z' Z over m rows of Z
@@ -549,8 +552,11 @@ extern void dml_panel_layout(float *X, int64_t G, int d, bool to_panels);
 extern size_t dml_panel_lanes(int p);
 extern void dml_panel_dot(float *out, const float *Xp, int64_t G, int d, const float *v);
 extern void dml_panel_stats(const float *Xp, int G, int d, const double *pr, const int *label,
-							float *lanes);
+							float *lanes, const float *next, int gnext);
 extern void dml_panel_flush(float *lanes, double *dlanes, int p);
+/* out (n) = v[d] + sum_c v[c] x_c over n rows of d float columns ld apart, in double */
+extern void dml_cols_dot_d(double *out, const float *X, size_t ld, int64_t n, int d,
+						   const double *v);
 extern void dml_panel_sum(const double *dlanes, int p, double *g, double *Hs);
 /* S (p, p) += the symmetric matrix whose lower half is L's (robust.c) */
 extern void dml_add_lower_sym(double *S, const double *L, int p);

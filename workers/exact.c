@@ -738,7 +738,7 @@ newton_logits_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 		 */
 		double		o[3];
 
-		dml_logit_line(nw->eta + j0, lp->out + j0, nw->label + j0, B, 1, 1.0, true, o);
+		dml_logit_line(nw->eta + j0, lp->out + j0, nw->label + j0, B, 1, 1.0, true, o, NULL);
 		for (int i = 0; i < 3; i++)
 			lp->first[i] += o[i];
 	}
@@ -996,7 +996,13 @@ newton_stats_chunk(Newton *nw, int64_t j0, int B, const float *Zb, void *arg)
 			if (nw->s_x)
 				newton_sample_rows(nw, j, b, Zs, d);
 			sp->loss += dml_logit_probs(nw->eta + j, nw->label + j, b, sp->P, sp->want_loss);
-			dml_panel_stats(Zs, b / DML_PANEL, d, sp->P, nw->label + j, nw->lanes);
+			/* the next run's panels, where the panels go on (asked for meanwhile) */
+			int64_t		after = nw->ds->panel_rows - (j + b);
+
+			dml_panel_stats(Zs, b / DML_PANEL, d, sp->P, nw->label + j, nw->lanes,
+							Zs + (size_t) b * d,
+							(int) (after < NEWTON_PANEL_RUN ? (after > 0 ? after : 0) :
+								   NEWTON_PANEL_RUN) / DML_PANEL);
 		}
 		dml_panel_flush(nw->lanes, nw->dlanes, p);
 		if (np == B)
@@ -1200,7 +1206,7 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
 static void
 newton_line_on(const Newton *nw, const double *eta, const double *eta_d, const int *lab,
 			   int64_t nt, int stride, double scale, const double *theta, const double *delta,
-			   double t, const double *sums, double out[3])
+			   double t, const double *sums, double out[3], double *noise)
 {
 	int			Kf = nw->Kf,
 				p = nw->p;
@@ -1208,7 +1214,9 @@ newton_line_on(const Newton *nw, const double *eta, const double *eta_d, const i
 			   *pr = e + Kf;
 	double		loss = 0,
 				f1 = 0,
-				f2 = 0;
+				f2 = 0,
+				sq = 0,
+				all[4];
 
 	if (!e)
 		worker_fail("out of memory");
@@ -1222,7 +1230,7 @@ newton_line_on(const Newton *nw, const double *eta, const double *eta_d, const i
 	else if (nw->binary)
 	{
 		/* one logit a row: vectorized (kernels/logit.c) */
-		dml_logit_line(eta, eta_d, lab, nt, stride, t, scale == 1, out);
+		dml_logit_line(eta, eta_d, lab, nt, stride, t, scale == 1, out, noise ? &sq : NULL);
 		loss = out[0];
 		f1 = out[1];
 		f2 = out[2];
@@ -1251,10 +1259,15 @@ newton_line_on(const Newton *nw, const double *eta, const double *eta_d, const i
 			f2 += s2 - m * m;
 		}
 	free(e);
-	out[0] = loss;
-	out[1] = f1 * scale;
-	out[2] = f2 * scale;
-	comm_allreduce_double(out, 3);
+	all[0] = loss;
+	all[1] = f1 * scale;
+	all[2] = f2 * scale;
+	/* the noise's sum, scaled as the derivatives are (see newton_sample_noise) */
+	all[3] = sq * scale * scale;
+	comm_allreduce_double(all, noise ? 4 : 3);
+	memcpy(out, all, sizeof(double) * 3);
+	if (noise)
+		*noise = all[3];
 	for (int k = 0; k < Kf; k++)
 		for (int c = 0; c < p - 1; c++)
 		{
@@ -1274,7 +1287,7 @@ newton_line(const Newton *nw, const double *theta, const double *delta, double t
 			const double *sums, double out[3])
 {
 	newton_line_on(nw, nw->eta, nw->eta_d, nw->label, nw->nt, stride, stride, theta, delta, t,
-				   sums, out);
+				   sums, out, NULL);
 }
 
 /* the next trial of a one-dimensional Newton search from t, within bounds */
@@ -1364,8 +1377,11 @@ newton_search(const Newton *nw, const double *theta, const double *delta, double
  * so they vectorize), from memory in order and not a row's memory latency
  * each (gathered from ds and eta, where sampled rows lie stride apart, a
  * call took about 5 ms for synth_1m with the lines asked for ahead; from
- * the copies 1.1-1.8 ms).  The same floats summed in the same order give
- * the same eta_d as before, bit for bit.  Returns the sample's rows.
+ * the copies 1.1-1.8 ms; vectorized across the rows by dml_cols_dot_d,
+ * whose products are rounded before they are added as this file's
+ * baseline build rounds them, 0.3-0.6 ms then).  The same floats summed in
+ * the same order give the same eta_d as before, bit for bit.  Returns the
+ * sample's rows.
  */
 #define NEWTON_SAMPLE_RUN 512	/* sampled rows whose logits are made together */
 
@@ -1380,24 +1396,19 @@ newton_sample(Newton *nw, const double *delta)
 
 	if (!nw->s_eta_ok)
 		worker_fail("the Newton sample's rows were not copied");
+	if (Kf == 1)
+	{
+		/* binary: the logits straight into eta_d */
+		dml_cols_dot_d(nw->s_eta_d, nw->s_x, nw->s_cap, ns, d, delta);
+		return ns;
+	}
 	for (int64_t i0 = 0; i0 < ns; i0 += NEWTON_SAMPLE_RUN)
 	{
 		int			R = ns - i0 < NEWTON_SAMPLE_RUN ? (int) (ns - i0) : NEWTON_SAMPLE_RUN;
 
 		for (int k = 0; k < Kf; k++)
 		{
-			const double *dk = delta + (size_t) k * p;
-
-			for (int i = 0; i < R; i++)
-				col[i] = dk[d];
-			for (int c = 0; c < d; c++)
-			{
-				const float *xc = nw->s_x + (size_t) c * nw->s_cap + i0;
-				double		a = dk[c];
-
-				for (int i = 0; i < R; i++)
-					col[i] += a * xc[i];
-			}
+			dml_cols_dot_d(col, nw->s_x + i0, nw->s_cap, R, d, delta + (size_t) k * p);
 			for (int i = 0; i < R; i++)
 				nw->s_eta_d[(size_t) (i0 + i) * Kf + k] = col[i];
 		}
@@ -1410,7 +1421,11 @@ newton_sample(Newton *nw, const double *delta)
  * the sum over the sample's ns rows of each row's squared term of d/dt
  * (newton_line_on's s1), all-reduced: the variance the sampled d/dt would
  * have if its terms were independent draws around a mean of 0, which is
- * where every row puts it at the best step
+ * where every row puts it at the best step.  Softmax models; a binary
+ * model's comes with newton_locate's first trial (dml_logit_line's sq),
+ * from the probabilities that trial makes anyway, in its all-reduce (its
+ * own pass over the sample and all-reduce took 0.15-0.45 ms of a 2-worker
+ * iteration over 1,000,000 rows).
  */
 static double
 newton_sample_noise(const Newton *nw, int64_t ns, int stride)
@@ -1422,42 +1437,20 @@ newton_sample_noise(const Newton *nw, int64_t ns, int stride)
 
 	if (!e)
 		worker_fail("out of memory");
-	if (nw->binary)
+	for (int64_t j = 0; j < ns; j++)
 	{
-		/* the probabilities at the full step by the vectorized kernel, a block at a time */
-		double		z[256],
-					pb[256];
+		const double *e0 = nw->s_eta + (size_t) j * Kf;
+		const double *ed = nw->s_eta_d + (size_t) j * Kf;
+		int			label = nw->s_label[j];
+		double		s1 = 0;
 
-		for (int64_t j0 = 0; j0 < ns; j0 += 256)
-		{
-			int			B = ns - j0 < 256 ? (int) (ns - j0) : 256;
-
-			for (int i = 0; i < B; i++)
-				z[i] = nw->s_eta[j0 + i] - nw->s_eta_d[j0 + i];
-			dml_logit_probs(z, nw->s_label + j0, B, pb, false);
-			for (int i = 0; i < B; i++)
-			{
-				double		s1 = nw->s_eta_d[j0 + i] * (pb[i] - nw->s_label[j0 + i]);
-
-				s2 += s1 * s1;
-			}
-		}
+		for (int k = 0; k < Kf; k++)
+			e[k] = e0[k] - ed[k];
+		newton_row(e, Kf, label, pr, 0);
+		for (int k = 0; k < Kf; k++)
+			s1 += ed[k] * (pr[k] - (label == k));
+		s2 += s1 * s1;
 	}
-	else
-		for (int64_t j = 0; j < ns; j++)
-		{
-			const double *e0 = nw->s_eta + (size_t) j * Kf;
-			const double *ed = nw->s_eta_d + (size_t) j * Kf;
-			int			label = nw->s_label[j];
-			double		s1 = 0;
-
-			for (int k = 0; k < Kf; k++)
-				e[k] = e0[k] - ed[k];
-			newton_row(e, Kf, label, pr, 0);
-			for (int k = 0; k < Kf; k++)
-				s1 += ed[k] * (pr[k] - (label == k));
-			s2 += s1 * s1;
-		}
 	free(e);
 	s2 *= (double) stride * stride;
 	comm_allreduce_double(&s2, 1);
@@ -1494,14 +1487,18 @@ newton_locate(Newton *nw, const double *theta, const double *delta)
 	int			stride = NEWTON_SAMPLE;	/* the rows newton_sample holds */
 	int64_t		ns = newton_sample(nw, delta);
 
-	noise = newton_sample_noise(nw, ns, stride);
+	/*
+	 * binary: the noise comes with the first trial (t = 1), from its
+	 * probabilities, and in its all-reduce
+	 */
+	noise = nw->binary ? 0 : newton_sample_noise(nw, ns, stride);
 	for (int tries = 0; tries < 40; tries++)
 	{
 		double		v[3],
 					next;
 
 		newton_line_on(nw, nw->s_eta, nw->s_eta_d, nw->s_label, ns, 1, stride, theta, delta,
-					   t, NULL, v);
+					   t, NULL, v, tries == 0 && nw->binary ? &noise : NULL);
 		if (tries == 0 && fabs(v[1]) <= NEWTON_SAMPLE_Z * sqrt(noise))
 			break;				/* the full step: the sample cannot tell better */
 		if (!(v[2] > 0))

@@ -179,7 +179,14 @@ main(int argc, char **argv)
 							for (int i = 0; i < b; i++)
 								pr[s0 + i] = 0.25 + 0.5 * (i & 1);
 						if (part == P_STATS || part == P_ALL)
-							dml_panel_stats(Zs, b / DML_PANEL, d, pr + s0, label + j0 + s0, lanes);
+						{
+							/* the next run's panels (the chunk's, or the next chunk's first) */
+							int64_t		after = (cached ? 0 : n - (j0 + s0 + b));
+
+							dml_panel_stats(Zs, b / DML_PANEL, d, pr + s0, label + j0 + s0, lanes,
+											Zs + (size_t) b * d,
+											(int) (after < PANEL_RUN ? after : PANEL_RUN) / DML_PANEL);
+						}
 					}
 					if (part == P_STATS || part == P_ALL)
 						dml_panel_flush(lanes, dlanes, d + 1);

@@ -1120,14 +1120,29 @@ test_logit_rows(void)
 					t = 0.37;
 		char		name[80];
 
-		dml_logit_line(z, ed, label, N, stride, t, true, got);
+		double		sq,
+					want_sq = 0;
+
+		dml_logit_line(z, ed, label, N, stride, t, true, got, &sq);
 		for (int j = 0; j < N; j += stride)
 		{
-			double		p;
+			double		p,
+						s1;
 
 			want[0] += ref_logit_row(z[j] - t * ed[j], label[j], &p);
 			want[1] -= ed[j] * (p - label[j]);
 			want[2] += ed[j] * ed[j] * p * (1 - p);
+			s1 = ed[j] * (p - label[j]);
+			want_sq += s1 * s1;
+		}
+		snprintf(name, sizeof(name), "logit line, stride %d: squared terms of the first derivative", stride);
+		check_num(name, sq, want_sq, 1e-12, 1e-12);
+		{
+			double		again[3];
+
+			dml_logit_line(z, ed, label, N, stride, t, true, again, NULL);
+			snprintf(name, sizeof(name), "logit line, stride %d: the same sums with and without the squares", stride);
+			check(memcmp(again, got, sizeof(again)) == 0, name, NULL);
 		}
 		snprintf(name, sizeof(name), "logit line, stride %d: loss", stride);
 		check_num(name, got[0], want[0], 0, 1e-14);
@@ -2675,9 +2690,9 @@ panel_run(const float *X, float *Pk, int G, int d, const double *pr, const int *
 
 	memcpy(Pk, X, sizeof(float) * G * DML_PANEL * d);
 	dml_panel_layout(Pk, G, d, true);
-	dml_panel_stats(Pk, 7, d, pr, label, lanes);
+	dml_panel_stats(Pk, 7, d, pr, label, lanes, Pk + (size_t) 7 * DML_PANEL * d, G - 7);
 	dml_panel_stats(Pk + (size_t) 7 * DML_PANEL * d, G - 7, d, pr + 7 * DML_PANEL,
-					label + 7 * DML_PANEL, lanes);
+					label + 7 * DML_PANEL, lanes, NULL, 0);
 	dml_panel_flush(lanes, dlanes, p);
 	dml_panel_sum(dlanes, p, g, Hs);
 	free(lanes);
@@ -3317,6 +3332,79 @@ test_lines(void)
 		  "dml_malloc_lines and dml_calloc_lines refuse a size that overflows", NULL);
 }
 
+/* the scalar loop dml_cols_dot_d must equal: products rounded, then added, column by column */
+__attribute__((noinline, optimize("fp-contract=off"))) static double
+cols_dot_ref(const float *X, size_t ld, int64_t i, int d, const double *v)
+{
+	double		s = v[d];
+
+	for (int c = 0; c < d; c++)
+		s += v[c] * X[(size_t) c * ld + i];
+	return s;
+}
+
+/*
+ * dml_cols_dot_d (the Newton sample's logits) against the scalar loop it
+ * replaced, bit for bit, over runs that end inside a vector and past its
+ * 512-row blocks; dml_panel_flush adds each lane and zeroes it
+ */
+static void
+test_cols_dot(void)
+{
+	static const int ns[] = {1, 7, 511, 513, 1029};
+	static const int ds[] = {1, 5, 20, 23};
+	DmlRng		rng;
+
+	dml_rng_seed(&rng, 61);
+	for (int a = 0; a < (int) (sizeof(ns) / sizeof(ns[0])); a++)
+		for (int b = 0; b < (int) (sizeof(ds) / sizeof(ds[0])); b++)
+		{
+			int			n = ns[a],
+						d = ds[b];
+			size_t		ld = (size_t) n + 3;
+			float	   *X = malloc(sizeof(float) * ld * d);
+			double	   *out = malloc(sizeof(double) * n),
+						v[24];
+			int			differ = 0;
+			char		name[96];
+
+			for (size_t i = 0; i < ld * d; i++)
+				X[i] = (float) dml_rng_normal(&rng);
+			for (int c = 0; c <= d; c++)
+				v[c] = dml_rng_normal(&rng) / 3;
+			dml_cols_dot_d(out, X, ld, n, d, v);
+			for (int i = 0; i < n; i++)
+				differ += out[i] != cols_dot_ref(X, ld, i, d, v);
+			snprintf(name, sizeof(name), "the sample's logits (dml_cols_dot_d), %d rows of %d: the scalar loop's bits", n, d);
+			check(differ == 0, name, "%d of %d rows differ", differ, n);
+			free(X);
+			free(out);
+		}
+	{
+		int			p = 21;
+		size_t		n = dml_panel_lanes(p);
+		float	   *lanes = malloc(sizeof(float) * n),
+				   *l0 = malloc(sizeof(float) * n);
+		double	   *dl = malloc(sizeof(double) * n),
+				   *d0 = malloc(sizeof(double) * n);
+		int			bad = 0;
+
+		for (size_t i = 0; i < n; i++)
+		{
+			l0[i] = lanes[i] = (float) dml_rng_normal(&rng);
+			d0[i] = dl[i] = dml_rng_normal(&rng) * 1e3;
+		}
+		dml_panel_flush(lanes, dl, p);
+		for (size_t i = 0; i < n; i++)
+			bad += dl[i] != d0[i] + (double) l0[i] || lanes[i] != 0;
+		check(bad == 0, "dml_panel_flush: each lane added in double and zeroed", "%d of %zu lanes wrong", bad, n);
+		free(lanes);
+		free(l0);
+		free(dl);
+		free(d0);
+	}
+}
+
 int
 main(void)
 {
@@ -3341,6 +3429,7 @@ main(void)
 	test_distributions();
 	test_big_realloc();
 	test_lines();
+	test_cols_dot();
 	/* dml's own kernels, once for each instruction set this CPU has */
 	if (dml_simd() == 0)
 	{
