@@ -1201,7 +1201,9 @@ newton_stats(Newton *nw, const double *theta, double *g, double *H, int want_los
  * from theta and delta.  With stride > 1 only every stride-th row is read;
  * with scale > 1 the rows are a sample: the loss is left out (out[0] = 0)
  * and the sums are scaled up, an estimate of the derivatives for locating
- * the step, never for accepting it.
+ * the step, never for accepting it.  noise (or NULL; binary rows, no
+ * sums): newton_sample_noise's figure for these rows at this t, in the
+ * same all-reduce.
  */
 static void
 newton_line_on(const Newton *nw, const double *eta, const double *eta_d, const int *lab,
