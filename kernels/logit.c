@@ -130,9 +130,10 @@ log1p_unit(double u)
  * each vector operation takes a microcode assist: over 128 logits in L1,
  * dml_logit_probs took 2.4 ns a row with |z| below 20 and 6.9 with |z| up
  * to 40.  What changes is a term below 2.2e-308, far under half an ulp of
- * the sums it goes into; a confident row's own log1p(e^-|z|) is e^-|z| >=
- * e^-708 (exp_neg's floor), but its s = e / (2 + e) drops to 0 below
- * |z| of 708.3, whose loss (below 3.3e-308) is then 0.
+ * the sums it goes into.  One row's own value changes: past |z| of 707.7
+ * s = e / (2 + e) is subnormal (e >= e^-708, exp_neg's floor), so
+ * log1p_unit gives 0 where it gave e, and a row there whose label agrees
+ * loses 0 where it lost under 4.5e-308.
  */
 static inline unsigned int
 subnormals_off(void)
