@@ -187,6 +187,36 @@ extern void dense_wgrad_rows(float *dweight, float *dbias, const float *dout, co
 
 /* out (n) = act(inp (n)); may run in place */
 extern void activation_forward(float *out, const float *inp, size_t n, DmlAct act);
+/*
+ * Subnormals flushed to zero (FTZ and DAZ in MXCSR) until
+ * dml_subnormals_back(the returned word): around a kernel whose products
+ * can fall below the smallest normal, where each vector operation with a
+ * subnormal lane takes a microcode assist (Adam's moments, the Newton
+ * statistics, the logistic rows' log1p).  Elsewhere than x86 a no-op.
+ */
+static inline unsigned int
+dml_subnormals_off(void)
+{
+#if defined(__x86_64__) || defined(__SSE__)
+	unsigned int csr = __builtin_ia32_stmxcsr();
+
+	__builtin_ia32_ldmxcsr(csr | 0x8040);
+	return csr;
+#else
+	return 0;
+#endif
+}
+
+static inline void
+dml_subnormals_back(unsigned int csr)
+{
+#if defined(__x86_64__) || defined(__SSE__)
+	__builtin_ia32_ldmxcsr(csr);
+#else
+	(void) csr;
+#endif
+}
+
 /* hidden layers at inference by dml's own kernel (layers.c), of at most this many outputs */
 #define DML_DENSE_ROWS_MAX_OC	64
 static inline int

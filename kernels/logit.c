@@ -123,8 +123,8 @@ log1p_unit(double u)
 }
 
 /*
- * Subnormals flushed to zero (FTZ and DAZ) around the double kernels below
- * (dml_logit_probs, dml_logit_line, dml_logit_stats).  A row the model is
+ * Subnormals flushed to zero (FTZ and DAZ, dml_subnormals_off) around the
+ * double kernels below (dml_logit_probs, dml_logit_line, dml_logit_stats).  A row the model is
  * sure of (|z| over about 21) puts log1p_unit's higher powers of s, and
  * the polish's products sqrt(p (1 - p))^2 x^2, in the subnormals, where
  * each vector operation takes a microcode assist: over 128 logits in L1,
@@ -135,29 +135,6 @@ log1p_unit(double u)
  * log1p_unit gives 0 where it gave e, and a row there whose label agrees
  * loses 0 where it lost under 4.5e-308.
  */
-static inline unsigned int
-subnormals_off(void)
-{
-#if defined(__x86_64__) || defined(__SSE__)
-	unsigned int csr = __builtin_ia32_stmxcsr();
-
-	__builtin_ia32_ldmxcsr(csr | 0x8040);
-	return csr;
-#else
-	return 0;
-#endif
-}
-
-static inline void
-subnormals_back(unsigned int csr)
-{
-#if defined(__x86_64__) || defined(__SSE__)
-	__builtin_ia32_ldmxcsr(csr);
-#else
-	(void) csr;
-#endif
-}
-
 /*
  * One row of the binary logistic loss at logit z: the probability
  * 1 / (1 + e^-z) and log(1 + e^z) - y z, with e = e^-|z| shared (no
@@ -192,7 +169,7 @@ DML_VECTORIZE DML_FUSE_MATH double
 dml_logit_probs(const double *z, const int *label, int64_t n, double *pr, bool want_loss)
 {
 	double		sum = 0;
-	unsigned int csr = subnormals_off();
+	unsigned int csr = dml_subnormals_off();
 
 	for (int64_t i0 = 0; i0 < n; i0 += LOGIT_ROWS)
 	{
@@ -204,7 +181,7 @@ dml_logit_probs(const double *z, const int *label, int64_t n, double *pr, bool w
 		for (int i = 0; i < R; i++)
 			sum += loss[i];
 	}
-	subnormals_back(csr);
+	dml_subnormals_back(csr);
 	return want_loss ? sum : 0;
 }
 
@@ -236,7 +213,7 @@ dml_logit_line(const double *e0, const double *ed, const int *label, int64_t n, 
 {
 	int64_t		rows = n > 0 ? (n - 1) / stride + 1 : 0;
 	double		sq_sum = 0;
-	unsigned int csr = subnormals_off();
+	unsigned int csr = dml_subnormals_off();
 
 	out[0] = out[1] = out[2] = 0;
 	for (int64_t i0 = 0; i0 < rows; i0 += LOGIT_ROWS)
@@ -275,7 +252,7 @@ dml_logit_line(const double *e0, const double *ed, const int *label, int64_t n, 
 		out[0] = 0;
 	if (sq)
 		*sq = sq_sum;
-	subnormals_back(csr);
+	dml_subnormals_back(csr);
 }
 
 /* rows' probabilities, losses and sqrt(p (1 - p)) from their logits z */
@@ -372,11 +349,10 @@ dml_logit_stats32(const float *X, int B, int d, size_t ld, const double *pr, con
 	 * is a product below 1.2e-38 in H, far under the ridge of 1e-10 n
 	 * train_newton adds, or an input below it in the gradient.
 	 */
-	unsigned int csr = __builtin_ia32_stmxcsr();
+	unsigned int csr = dml_subnormals_off();
 
-	__builtin_ia32_ldmxcsr(csr | 0x8040);
 	SIMD_DISPATCH(logit_stats32, X, B, d, ld, pr, label, g, Hs, next, nnext);
-	__builtin_ia32_ldmxcsr(csr);
+	dml_subnormals_back(csr);
 #endif
 }
 
@@ -467,11 +443,10 @@ dml_panel_stats(const float *Xp, int G, int d, const double *pr, const int *labe
 {
 #if HESS_TILES
 	/* subnormals flushed, as in dml_logit_stats32 */
-	unsigned int csr = __builtin_ia32_stmxcsr();
+	unsigned int csr = dml_subnormals_off();
 
-	__builtin_ia32_ldmxcsr(csr | 0x8040);
 	SIMD_DISPATCH(panel_stats, Xp, G, d, pr, label, lanes, next, next ? gnext : 0);
-	__builtin_ia32_ldmxcsr(csr);
+	dml_subnormals_back(csr);
 #endif
 }
 
@@ -575,7 +550,7 @@ dml_hess_tiles(double *Hs, const double *Z, int m, int p)
  *		[x, 1] scaled by sqrt(p (1 - p)) summed into the Hessian (by
  *		dml_hess_tiles, else one DSYRK).  The sums run in row order.  With
  *		H NULL only the gradient and the sum, the same bits as with H.
- *		Subnormals are flushed to zero meanwhile (see subnormals_off).
+ *		Subnormals are flushed to zero meanwhile (see dml_logit_probs).
  */
 double
 dml_logit_stats(double *g, double *H, const double *X, const double *y,
@@ -611,7 +586,7 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 	}
 	else if (H && dml_syrk_begin(&acc, d + 1) != DML_OK)
 		return NAN;
-	csr = subnormals_off();
+	csr = dml_subnormals_off();
 	for (int64_t i0 = 0; i0 < n; i0 += LOGIT_BLOCK)
 	{
 		int			B = n - i0 < LOGIT_BLOCK ? (int) (n - i0) : LOGIT_BLOCK;
@@ -671,7 +646,7 @@ dml_logit_stats(double *g, double *H, const double *X, const double *y,
 				g[d] += rs[b];
 		}
 	}
-	subnormals_back(csr);
+	dml_subnormals_back(csr);
 	if (!H)
 		return nll;
 	if (!tiles)

@@ -52,7 +52,6 @@ adam_update(float *params, float *m, float *v, const float *grads, size_t n,
 	float		bc2 = 1.0f - powf(beta2, (float) t);
 	float		step = lr / bc1;
 	float		rbc2 = 1.0f / sqrtf(bc2);
-#if defined(__x86_64__) || defined(__SSE__)
 	/*
 	 * Subnormals flushed to zero (FTZ and DAZ) in this loop only.  A weight
 	 * whose gradient has turned zero (a dead ReLU's) has m decay by beta1 a
@@ -61,10 +60,7 @@ adam_update(float *params, float *m, float *v, const float *grads, size_t n,
 	 * changes is m, v or a gradient below 1.2e-38, and their step on a
 	 * weight, far under half an ulp of any normal weight.
 	 */
-	unsigned int csr = __builtin_ia32_stmxcsr();
-
-	__builtin_ia32_ldmxcsr(csr | 0x8040);
-#endif
+	unsigned int csr = dml_subnormals_off();
 
 	for (size_t i = 0; i < n; i++)
 	{
@@ -74,9 +70,7 @@ adam_update(float *params, float *m, float *v, const float *grads, size_t n,
 		v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
 		params[i] -= step * m[i] / (sqrtf(v[i]) * rbc2 + eps);
 	}
-#if defined(__x86_64__) || defined(__SSE__)
-	__builtin_ia32_ldmxcsr(csr);
-#endif
+	dml_subnormals_back(csr);
 }
 
 /* learning rate for a 0-based epoch */
