@@ -12,8 +12,9 @@
  * A CPU kernel that returns a loss sum instead gets a leading output
  * `double *loss` (device, one element) that the loss is ADDED to, so a
  * whole epoch can be summed on the device and read once.  Functions with
- * no CPU twin (the fused dense_forward_act_cuda, gather_rows_cuda,
- * scale_cuda) follow the same order.  Higher-level functions carry the
+ * no CPU twin (gather_rows_cuda, scale_cuda) follow the same order.
+ * dense_forward_act_cuda's CPU twin, dense_forward_act, takes the
+ * activation last, after the sizes, as dense_backward_act does.  Higher-level functions carry the
  * prefix dml_gpu_ (device, network) or dml_nccl_ (communication).
  *
  * Errors.  Every function returns an int: DML_OK (0), a DmlStatus from

@@ -586,9 +586,7 @@ dml_model_predict(const DmlModel *m, float *out, const float *X, int B,
 			cur ^= 1;
 			continue;
 		}
-		dense_forward(dst, inp, weight, bias, Bx, C, OC);
-		if (!last)
-			activation_forward(dst, dst, (size_t) Bx * OC, net->act);
+		dense_forward_act(dst, inp, weight, bias, Bx, C, OC, last ? DML_ACT_IDENTITY : net->act);
 		inp = dst;
 		cur ^= 1;
 	}

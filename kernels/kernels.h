@@ -126,9 +126,20 @@ extern int	dml_act_parse(const char *name);	/* -1 when unknown */
  */
 extern void dml_set_skinny(bool on);
 extern bool dml_skinny_applies(int B, int OC);
+/*
+ * Wider layers' products of a minibatch on dml's own kernel (gemm.h) on
+ * AVX-512 instead of sgemm; on by default, and off with dml_set_skinny(false)
+ * too.  dml_set_gemm(false) keeps sgemm for them alone.
+ */
+extern void dml_set_gemm(bool on);
+extern bool dml_gemm(bool transA, bool transB, int M, int N, int K, const float *A, int lda,
+					 const float *B, int ldb, bool accumulate, float *C, int ldc);
 /* out (B,OC) = inp (B,C) @ weight (OC,C)^T + bias (OC) */
 extern void dense_forward(float *out, const float *inp, const float *weight,
 						  const float *bias, int B, int C, int OC);
+/* the same, then out = act(out) (activation_forward) */
+extern void dense_forward_act(float *out, const float *inp, const float *weight,
+							  const float *bias, int B, int C, int OC, DmlAct act);
 
 /*
  * dweight (OC,C) += dout (B,OC)^T @ inp (B,C); dbias (OC) += colsum(dout);
@@ -142,6 +153,14 @@ extern void dense_backward_acc(float *dinp, float *dweight, float *dbias,
 							   const float *dout, const float *inp,
 							   const float *weight, int B, int C, int OC,
 							   bool accumulate);
+/*
+ * the same, then dinp through act's derivative where inp is act's output
+ * (activation_backward (dinp, dinp, inp))
+ */
+extern void dense_backward_act(float *dinp, float *dweight, float *dbias,
+							   const float *dout, const float *inp,
+							   const float *weight, int B, int C, int OC,
+							   bool accumulate, DmlAct act);
 /*
  * Rows of inputs stored as bytes: input c of a row with byte k is the
  * float32 (k / div - mean[c]) * scale[c], k / div correctly rounded:

@@ -3,7 +3,8 @@
  * layers.c
  *	  Dense layers on OpenBLAS sgemm (kernels of their own, AVX-512 or
  *	  AVX2, for layers of a few outputs, and for a model's hidden layers
- *	  of at most 64 outputs at inference) and their activations.
+ *	  of at most 64 outputs at inference; on AVX-512 a product of its own
+ *	  for a minibatch's wider layers, gemm.h) and their activations.
  *
  * The CPU reference; cuda/layers.cu is its CUDA twin, name for name.
  * Single-threaded by design: each MPI rank pins OpenBLAS to one thread,
@@ -107,6 +108,7 @@ static bool skinny_off = false;
 #include "simd.h"
 #include "skinny.h"
 #include "dense_rows.h"
+#include "gemm.h"
 #undef SIMD_ISA
 #define SIMD_ISA 256
 #include "simd.h"
@@ -133,9 +135,53 @@ skinny_applies(int B, int OC)
 {
 	return !skinny_off && B >= 2 && OC >= 1 && OC <= SKINNY_OC && dml_simd() >= 256;
 }
+
+static bool gemm_off = false;
+
+/*
+ * Whether a product of M x K by K x N runs on gemm.h's kernel: on AVX-512,
+ * for a minibatch (M, N and K at least 2; one row's forward pass keeps
+ * sgemv) whose C and op(B) stay in L2 (where it is faster than sgemm:
+ * gemm.h), unless dml_set_gemm(false) or dml_set_skinny(false)
+ */
+static bool
+gemm_applies(int M, int N, int K)
+{
+	return !skinny_off && !gemm_off && M >= 2 && N >= 2 && K >= 2 &&
+		(long) M * N <= GEMM_MAX_C && (long) K * N <= GEMM_MAX_B && dml_simd() >= 512;
+}
 #else
 #define SKINNY 0
 #endif
+
+/*
+ * C (M,N) = op(A) op(B), plus C's own values where accumulate, on gemm.h's
+ * kernel (op: transposed where trans*; row-major, leading dimensions lda,
+ * ldb, ldc); false, C untouched, where that kernel does not run (see
+ * gemm_applies).  For the benchmarks' rate beside sgemm's.
+ */
+bool
+dml_gemm(bool transA, bool transB, int M, int N, int K, const float *A, int lda,
+		 const float *B, int ldb, bool accumulate, float *C, int ldc)
+{
+#if SKINNY
+	if (gemm_applies(M, N, K))
+	{
+		gemm_avx512(transA, transB, M, N, K, A, lda, B, ldb, accumulate, C, ldc, NULL);
+		return true;
+	}
+#endif
+	return false;
+}
+
+/* whether gemm.h's products take sgemm's place on AVX-512 (the default) */
+void
+dml_set_gemm(bool on)
+{
+#if SKINNY
+	gemm_off = !on;
+#endif
+}
 
 /* whether skinny layers take sgemm's place where they can (the default) */
 void
@@ -252,21 +298,41 @@ void
 dense_forward(float *out, const float *inp, const float *weight,
 			  const float *bias, int B, int C, int OC)
 {
+	dense_forward_act(out, inp, weight, bias, B, C, OC, DML_ACT_IDENTITY);
+}
+
+/*
+ * dense_forward, then act on out: activation_forward's values, ReLU in
+ * the same pass as the product where gemm.h's kernel runs
+ */
+void
+dense_forward_act(float *out, const float *inp, const float *weight,
+				  const float *bias, int B, int C, int OC, DmlAct act)
+{
 #if SKINNY
 	if (skinny_applies(B, OC))
-	{
 		skinny_forward(out, inp, NULL, NULL, NULL, B, B, weight, bias, C, OC);
-		return;
+	else if (gemm_applies(B, OC, C))
+	{
+		GemmEpilogue ep = {.bias = bias, .relu = act == DML_ACT_RELU};
+
+		gemm_avx512(false, true, B, OC, C, inp, C, weight, C, false, out, OC, &ep);
+		if (ep.relu)
+			return;
 	}
-#endif
-	for (int b = 0; b < B; b++)
-		memcpy(out + (size_t) b * OC, bias, sizeof(float) * OC);
-	if (B == 1)
-		cblas_sgemv(CblasRowMajor, CblasNoTrans, OC, C, 1.0f, weight, C,
-					inp, 1, 1.0f, out, 1);
 	else
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, C,
-					1.0f, inp, C, weight, C, 1.0f, out, OC);
+#endif
+	{
+		for (int b = 0; b < B; b++)
+			memcpy(out + (size_t) b * OC, bias, sizeof(float) * OC);
+		if (B == 1)
+			cblas_sgemv(CblasRowMajor, CblasNoTrans, OC, C, 1.0f, weight, C,
+						inp, 1, 1.0f, out, 1);
+		else
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, C,
+						1.0f, inp, C, weight, C, 1.0f, out, OC);
+	}
+	activation_forward(out, out, (size_t) B * OC, act);
 }
 
 /* dweight += dout^T inp; dbias += colsum(dout); dinp = dout weight */
@@ -283,17 +349,46 @@ dense_backward_acc(float *dinp, float *dweight, float *dbias, const float *dout,
 				   const float *inp, const float *weight, int B, int C, int OC,
 				   bool accumulate)
 {
+	dense_backward_act(dinp, dweight, dbias, dout, inp, weight, B, C, OC, accumulate,
+					   DML_ACT_IDENTITY);
+}
+
+/*
+ * dense_backward_acc, with dinp then through act's derivative at inp (the
+ * layer's input, act's output): activation_backward (dinp, dinp, inp),
+ * ReLU's in the same pass as the product where gemm.h's kernel runs
+ */
+void
+dense_backward_act(float *dinp, float *dweight, float *dbias, const float *dout,
+				   const float *inp, const float *weight, int B, int C, int OC,
+				   bool accumulate, DmlAct act)
+{
 #if SKINNY
 	if (skinny_applies(B, OC))
 		skinny_wgrad(dweight, dout, inp, NULL, B, C, accumulate, OC);
+	else if (gemm_applies(OC, C, B))
+		gemm_avx512(true, false, OC, C, B, dout, OC, inp, C, accumulate, dweight, C, NULL);
 	else
 #endif
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B,
 					1.0f, dout, OC, inp, C, accumulate ? 1.0f : 0.0f, dweight, C);
 	bias_grad(dbias, dout, B, OC, accumulate);
-	if (dinp != NULL)
+	if (dinp == NULL)
+		return;
+#if SKINNY
+	if (gemm_applies(B, C, OC))
+	{
+		GemmEpilogue ep = {.keep = act == DML_ACT_RELU ? inp : NULL, .ldk = C};
+
+		gemm_avx512(false, false, B, C, OC, dout, OC, weight, C, false, dinp, C, &ep);
+		if (ep.keep)
+			return;
+	}
+	else
+#endif
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, OC,
 					1.0f, dout, OC, weight, C, 0.0f, dinp, C);
+	activation_backward(dinp, dinp, inp, (size_t) B * C, act);
 }
 
 /*

@@ -155,10 +155,9 @@ dml_net_forward(const DmlNet *net, DmlWork *work, const float *X, int B)
 		int			OC = net->sizes[l + 1];
 		float	   *out = work->acts[l + 1];
 
-		dense_forward(out, inp, net->params + dml_net_weight_offset(net, l),
-					  net->params + dml_net_bias_offset(net, l), B, C, OC);
-		if (l < net->nlayers - 1)
-			activation_forward(out, out, (size_t) B * OC, net->act);
+		dense_forward_act(out, inp, net->params + dml_net_weight_offset(net, l),
+						  net->params + dml_net_bias_offset(net, l), B, C, OC,
+						  l < net->nlayers - 1 ? net->act : DML_ACT_IDENTITY);
 		inp = out;
 	}
 	return inp;
@@ -550,15 +549,13 @@ forward_backward(const DmlNet *net, DmlWork *work, float *grads, const float *X,
 		const float *inp = l == 0 ? X : work->acts[l];
 		float	   *dinp = l == 0 ? NULL : work->dacts[(L - l) & 1];
 
-		dense_backward_acc(dinp, grads + dml_net_weight_offset(net, l),
+		/* dinp through the hidden activation of layer l-1's output, inp */
+		dense_backward_act(dinp, grads + dml_net_weight_offset(net, l),
 						   grads + dml_net_bias_offset(net, l), dout, inp,
-						   net->params + dml_net_weight_offset(net, l), B, C, OC, accumulate);
+						   net->params + dml_net_weight_offset(net, l), B, C, OC, accumulate,
+						   net->act);
 		if (l > 0)
-		{
-			/* through the hidden activation of layer l-1's output */
-			activation_backward(dinp, dinp, work->acts[l], (size_t) B * C, net->act);
 			dout = dinp;
-		}
 	}
 	return loss;
 }

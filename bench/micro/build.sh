@@ -7,6 +7,7 @@
 #   OUTDIR/stream -n 16777216 1 2                  memory bandwidth, 1 and 2 threads
 #   OPENBLAS_NUM_THREADS=1 OUTDIR/sgemm            MLP shapes + 2048^3, 1 thread
 #   OUTDIR/sgemm -t 1 256x784x256 4096x4096x4096
+#   OUTDIR/sgemm_dml -k dml 256x784x256              dml's own product (kernels/gemm.h)
 #   mpirun --allow-run-as-root --oversubscribe -np 2 OUTDIR/allreduce -b 1K -e 64M
 #   mpirun --allow-run-as-root --oversubscribe -np 2 OUTDIR/sync_step [-n FLOATS]
 #   OUTDIR/copy_reader -t fashion_train -r 3 [-j 2]   (PG* env or -d CONNINFO)
@@ -91,5 +92,8 @@ for prog in epoch logit_stats newton_pass mlp_epoch predict_rows; do
         -L/usr/lib/x86_64-linux-gnu/openblas-serial -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-serial \
         -l:libopenblas.so.0 -lm
 done
+run $CC -O2 -std=gnu11 $WARN -DSGEMM_DML -I"$K" -o "$out/sgemm_dml" "$src/sgemm.c" "${KOBJS[@]}" \
+    -L/usr/lib/x86_64-linux-gnu/openblas-serial -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-serial \
+    -l:libopenblas.so.0 -lm
 settle
 echo "$stamp" >"$out/.built"

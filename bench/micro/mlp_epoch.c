@@ -7,7 +7,7 @@
  *	  timed apart, in this process's CPU seconds (other work on the
  *	  machine moves them far less than wall time).
  *
- *	  mlp_epoch [-b BATCH] [-e EPOCHS] [-s STEPS] [-o PARAMS] [-8] IMAGES LABELS
+ *	  mlp_epoch [-b BATCH] [-e EPOCHS] [-s STEPS] [-o PARAMS] [-8] [-g] IMAGES LABELS
  *
  *	  IMAGES and LABELS are the uncompressed idx files of the training
  *	  set (train-images-idx3-ubyte, train-labels-idx1-ubyte); the first
@@ -19,8 +19,10 @@
  *	  (dml_rows8_gather, as workers/train.c where options byte_rows
  *	  applies), the others from the float32 rows: the same rows bit for
  *	  bit, so the training goes on unchanged while the two gathers
- *	  alternate in one process.  The floor is the epoch's FLOPs at
- *	  bench/micro/sgemm's rate, run beside it.
+ *	  alternate in one process.  With -g, every second epoch runs the
+ *	  layers' products on OpenBLAS's sgemm (dml_set_gemm(false)), the
+ *	  others on dml's kernel (kernels/gemm.h, on AVX-512).  The floor is
+ *	  the epoch's FLOPs at bench/micro/sgemm's rate, run beside it.
  *
  *-------------------------------------------------------------------------
  */
@@ -43,7 +45,8 @@ main(int argc, char **argv)
 	long		max_steps = -1,
 				steps = 0;
 	const char *out = NULL;
-	bool		bytes = false;
+	bool		bytes = false,
+				ab = false;
 	float		zero[784] = {0},
 				one[784];
 	DmlRows8	r8;
@@ -71,6 +74,11 @@ main(int argc, char **argv)
 			bytes = true;
 			i--;
 		}
+		else if (strcmp(argv[i], "-g") == 0)
+		{
+			ab = true;
+			i--;
+		}
 		else if (strcmp(argv[i], "-b") == 0)
 			B = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "-e") == 0)
@@ -84,7 +92,7 @@ main(int argc, char **argv)
 	}
 	if (argc - i != 2 || B < 1 || epochs < 1)
 	{
-		fprintf(stderr, "usage: mlp_epoch [-b BATCH] [-e EPOCHS] [-s STEPS] [-o PARAMS] [-8] IMAGES LABELS\n");
+		fprintf(stderr, "usage: mlp_epoch [-b BATCH] [-e EPOCHS] [-s STEPS] [-o PARAMS] [-8] [-g] IMAGES LABELS\n");
 		return 2;
 	}
 	X = malloc(sizeof(float) * n * d);
@@ -140,6 +148,7 @@ main(int argc, char **argv)
 		for (int j = 0; j < n; j++)
 			idx[j] = j;
 		dml_rng_seed(&rng, 1000 + e);
+		dml_set_gemm(!(ab && e % 2 == 1));
 		dml_shuffle(idx, n, &rng);
 		for (int pos = 0; pos < n && steps != max_steps; pos += B, steps++)
 		{
@@ -162,9 +171,10 @@ main(int argc, char **argv)
 			rows += c;
 		}
 		w = dml_clock_cpu_seconds() - t0;
-		printf("epoch %d: %d rows, CPU %.1f ms (gather%s %.1f, forward-backward %.1f, adam %.1f); "
+		printf("epoch %d%s: %d rows, CPU %.1f ms (gather%s %.1f, forward-backward %.1f, adam %.1f); "
 			   "%.1f GFLOP/s over the epoch, %.1f in forward-backward; loss %.6f\n",
-			   e + 1, rows, 1e3 * w, bytes && e % 2 == 1 ? " from bytes" : "", 1e3 * tg, 1e3 * tf, 1e3 * to,
+			   e + 1, ab ? (e % 2 == 1 ? " (sgemm)" : " (dml's products)") : "", rows, 1e3 * w,
+			   bytes && e % 2 == 1 ? " from bytes" : "", 1e3 * tg, 1e3 * tf, 1e3 * to,
 			   rows * 1007104.0 / w * 1e-9, rows * 1007104.0 / tf * 1e-9, loss / rows);
 	}
 	if (out)

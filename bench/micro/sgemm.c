@@ -4,6 +4,7 @@
  *	  OpenBLAS sgemm throughput (GFLOP/s = 2MNK / seconds) at given shapes.
  *
  *	  sgemm [-t THREADS] [-s SECONDS] [MxNxK ...]
+ *	  sgemm_dml -k dml [-s SECONDS] [MxNxK ...]
  *
  *	  C[M,N] = A[M,K] * B[K,N], row-major, no transposes.  The default shapes
  *	  are those of an MLP 784-256-128-10 step at batch 256 (forward
@@ -11,11 +12,17 @@
  *	  and a large square for the machine's peak.  Threads default to 1
  *	  (openblas_set_num_threads; OPENBLAS_NUM_THREADS is read too early to
  *	  set from here).  Each shape runs for about SECONDS (default 0.5) after
- *	  a warm-up; best and median call times are reported.
+ *	  a warm-up; best and median call times are reported.  sgemm_dml is
+ *	  the same program linked with dml's kernels: with -k dml it times
+ *	  dml_gemm (kernels/gemm.h, the dense layers' own product on AVX-512)
+ *	  at the same shapes, single-threaded, instead of OpenBLAS.
  *
  *-------------------------------------------------------------------------
  */
 #include <cblas.h>
+#ifdef SGEMM_DML
+#include "kernels.h"
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +87,28 @@ random_matrix(size_t n, unsigned *seed)
 	return p;
 }
 
+/* whether dml_gemm, not cblas_sgemm, is timed (-k dml) */
+static int	use_dml = 0;
+
+/* C = A B, row-major, on the chosen kernel */
+static void
+product(const GemmShape *s, const float *a, const float *b, float *c)
+{
+#ifdef SGEMM_DML
+	if (use_dml)
+	{
+		if (!dml_gemm(false, false, s->m, s->n, s->k, a, s->k, b, s->n, false, c, s->n))
+		{
+			fprintf(stderr, "sgemm: dml_gemm does not run on this CPU (no AVX-512)\n");
+			exit(1);
+		}
+		return;
+	}
+#endif
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->m, s->n, s->k,
+				1.0f, a, s->k, b, s->n, 0.0f, c, s->n);
+}
+
 /* time one shape; best and median seconds per call */
 static void
 time_shape(const GemmShape *s, double budget, double *best, double *median,
@@ -94,16 +123,14 @@ time_shape(const GemmShape *s, double budget, double *best, double *median,
 	int			ncalls = 0;
 
 	/* warm-up: threads started, caches and pages touched */
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->m, s->n, s->k,
-				1.0f, a, s->k, b, s->n, 0.0f, c, s->n);
+	product(s, a, b, c);
 	start = now_seconds();
 	while (ncalls < SGEMM_MAX_CALLS &&
 		   (ncalls < 3 || now_seconds() - start < budget))
 	{
 		double		t0 = now_seconds();
 
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->m, s->n, s->k,
-					1.0f, a, s->k, b, s->n, 0.0f, c, s->n);
+		product(s, a, b, c);
 		times[ncalls++] = now_seconds() - t0;
 	}
 	qsort(times, ncalls, sizeof(double), cmp_double);
@@ -136,6 +163,10 @@ main(int argc, char **argv)
 			nthreads = atoi(argv[++i]);
 		else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc)
 			budget = atof(argv[++i]);
+#ifdef SGEMM_DML
+		else if (strcmp(argv[i], "-k") == 0 && i + 1 < argc && strcmp(argv[i + 1], "dml") == 0)
+			use_dml = 1, i++;
+#endif
 		else if (nshapes < SGEMM_MAX_SHAPES &&
 				 sscanf(argv[i], "%dx%dx%d", &s.m, &s.n, &s.k) == 3 &&
 				 s.m > 0 && s.n > 0 && s.k > 0)
@@ -158,8 +189,11 @@ main(int argc, char **argv)
 	}
 	openblas_set_num_threads(nthreads);
 
-	printf("sgemm: %s, %d thread%s\n", openblas_get_config(), nthreads,
-		   nthreads == 1 ? "" : "s");
+	if (use_dml)
+		printf("sgemm: dml_gemm (kernels/gemm.h), 1 thread\n");
+	else
+		printf("sgemm: %s, %d thread%s\n", openblas_get_config(), nthreads,
+			   nthreads == 1 ? "" : "s");
 	printf("%6s %6s %6s %8s %10s %10s %10s  %s\n", "M", "N", "K", "calls",
 		   "best_us", "GFLOP/s", "med GF/s", "");
 	for (int i = 0; i < nshapes; i++)
@@ -178,11 +212,11 @@ main(int argc, char **argv)
 		const GemmShape *s = &shapes[i];
 		double		flops = 2.0 * s->m * s->n * s->k;
 
-		printf("{\"bench\": \"sgemm\", \"m\": %d, \"n\": %d, \"k\": %d, "
+		printf("{\"bench\": \"sgemm\", \"kernel\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, "
 			   "\"threads\": %d, \"calls\": %d, \"best_s\": %.9f, "
 			   "\"gflops\": %.3f, \"median_gflops\": %.3f}\n",
-			   s->m, s->n, s->k, nthreads, calls[i], best[i], flops / best[i] / 1e9,
-			   flops / median[i] / 1e9);
+			   use_dml ? "dml" : "openblas", s->m, s->n, s->k, use_dml ? 1 : nthreads, calls[i],
+			   best[i], flops / best[i] / 1e9, flops / median[i] / 1e9);
 	}
 	return 0;
 }

@@ -2994,12 +2994,199 @@ test_dense_rows(void)
 	}
 }
 
+/*
+ * The dense layers' products (gemm.h's kernel on AVX-512, sgemm elsewhere
+ * and with dml_set_gemm(false)) against sums in double: the forward pass
+ * with its bias and ReLU, the weight gradient overwritten and accumulated,
+ * and the input gradient through ReLU's derivative.  The shapes cross the
+ * kernel's edges: rows not a multiple of its 6, columns of its 16 and 64,
+ * K of its 16 and of its blocks (128).  Then the fused activations give
+ * the bits of the separate passes (activation_forward, _backward).
+ */
+static double
+gemm_ref_err(const float *got, const double *ref, const double *mag, int n, int K, int *wrong)
+{
+	double		worst = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		double		e = fabs(got[i] - ref[i]) / (mag[i] + 1e-30);
+
+		if (!(e <= 1.2e-7 * (K + 2)))
+			(*wrong)++;
+		worst = e > worst ? e : worst;
+	}
+	return worst;
+}
+
+static void
+test_gemm(void)
+{
+	static const int Ms[] = {2, 5, 6, 7, 13, 131};
+	static const int Ns[] = {13, 16, 17, 64, 65, 200};
+	static const int Ks[] = {2, 3, 16, 17, 128, 129, 300};
+	DmlRng		rng;
+
+	dml_rng_seed(&rng, 91);
+	for (int g = 1; g >= 0; g--)
+	{
+		int			wrong[3] = {0, 0, 0},
+					shapes = 0,
+					fused_differ = 0;
+		double		worst[3] = {0, 0, 0};
+		char		name[160];
+		const char *on = g == 1 && dml_simd() >= 512 ? "on dml's kernel" : "on sgemm";
+
+		dml_set_gemm(g == 1);
+		for (int mi = 0; mi < 6; mi++)
+			for (int ni = 0; ni < 6; ni++)
+				for (int ki = 0; ki < 7; ki++)
+				{
+					int			B = Ms[mi],
+								OC = Ns[ni],
+								C = Ks[ki];
+					float	   *x = malloc(sizeof(float) * B * C),
+							   *w = malloc(sizeof(float) * OC * C),
+							   *bias = malloc(sizeof(float) * OC),
+							   *dout = malloc(sizeof(float) * B * OC),
+							   *out = malloc(sizeof(float) * B * OC),
+							   *sep = malloc(sizeof(float) * B * OC),
+							   *dw = malloc(sizeof(float) * OC * C),
+							   *db = malloc(sizeof(float) * OC),
+							   *dx = malloc(sizeof(float) * B * C),
+							   *dx2 = malloc(sizeof(float) * B * C);
+					double	   *ref = malloc(sizeof(double) * B * C * 2 + sizeof(double) * B * OC * 2 + sizeof(double) * OC * C * 2),
+							   *mag = ref + (size_t) B * OC,
+							   *wref = mag + (size_t) B * OC,
+							   *wmag = wref + (size_t) OC * C,
+							   *xref = wmag + (size_t) OC * C,
+							   *xmag = xref + (size_t) B * C;
+
+					/* inputs as a ReLU's outputs: a third 0, one NaN */
+					for (int i = 0; i < B * C; i++)
+						x[i] = dml_rng_next(&rng) % 3 == 0 ? 0.0f : (float) fabs(dml_rng_normal(&rng));
+					x[B * C / 2] = NAN;
+					for (int i = 0; i < OC * C; i++)
+						w[i] = (float) dml_rng_normal(&rng);
+					for (int i = 0; i < OC; i++)
+						bias[i] = (float) dml_rng_normal(&rng);
+					for (int i = 0; i < B * OC; i++)
+						dout[i] = (float) dml_rng_normal(&rng);
+					/* the NaN's row aside in the forward pass */
+					for (int b = 0; b < B; b++)
+						for (int o = 0; o < OC; o++)
+						{
+							double		sum = bias[o],
+										m = fabs(bias[o]);
+
+							for (int c = 0; c < C; c++)
+							{
+								sum += (double) x[b * C + c] * w[o * C + c];
+								m += fabs((double) x[b * C + c] * w[o * C + c]);
+							}
+							ref[b * OC + o] = sum > 0 ? sum : 0;
+							mag[b * OC + o] = m;
+						}
+					for (int o = 0; o < OC; o++)
+						for (int c = 0; c < C; c++)
+						{
+							double		sum = 1.5,
+										m = 1.5;
+
+							for (int b = 0; b < B; b++)
+							{
+								sum += (double) dout[b * OC + o] * x[b * C + c];
+								m += fabs((double) dout[b * OC + o] * x[b * C + c]);
+							}
+							wref[o * C + c] = sum;
+							wmag[o * C + c] = m;
+						}
+					for (int b = 0; b < B; b++)
+						for (int c = 0; c < C; c++)
+						{
+							double		sum = 0,
+										m = 0;
+
+							for (int o = 0; o < OC; o++)
+							{
+								sum += (double) dout[b * OC + o] * w[o * C + c];
+								m += fabs((double) dout[b * OC + o] * w[o * C + c]);
+							}
+							xref[b * C + c] = x[b * C + c] > 0 ? sum : 0;
+							xmag[b * C + c] = m;
+						}
+
+					dense_forward_act(out, x, w, bias, B, C, OC, DML_ACT_RELU);
+					dense_forward(sep, x, w, bias, B, C, OC);
+					activation_forward(sep, sep, (size_t) B * OC, DML_ACT_RELU);
+					fused_differ += memcmp(out, sep, sizeof(float) * B * OC) != 0;
+					/* the NaN's row is NaN before ReLU, 0 after (activation_forward's rule) */
+					for (int o = 0; o < OC; o++)
+					{
+						size_t		i = (size_t) (B * C / 2) / C * OC + o;
+
+						wrong[0] += out[i] != 0.0f;
+						out[i] = 0.0f;
+						ref[i] = 0.0;
+						mag[i] = 1.0;
+					}
+					worst[0] = fmax(worst[0], gemm_ref_err(out, ref, mag, B * OC, C, &wrong[0]));
+
+					/* overwritten, then accumulated onto 1.5 (the NaN's column NaN) */
+					dense_backward_act(NULL, dw, db, dout, x, w, B, C, OC, false, DML_ACT_RELU);
+					for (int i = 0; i < OC * C; i++)
+						dw[i] = 1.5f;
+					dense_backward_act(dx, dw, db, dout, x, w, B, C, OC, true, DML_ACT_RELU);
+					for (int o = 0; o < OC; o++)
+					{
+						size_t		i = (size_t) o * C + (B * C / 2) % C;
+
+						wrong[1] += !isnan(dw[i]);
+						dw[i] = 0.0f;
+						wref[i] = 0.0;
+						wmag[i] = 1.0;
+					}
+					worst[1] = fmax(worst[1], gemm_ref_err(dw, wref, wmag, OC * C, B, &wrong[1]));
+					worst[2] = fmax(worst[2], gemm_ref_err(dx, xref, xmag, B * C, OC, &wrong[2]));
+					dense_backward_act(dx2, dw, db, dout, x, w, B, C, OC, false, DML_ACT_IDENTITY);
+					activation_backward(dx2, dx2, x, (size_t) B * C, DML_ACT_RELU);
+					fused_differ += memcmp(dx, dx2, sizeof(float) * B * C) != 0;
+					shapes++;
+					free(x), free(w), free(bias), free(dout), free(out), free(sep);
+					free(dw), free(db), free(dx), free(dx2), free(ref);
+				}
+		snprintf(name, sizeof(name), "dense layers' products %s against double sums, %d shapes: forward + bias + ReLU",
+				 on, shapes);
+		check(wrong[0] == 0, name, "%d values off, worst %g", wrong[0], worst[0]);
+		snprintf(name, sizeof(name), "dense layers' products %s: weight gradient overwritten and accumulated", on);
+		check(wrong[1] == 0, name, "%d values off, worst %g", wrong[1], worst[1]);
+		snprintf(name, sizeof(name), "dense layers' products %s: input gradient through ReLU's derivative", on);
+		check(wrong[2] == 0, name, "%d values off, worst %g", wrong[2], worst[2]);
+		snprintf(name, sizeof(name), "dense layers' products %s: the fused activations give the separate passes' bits", on);
+		check(fused_differ == 0, name, "%d of %d products differ", fused_differ, 2 * shapes);
+	}
+	dml_set_gemm(true);
+	/* where it runs: a minibatch on AVX-512, up to a C of 1 MB */
+	{
+		float	   *a = calloc(600 * 600, sizeof(float)),
+				   *b = calloc(600 * 600, sizeof(float)),
+				   *c = calloc(600 * 600, sizeof(float));
+		bool		small = dml_gemm(false, false, 8, 16, 8, a, 8, b, 16, false, c, 16),
+					large = dml_gemm(false, false, 600, 600, 8, a, 8, b, 600, false, c, 600);
+
+		check(small == (dml_simd() >= 512) && !large, "dml_gemm runs on AVX-512 alone, and not past a C of 1 MB",
+			  "8 x 16 x 8: %d, 600 x 600 x 8: %d", small, large);
+		free(a), free(b), free(c);
+	}
+}
+
 static void
 test_simd_kernels(void)
 {
 	test_fused();
 	test_tiles();
 	test_skinny();
+	test_gemm();
 	test_hess_tiles();
 	test_newton_stats32();
 	test_newton_panels();
