@@ -533,10 +533,13 @@ def main():
     # the MLP's batch-256 shapes, measured again right before each MLP run:
     # the floor of a run is the sgemm rate of its own minutes (on a shared
     # host the rate moved 74-149 GFLOP/s within an hour)
-    def adj_sgemm_cmd(B=256):
-        """the MLP's shapes at B rows a worker (the run's own batch)"""
-        return sgemm_cmd.replace(f"-s {M['sgemm_s']}", "-s 0.1") + " " + \
-            " ".join(f"{m}x{n}x{k}" for m, n, k in mlp_shapes(B))
+    def adj_sgemm_cmd(B=256, own=False):
+        """the MLP's shapes at B rows a worker (the run's own batch); own: on dml's
+        own product (kernels/gemm.h, sgemm_dml -k dml) instead of OpenBLAS"""
+        cmd = sgemm_cmd.replace(f"-s {M['sgemm_s']}", "-s 0.1")
+        if own:
+            cmd = f"{micro}/sgemm_dml -k dml -s 0.1"
+        return cmd + " " + " ".join(f"{m}x{n}x{k}" for m, n, k in mlp_shapes(B))
 
     # w workers' floor: w single-thread sgemm processes at once, one pinned to
     # each core, their rates added (as STREAM's 2 threads): on a shared host
@@ -545,15 +548,15 @@ def main():
     # not hold CPUs 0 and 1; taskset to a CPU outside it fails)
     cpus = sorted(os.sched_getaffinity(0))
 
-    def pinned_gemm_cmd(w, B):
-        one = adj_sgemm_cmd(B).replace(f"{micro}/sgemm", f"taskset -c $c {micro}/sgemm")
+    def pinned_gemm_cmd(w, B, own=False):
+        one = adj_sgemm_cmd(B, own).replace(f"{micro}/sgemm", f"taskset -c $c {micro}/sgemm")
         return ("for c in " + " ".join(str(c) for c in cpus[:w]) + "; do ( " + one +
                 " | sed 's/^{/{\"core\": '$c', /' ) & done; wait")
 
-    def adjacent_gemm_rate(w, B):
+    def adjacent_gemm_rate(w, B, own=False):
         """the MLP shapes' rate at B rows of w cores together (GFLOP/s), and each core's"""
         if w > 1 and len(cpus) >= w:
-            out_, _ = sh(pinned_gemm_cmd(w, B))
+            out_, _ = sh(pinned_gemm_cmd(w, B, own), check=not own)
             recs = [r for r in jsonl(out_) if r.get("bench") == "sgemm"]
             per = [mlp_gemm_rate([r for r in recs if r.get("core") == c], B) for c in cpus[:w]]
             if None not in per:
@@ -562,7 +565,7 @@ def main():
                 f"one process's rate times {w} instead")
         # one core, or fewer CPUs than workers (the workers share them: at most
         # as many cores' rate as there are CPUs)
-        one = mlp_gemm_rate([r for r in jsonl(sh(adj_sgemm_cmd(B))[0])
+        one = mlp_gemm_rate([r for r in jsonl(sh(adj_sgemm_cmd(B, own), check=not own)[0])
                              if r.get("bench") == "sgemm"], B)
         if one is None:
             return None, []
@@ -571,10 +574,13 @@ def main():
     def mlp_run(w, b, r, kw, note=""):
         """one MLP dml_train run, with the sgemm rate of its cores measured just before it"""
         rate, per = adjacent_gemm_rate(w, b)
+        # and dml's own product at the same shapes (kernels/gemm.h; None without AVX-512)
+        own, _ = adjacent_gemm_rate(w, b, own=True)
         log(f"dml mlp-adam-w{w}-b{b} run {r + 1}/{R} ({note}sgemm just before: "
-            f"{fmt(rate)} GFLOP/s on {len(per) or w} core(s): {', '.join(fmt(x) for x in per)})")
+            f"{fmt(rate)} GFLOP/s on {len(per) or w} core(s): {', '.join(fmt(x) for x in per)}; "
+            f"dml's own product {fmt(own)})")
         return dict(dml_train(conn, f"bench_mlp_w{w}_b{b}", "fashion_train", "label", **kw),
-                    sgemm_rate=rate, sgemm_cores=per)
+                    sgemm_rate=rate, sgemm_cores=per, own_rate=own)
     out, _ = sh(sgemm_cmd)
     sgemm = [r for r in jsonl(out) if r.get("bench") == "sgemm"]
     RAW["sgemm"] = sgemm
@@ -1368,7 +1374,7 @@ def main():
         fl = ntrain * flops_per_row
         # each run against the floor of its own minutes: the sgemm rate
         # measured just before it (the run-start rate where there is none)
-        ep_r, tr_r, floor_r, rate_r = [], [], [], []
+        ep_r, tr_r, floor_r, rate_r, own_r = [], [], [], [], []
         for r in runs:
             # the rate of all the run's cores together (w cores at once)
             rate = r.get("sgemm_rate") or mlp_rate * w
@@ -1379,6 +1385,9 @@ def main():
             ep_r.append(epoch_median(r, "seconds"))
             # the training part alone: training rows / rows_per_second (the validation pass excluded)
             tr_r.append(rows_r / epoch_median(r, "rows_per_second"))
+            # the training part against the floor at dml's own product's rate
+            if r.get("own_rate"):
+                own_r.append((r["own_rate"], tr_r[-1] / (fl_r / (r["own_rate"] * 1e9))))
         ep, tr, floor = med(ep_r), med(tr_r), med(floor_r)
         cores = [r.get("sgemm_cores") for r in runs if r.get("sgemm_cores")]
         slow = [min(c) / max(c) for c in cores if len(c) > 1 and max(c) > 0]
@@ -1387,7 +1396,9 @@ def main():
                      fmt(floor) + " s", fmt(ep) + " s",
                      fmt(med([e / f for e, f in zip(ep_r, floor_r)]), 3) + "x",
                      fmt(tr) + " s", fmt(med([t / f for t, f in zip(tr_r, floor_r)]), 3) + "x",
-                     fmt(fl / tr / 1e9) + " GFLOP/s"])
+                     fmt(fl / tr / 1e9) + " GFLOP/s",
+                     fmt_med([x[0] for x in own_r]) if own_r else "n/a",
+                     fmt(med([x[1] for x in own_r]), 3) + "x" if own_r else "n/a"])
     s += ["### MLP 784-256-128-10 epoch vs the sgemm floor", "",
           f"FLOPs per training row = forward 2·Σ(in·out) + weight gradients 2·Σ(in·out) + input "
           f"gradients of layers 2..3 = {flops_per_row:,} (Σ in·out = {mm:,}). The rate is the "
@@ -1402,9 +1413,14 @@ def main():
           f"minutes, and the ratios are the medians of the runs' ratios. At the run's start the "
           f"rate was {fmt(mlp_rate)} GFLOP/s ({fmt(peak)} GFLOP/s on 2048³). The epoch's time "
           f"includes dml's validation pass (a forward pass over the held-out rows, whose FLOPs the "
-          f"floor does not count); its training part (training rows / `rows_per_second`) does not.", "",
+          f"floor does not count); its training part (training rows / `rows_per_second`) does not. "
+          f"The MLP's hidden layers run on dml's own product (kernels/gemm.h) where the CPU has "
+          f"AVX-512: the last two columns are its rate at the same shapes, measured the same way "
+          f"just before each run (`{adj_sgemm_cmd(256, own=True)}`), and the training part against "
+          f"the floor at that rate (n/a where it does not run).", "",
           table(["dml run", "FLOPs / epoch", "rate (GFLOP/s, the run's cores together)", "floor", "dml epoch",
-                 "epoch / floor", "training part", "training / floor", "achieved (training)"], rows), "",
+                 "epoch / floor", "training part", "training / floor", "achieved (training)",
+                 "dml's own product's rate", "training / floor at that rate"], rows), "",
           codeblock([f"sgemm: {sgemm_cmd}   ({blas_cfg})"] +
                     [f"  {x['m']}x{x['n']}x{x['k']}: median {x['median_gflops']} GFLOP/s, best {x['gflops']}"
                      for x in sgemm] +
