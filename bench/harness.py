@@ -1465,11 +1465,12 @@ def main():
     if "openblas" in wrate and len(wrate) > 1:
         libs_only = {k: v for k, v in wrate.items() if not k.startswith("dml")}
         best = max(libs_only, key=lambda k: libs_only[k] or 0)
+        own_rate = next((v for k, v in wrate.items() if k.startswith("dml")), None)
         s2.append(f"Fastest library at the MLP's shapes: {best}" + (
             " — dml keeps it." if best == "openblas" else
-            f", {ratio(wrate[best], wrate['openblas'])} OpenBLAS's rate: the MLP epoch's sgemm part "
-            "would shrink by that factor with it."))
-        own_rate = next((v for k, v in wrate.items() if k.startswith("dml")), None)
+            f", {ratio(wrate[best], wrate['openblas'])} OpenBLAS's rate" + (
+                "." if own_rate else
+                ": the MLP epoch's sgemm part would shrink by that factor with it.")))
         if own_rate:
             s2.append(f"dml's own product: {ratio(own_rate, wrate['openblas'])} OpenBLAS's rate at these "
                       f"shapes ({ratio(own_rate, wrate[best])} the fastest library's). The MLP floor above "
