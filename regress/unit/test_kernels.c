@@ -2147,6 +2147,14 @@ test_adam_subnormal(void)
 		  "params %.9g %.9g m %g %g", params[0], params[1], m[0], m[1]);
 }
 
+/* n values from the standard normal, in order */
+static void
+fill_normal(float *p, size_t n, DmlRng *rng)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (float) dml_rng_normal(rng);
+}
+
 /*
  * The OpenBLAS core type the worker forces: none for a core with AVX2 kernels
  * (any case) or no name; for the SSE3 fallback, a core this CPU can run that
@@ -2183,14 +2191,10 @@ test_skinny(void)
 						   *g[2],
 						   *gb[2];
 
-				for (int i = 0; i < B * C; i++)
-					x[i] = (float) dml_rng_normal(&rng);
-				for (int i = 0; i < OC * C; i++)
-					w[i] = (float) dml_rng_normal(&rng);
-				for (int i = 0; i < OC; i++)
-					bias[i] = (float) dml_rng_normal(&rng);
-				for (int i = 0; i < B * OC; i++)
-					dout[i] = (float) dml_rng_normal(&rng);
+				fill_normal(x, (size_t) B * C, &rng);
+				fill_normal(w, (size_t) OC * C, &rng);
+				fill_normal(bias, OC, &rng);
+				fill_normal(dout, (size_t) B * OC, &rng);
 				for (int v = 0; v < 2; v++)
 				{
 					o[v] = malloc(sizeof(float) * B * OC);
@@ -3019,6 +3023,33 @@ gemm_ref_err(const float *got, const double *ref, const double *mag, int n, int 
 	return worst;
 }
 
+/*
+ * ref (M x N) = init + a b in double, a's (i, k) at a[i ars + k acs] and
+ * b's (k, j) at b[k brs + j bcs], init bias[j] (or c0 where bias is NULL);
+ * mag the same sums of magnitudes
+ */
+static void
+gemm_ref(double *ref, double *mag, const float *a, long ars, long acs, const float *b,
+		 long brs, long bcs, int M, int N, int K, const float *bias, double c0)
+{
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++)
+		{
+			double		sum = bias ? bias[j] : c0,
+						m = fabs(sum);
+
+			for (int k = 0; k < K; k++)
+			{
+				double		t = (double) a[i * ars + k * acs] * b[k * brs + j * bcs];
+
+				sum += t;
+				m += fabs(t);
+			}
+			ref[(size_t) i * N + j] = sum;
+			mag[(size_t) i * N + j] = m;
+		}
+}
+
 static void
 test_gemm(void)
 {
@@ -3066,55 +3097,16 @@ test_gemm(void)
 					for (int i = 0; i < B * C; i++)
 						x[i] = dml_rng_next(&rng) % 3 == 0 ? 0.0f : (float) fabs(dml_rng_normal(&rng));
 					x[B * C / 2] = NAN;
-					for (int i = 0; i < OC * C; i++)
-						w[i] = (float) dml_rng_normal(&rng);
-					for (int i = 0; i < OC; i++)
-						bias[i] = (float) dml_rng_normal(&rng);
+					fill_normal(w, (size_t) OC * C, &rng);
+					fill_normal(bias, OC, &rng);
+					fill_normal(dout, (size_t) B * OC, &rng);
+					gemm_ref(ref, mag, x, C, 1, w, 1, C, B, OC, C, bias, 0.0);
 					for (int i = 0; i < B * OC; i++)
-						dout[i] = (float) dml_rng_normal(&rng);
-					/* the NaN's row aside in the forward pass */
-					for (int b = 0; b < B; b++)
-						for (int o = 0; o < OC; o++)
-						{
-							double		sum = bias[o],
-										m = fabs(bias[o]);
-
-							for (int c = 0; c < C; c++)
-							{
-								sum += (double) x[b * C + c] * w[o * C + c];
-								m += fabs((double) x[b * C + c] * w[o * C + c]);
-							}
-							ref[b * OC + o] = sum > 0 ? sum : 0;
-							mag[b * OC + o] = m;
-						}
-					for (int o = 0; o < OC; o++)
-						for (int c = 0; c < C; c++)
-						{
-							double		sum = 1.5,
-										m = 1.5;
-
-							for (int b = 0; b < B; b++)
-							{
-								sum += (double) dout[b * OC + o] * x[b * C + c];
-								m += fabs((double) dout[b * OC + o] * x[b * C + c]);
-							}
-							wref[o * C + c] = sum;
-							wmag[o * C + c] = m;
-						}
-					for (int b = 0; b < B; b++)
-						for (int c = 0; c < C; c++)
-						{
-							double		sum = 0,
-										m = 0;
-
-							for (int o = 0; o < OC; o++)
-							{
-								sum += (double) dout[b * OC + o] * w[o * C + c];
-								m += fabs((double) dout[b * OC + o] * w[o * C + c]);
-							}
-							xref[b * C + c] = x[b * C + c] > 0 ? sum : 0;
-							xmag[b * C + c] = m;
-						}
+						ref[i] = ref[i] > 0 ? ref[i] : 0;
+					gemm_ref(wref, wmag, dout, 1, OC, x, C, 1, OC, C, B, NULL, 1.5);
+					gemm_ref(xref, xmag, dout, OC, 1, w, C, 1, B, C, OC, NULL, 0.0);
+					for (int i = 0; i < B * C; i++)
+						xref[i] = x[i] > 0 ? xref[i] : 0;
 
 					dense_forward_act(out, x, w, bias, B, C, OC, DML_ACT_RELU);
 					dense_forward(sep, x, w, bias, B, C, OC);
