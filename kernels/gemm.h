@@ -2,8 +2,9 @@
  *
  * gemm.h
  *	  The dense layers' matrix products on AVX-512, in place of OpenBLAS's
- *	  sgemm (layers.c includes this file once, for AVX-512 only; AVX2
- *	  machines and the one-instruction-set builds keep sgemm).
+ *	  sgemm (layers.c includes this file once, after simd.h for AVX-512,
+ *	  whose vmask it uses; AVX2 machines and the one-instruction-set builds
+ *	  keep sgemm).
  *
  * C (M x N, row-major) = op(A) op(B) [+ C], op(A) M x K and op(B) K x N,
  * either of them read transposed, then at the end an epilogue: a bias
@@ -136,13 +137,6 @@ gemm_tile(int kc, const float *a, long rsa, long csa, const float *bp, float *c,
 	}
 }
 
-/* lanes [0, n) of 16 (n 0 .. 16) */
-static inline __mmask16
-gemm_lanes(int n)
-{
-	return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16) ((1u << n) - 1);
-}
-
 /*
  * bp (kc x 64) = op(B) rows k0 .. k0 + kc, columns j0 .. j0 + nr, 0 past
  * nr.  transB: op(B)[k][j] = B[j ldb + k], 16 x 16 blocks transposed in
@@ -156,7 +150,7 @@ gemm_pack_b(float *bp, const float *B, long ldb, bool transB, int k0, int kc, in
 		__mmask16	m[4];
 
 		for (int v = 0; v < 4; v++)
-			m[v] = gemm_lanes(nr - 16 * v);
+			m[v] = vmask(nr - 16 * v);
 		for (int k = 0; k < kc; k++)
 		{
 			const float *s = B + (long) (k0 + k) * ldb + j0;
@@ -246,7 +240,7 @@ gemm_avx512(bool transA, bool transB, int M, int N, int K, const float *A, long 
 		{
 			int			nr = N - j0 < GEMM_NR ? N - j0 : GEMM_NR,
 						nv = (nr + 15) / 16;
-			__mmask16	lastm = gemm_lanes(nr - 16 * (nv - 1));
+			__mmask16	lastm = vmask(nr - 16 * (nv - 1));
 
 			gemm_pack_b(bp, B, ldb, transB, k0, kc, j0, nr);
 			for (int i0 = 0; i0 < M; i0 += GEMM_MR)

@@ -122,28 +122,22 @@ time_shape(const GemmShape *s, double budget, double *best, double *median,
 	double		start;
 	int			ncalls = 0;
 
-	/* warm-up: threads started, caches and pages touched */
-	if (!product(s, a, b, c))
+	/* warm-up: threads started, caches and pages touched (none where not taken) */
+	if (product(s, a, b, c))
 	{
-		*calls = 0;
-		free(times);
-		free(a);
-		free(b);
-		free(c);
-		return;
-	}
-	start = now_seconds();
-	while (ncalls < SGEMM_MAX_CALLS &&
-		   (ncalls < 3 || now_seconds() - start < budget))
-	{
-		double		t0 = now_seconds();
+		start = now_seconds();
+		while (ncalls < SGEMM_MAX_CALLS &&
+			   (ncalls < 3 || now_seconds() - start < budget))
+		{
+			double		t0 = now_seconds();
 
-		product(s, a, b, c);
-		times[ncalls++] = now_seconds() - t0;
+			product(s, a, b, c);
+			times[ncalls++] = now_seconds() - t0;
+		}
+		qsort(times, ncalls, sizeof(double), cmp_double);
+		*best = times[0];
+		*median = times[ncalls / 2];
 	}
-	qsort(times, ncalls, sizeof(double), cmp_double);
-	*best = times[0];
-	*median = times[ncalls / 2];
 	*calls = ncalls;
 	free(times);
 	free(a);
