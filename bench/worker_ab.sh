@@ -3,8 +3,10 @@
 #
 #   worker_ab_start REV OUT
 #
-# Builds REV's dml-worker (git archive, CPU only) under OUT/src, starts a
-# private cluster (regress/pgcluster.sh; stopped on exit) and creates the
+# Builds REV's dml-worker (git archive, CPU only) under OUT/src, with this
+# tree's coordinator/protocol.h where REV's differs (the installed
+# coordinator reads this tree's messages; a field REV does not know is left
+# zero), starts a private cluster (regress/pgcluster.sh; stopped on exit) and creates the
 # extension.  Each build runs through a wrapper, $PGC_DIR/base-wrapped
 # (REV's) and $PGC_DIR/this-wrapped (the installed one), that appends its
 # ranks' CPU seconds (user + system, /usr/bin/time) to $PGC_DIR/cpu/base or
@@ -26,6 +28,10 @@ worker_ab_start() {
 	rm -rf "$out"
 	mkdir -p "$out/src"
 	git archive "$rev" | tar -x -C "$out/src"
+	if ! cmp -s coordinator/protocol.h "$out/src/coordinator/protocol.h"; then
+		echo "baseline $rev built with this tree's coordinator/protocol.h" >&2
+		cp coordinator/protocol.h "$out/src/coordinator/protocol.h"
+	fi
 	make -C "$out/src" -s build/dml-worker HAVE_CUDA=no >"$out/build.log" 2>&1 || {
 		cat "$out/build.log" >&2; return 1; }
 	source regress/pgcluster.sh

@@ -164,6 +164,8 @@ typedef struct DmlResult
 	double		weight_decay;	/* the penalty the model was trained with */
 	double		balance_steps;	/* balance: steps whose rows were not split as held */
 	double		balance_rows;	/* ... rows computed by a rank other than the one holding them */
+	double		chunks_taken;	/* shared memory: chunks stepped off another rank's list, all
+								 * ranks; negative: the step takes no chunks */
 	/* then (workers) doubles: each data rank's peak resident set, bytes */
 } DmlResult;
 

@@ -121,6 +121,9 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 		if (r->allreduce)
 			appendStringInfo(&buf, ", \"allreduce\": \"%s\"",
 							 r->allreduce == 3 ? "hierarchical" : r->allreduce == 2 ? "shared memory" : "mpi");
+		/* one host's sharded step: chunks a rank stepped off another's list (sync.c) */
+		if (r->allreduce == 2 && r->chunks_taken >= 0)
+			appendStringInfo(&buf, ", \"chunks_taken\": %.0f", r->chunks_taken);
 		/* options "balance": steps that split their rows by the ranks' speed, rows so moved */
 		if (r->balance)
 			appendStringInfo(&buf, ", \"balance\": {\"steps\": %.0f, \"rows_moved\": %.0f}",

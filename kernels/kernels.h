@@ -451,6 +451,14 @@ typedef struct DmlWork
 	 * compare the two); dml_work_alloc leaves it false
 	 */
 	bool		unfused;
+	/*
+	 * where set, dml_net_gradient's backward pass calls ready(ready_arg,
+	 * from) as each layer is done: grads[from..nparams) are whole, and the
+	 * pass reads none of params[from..nparams) again (the synchronization
+	 * may sum and step them meanwhile).  dml_work_alloc leaves it NULL.
+	 */
+	void		(*ready) (void *arg, size_t from);
+	void	   *ready_arg;
 } DmlWork;
 
 extern size_t dml_net_param_count(int nlayers, const int *sizes);

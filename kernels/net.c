@@ -554,6 +554,8 @@ forward_backward(const DmlNet *net, DmlWork *work, float *grads, const float *X,
 						   grads + dml_net_bias_offset(net, l), dout, inp,
 						   net->params + dml_net_weight_offset(net, l), B, C, OC, accumulate,
 						   net->act);
+		if (work->ready != NULL && !accumulate)
+			work->ready(work->ready_arg, dml_net_weight_offset(net, l));
 		if (l > 0)
 			dout = dinp;
 	}

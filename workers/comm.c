@@ -974,10 +974,35 @@ typedef struct SharedBarrier
 	char		pad2[56];
 } SharedBarrier;
 
+/*
+ * After it, a step's shared work (comm_shared_take, comm_shared_publish,
+ * comm_shared_await): each rank's list of items for alternate steps, as
+ * the items [front, back) of it not yet taken, in one word; a pulse each
+ * publication advances, which waiting ranks sleep on; and each rank's
+ * progress.  Each on a cache line of its own.
+ */
+typedef struct SharedLine
+{
+	_Atomic int64_t value;
+	char		pad[56];
+} SharedLine;
+
+typedef struct SharedWork
+{
+	atomic_int	pulse;
+	atomic_int	sleepers;		/* ranks asleep on pulse (a futex) */
+	char		pad[56];
+	SharedLine	lines[];		/* (ranks) progress, then (2 ranks) lists by parity */
+} SharedWork;
+
+#define PROGRESS(w, r)	(&(w)->lines[r].value)
+#define LIST(sh, which, r)	(&(sh)->work->lines[(sh)->ranks * (1 + (which)) + (r)].value)
+
 struct CommShared
 {
 	MPI_Win		win;
 	SharedBarrier *barrier;
+	SharedWork *work;
 	int			ranks;
 };
 
@@ -993,7 +1018,8 @@ comm_shared_alloc(size_t bytes, void **base)
 	CommShared *sh;
 	MPI_Info	info;
 	void	   *mine;
-	size_t		head = local_rank == 0 ? sizeof(SharedBarrier) : 0;
+	size_t		work = sizeof(SharedWork) + sizeof(SharedLine) * 3 * (size_t) local_size,
+				head = local_rank == 0 ? sizeof(SharedBarrier) + work : 0;
 
 	sh = malloc(sizeof(CommShared));
 	if (sh == NULL)
@@ -1012,13 +1038,18 @@ comm_shared_alloc(size_t bytes, void **base)
 		mpiCheck(MPI_Win_shared_query(sh->win, r, &size, &disp, &base[r]));
 	}
 	sh->barrier = (SharedBarrier *) base[0];
-	base[0] = (char *) base[0] + sizeof(SharedBarrier);
+	sh->work = (SharedWork *) ((char *) base[0] + sizeof(SharedBarrier));
+	base[0] = (char *) base[0] + sizeof(SharedBarrier) + work;
 	sh->ranks = local_size;
 	if (local_rank == 0)
 	{
 		atomic_init(&sh->barrier->arrived, 0);
 		atomic_init(&sh->barrier->generation, 0);
 		atomic_init(&sh->barrier->sleepers, 0);
+		atomic_init(&sh->work->pulse, 0);
+		atomic_init(&sh->work->sleepers, 0);
+		for (int i = 0; i < 3 * local_size; i++)
+			atomic_init(&sh->work->lines[i].value, 0);
 	}
 	mpiCheck(MPI_Win_lock_all(MPI_MODE_NOCHECK, sh->win));
 	mpiCheck(MPI_Barrier(host_comm));	/* the barrier is set up */
@@ -1091,6 +1122,138 @@ comm_shared_fence(CommShared *sh)
 			if (atomic_load(&b->generation) == gen)
 				futex_wait(&b->generation, gen, FENCE_SLEEP_NS);
 			atomic_fetch_sub(&b->sleepers, 1);
+		}
+		else
+			cpu_relax();
+	}
+	spin_ended(start);
+}
+
+/*
+ * comm_shared_list
+ *		Rank `rank`'s list of parity `which` (0 or 1): items 0 .. n - 1, none
+ *		taken.  Only while no rank takes from it until a fence of the
+ *		ranks has passed: for example, every step taking from the lists of
+ *		its parity, each rank sets its list of the other parity for the
+ *		next step.
+ */
+void
+comm_shared_list(CommShared *sh, int which, int rank, int n)
+{
+	atomic_store(LIST(sh, which, rank), (int64_t) n << 32);
+}
+
+/*
+ * comm_shared_peek
+ *		The item the list's front (or back) would give now, or -1 when the
+ *		list is empty.  Another rank may take it first.
+ */
+int
+comm_shared_peek(CommShared *sh, int which, int rank, bool back)
+{
+	int64_t		v = atomic_load(LIST(sh, which, rank));
+	int			f = (int) (v & 0xffffffff),
+				b = (int) (v >> 32);
+
+	return f >= b ? -1 : back ? b - 1 : f;
+}
+
+/*
+ * comm_shared_take
+ *		The list's front (or back) item, taken: every item of the list goes
+ *		to one rank once.  -1 when the list is empty.
+ */
+int
+comm_shared_take(CommShared *sh, int which, int rank, bool back)
+{
+	_Atomic int64_t *word = LIST(sh, which, rank);
+	int64_t		v = atomic_load(word);
+
+	for (;;)
+	{
+		int			f = (int) (v & 0xffffffff),
+					b = (int) (v >> 32);
+
+		if (f >= b)
+			return -1;
+		if (back)
+		{
+			if (atomic_compare_exchange_weak(word, &v, ((int64_t) (b - 1) << 32) | f))
+				return b - 1;
+		}
+		else if (atomic_compare_exchange_weak(word, &v, ((int64_t) b << 32) | (f + 1)))
+			return f;
+	}
+}
+
+/*
+ * comm_shared_publish
+ *		This rank's progress: value, never less than its last one until
+ *		comm_shared_progress_reset.  Its stores to the segment before it
+ *		are seen by the loads of a rank whose comm_shared_await saw it.
+ */
+void
+comm_shared_publish(CommShared *sh, int64_t value)
+{
+	SharedWork *w = sh->work;
+
+	atomic_store(PROGRESS(w, local_rank), value);
+	atomic_fetch_add(&w->pulse, 1);
+	if (atomic_load(&w->sleepers) > 0)
+		futex_wake_all(&w->pulse);
+}
+
+/* this rank's progress back to 0 (then a fence, before anyone publishes) */
+void
+comm_shared_progress_reset(CommShared *sh)
+{
+	atomic_store(PROGRESS(sh->work, local_rank), 0);
+}
+
+/* whether every rank's progress is at least value */
+static bool
+progress_reached(SharedWork *w, int ranks, int64_t value)
+{
+	for (int r = 0; r < ranks; r++)
+		if (atomic_load(PROGRESS(w, r)) < value)
+			return false;
+	return true;
+}
+
+/* whether every rank's progress is at least value now */
+bool
+comm_shared_reached(CommShared *sh, int64_t value)
+{
+	return progress_reached(sh->work, sh->ranks, value);
+}
+
+/*
+ * comm_shared_await
+ *		Until every rank's progress is at least value: polls for
+ *		spin_budget(), then sleeps on the pulse, as the fence does.
+ */
+void
+comm_shared_await(CommShared *sh, int64_t value)
+{
+	SharedWork *w = sh->work;
+	int64_t		start;
+
+	if (progress_reached(w, sh->ranks, value))
+		return;
+	start = dml_clock_ns();
+	for (;;)
+	{
+		int			pulse = atomic_load(&w->pulse);
+
+		if (progress_reached(w, sh->ranks, value))
+			break;
+		if (dml_clock_ns() - start > spin_budget(start))
+		{
+			/* counted before the check, as the fence's sleepers */
+			atomic_fetch_add(&w->sleepers, 1);
+			if (atomic_load(&w->pulse) == pulse && !progress_reached(w, sh->ranks, value))
+				futex_wait(&w->pulse, pulse, FENCE_SLEEP_NS);
+			atomic_fetch_sub(&w->sleepers, 1);
 		}
 		else
 			cpu_relax();

@@ -71,6 +71,13 @@ typedef struct CommShared CommShared;
 extern CommShared *comm_shared_alloc(size_t bytes, void **base);
 extern void comm_shared_fence(CommShared *sh);
 extern void comm_shared_free(CommShared *sh);
+extern void comm_shared_list(CommShared *sh, int which, int rank, int n);
+extern int	comm_shared_peek(CommShared *sh, int which, int rank, bool back);
+extern int	comm_shared_take(CommShared *sh, int which, int rank, bool back);
+extern bool comm_shared_reached(CommShared *sh, int64_t value);
+extern void comm_shared_publish(CommShared *sh, int64_t value);
+extern void comm_shared_progress_reset(CommShared *sh);
+extern void comm_shared_await(CommShared *sh, int64_t value);
 
 extern int	world_rank;
 extern int	world_size;

@@ -633,6 +633,17 @@ sync_bind(Sync *s, const WorkerSpec *spec, float **params, float **grads, DmlOpt
 	s->host_sum = s->H > 1 ? s->shm_s2 + npad : NULL;
 	s->lo = shard_start(s->np, s->L, lr);
 	s->hi = shard_start(s->np, s->L, lr + 1);
+	s->claimed = !s->hierarchical;
+	s->seq = 0;
+	if (s->claimed)
+	{
+		s->claim_order = xmalloc(sizeof(int) * (s->np / SHARED_STEP_CHUNK + 1));
+		s->claim_home = xmalloc(sizeof(int) * (s->L + 1));
+		sync_ready_layers(s, NULL, 0);
+		comm_shared_progress_reset(s->shm);	/* (a kept segment's last job's) */
+		for (int p = 0; p < 2; p++)
+			comm_shared_list(s->shm, p, lr, s->claim_home[lr + 1] - s->claim_home[lr]);
+	}
 	if (s->bal_rows > 0)
 	{
 		size_t		xf = ((size_t) s->bal_rows * (size_t) s->bal_d + 15) & ~(size_t) 15,
@@ -724,10 +735,10 @@ sync_unbind(Sync *s, float **params, float **grads, DmlOptimState *o)
  * holds them, cut by the ranks' smoothed seconds a row so that they take
  * as long.  The rows go into one of two regions by step parity: a rank
  * puts the next step's rows in the other region after computing its
- * share and before the step's fences, so they are all in once the step
+ * share and before the step's fence, so they are all in once the step
  * is (only an epoch's first step has a fence of its own,
  * sync_balance_fence); the other region was last read the step before,
- * whose first fence every rank has passed.  Every rank measures its own
+ * whose fence every rank has passed.  Every rank measures its own
  * time (sync_balance_took), writes it into the segment by step parity and
  * reads every rank's in the next step, so every rank smooths the same
  * numbers and cuts alike without a message.  The step's gradient is
@@ -861,10 +872,10 @@ sync_balance_split(Sync *s, const int *own, int *lo)
  * sync_balance_took
  *		After the rank's rows of the step (sync_balance_split) are computed,
  *		before sync_step: the seconds they took, for the next step's cut.
- *		It goes to this step's parity, before the step's fences: every rank
+ *		It goes to this step's parity, before the step's fence: every rank
  *		reads it in the next step, and nobody writes that parity again
- *		before every rank has passed the next step's first fence, by when
- *		all have read it.
+ *		before every rank has passed the next step's fence, by when all
+ *		have read it.
  */
 void
 sync_balance_took(Sync *s, double seconds, int rows)
@@ -976,23 +987,203 @@ cross_bytes(const Sync *s, size_t n)
 }
 
 /*
- * One step through the segment: each rank sums its range of the host's
- * gradients; on several hosts the leaders all-reduce the host sums (one
- * copy per host crosses the network); each rank steps its range of the
- * host's parameters.  Every host steps the same sum, so the hosts'
- * copies stay equal.
+ * A rank's progress through a step's gradient (comm_shared_publish): its
+ * gradient of the parameters [from, np) is whole in its slot, in step
+ * s->seq.  Ordered by the step, then by the parameters done.
+ */
+static inline int64_t
+ready_value(const Sync *s, size_t from)
+{
+	return s->seq * (int64_t) (s->np + 1) + (int64_t) (s->np - from);
+}
+
+/* the first coordinate of item k of rank r's list of chunks */
+static inline size_t
+chunk_start(const Sync *s, int r, int k)
+{
+	return (size_t) s->claim_order[s->claim_home[r] + k] * SHARED_STEP_CHUNK;
+}
+
+/*
+ * sync_wants_ready
+ *		Whether the step's gradient may say, layer by layer, which of its
+ *		parameters are whole (sync_ready) before sync_step: one host's
+ *		ranks claiming the step's chunks.
+ */
+bool
+sync_wants_ready(const Sync *s)
+{
+	return s->shm != NULL && !s->replicated && s->claimed;
+}
+
+/*
+ * sync_ready
+ *		(DmlWork's ready callback) The gradient of this step's parameters
+ *		[from, np) is whole in the rank's slot, and its backward pass reads
+ *		none of their weights again: the other ranks may sum and step them.
+ */
+void
+sync_ready(void *sync, size_t from)
+{
+	Sync	   *s = sync;
+
+	if (sync_wants_ready(s))
+		comm_shared_publish(s->shm, ready_value(s, from));
+}
+
+/*
+ * sync_ready_layers
+ *		The gradient's parameters are done in n parts, last first: [from[i],
+ *		from[i + 1]) (from ascending, from[n] = np).  Every rank's chunks
+ *		are stepped in that order, each part's chunks in place order (the
+ *		hardware prefetches the next; a step through its chunks backwards
+ *		measured slower).  No parts: in place order.
+ */
+void
+sync_ready_layers(Sync *s, const size_t *from, int n)
+{
+	int			chunks = (int) ((s->np + SHARED_STEP_CHUNK - 1) / SHARED_STEP_CHUNK),
+				k = 0;
+
+	if (!s->claimed)
+		return;
+	for (int r = 0; r < s->L; r++)
+	{
+		int			lo = (int) ((int64_t) chunks * r / s->L),
+					hi = (int) ((int64_t) chunks * (r + 1) / s->L);
+
+		s->claim_home[r] = k;
+		/* part i: the chunks that start in it (one across a boundary waits for the lower part) */
+		for (int i = n > 0 ? n - 1 : 0; i >= 0; i--)
+			for (int j = lo; j < hi; j++)
+			{
+				size_t		c0 = (size_t) j * SHARED_STEP_CHUNK;
+
+				if (n == 0 || ((i == 0 || c0 >= from[i]) && (i == n - 1 || c0 < from[i + 1])))
+					s->claim_order[k++] = j;
+			}
+	}
+	s->claim_home[s->L] = k;
+}
+
+/*
+ * One step of one host's ranks, a chunk of SHARED_STEP_CHUNK coordinates
+ * at a time.  Each rank has its list of chunks for the step (a fixed
+ * share of them, in sync_ready_layers's order).  Done with its gradient,
+ * a rank takes the next chunk of its own list if every rank's gradient of
+ * it is whole (sync_ready), else another rank's next chunk that is;
+ * failing both, its own next, or, once its own list is empty, another
+ * rank's last.  It waits until every rank's gradient of the chunk is
+ * whole, sums the slots over it in rank order and steps it; then the
+ * fence after which every rank reads the new parameters.  A rank done
+ * with its gradient first steps the layers every rank has done while the
+ * others finish theirs, and the ranks end their chunks together, where
+ * fixed halves (several hosts, below) waited at a fence for the slowest
+ * gradient before the sums and for the slowest half after them (2
+ * ranks, batch-128 MLP: 65 us a step of 1.3 ms, bench/SPEED-NOTES.md).
+ * A chunk stays with its rank from step to step unless another takes it,
+ * so its optimizer state is where that rank left it.  Each coordinate is
+ * the same sum in the same order and the same elementwise update whoever
+ * steps it: bit for bit the fixed halves' step.
+ *
+ * The lists of this step's parity; each rank set its own list of the
+ * other parity for the next step (shared_step).
+ */
+static void
+claimed_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr)
+{
+	int			par = (int) (s->seq & 1),
+				me = comm_local_rank(),
+				L = s->L;
+
+	comm_shared_publish(s->shm, ready_value(s, 0));	/* the rank's gradient is whole */
+	for (;;)
+	{
+		int			owner = -1,
+					k,
+					j;
+		bool		back = false;
+		size_t		c0,
+					c1;
+		DmlOptimState chunk = *o;
+
+		k = comm_shared_peek(s->shm, par, me, false);
+		if (k >= 0 && comm_shared_reached(s->shm, ready_value(s, chunk_start(s, me, k))))
+			owner = me;
+		for (int d = 1; d < L && owner < 0; d++)
+		{
+			int			r = (me + d) % L,
+						f = comm_shared_peek(s->shm, par, r, false);
+
+			if (f >= 0 && comm_shared_reached(s->shm, ready_value(s, chunk_start(s, r, f))))
+				owner = r;
+		}
+		if (owner < 0 && k >= 0)
+			owner = me;			/* nothing ready: the rank's own next, waited for */
+		for (int d = 1; d < L && owner < 0; d++)
+		{
+			int			r = (me + d) % L;
+
+			if (comm_shared_peek(s->shm, par, r, true) >= 0)
+			{
+				owner = r;
+				back = true;
+			}
+		}
+		if (owner < 0)
+			break;				/* every list is empty */
+		if ((k = comm_shared_take(s->shm, par, owner, back)) < 0)
+			continue;			/* another rank took the last one */
+		j = s->claim_order[s->claim_home[owner] + k];
+		s->chunks_taken += owner != me;
+		c0 = (size_t) j * SHARED_STEP_CHUNK;
+		c1 = c0 + SHARED_STEP_CHUNK < s->np ? c0 + SHARED_STEP_CHUNK : s->np;
+		comm_shared_await(s->shm, ready_value(s, c0));
+		sum_slots(s->scratch, s->slot, L, c0, c1);
+		chunk.n = c1 - c0;
+		chunk.s1 = o->s1 + c0;
+		chunk.s2 = o->s2 + c0;
+		train_optim_step(&chunk, spec, s->shm_params + c0, s->scratch + c0, lr);
+	}
+	o->t++;
+	comm_shared_fence(s->shm);	/* every chunk is stepped */
+	comm_count_bytes(sizeof(float) * (double) s->np);
+}
+
+/*
+ * One step through the segment.  One host: claimed_step.  Several: each
+ * rank sums its range of the host's gradients; the leaders all-reduce the
+ * host sums (one copy per host crosses the network); each rank steps its
+ * range of the host's parameters.  Every host steps the same sum, so the
+ * hosts' copies stay equal.
  */
 static void
 shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t total)
 {
-	float	   *sum = s->hierarchical ? s->host_sum : s->scratch;
+	float	   *sum = s->host_sum;
 	/* the network's bytes of the step, all hosts together: the leaders' ring */
 	double		across = 2.0 * (s->H - 1) * sizeof(float) * (double) s->np;
 
+	if (s->claimed)
+	{
+		int			me = comm_local_rank();
+
+		/* the next step's list; nobody takes from it before this step's fence */
+		comm_shared_list(s->shm, (int) ((s->seq + 1) & 1), me,
+						 s->claim_home[me + 1] - s->claim_home[me]);
+		if (total > 0)
+			claimed_step(s, spec, o, lr);
+		else
+		{
+			comm_shared_fence(s->shm);	/* no rank had rows: nothing to step */
+			comm_count_bytes(sizeof(float) * (double) s->np);
+		}
+		s->seq++;
+		return;
+	}
 	comm_shared_fence(s->shm);	/* every rank's gradient is in its slot */
-	if (s->hierarchical)
-		sum_slots(sum, s->slot, s->L, s->lo, s->hi);
-	if (s->hierarchical && s->comp != DML_COMPRESS_NONE)
+	sum_slots(sum, s->slot, s->L, s->lo, s->hi);
+	if (s->comp != DML_COMPRESS_NONE)
 	{
 		bool		even = comm_hosts_even();
 
@@ -1013,12 +1204,12 @@ shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t
 			across += cross_bytes(s, even ? shard_start(s->np, s->L, l + 1) -
 								  shard_start(s->np, s->L, l) : s->np);
 	}
-	else if (s->hierarchical && comm_hosts_even())
+	else if (comm_hosts_even())
 	{
 		/* each rank's range with the same range of the other hosts: no fence */
 		comm_peers_allreduce_float(s->host_sum + s->lo, s->hi - s->lo);
 	}
-	else if (s->hierarchical)
+	else
 	{
 		comm_shared_fence(s->shm);	/* the host's sum is whole */
 		comm_leaders_allreduce_float(s->host_sum, s->np);
@@ -1027,19 +1218,15 @@ shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t
 	if (total > 0)
 	{
 		/*
-		 * the range stepped a chunk at a time; on one host each chunk is
-		 * summed just before, so the optimizer reads its sum from L1 (4
-		 * bytes a parameter written and read back once fewer).  The
-		 * optimizers are elementwise, with the same step count in every
-		 * chunk: bit for bit the whole range's step.
+		 * the range stepped a chunk at a time.  The optimizers are
+		 * elementwise, with the same step count in every chunk: bit for bit
+		 * the whole range's step.
 		 */
 		for (size_t c0 = s->lo; c0 < s->hi; c0 += SHARED_STEP_CHUNK)
 		{
 			size_t		c1 = c0 + SHARED_STEP_CHUNK < s->hi ? c0 + SHARED_STEP_CHUNK : s->hi;
 			DmlOptimState chunk = *o;
 
-			if (!s->hierarchical)
-				sum_slots(sum, s->slot, s->L, c0, c1);
 			chunk.n = c1 - c0;
 			chunk.s1 = o->s1 + c0;
 			chunk.s2 = o->s2 + c0;
@@ -1048,10 +1235,7 @@ shared_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr, int64_t
 		o->t++;
 	}
 	comm_shared_fence(s->shm);	/* every range is stepped */
-	if (s->hierarchical)
-		comm_count_hierarchical(sizeof(float) * (double) s->np, across);
-	else
-		comm_count_bytes(sizeof(float) * (double) s->np);
+	comm_count_hierarchical(sizeof(float) * (double) s->np, across);
 }
 
 /*
@@ -1387,4 +1571,6 @@ sync_free(Sync *s)
 	free(s->server_bytes);
 	free(s->server_across);
 	free(s->server_stale);
+	free(s->claim_order);
+	free(s->claim_home);
 }

@@ -104,8 +104,13 @@ typedef struct Sync
 	float	   *shm_params;		/* the one copy of the parameters ... */
 	float	   *shm_s1;			/* ... and of the optimizer state */
 	float	   *shm_s2;
-	size_t		lo;				/* the coordinates this rank sums and steps */
+	size_t		lo;				/* the coordinates this rank sums and steps (several hosts) */
 	size_t		hi;
+	bool		claimed;		/* one host: the ranks claim the step's chunks (claimed_step) */
+	int64_t		seq;			/* shared steps since sync_bind */
+	int		   *claim_order;	/* every rank's chunks, in the order it steps them ... */
+	int		   *claim_home;		/* (L + 1) ... rank r's at [claim_home[r], claim_home[r + 1]) */
+	int64_t		chunks_taken;	/* chunks this rank stepped off other ranks' lists */
 	float	   *own_params;		/* the rank's private buffers, while bound */
 	float	   *own_grads;
 	float	   *own_s1;
@@ -158,6 +163,9 @@ extern void sync_balance_fence(Sync *s);
 extern int	sync_balance_split(Sync *s, const int *own, int *lo);
 extern void sync_balance_took(Sync *s, double seconds, int rows);
 extern void sync_unbind(Sync *s, float **params, float **grads, DmlOptimState *o);
+extern bool sync_wants_ready(const Sync *s);
+extern void sync_ready_layers(Sync *s, const size_t *from, int n);
+extern void sync_ready(void *sync, size_t from);
 extern float sync_grad_scale(const Sync *s, int B, int64_t total);
 extern void sync_step(Sync *s, const WorkerSpec *spec, float *params, float *grads,
 					  DmlOptimState *o, float lr, int B, int64_t total, bool epoch_end);

@@ -754,6 +754,7 @@ sync_facts(TrainResult *res, const Sync *sy)
 	res->balance = sy->bal_rows > 0;
 	res->balance_steps = sy->bal_moved_steps;
 	res->balance_rows = sy->bal_moved_rows;
+	res->chunks_taken = sy->claimed ? sy->chunks_taken : -1;
 	res->servers = sy->S;
 	if (sy->S > 0)
 	{
@@ -1170,6 +1171,15 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 		if (all == worker_world)
 			sync_balance_want(&sy, rows, ds->d);
 		sync_bind(&sy, spec, &net->params, &grads, &opt);
+		if (sync_wants_ready(&sy))
+		{
+			/* the layers' parameters, which the backward pass finishes last first */
+			size_t		from[DML_MAX_LAYERS];
+
+			for (int l = 0; l < net->nlayers; l++)
+				from[l] = dml_net_weight_offset(net, l);
+			sync_ready_layers(&sy, from, net->nlayers);
+		}
 		if (sy.bal_X[0] != NULL)
 		{
 			/* a rank computes up to the whole step's rows */
@@ -1298,8 +1308,15 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 					dml_gather_blocks(ds->X, ds->y, ds->d, &bo, pos, B, Xb, yb);
 				else
 					gather(ds, train_idx + pos, B, ntrain - pos, Xb, yb);
+				/* the synchronization may step each layer as its gradient is done */
+				if (sync_wants_ready(&sy))
+				{
+					work.ready = sync_ready;
+					work.ready_arg = &sy;
+				}
 				sums[0] += dml_net_gradient(net, &work, grads, Xb, yb, B,
 											sync_grad_scale(&sy, B, total));
+				work.ready = NULL;
 				sums[1] += B;
 			}
 			else
@@ -1379,7 +1396,7 @@ final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Train
 			   *val_idx;
 	int			ntrain,
 				nval;
-	double		counts[3];
+	double		counts[4];
 	DmlWork		work;
 
 	if (dml_metrics_init(met, m->net.loss, spec->classification ? spec->nclasses : 1) != DML_OK)
@@ -1396,7 +1413,8 @@ final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Train
 	 */
 	counts[2] = res->eval_params != NULL && res->eval_nvalues == met->nvalues &&
 		memcmp(res->eval_params, m->net.params, sizeof(float) * m->net.nparams) == 0;
-	comm_allreduce_double(counts, 3);
+	counts[3] = (double) res->chunks_taken;
+	comm_allreduce_double(counts, 4);
 	memset(out, 0, sizeof(*out));
 	out->on_validation = counts[1] > 0;
 	if (dml_work_alloc(&work, &m->net, EVAL_ROWS) != DML_OK)
@@ -1417,6 +1435,7 @@ final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Train
 	out->balance = res->balance;
 	out->balance_steps = (double) res->balance_steps;
 	out->balance_rows = (double) res->balance_rows;
+	out->chunks_taken = counts[3];
 	out->newton = res->newton;
 	out->newton_sampled = res->newton_sampled;
 	out->newton_full = res->newton_full;

@@ -308,6 +308,8 @@ typedef struct TrainResult
 	bool		balance;		/* the steps' rows were split by the ranks' speed */
 	int64_t		balance_steps;	/* ... steps whose split was not the rows' own */
 	int64_t		balance_rows;	/* ... rows computed by a rank other than the one holding them */
+	int64_t		chunks_taken;	/* this rank's chunks of other ranks' lists (sync.c's
+								 * claimed_step); -1: its step takes no chunks */
 	/* Newton's float32 iterations (exact.c): how their steps were found */
 	bool		newton;
 	int			newton_sampled; /* located on a sample of the rows */

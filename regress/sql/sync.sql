@@ -165,10 +165,12 @@ SELECT (SELECT sum(bytes_sent) FROM dml_epochs WHERE name = 'cmp_fp16')::float8 
 SELECT name, (metrics->>'accuracy')::float8 > 0.95 AS learned, metrics->>'compression' AS compression
 FROM dml.models WHERE name LIKE 'cmp\_%' ORDER BY name;
 
--- allreduce with every rank on one host goes through shared memory: each
--- rank sums and steps 1/W of one shared copy of the parameters (2,048 at a
--- time), or, for a model of at most 1,024 parameters, every rank sums all
--- of them and steps its own copy (one fence a step instead of two).
+-- allreduce with every rank on one host goes through shared memory: the
+-- ranks sum and step one shared copy of the parameters 2,048 at a time,
+-- each taking chunks from its list of 1/W of them or, once its own are
+-- done or waiting for a gradient, from another rank's (sync.c's
+-- claimed_step); or, for a model of at most 1,024 parameters, every rank
+-- sums all of them and steps its own copy.
 -- {"shared_memory": false} keeps MPI_Allreduce.  Two ranks give the same
 -- weights bit for bit (a + b = b + a; MLPs with Adam, 3-16-8-1 and
 -- 3-256-32-1: 209 and 9,281 parameters, the second's ranks each stepping
@@ -191,6 +193,26 @@ SELECT a.name, a.weights = b.weights AS same_weights,
 	   (a.metrics->>'accuracy')::float8 > 0.9 AS learned
 FROM dml.models a JOIN dml.models b ON b.name = a.name || '_mpi'
 WHERE a.name IN ('shm_mlp', 'shm_mlp_wide') ORDER BY a.name;
+-- Whoever steps a chunk, the bits are the same: rank 1 slowed by 3 ms
+-- after each gradient (the straggler hook), rank 0 steps rank 1's chunks
+-- too, as soon as rank 1's backward pass says each layer is done, and the
+-- weights are those of the run without it.  On 3 ranks (more than this
+-- machine's cores) the same against the 3 ranks' own run.
+SET dml.test_hooks = on;
+SELECT name FROM dml_train('shm_mlp_wide_slow', 'sep', 'y', features => '{x1,x2,x3}', model => 'mlp',
+	hidden => '{256,32}', optimizer => 'adam', epochs => 3, batch_size => 64, workers => 2,
+	validation => 0.2, options => '{"straggler": "1:3"}');
+SELECT name FROM dml_train('shm_mlp_wide3', 'sep', 'y', features => '{x1,x2,x3}', model => 'mlp',
+	hidden => '{256,32}', optimizer => 'adam', epochs => 2, batch_size => 64, workers => 3,
+	validation => 0.2);
+SELECT name FROM dml_train('shm_mlp_wide3_slow', 'sep', 'y', features => '{x1,x2,x3}', model => 'mlp',
+	hidden => '{256,32}', optimizer => 'adam', epochs => 2, batch_size => 64, workers => 3,
+	validation => 0.2, options => '{"straggler": "2:3"}');
+RESET dml.test_hooks;
+SELECT a.name, a.weights = b.weights AS same_weights,
+	   (a.metrics->>'chunks_taken')::int > 0 AS chunks_taken
+FROM dml.models a JOIN dml.models b ON a.name = b.name || '_slow'
+WHERE b.name IN ('shm_mlp_wide', 'shm_mlp_wide3') ORDER BY a.name;
 SELECT name FROM dml_train('shm_mom3', 'sreg', 'y', features => '{x1,x2,x3}', model => 'linear',
 	optimizer => 'momentum', learning_rate => 0.02, epochs => 3, batch_size => 50, workers => 3);
 SELECT name FROM dml_train('shm_mom3_mpi', 'sreg', 'y', features => '{x1,x2,x3}', model => 'linear',
