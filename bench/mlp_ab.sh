@@ -11,7 +11,9 @@
 # worker), REPS runs of each build alternating; prints the median epoch
 # (dml.epochs.seconds, restarts = 0, the median over epochs, then over runs),
 # the ranks' CPU seconds (user + system by /usr/bin/time around the worker),
-# the final training loss, and each build's epoch against the floor: the
+# the final training loss, the two builds' epochs pair by pair (a run of
+# each, one after the other: the median of their ratios), and each build's
+# epoch against the floor: the
 # epoch's FLOPs (1,007,104 per training row) at bench/micro/sgemm's
 # FLOP-weighted rate over the MLP's batch-256 shapes, times the workers,
 # measured with OpenBLAS's own choice of kernels and with the core type
@@ -77,6 +79,15 @@ for cfg in ${CONFIGS:-1:256 1:128 2:128 2:256}; do
 			"$(awk "BEGIN {print $ep / ($rows * 1007104 / ($r_forced * 1e9 * $w))}")" \
 			"$(cut -d' ' -f1 "$f" | tr '\n' ' ')"
 	done
+	# run i of this build against run i of the base (they ran one after the
+	# other): the ratio of a pair is not moved by the host's speed drifting
+	# between pairs, which on a shared host is a few percent over minutes
+	paste -d' ' <(cut -d' ' -f1 "$out/this_${w}_$b") <(cut -d' ' -f1 "$out/base_${w}_$b") |
+		/usr/bin/python3 -c '
+import statistics, sys
+r = [float(a) / float(b) for a, b in (l.split() for l in sys.stdin)]
+print(f"  this / base epoch, pair by pair: median {statistics.median(r):.3f} "
+      f"(range {min(r):.3f}-{max(r):.3f}, {len(r)} pairs, this faster in {sum(x < 1 for x in r)})")'
 	echo "  load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 echo "sgemm rate again: $(OPENBLAS_NUM_THREADS=1 rate) GFLOP/s ($core), $(OPENBLAS_CORETYPE=$forced OPENBLAS_NUM_THREADS=1 rate) GFLOP/s ($forced)"
