@@ -1086,6 +1086,63 @@ futex_wake_all(atomic_int *word)
 }
 
 /*
+ * Wait until done(arg): polls for spin_budget(), then sleeps on the futex
+ * word, which whoever makes done true advances after doing so, waking the
+ * sleepers it counts (shared_wake).  A sleeper is counted before it checks
+ * again, so a waker that did not see it came before that check (every
+ * atomic here is sequentially consistent) or before the futex's own check
+ * of the word; the timeout is a safety net.
+ */
+static inline void
+shared_wait(atomic_int *word, atomic_int *sleepers, bool (*done) (const void *),
+			const void *arg)
+{
+	int64_t		start = dml_clock_ns();
+
+	for (;;)
+	{
+		int			seen = atomic_load(word);
+
+		if (done(arg))
+			break;
+		if (dml_clock_ns() - start > spin_budget(start))
+		{
+			atomic_fetch_add(sleepers, 1);
+			if (atomic_load(word) == seen && !done(arg))
+				futex_wait(word, seen, FENCE_SLEEP_NS);
+			atomic_fetch_sub(sleepers, 1);
+		}
+		else
+			cpu_relax();
+	}
+	spin_ended(start);
+}
+
+/* word advanced, after what shared_wait's done() reads: its sleepers woken */
+static inline void
+shared_wake(atomic_int *word, atomic_int *sleepers)
+{
+	atomic_fetch_add(word, 1);
+	if (atomic_load(sleepers) > 0)
+		futex_wake_all(word);
+}
+
+/* the fence's wait: until the barrier's generation has moved on from *arg's */
+typedef struct FenceWait
+{
+	SharedBarrier *b;
+	int			gen;
+} FenceWait;
+
+static bool
+fence_passed(const void *arg)
+{
+	const FenceWait *f = arg;
+
+	return atomic_load(&f->b->generation) != f->gen;
+}
+
+/*
  * comm_shared_fence
  *		A barrier of the data ranks on this host: every rank's stores to the segment
  *		before it are seen by every rank's loads after it.  A waiting rank
@@ -1095,38 +1152,16 @@ void
 comm_shared_fence(CommShared *sh)
 {
 	SharedBarrier *b = sh->barrier;
-	int			gen = atomic_load(&b->generation);
-	int64_t		start;
+	FenceWait	f = {b, atomic_load(&b->generation)};
 
 	if (atomic_fetch_add(&b->arrived, 1) == sh->ranks - 1)
 	{
 		/* the last to arrive lets the others go, and wakes those asleep */
 		atomic_store(&b->arrived, 0);
-		atomic_fetch_add(&b->generation, 1);
-		if (atomic_load(&b->sleepers) > 0)
-			futex_wake_all(&b->generation);
+		shared_wake(&b->generation, &b->sleepers);
 		return;
 	}
-	start = dml_clock_ns();
-	while (atomic_load(&b->generation) == gen)
-	{
-		if (dml_clock_ns() - start > spin_budget(start))
-		{
-			/*
-			 * asleep until the last rank arrives: counted first, so that
-			 * a release that did not see this sleeper came before the
-			 * check below (every atomic here is sequentially consistent)
-			 * or the futex's own check; the timeout is a safety net
-			 */
-			atomic_fetch_add(&b->sleepers, 1);
-			if (atomic_load(&b->generation) == gen)
-				futex_wait(&b->generation, gen, FENCE_SLEEP_NS);
-			atomic_fetch_sub(&b->sleepers, 1);
-		}
-		else
-			cpu_relax();
-	}
-	spin_ended(start);
+	shared_wait(&b->generation, &b->sleepers, fence_passed, &f);
 }
 
 /*
@@ -1198,9 +1233,7 @@ comm_shared_publish(CommShared *sh, int64_t value)
 	SharedWork *w = sh->work;
 
 	atomic_store(PROGRESS(w, local_rank), value);
-	atomic_fetch_add(&w->pulse, 1);
-	if (atomic_load(&w->sleepers) > 0)
-		futex_wake_all(&w->pulse);
+	shared_wake(&w->pulse, &w->sleepers);
 }
 
 /* this rank's progress back to 0 (then a fence, before anyone publishes) */
@@ -1227,6 +1260,21 @@ comm_shared_reached(CommShared *sh, int64_t value)
 	return progress_reached(sh->work, sh->ranks, value);
 }
 
+/* the await's wait: until every rank's progress is at least *arg's value */
+typedef struct AwaitWait
+{
+	CommShared *sh;
+	int64_t		value;
+} AwaitWait;
+
+static bool
+progress_passed(const void *arg)
+{
+	const AwaitWait *a = arg;
+
+	return progress_reached(a->sh->work, a->sh->ranks, a->value);
+}
+
 /*
  * comm_shared_await
  *		Until every rank's progress is at least value: polls for
@@ -1235,30 +1283,10 @@ comm_shared_reached(CommShared *sh, int64_t value)
 void
 comm_shared_await(CommShared *sh, int64_t value)
 {
-	SharedWork *w = sh->work;
-	int64_t		start;
+	AwaitWait	a = {sh, value};
 
-	if (progress_reached(w, sh->ranks, value))
-		return;
-	start = dml_clock_ns();
-	for (;;)
-	{
-		int			pulse = atomic_load(&w->pulse);
-
-		if (progress_reached(w, sh->ranks, value))
-			break;
-		if (dml_clock_ns() - start > spin_budget(start))
-		{
-			/* counted before the check, as the fence's sleepers */
-			atomic_fetch_add(&w->sleepers, 1);
-			if (atomic_load(&w->pulse) == pulse && !progress_reached(w, sh->ranks, value))
-				futex_wait(&w->pulse, pulse, FENCE_SLEEP_NS);
-			atomic_fetch_sub(&w->sleepers, 1);
-		}
-		else
-			cpu_relax();
-	}
-	spin_ended(start);
+	if (!progress_passed(&a))
+		shared_wait(&sh->work->pulse, &sh->work->sleepers, progress_passed, &a);
 }
 
 void
