@@ -167,7 +167,7 @@ build/tools/load_idx.o: tools/load_idx.c kernels/clock.h
 
 $(WORKER_OBJS) $(GPU_WORKER_OBJS) $(OBJS): kernels/kernels.h coordinator/protocol.h coordinator/jobspec.h
 # the kernels written once for each instruction set (kernels/simd.h)
-build/kernels/layers.o: kernels/simd.h kernels/skinny.h kernels/dense_rows.h kernels/gemm.h
+build/kernels/layers.o: kernels/simd.h kernels/skinny.h kernels/dense_rows.h kernels/gemm.h kernels/gemm_amx.h
 build/kernels/net.o: kernels/simd.h kernels/narrow.h kernels/fastmath.h
 build/kernels/losses.o: kernels/fastmath.h
 build/kernels/logit.o: kernels/simd.h kernels/hess.h kernels/hess_tile.h kernels/panel.h

@@ -535,10 +535,11 @@ def main():
     # host the rate moved 74-149 GFLOP/s within an hour)
     def adj_sgemm_cmd(B=256, own=False):
         """the MLP's shapes at B rows a worker (the run's own batch); own: on dml's
-        own product (kernels/gemm.h, sgemm_dml -k dml) instead of OpenBLAS"""
+        own product as the worker's training runs it (kernels/gemm.h, on AMX's tiles
+        where the CPU has them: kernels/gemm_amx.h; sgemm_dml -k amx) instead of OpenBLAS"""
         cmd = sgemm_cmd.replace(f"-s {M['sgemm_s']}", "-s 0.1")
         if own:
-            cmd = f"{micro}/sgemm_dml -k dml -s 0.1"
+            cmd = f"{micro}/sgemm_dml -k amx -s 0.1"
         return cmd + " " + " ".join(f"{m}x{n}x{k}" for m, n, k in mlp_shapes(B))
 
     # w workers' floor: w single-thread sgemm processes at once, one pinned to
@@ -574,7 +575,8 @@ def main():
     def mlp_run(w, b, r, kw, note=""):
         """one MLP dml_train run, with the sgemm rate of its cores measured just before it"""
         rate, per = adjacent_gemm_rate(w, b)
-        # and dml's own product at the same shapes (kernels/gemm.h; None without AVX-512)
+        # and dml's own product at the same shapes (kernels/gemm.h, on AMX where the
+        # CPU has it; None without AVX-512)
         own, _ = adjacent_gemm_rate(w, b, own=True)
         log(f"dml mlp-adam-w{w}-b{b} run {r + 1}/{R} ({note}sgemm just before: "
             f"{fmt(rate)} GFLOP/s on {len(per) or w} core(s): {', '.join(fmt(x) for x in per)}; "
@@ -1415,7 +1417,10 @@ def main():
           f"includes dml's validation pass (a forward pass over the held-out rows, whose FLOPs the "
           f"floor does not count); its training part (training rows / `rows_per_second`) does not. "
           f"The MLP's hidden layers run on dml's own product (kernels/gemm.h) where the CPU has "
-          f"AVX-512: the last two columns are its rate at the same shapes, measured the same way "
+          f"AVX-512, and where it has AMX on AMX's tiles, each float32 in three bfloat16 parts "
+          f"(kernels/gemm_amx.h: float32's accuracy, not an IEEE sgemm; the OpenBLAS floor's ratio "
+          f"then says how much faster that product is as well as what the step adds to it): "
+          f"the last two columns are its rate at the same shapes, measured the same way "
           f"just before each run (`{adj_sgemm_cmd(256, own=True)}`), and the training part against "
           f"the floor at that rate (n/a where it does not run).", "",
           table(["dml run", "FLOPs / epoch", "rate (GFLOP/s, the run's cores together)", "floor", "dml epoch",
@@ -1438,6 +1443,14 @@ def main():
     out, _ = sh(dml_cmd, check=False)
     own = [dict(x, blas="dml (kernels/gemm.h)") for x in jsonl(out) if x.get("bench") == "sgemm"]
     bc += own or [{"blas": "dml (kernels/gemm.h)", "error": "does not run on this CPU (no AVX-512)"}]
+    # and on AMX's tiles (kernels/gemm_amx.h), as the worker's training runs them
+    amx_cmd = f"{micro}/sgemm_dml -k amx -s {M['sgemm_s']}"
+    p_amx = subprocess.run(["bash", "-c", amx_cmd], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    amx = [dict(x, blas="dml on AMX (kernels/gemm_amx.h, three bfloat16 parts)")
+           for x in jsonl(p_amx.stdout) if x.get("bench") == "sgemm"]
+    bc += amx if amx and "no AMX" not in p_amx.stderr else \
+        [{"blas": "dml on AMX (kernels/gemm_amx.h, three bfloat16 parts)", "error": "no AMX on this CPU"}]
+    dml_cmd += f"; {amx_cmd}"
     RAW["blas_compare"] = bc
     libs = []
     for x in bc:
@@ -1457,7 +1470,8 @@ def main():
           "The same sgemm benchmark linked against each single-threaded BLAS this machine can "
           "get, one after another in this run: Debian's OpenBLAS (dml's), Debian's BLIS (unpacked, "
           "not installed) and Intel MKL from PyPI (a measurement only: dml's dependencies come "
-          "from Debian, where MKL is non-free); then dml's own product (kernels/gemm.h), which "
+          "from Debian, where MKL is non-free); then dml's own products (kernels/gemm.h on AVX-512, "
+          "and kernels/gemm_amx.h on AMX where the CPU has it), which "
           "the MLP's hidden layers run on where the CPU has AVX-512 (OpenBLAS elsewhere). "
           "Median GFLOP/s, 1 thread.", "",
           table(["BLAS", "MLP batch-256 shapes, FLOP-weighted", "256x10x128 (output layer)",
@@ -1465,7 +1479,8 @@ def main():
     if "openblas" in wrate and len(wrate) > 1:
         libs_only = {k: v for k, v in wrate.items() if not k.startswith("dml")}
         best = max(libs_only, key=lambda k: libs_only[k] or 0)
-        own_rate = next((v for k, v in wrate.items() if k.startswith("dml")), None)
+        own_rate = next((v for k, v in wrate.items() if k.startswith("dml (")), None)
+        amx_rate = next((v for k, v in wrate.items() if k.startswith("dml on AMX")), None)
         s2.append(f"Fastest library at the MLP's shapes: {best}" + (
             " — dml keeps it." if best == "openblas" else
             f", {ratio(wrate[best], wrate['openblas'])} OpenBLAS's rate" + (
@@ -1475,6 +1490,11 @@ def main():
             s2.append(f"dml's own product: {ratio(own_rate, wrate['openblas'])} OpenBLAS's rate at these "
                       f"shapes ({ratio(own_rate, wrate[best])} the fastest library's). The MLP floor above "
                       "stays OpenBLAS's rate, Debian's sgemm.")
+        if own_rate and amx_rate:
+            s2.append(f"On AMX's tiles (float32 in three bfloat16 parts, six products: float32's accuracy, "
+                      f"not an IEEE sgemm): {ratio(amx_rate, wrate['openblas'])} OpenBLAS's rate, "
+                      f"{ratio(amx_rate, own_rate)} dml's AVX-512 product's; the worker's training runs "
+                      "on it where the CPU has AMX (DML_AMX=off in the server's environment: not).")
         s2.append("")
     s2 += [codeblock([bc_cmd, dml_cmd]), ""]
     s += s2

@@ -132,6 +132,12 @@ extern bool dml_skinny_applies(int B, int OC);
  * too.  dml_set_gemm(false) keeps sgemm for them alone.
  */
 extern void dml_set_gemm(bool on);
+/*
+ * Those products on AMX's tiles where the CPU has AMX-BF16 (gemm_amx.h:
+ * float32 in three bfloat16 parts, to float32 rounding); off until
+ * dml_set_amx(true), which dml-worker calls.  Returns whether they run there.
+ */
+extern bool dml_set_amx(bool on);
 extern bool dml_gemm(bool transA, bool transB, int M, int N, int K, const float *A, int lda,
 					 const float *B, int ldb, bool accumulate, float *C, int ldc);
 /* out (B,OC) = inp (B,C) @ weight (OC,C)^T + bias (OC) */

@@ -411,6 +411,15 @@ main(int argc, char **argv)
 		return 0;
 	}
 
+	/*
+	 * Training's wider products on AMX's tiles where the CPU has them
+	 * (kernels/gemm_amx.h), unless DML_AMX=off in the environment.  Not a
+	 * predict job's: a batch there gives the backend's bits (gemm.h's
+	 * kernel, README), which AMX's sums in another order would not.
+	 */
+	if (getenv("DML_AMX") == NULL || strcmp(getenv("DML_AMX"), "off") != 0)
+		dml_set_amx(true);
+
 	gpu = trial_device(&spec);
 	if (comm_is_server())
 	{

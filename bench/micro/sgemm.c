@@ -4,7 +4,7 @@
  *	  OpenBLAS sgemm throughput (GFLOP/s = 2MNK / seconds) at given shapes.
  *
  *	  sgemm [-t THREADS] [-s SECONDS] [MxNxK ...]
- *	  sgemm_dml -k dml [-s SECONDS] [MxNxK ...]
+ *	  sgemm_dml -k dml|amx [-s SECONDS] [MxNxK ...]
  *
  *	  C[M,N] = A[M,K] * B[K,N], row-major, no transposes.  The default shapes
  *	  are those of an MLP 784-256-128-10 step at batch 256 (forward
@@ -17,7 +17,8 @@
  *	  dml_gemm (kernels/gemm.h, the dense layers' own product on AVX-512)
  *	  at the same shapes, single-threaded, instead of OpenBLAS; a shape it
  *	  does not take (no AVX-512, or past its sizes) is said so and left out
- *	  of the JSON lines.
+ *	  of the JSON lines.  -k amx: the same on AMX's tiles where the CPU
+ *	  has them (kernels/gemm_amx.h, as dml-worker's layers run).
  *
  *-------------------------------------------------------------------------
  */
@@ -168,6 +169,12 @@ main(int argc, char **argv)
 #ifdef SGEMM_DML
 		else if (strcmp(argv[i], "-k") == 0 && i + 1 < argc && strcmp(argv[i + 1], "dml") == 0)
 			use_dml = 1, i++;
+		else if (strcmp(argv[i], "-k") == 0 && i + 1 < argc && strcmp(argv[i + 1], "amx") == 0)
+		{
+			use_dml = 1, i++;
+			if (!dml_set_amx(true))
+				fprintf(stderr, "sgemm: no AMX here: dml's AVX-512 product instead\n");
+		}
 #endif
 		else if (nshapes < SGEMM_MAX_SHAPES &&
 				 sscanf(argv[i], "%dx%dx%d", &s.m, &s.n, &s.k) == 3 &&

@@ -3053,23 +3053,27 @@ gemm_ref(double *ref, double *mag, const float *a, long ars, long acs, const flo
 static void
 test_gemm(void)
 {
-	static const int Ms[] = {2, 5, 6, 7, 13, 131};
+	static const int Ms[] = {2, 5, 6, 7, 13, 131, 300};
 	static const int Ns[] = {13, 16, 17, 64, 65, 200};
 	static const int Ks[] = {2, 3, 16, 17, 128, 129, 300};
 	DmlRng		rng;
+	bool		amx_ran = false;
 
 	dml_rng_seed(&rng, 91);
-	for (int g = 1; g >= 0; g--)
+	for (int g = 2; g >= 0; g--)
 	{
 		int			wrong[3] = {0, 0, 0},
 					shapes = 0,
 					fused_differ = 0;
 		double		worst[3] = {0, 0, 0};
 		char		name[160];
-		const char *on = g == 1 && dml_simd() >= 512 ? "on dml's kernel" : "on sgemm";
+		bool		amx = dml_set_amx(g == 2);
+		const char *on = amx ? "on AMX (rows, columns >= 32, K >= 64) and dml's kernel" :
+			g == 2 && dml_simd() >= 512 ? "on dml's kernel (no AMX here)" :
+			g >= 1 && dml_simd() >= 512 ? "on dml's kernel" : "on sgemm";
 
-		dml_set_gemm(g == 1);
-		for (int mi = 0; mi < 6; mi++)
+		dml_set_gemm(g >= 1);
+		for (int mi = 0; mi < 7; mi++)
 			for (int ni = 0; ni < 6; ni++)
 				for (int ki = 0; ki < 7; ki++)
 				{
@@ -3156,8 +3160,80 @@ test_gemm(void)
 		check(wrong[2] == 0, name, "%d values off, worst %g", wrong[2], worst[2]);
 		snprintf(name, sizeof(name), "dense layers' products %s: the fused activations give the separate passes' bits", on);
 		check(fused_differ == 0, name, "%d of %d products differ", fused_differ, 2 * shapes);
+		amx_ran |= amx;
+	}
+	/*
+	 * AMX's three parts against float32: the bound above is loose (K ulps);
+	 * the six products' error stays within 4x the float32 kernel's worst
+	 * (one part's product left out is 2^-16 of a value: hundreds of times)
+	 */
+	/*
+	 * AMX's three parts against float32 at the MLP's shapes: the bound above
+	 * is loose (K ulps); the six products' worst error (relative to the sum
+	 * of the products' magnitudes) stays within 2x the float32 kernel's or
+	 * 2^-22 (a part's product left out is 2^-16 of a value)
+	 */
+	if (amx_ran)
+	{
+		static const int sh[][5] = {{128, 256, 784, 0, 1}, {256, 784, 128, 1, 0}, {128, 256, 128, 0, 0}, {300, 64, 200, 1, 1}};
+		double		wa[4],
+					wd[4];
+		bool		ok = true;
+		char		what[400] = "";
+
+		dml_set_gemm(true);
+		for (int q = 0; q < 4; q++)
+		{
+			int			M = sh[q][0],
+						N = sh[q][1],
+						K = sh[q][2];
+			bool		ta = sh[q][3],
+						tb = sh[q][4];
+			float	   *a = malloc(sizeof(float) * M * K),
+					   *b = malloc(sizeof(float) * K * N),
+					   *c = malloc(sizeof(float) * M * N);
+			double	   *ref = malloc(sizeof(double) * M * N * 2),
+					   *mag = ref + (size_t) M * N;
+			int			dummy = 0;
+
+			fill_normal(a, (size_t) M * K, &rng);
+			fill_normal(b, (size_t) K * N, &rng);
+			gemm_ref(ref, mag, a, ta ? 1 : K, ta ? M : 1, b, tb ? 1 : N, tb ? K : 1, M, N, K, NULL, 0.0);
+			for (int g = 0; g < 2; g++)
+			{
+				dml_set_amx(g == 0);
+				dml_gemm(ta, tb, M, N, K, a, ta ? M : K, b, tb ? K : N, false, c, N);
+				(g == 0 ? wa : wd)[q] = gemm_ref_err(c, ref, mag, M * N, K, &dummy);
+			}
+			ok &= wa[q] <= 2 * fmax(wd[q], 0x1p-23);
+			snprintf(what + strlen(what), sizeof(what) - strlen(what), "%s%dx%dx%d: %.3g against %.3g",
+					 q ? ", " : "", M, N, K, wa[q], wd[q]);
+			free(a), free(b), free(c), free(ref);
+		}
+		dml_set_amx(false);
+		check(ok, "dense layers' products on AMX at the MLP's shapes: worst errors within 2x dml's float32 kernel's or 2^-22",
+			  "%s", what);
 	}
 	dml_set_gemm(true);
+	/* AMX where the CPU says it has it (and Linux grants the tiles) */
+	{
+		FILE	   *f = fopen("/proc/cpuinfo", "r");
+		char		line[8192];
+		bool		listed = false;
+
+		while (f && fgets(line, sizeof(line), f))
+			if (strncmp(line, "flags", 5) == 0)
+			{
+				listed = strstr(line, " amx_bf16") && strstr(line, " amx_tile") && strstr(line, " avx512bw");
+				break;
+			}
+		if (f)
+			fclose(f);
+		check(dml_set_amx(true) == (listed && dml_simd() >= 512),
+			  "the layers' products run on AMX exactly where /proc/cpuinfo lists amx_bf16, amx_tile and avx512bw",
+			  "listed %d", listed);
+		dml_set_amx(false);
+	}
 	/* where it runs: a minibatch on AVX-512, up to a C of 1 MB */
 	{
 		float	   *a = calloc(600 * 600, sizeof(float)),
