@@ -91,7 +91,17 @@
 #include "dml.h"
 #include "jobs.h"
 
-#define DML_JOB_POLL_MS		250
+/*
+ * dml_wait's look at the job when its latch is not set: a fallback (the
+ * job's worker sets it at the end), so seldom.  Each look (a query of
+ * dml.jobs) took a few ms of CPU that, on a machine whose cores the job's
+ * ranks all use, one of them lost, and with it every rank that waited for
+ * it at the step's end: at 250 ms the MLP's job trained 2-4% slower than
+ * the same dml_train (bench/SPEED-NOTES.md).
+ */
+#define DML_JOB_POLL_MS		1000
+/* a queued job's, as before: its queue is kicked every DML_KICK_EVERY_MS */
+#define DML_JOB_QUEUED_POLL_MS	250
 #define DML_CANCEL_WAIT_S	10
 #define DML_KICK_EVERY_MS	1000
 /* advisory lock keys: claims, and one role's submissions */
@@ -1180,7 +1190,8 @@ dml_wait(PG_FUNCTION_ARGS)
 			HeapTuple	row;
 			bool		isnull;
 			char	   *state;
-			bool		end;
+			bool		end,
+						queued;
 
 			SPI_connect();
 			spi_run("SELECT * FROM dml.jobs WHERE id = $1",
@@ -1194,7 +1205,9 @@ dml_wait(PG_FUNCTION_ARGS)
 			state = TextDatumGetCString(SPI_getbinval(row, SPI_tuptable->tupdesc,
 													  SPI_fnumber(SPI_tuptable->tupdesc, "state"),
 													  &isnull));
-			end = strcmp(state, "queued") != 0 && strcmp(state, "running") != 0;
+			/* state is SPI's memory, gone at SPI_finish */
+			queued = strcmp(state, "queued") == 0;
+			end = !queued && strcmp(state, "running") != 0;
 			if (end || (deadline != 0 && GetCurrentTimestamp() >= deadline))
 			{
 				result = PointerGetDatum(SPI_returntuple(row, SPI_tuptable->tupdesc));
@@ -1202,15 +1215,27 @@ dml_wait(PG_FUNCTION_ARGS)
 				break;
 			}
 			SPI_finish();
-			if (strcmp(state, "queued") == 0 &&
+			if (queued &&
 				TimestampDifferenceExceeds(last_kick, GetCurrentTimestamp(), DML_KICK_EVERY_MS))
 			{
 				jobs_kick();
 				last_kick = GetCurrentTimestamp();
 			}
 			/* the job's worker sets the latch at the end; the timeout is a fallback */
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 DML_JOB_POLL_MS, PG_WAIT_EXTENSION);
+			{
+				long		wait_ms = DML_JOB_POLL_MS;
+
+				if (deadline != 0)
+				{
+					long		left = (long) ((deadline - GetCurrentTimestamp()) / 1000) + 1;
+
+					wait_ms = Min(wait_ms, Max(left, 1));
+				}
+				if (queued)
+					wait_ms = Min(wait_ms, DML_JOB_QUEUED_POLL_MS);
+				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+								 wait_ms, PG_WAIT_EXTENSION);
+			}
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
 		}
