@@ -258,7 +258,10 @@ amx_store_c(const float *t, float *C, long ldc, int rows, int cols, bool load_c,
 	}
 }
 
-/* the packs' space, grown as needed: a panel of op(A), two columns of tiles of op(B) */
+/*
+ * the packs' space, grown as needed: a panel of op(A), two columns of tiles
+ * of op(B); the process's, for its one computing thread (dml-worker's)
+ */
 static uint16_t *amx_apack;
 static uint16_t *amx_bpack;
 static size_t amx_apack_size;

@@ -155,14 +155,15 @@ gemm_applies(int M, int N, int K)
 	return !skinny_off && !gemm_off && M >= 2 && N >= 2 && K >= 2 &&
 		(long) M * N <= GEMM_MAX_C && (long) K * N <= GEMM_MAX_B && dml_simd() >= 512;
 }
+
 static bool amx_on = false;
 
 /*
  * Whether gemm.h's product of M x K by K x N runs on AMX's tiles
- * (gemm_amx.h) instead: where dml_set_amx(true) (dml-worker's training and
- * inference), the CPU and kernel allow it, and each side is at least 32
- * (64 for K): at 37 x 45 x 29 the packing made it half gemm_avx512's
- * rate, at 100 x 70 x 50 1.1x, at the MLP's shapes 1.4-1.6x
+ * (gemm_amx.h) instead: where dml_set_amx(true) (dml-worker's training,
+ * not its predict jobs), the CPU and kernel allow it, and each side is at
+ * least 32 (64 for K): at 37 x 45 x 29 the packing made it half
+ * gemm_avx512's rate, at 100 x 70 x 50 1.1x, at the MLP's shapes 1.4-1.6x
  */
 static bool
 amx_applies(int M, int N, int K)

@@ -94,6 +94,10 @@ def add_training_args(p):
     p.add_argument("--threads", type=int, default=1,
                    help="torch.set_num_threads (default 1)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--matmul-precision", choices=["none", "bf16", "tf32"], default="none",
+                   help="torch.backends.mkldnn.matmul.fp32_precision where this torch has it: "
+                        "bf16 lets oneDNN run float32 products in bfloat16 (AMX where the CPU "
+                        "has it; bfloat16's accuracy, not float32's)")
     p.add_argument("--standardize", action="store_true",
                    help="scale features by the training mean/std")
 
@@ -138,6 +142,12 @@ def train_torch(cfg, xtr, ytr, xte, yte, peer, extra=None, xval=None, yval=None)
     With xval/yval (a hold-out of the training rows) each epoch also reports
     val_loss and val_acc on them, the way dml's validation => does."""
     torch.set_num_threads(cfg.threads)
+    if getattr(cfg, "matmul_precision", "none") != "none":
+        mm = getattr(getattr(torch.backends, "mkldnn", None), "matmul", None)
+        if mm is None or not hasattr(mm, "fp32_precision"):
+            fail(f"--matmul-precision {cfg.matmul_precision}: this torch ({torch.__version__}) has no "
+                 "torch.backends.mkldnn.matmul.fp32_precision")
+        mm.fp32_precision = cfg.matmul_precision
     torch.manual_seed(cfg.seed)
     if cfg.standardize:
         if xval is not None:
