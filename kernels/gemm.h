@@ -138,6 +138,50 @@ gemm_tile(int kc, const float *a, long rsa, long csa, const float *bp, float *c,
 }
 
 /*
+ * r (16 vectors of 16 floats) transposed in registers, in place: pairs of
+ * rows interleaved, then pairs of pairs, then the four groups' 128-bit
+ * lanes gathered (r[k] is then column k)
+ */
+__attribute__((target("avx512f"), always_inline)) static inline void
+gemm_transpose16(__m512 r[16])
+{
+	__m512		t[16];
+
+	/* t[4q + c] holds rows 4q .. 4q + 3 */
+	for (int j = 0; j < 16; j += 2)
+	{
+		t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
+		t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
+	}
+	for (int j = 0; j < 16; j += 4)
+	{
+		__m512d		a0 = _mm512_castps_pd(t[j]),
+					a1 = _mm512_castps_pd(t[j + 1]),
+					a2 = _mm512_castps_pd(t[j + 2]),
+					a3 = _mm512_castps_pd(t[j + 3]);
+
+		r[j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+		r[j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+		r[j + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+		r[j + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+	}
+	for (int c = 0; c < 4; c++)
+	{
+		__m512		a0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88),
+					a1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd),
+					b0 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88),
+					b1 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
+
+		t[c] = _mm512_shuffle_f32x4(a0, b0, 0x88);
+		t[c + 8] = _mm512_shuffle_f32x4(a0, b0, 0xdd);
+		t[c + 4] = _mm512_shuffle_f32x4(a1, b1, 0x88);
+		t[c + 12] = _mm512_shuffle_f32x4(a1, b1, 0xdd);
+	}
+	for (int j = 0; j < 16; j++)
+		r[j] = t[j];
+}
+
+/*
  * bp (kc x 64) = op(B) rows k0 .. k0 + kc, columns j0 .. j0 + nr, 0 past
  * nr.  transB: op(B)[k][j] = B[j ldb + k], 16 x 16 blocks transposed in
  * registers (the rest one value at a time); else B[k ldb + j], rows copied.
@@ -167,44 +211,13 @@ gemm_pack_b(float *bp, const float *B, long ldb, bool transB, int k0, int kc, in
 		if (jb + 16 <= nr)
 			for (; kb + 16 <= kc; kb += 16)
 			{
-				__m512		r[16],
-							t[16];
+				__m512		r[16];
 
 				for (int j = 0; j < 16; j++)
 					r[j] = _mm512_loadu_ps(B + (long) (j0 + jb + j) * ldb + k0 + kb);
-				/* pairs of rows interleaved, then pairs of pairs: t[4q + c] holds rows 4q .. 4q + 3 */
-				for (int j = 0; j < 16; j += 2)
-				{
-					t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
-					t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
-				}
-				for (int j = 0; j < 16; j += 4)
-				{
-					__m512d		a0 = _mm512_castps_pd(t[j]),
-								a1 = _mm512_castps_pd(t[j + 1]),
-								a2 = _mm512_castps_pd(t[j + 2]),
-								a3 = _mm512_castps_pd(t[j + 3]);
-
-					r[j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
-					r[j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
-					r[j + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
-					r[j + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
-				}
-				/* then the four groups' 128-bit lanes gathered: r[k] is column k of the block */
-				for (int c = 0; c < 4; c++)
-				{
-					__m512		a0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88),
-								a1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd),
-								b0 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88),
-								b1 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
-
-					t[c] = _mm512_shuffle_f32x4(a0, b0, 0x88);
-					t[c + 8] = _mm512_shuffle_f32x4(a0, b0, 0xdd);
-					t[c + 4] = _mm512_shuffle_f32x4(a1, b1, 0x88);
-					t[c + 12] = _mm512_shuffle_f32x4(a1, b1, 0xdd);
-				}
+				gemm_transpose16(r);
 				for (int k = 0; k < 16; k++)
-					_mm512_store_ps(bp + GEMM_NR * (kb + k) + jb, t[k]);
+					_mm512_store_ps(bp + GEMM_NR * (kb + k) + jb, r[k]);
 			}
 		for (; kb < kc; kb++)
 			for (int j = jb; j < jb + 16; j++)

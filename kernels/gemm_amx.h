@@ -72,45 +72,6 @@ amx_pair(__m512i a, __m512i b)
 	return _mm512_mask_blend_epi16(0xAAAAAAAA, _mm512_srli_epi32(a, 16), b);
 }
 
-/* 16 x 16 transpose of 32-bit lanes, in place */
-__attribute__((target("avx512f"), always_inline)) static inline void
-amx_transpose16(__m512 r[16])
-{
-	__m512		t[16];
-
-	for (int j = 0; j < 16; j += 2)
-	{
-		t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
-		t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
-	}
-	for (int j = 0; j < 16; j += 4)
-	{
-		__m512d		a0 = _mm512_castps_pd(t[j]),
-					a1 = _mm512_castps_pd(t[j + 1]),
-					a2 = _mm512_castps_pd(t[j + 2]),
-					a3 = _mm512_castps_pd(t[j + 3]);
-
-		r[j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
-		r[j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
-		r[j + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
-		r[j + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
-	}
-	for (int c = 0; c < 4; c++)
-	{
-		__m512		a0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88),
-					a1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd),
-					b0 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88),
-					b1 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
-
-		t[c] = _mm512_shuffle_f32x4(a0, b0, 0x88);
-		t[c + 8] = _mm512_shuffle_f32x4(a0, b0, 0xdd);
-		t[c + 4] = _mm512_shuffle_f32x4(a1, b1, 0x88);
-		t[c + 12] = _mm512_shuffle_f32x4(a1, b1, 0xdd);
-	}
-	for (int j = 0; j < 16; j++)
-		r[j] = t[j];
-}
-
 static inline __mmask16
 amx_lanes(int n)
 {
@@ -169,7 +130,7 @@ amx_pack_a(uint16_t *out, const float *A, long lda, bool transA, int M, int K, i
 
 				r[half][k] = kk < K ? _mm512_maskz_loadu_ps(mi, A + (long) kk * lda + i0) : _mm512_setzero_ps();
 			}
-			amx_transpose16(r[half]);
+			gemm_transpose16(r[half]);
 		}
 		for (int i = 0; i < 16; i++)
 			amx_store_pairs(out + 32 * i, r[0][i], r[1][i]);
@@ -211,8 +172,8 @@ amx_pack_b(uint16_t *out, const float *B, long ldb, bool transB, int N, int K, i
 			r[0][j] = j0 + j < N ? _mm512_maskz_loadu_ps(mk0, b) : _mm512_setzero_ps();
 			r[1][j] = j0 + j < N ? _mm512_maskz_loadu_ps(mk1, b + 16) : _mm512_setzero_ps();
 		}
-		amx_transpose16(r[0]);
-		amx_transpose16(r[1]);
+		gemm_transpose16(r[0]);
+		gemm_transpose16(r[1]);
 		for (int q = 0; q < 16; q++)
 			amx_store_pairs(out + 32 * q, r[0][q], r[1][q]);
 	}
