@@ -58,6 +58,33 @@ typedef struct GemmEpilogue
 } GemmEpilogue;
 
 /*
+ * x stored at p (lanes m) as a vector of C: plus C's values there where
+ * load_c, then ep's epilogue (ep NULL: none) with bias and keep at this
+ * vector's columns (NULL: none).  gemm_tile_mn's and gemm_amx.h's stores.
+ */
+__attribute__((target("avx512f"), always_inline)) static inline void
+gemm_store_vec(float *p, __m512 x, __mmask16 m, bool load_c, const GemmEpilogue *ep,
+			   const float *bias, const float *keep)
+{
+	if (load_c)
+		x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, p));
+	if (ep)
+	{
+		if (bias)
+			x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, bias));
+		if (ep->relu)
+			x = _mm512_max_ps(x, _mm512_setzero_ps());
+		if (keep)
+		{
+			__m512		kv = _mm512_maskz_loadu_ps(m, keep);
+
+			x = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(kv, _mm512_setzero_ps(), _CMP_GT_OQ), x);
+		}
+	}
+	_mm512_mask_storeu_ps(p, m, x);
+}
+
+/*
  * The register tile: C[0..mr) x [0..16 nv) (+)= A (mr x kc, element (i, k)
  * at a[i rsa + k csa]) times bp (kc x 64, packed), the last vector's lanes
  * masked by lastm.  load_c: add C's values (a K block after the first, or
@@ -95,28 +122,8 @@ gemm_tile_mn(int kc, const float *a, long rsa, long csa, const float *bp, float 
 	}
 	for (int i = 0; i < mr; i++)
 		for (int v = 0; v < nv; v++)
-		{
-			__mmask16	m = v == nv - 1 ? lastm : 0xffff;
-			float	   *p = c + i * ldc + 16 * v;
-			__m512		x = acc[i][v];
-
-			if (load_c)
-				x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, p));
-			if (ep)
-			{
-				if (bias)
-					x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, bias + 16 * v));
-				if (ep->relu)
-					x = _mm512_max_ps(x, _mm512_setzero_ps());
-				if (keep)
-				{
-					__m512		kv = _mm512_maskz_loadu_ps(m, keep + (long) i * ep->ldk + 16 * v);
-
-					x = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(kv, _mm512_setzero_ps(), _CMP_GT_OQ), x);
-				}
-			}
-			_mm512_mask_storeu_ps(p, m, x);
-		}
+			gemm_store_vec(c + i * ldc + 16 * v, acc[i][v], v == nv - 1 ? lastm : 0xffff, load_c, ep,
+						   bias ? bias + 16 * v : NULL, keep ? keep + (long) i * ep->ldk + 16 * v : NULL);
 }
 
 #define GEMM_TILE(MR, NV) \

@@ -34,6 +34,11 @@
  *-------------------------------------------------------------------------
  */
 #define AMX_TILE_BYTES	1024
+/* a tile's bfloat16s, and a k block's three part tiles' (h, m, l, in that order) */
+#define AMX_TILE_ELEMS	(AMX_TILE_BYTES / 2)
+#define AMX_PARTS_ELEMS	(3 * AMX_TILE_ELEMS)
+#define AMX_PART_M		AMX_TILE_ELEMS			/* where the m and l parts' tiles start */
+#define AMX_PART_L		(2 * AMX_TILE_ELEMS)
 #define AMX_PANEL_ROWS	256
 #define AMX_MAX_K		2048
 
@@ -87,8 +92,8 @@ amx_store_pairs(uint16_t *out, __m512 x0, __m512 x1)
 	amx_split3(x0, &h0, &m0, &l0);
 	amx_split3(x1, &h1, &m1, &l1);
 	_mm512_store_si512(out, amx_pair(h0, h1));
-	_mm512_store_si512(out + 512, amx_pair(m0, m1));
-	_mm512_store_si512(out + 1024, amx_pair(l0, l1));
+	_mm512_store_si512(out + AMX_PART_M, amx_pair(m0, m1));
+	_mm512_store_si512(out + AMX_PART_L, amx_pair(l0, l1));
 }
 
 /*
@@ -96,7 +101,7 @@ amx_store_pairs(uint16_t *out, __m512 x0, __m512 x1)
  * of an A tile's row and row q of a B tile's pair hold k0 + q and k0 + 16 + q.
  *
  * The A tiles of rows i0 .. i0 + 16 and k0 .. k0 + 32 of op(A) (0 past M
- * and K): out + 512 s (16 rows of 32 bf16) for the part s.
+ * and K): out + AMX_TILE_ELEMS s (16 rows of 32 bf16) for the part s.
  */
 __attribute__((target("avx512f,avx512bw"))) static void
 amx_pack_a(uint16_t *out, const float *A, long lda, bool transA, int M, int K, int i0, int k0)
@@ -140,7 +145,7 @@ amx_pack_a(uint16_t *out, const float *A, long lda, bool transA, int M, int K, i
 /*
  * The B tiles of op(B) rows k0 .. k0 + 32, columns j0 .. j0 + 16 (0 past K
  * and N): row q, column j = (op(B)[k0 + q][j], op(B)[k0 + 16 + q][j]); out +
- * 512 s for the part s.
+ * AMX_TILE_ELEMS s for the part s.
  */
 __attribute__((target("avx512f,avx512bw"))) static void
 amx_pack_b(uint16_t *out, const float *B, long ldb, bool transB, int N, int K, int j0, int k0)
@@ -193,30 +198,10 @@ __attribute__((target("avx512f"))) static inline void
 amx_store_c(const float *t, float *C, long ldc, int rows, int cols, bool load_c,
 			const GemmEpilogue *ep, int i0, int j0)
 {
-	__mmask16	m = amx_lanes(cols);
-
 	for (int i = 0; i < rows; i++)
-	{
-		float	   *p = C + (long) (i0 + i) * ldc + j0;
-		__m512		x = _mm512_load_ps(t + 16 * i);
-
-		if (load_c)
-			x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, p));
-		if (ep)
-		{
-			if (ep->bias)
-				x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, ep->bias + j0));
-			if (ep->relu)
-				x = _mm512_max_ps(x, _mm512_setzero_ps());
-			if (ep->keep)
-			{
-				__m512		kv = _mm512_maskz_loadu_ps(m, ep->keep + (long) (i0 + i) * ep->ldk + j0);
-
-				x = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(kv, _mm512_setzero_ps(), _CMP_GT_OQ), x);
-			}
-		}
-		_mm512_mask_storeu_ps(p, m, x);
-	}
+		gemm_store_vec(C + (long) (i0 + i) * ldc + j0, _mm512_load_ps(t + 16 * i), amx_lanes(cols), load_c, ep,
+					   ep && ep->bias ? ep->bias + j0 : NULL,
+					   ep && ep->keep ? ep->keep + (long) (i0 + i) * ep->ldk + j0 : NULL);
 }
 
 /*
@@ -250,18 +235,18 @@ gemm_amx(bool transA, bool transB, int M, int N, int K, const float *A, long lda
 
 		for (int ib = 0; ib < mb; ib++)
 			for (int c = 0; c < kc; c++)
-				amx_pack_a(amx_apack + ((size_t) ib * kc + c) * 1536, A, lda, transA, M, K, p0 + 16 * ib, 32 * c);
+				amx_pack_a(amx_apack + ((size_t) ib * kc + c) * AMX_PARTS_ELEMS, A, lda, transA, M, K, p0 + 16 * ib, 32 * c);
 		for (int jb = 0; jb < nb; jb += 2)
 		{
 			for (int e = 0; e < 2; e++)
 				for (int c = 0; c < kc; c++)
-					amx_pack_b(amx_bpack + ((size_t) e * kc + c) * 1536, B, ldb, transB, N, K, 16 * (jb + e), 32 * c);
+					amx_pack_b(amx_bpack + ((size_t) e * kc + c) * AMX_PARTS_ELEMS, B, ldb, transB, N, K, 16 * (jb + e), 32 * c);
 			for (int ib = 0; ib < mb; ib += 2)
 			{
-				const uint16_t *a0 = amx_apack + (size_t) ib * kc * 1536,
-						   *a1 = a0 + (size_t) kc * 1536,
+				const uint16_t *a0 = amx_apack + (size_t) ib * kc * AMX_PARTS_ELEMS,
+						   *a1 = a0 + (size_t) kc * AMX_PARTS_ELEMS,
 						   *b0 = amx_bpack,
-						   *b1 = amx_bpack + (size_t) kc * 1536;
+						   *b1 = amx_bpack + (size_t) kc * AMX_PARTS_ELEMS;
 				int			i0 = p0 + 16 * ib,
 							j0 = 16 * jb;
 
@@ -269,27 +254,28 @@ gemm_amx(bool transA, bool transB, int M, int N, int K, const float *A, long lda
 				_tile_zero(1);
 				_tile_zero(2);
 				_tile_zero(3);
-				for (int c = 0; c < kc; c++, a0 += 1536, a1 += 1536, b0 += 1536, b1 += 1536)
+				for (int c = 0; c < kc; c++, a0 += AMX_PARTS_ELEMS, a1 += AMX_PARTS_ELEMS,
+					 b0 += AMX_PARTS_ELEMS, b1 += AMX_PARTS_ELEMS)
 				{
 					/* the small products first: lh, mh, mm, then hl, hm, hh */
-					_tile_loadd(4, a0 + 1024, 64);
-					_tile_loadd(5, a1 + 1024, 64);
+					_tile_loadd(4, a0 + AMX_PART_L, 64);
+					_tile_loadd(5, a1 + AMX_PART_L, 64);
 					_tile_loadd(6, b0, 64);
 					_tile_loadd(7, b1, 64);
 					AMX_DP4;
-					_tile_loadd(4, a0 + 512, 64);
-					_tile_loadd(5, a1 + 512, 64);
+					_tile_loadd(4, a0 + AMX_PART_M, 64);
+					_tile_loadd(5, a1 + AMX_PART_M, 64);
 					AMX_DP4;
-					_tile_loadd(6, b0 + 512, 64);
-					_tile_loadd(7, b1 + 512, 64);
+					_tile_loadd(6, b0 + AMX_PART_M, 64);
+					_tile_loadd(7, b1 + AMX_PART_M, 64);
 					AMX_DP4;
 					_tile_loadd(4, a0, 64);
 					_tile_loadd(5, a1, 64);
-					_tile_loadd(6, b0 + 1024, 64);
-					_tile_loadd(7, b1 + 1024, 64);
+					_tile_loadd(6, b0 + AMX_PART_L, 64);
+					_tile_loadd(7, b1 + AMX_PART_L, 64);
 					AMX_DP4;
-					_tile_loadd(6, b0 + 512, 64);
-					_tile_loadd(7, b1 + 512, 64);
+					_tile_loadd(6, b0 + AMX_PART_M, 64);
+					_tile_loadd(7, b1 + AMX_PART_M, 64);
 					AMX_DP4;
 					_tile_loadd(6, b0, 64);
 					_tile_loadd(7, b1, 64);
@@ -335,7 +321,7 @@ amx_usable(int M, int K)
 {
 	static int	granted = -1;
 	int			kc = (K + 31) / 32;
-	size_t		need = (size_t) ((M < AMX_PANEL_ROWS ? M : AMX_PANEL_ROWS) + 31) / 32 * 2 * kc * 3 * AMX_TILE_BYTES;
+	size_t		need = (size_t) ((M < AMX_PANEL_ROWS ? M : AMX_PANEL_ROWS) + 31) / 32 * 2 * kc * AMX_PARTS_ELEMS * sizeof(uint16_t);
 
 	if (granted < 0)
 	{
@@ -347,7 +333,7 @@ amx_usable(int M, int K)
 			(d & (1u << 24)) && (d & (1u << 22)) && (b & (1u << 30)) &&
 			syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */ , 18 /* XTILEDATA */ ) == 0)
 		{
-			amx_bpack = aligned_alloc(64, (size_t) 2 * (AMX_MAX_K / 32) * 3 * AMX_TILE_BYTES);
+			amx_bpack = aligned_alloc(64, (size_t) 2 * (AMX_MAX_K / 32) * AMX_PARTS_ELEMS * sizeof(uint16_t));
 			granted = amx_bpack != NULL;
 		}
 #endif

@@ -1100,8 +1100,7 @@ claimed_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr)
 	for (;;)
 	{
 		int			owner = -1,
-					k,
-					j;
+					k;
 		bool		back = false;
 		size_t		c0,
 					c1;
@@ -1134,9 +1133,8 @@ claimed_step(Sync *s, const WorkerSpec *spec, DmlOptimState *o, float lr)
 			break;				/* every list is empty */
 		if ((k = comm_shared_take(s->shm, par, owner, back)) < 0)
 			continue;			/* another rank took the last one */
-		j = s->claim_order[s->claim_home[owner] + k];
 		s->chunks_taken += owner != me;
-		c0 = (size_t) j * SHARED_STEP_CHUNK;
+		c0 = chunk_start(s, owner, k);
 		c1 = c0 + SHARED_STEP_CHUNK < s->np ? c0 + SHARED_STEP_CHUNK : s->np;
 		comm_shared_await(s->shm, ready_value(s, c0));
 		sum_slots(s->scratch, s->slot, L, c0, c1);

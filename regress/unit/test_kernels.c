@@ -3165,11 +3165,6 @@ test_gemm(void)
 		amx_ran |= amx;
 	}
 	/*
-	 * AMX's three parts against float32: the bound above is loose (K ulps);
-	 * the six products' error stays within 4x the float32 kernel's worst
-	 * (one part's product left out is 2^-16 of a value: hundreds of times)
-	 */
-	/*
 	 * AMX's three parts against float32 at the MLP's shapes: the bound above
 	 * is loose (K ulps); the six products' worst error (relative to the sum
 	 * of the products' magnitudes) stays within 2x the float32 kernel's or
