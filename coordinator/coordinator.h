@@ -128,6 +128,7 @@ typedef struct DmlJob
 	bool		no_in_server;	/* option in_server => false: always a job */
 	bool		no_shared_memory;	/* option shared_memory => false: MPI_Allreduce */
 	bool		no_byte_rows;	/* option byte_rows => false: float32 rows only */
+	bool		no_amx;			/* option amx => false: no product on AMX's tiles */
 	bool		balance;		/* option balance => true: the ranks share a step's rows by speed */
 	int			rank_min_norm;	/* option rank_deficient => 'min_norm' (exact solver) */
 	DmlCovType	cov_type;		/* option cov: HC0/HC1 standard errors (exact, Newton) */

@@ -252,6 +252,8 @@ spec_text(DmlJob *job, bool resume)
 		spec_put(&buf, "shared_memory", "0");
 	if (job->no_byte_rows)
 		spec_put(&buf, "byte_rows", "0");
+	if (job->no_amx)
+		spec_put(&buf, "amx", "0");
 	if (job->balance)
 		spec_put(&buf, "balance", "1");
 	if (resume)

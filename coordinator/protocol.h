@@ -142,6 +142,7 @@ typedef struct DmlResult
 	int32_t		trial_in_job;	/* a resident job's (dml_tune) trial: 1, 2, ...; else 0 */
 	int32_t		byte_rows;		/* the steps read the rows as bytes k / byte_rows; 0: float32 */
 	int32_t		balance;		/* the steps' rows were split by the ranks' speed (sync.c) */
+	int32_t		amx;			/* the training's wider products ran on AMX's tiles (rank 0's) */
 	int32_t		newton;			/* float32 Newton iterations ran: the next three apply */
 	int32_t		newton_sampled; /* steps located on a sample of the rows */
 	int32_t		newton_full;	/* steps searched on every row */

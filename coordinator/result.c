@@ -61,6 +61,9 @@ DmlResultJson(const DmlJob *job, const DmlResult *r, const int64 *server_stalene
 	/* options "byte_rows": the steps read each input as a byte, value k / byte_rows */
 	if (r->byte_rows > 0)
 		appendStringInfo(&buf, "\"byte_rows\": %d, ", r->byte_rows);
+	/* products of the steps ran on AMX's tiles (options "amx") */
+	if (r->amx)
+		appendStringInfo(&buf, "\"amx\": true, ");
 	if (statistics)
 		appendStringInfo(&buf, "\"statistics\": %s, ", statistics);
 	/* dml_tune: the trial's place in the search's one job, over rows loaded once */

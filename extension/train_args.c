@@ -177,7 +177,7 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	}
 	/*
 	 * a boolean option: the job keeps its negation (on by default: in_server,
-	 * shared_memory, byte_rows) or its value (off by default: balance, where
+	 * shared_memory, byte_rows, amx) or its value (off by default: balance, where
 	 * on, two runs can differ in the float rounding)
 	 */
 #define BOOLEAN_OPT(nm, field, negated) \
@@ -190,6 +190,7 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	BOOLEAN_OPT("in_server", job->no_in_server, true);
 	BOOLEAN_OPT("shared_memory", job->no_shared_memory, true);
 	BOOLEAN_OPT("byte_rows", job->no_byte_rows, true);
+	BOOLEAN_OPT("amx", job->no_amx, true);
 	BOOLEAN_OPT("balance", job->balance, false);
 	if (strcmp(key, "rank_deficient") == 0)
 	{
@@ -280,7 +281,7 @@ apply_option(DmlJob *job, const char *key, JsonbValue *v)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unrecognized option \"%s\"", key),
-			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, shared_memory, byte_rows, balance, shuffle, tf32, rank_deficient, cov, memory, window, spill, fault and straggler.")));
+			 errhint("Valid options are momentum, nesterov, beta1, beta2, eps, schedule, step_size, gamma, tolerance, max_restarts, checkpoint_every, epoch_timeout, in_server, load, shared_memory, byte_rows, amx, balance, shuffle, tf32, rank_deficient, cov, memory, window, spill, fault and straggler.")));
 }
 
 void

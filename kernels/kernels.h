@@ -138,6 +138,8 @@ extern void dml_set_gemm(bool on);
  * dml_set_amx(true), which dml-worker calls.  Returns whether they run there.
  */
 extern bool dml_set_amx(bool on);
+/* how many products have run on AMX's tiles in this process */
+extern long dml_amx_products(void);
 extern bool dml_gemm(bool transA, bool transB, int M, int N, int K, const float *A, int lda,
 					 const float *B, int ldb, bool accumulate, float *C, int ldc);
 /* out (B,OC) = inp (B,C) @ weight (OC,C)^T + bias (OC) */

@@ -157,6 +157,7 @@ gemm_applies(int M, int N, int K)
 }
 
 static bool amx_on = false;
+static long amx_products = 0;
 
 /*
  * Whether gemm.h's product of M x K by K x N runs on AMX's tiles
@@ -178,7 +179,10 @@ gemm_run(bool transA, bool transB, int M, int N, int K, const float *A, long lda
 		 const GemmEpilogue *ep)
 {
 	if (amx_applies(M, N, K))
+	{
+		amx_products++;
 		gemm_amx(transA, transB, M, N, K, A, lda, B, ldb, accumulate, C, ldc, ep);
+	}
 	else
 		gemm_avx512(transA, transB, M, N, K, A, lda, B, ldb, accumulate, C, ldc, ep);
 }
@@ -200,6 +204,17 @@ dml_set_amx(bool on)
 	return amx_on;
 #else
 	return false;
+#endif
+}
+
+/* the products that have run on AMX's tiles in this process */
+long
+dml_amx_products(void)
+{
+#if SKINNY
+	return amx_products;
+#else
+	return 0;
 #endif
 }
 

@@ -166,6 +166,7 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 	spec->average_every = 1;
 	spec->shared_memory = 1;
 	spec->byte_rows = 1;
+	spec->amx = 1;
 	spec->topk_ratio = 0.01;
 	spec->target_name = "target";
 	if (f == NULL)
@@ -218,6 +219,8 @@ spec_parse(WorkerSpec *spec, const char *text, size_t len_text, char *err, size_
 			spec->shared_memory = atoi(val);
 		else if (strcmp(key, "byte_rows") == 0)
 			spec->byte_rows = atoi(val);
+		else if (strcmp(key, "amx") == 0)
+			spec->amx = atoi(val);
 		else if (strcmp(key, "balance") == 0)
 			spec->balance = atoi(val);
 		else if (strcmp(key, "resume") == 0)

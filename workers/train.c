@@ -1061,6 +1061,8 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	int64_t		all_rows = 0;
 	int			epochs = spec->epochs;
 	double		start;
+	/* this training's products on AMX: the count's rise (a resident job trains again) */
+	long		amx_before = dml_amx_products();
 	/* lockstep modes check the budget every step; the others between epochs */
 	bool		step_budget = spec->max_seconds > 0 &&
 		(spec->sync == DML_SYNC_ALLREDUCE || spec->sync == DML_SYNC_AVERAGE ||
@@ -1361,6 +1363,7 @@ train_iterative(Dataset *ds, const WorkerSpec *spec, TrainResult *res)
 	}
 	sync_finish(&sy, net->params);
 	sync_unbind(&sy, &net->params, &grads, &opt);
+	res->amx = dml_amx_products() > amx_before;
 	if (tiles && !dml_tile_blocks(ds->X, ds->d, block_rows, ntrain, false))
 		worker_fail("out of memory");
 	train_log_finish(&log, res);
@@ -1431,6 +1434,7 @@ final_result(Dataset *ds, const WorkerSpec *spec, const DmlModel *m, const Train
 	out->has_sync = res->has_sync;
 	out->shuffle_block = res->shuffle_block;
 	out->byte_rows = res->byte_rows;
+	out->amx = res->amx;
 	out->allreduce = res->allreduce;
 	out->balance = res->balance;
 	out->balance_steps = (double) res->balance_steps;

@@ -413,11 +413,12 @@ main(int argc, char **argv)
 
 	/*
 	 * Training's wider products on AMX's tiles where the CPU has them
-	 * (kernels/gemm_amx.h), unless DML_AMX=off in the environment.  Not a
-	 * predict job's: a batch there gives the backend's bits (gemm.h's
-	 * kernel, README), which AMX's sums in another order would not.
+	 * (kernels/gemm_amx.h), unless the job's options say "amx": false or
+	 * DML_AMX=off is in the server's environment.  Not a predict job's: a
+	 * batch there gives the backend's bits (gemm.h's kernel, README), which
+	 * AMX's sums in another order would not.
 	 */
-	if (getenv("DML_AMX") == NULL || strcmp(getenv("DML_AMX"), "off") != 0)
+	if (spec.amx && (getenv("DML_AMX") == NULL || strcmp(getenv("DML_AMX"), "off") != 0))
 		dml_set_amx(true);
 
 	gpu = trial_device(&spec);

@@ -94,6 +94,7 @@ typedef struct WorkerSpec
 	char	   *straggler;		/* test hook: "rank:ms" delay per step */
 	int			shared_memory;	/* allreduce may go through shared memory */
 	int			byte_rows;		/* rows may be read as bytes (prepare.c) */
+	int			amx;			/* training's wider products may run on AMX (options "amx") */
 	int			balance;		/* one host: a step's rows shared by the ranks' speed (sync.c) */
 	int			resume;			/* start from the checkpoint (rank 0 holds it) */
 	int			attempt;		/* 0 first launch, n after n restarts */
@@ -304,6 +305,7 @@ typedef struct TrainResult
 	bool		has_sync;
 	int			shuffle_block;	/* rows a block of the block shuffle; 0: rows one by one */
 	int			byte_rows;		/* the steps read byte rows k / byte_rows; 0: float32 */
+	bool		amx;			/* products of its steps ran on AMX's tiles (kernels/gemm_amx.h) */
 	int			allreduce;		/* 0: none, 1: MPI, 2: shared memory */
 	bool		balance;		/* the steps' rows were split by the ranks' speed */
 	int64_t		balance_steps;	/* ... steps whose split was not the rows' own */
