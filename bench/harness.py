@@ -536,10 +536,11 @@ def main():
     def adj_sgemm_cmd(B=256, own=False):
         """the MLP's shapes at B rows a worker (the run's own batch); own: on dml's
         own product as the worker's training runs it (kernels/gemm.h, on AMX's tiles
-        where the CPU has them: kernels/gemm_amx.h; sgemm_dml -k amx) instead of OpenBLAS"""
+        where the CPU has them: kernels/gemm_amx.h; sgemm_dml -k amx) instead of OpenBLAS;
+        own "dml": kernels/gemm.h's alone, as options "amx" false runs it"""
         cmd = sgemm_cmd.replace(f"-s {M['sgemm_s']}", "-s 0.1")
         if own:
-            cmd = f"{micro}/sgemm_dml -k amx -s 0.1"
+            cmd = f"{micro}/sgemm_dml -k {'dml' if own == 'dml' else 'amx'} -s 0.1"
         return cmd + " " + " ".join(f"{m}x{n}x{k}" for m, n, k in mlp_shapes(B))
 
     # w workers' floor: w single-thread sgemm processes at once, one pinned to
@@ -572,17 +573,24 @@ def main():
             return None, []
         return one * min(w, len(cpus)), [one] * min(w, len(cpus))
 
-    def mlp_run(w, b, r, kw, note=""):
-        """one MLP dml_train run, with the sgemm rate of its cores measured just before it"""
+    def mlp_run(w, b, r, kw, note="", amx=True):
+        """one MLP dml_train run, with the sgemm rate of its cores measured just before it;
+        amx False: with options "amx" false (the AVX-512 product, as on a CPU without AMX)"""
         rate, per = adjacent_gemm_rate(w, b)
         # and dml's own product at the same shapes (kernels/gemm.h, on AMX where the
         # CPU has it; None without AVX-512)
-        own, _ = adjacent_gemm_rate(w, b, own=True)
+        own, _ = adjacent_gemm_rate(w, b, own=True if amx else "dml")
         log(f"dml mlp-adam-w{w}-b{b} run {r + 1}/{R} ({note}sgemm just before: "
             f"{fmt(rate)} GFLOP/s on {len(per) or w} core(s): {', '.join(fmt(x) for x in per)}; "
             f"dml's own product {fmt(own)})")
-        return dict(dml_train(conn, f"bench_mlp_w{w}_b{b}", "fashion_train", "label", **kw),
+        if not amx:
+            kw = dict(kw, options=dict(kw.get("options") or {}, amx=False))
+        return dict(dml_train(conn, f"bench_mlp_w{w}_b{b}" + ("" if amx else "_noamx"),
+                              "fashion_train", "label", **kw),
                     sgemm_rate=rate, sgemm_cores=per, own_rate=own)
+
+    def amx_ran(run):
+        return bool(run["metrics"].get("amx"))
     out, _ = sh(sgemm_cmd)
     sgemm = [r for r in jsonl(out) if r.get("bench") == "sgemm"]
     RAW["sgemm"] = sgemm
@@ -649,6 +657,7 @@ def main():
 
     # Fashion-MNIST runs (used by sections 1, 2, 3, 4, 6)
     fash = {}
+    mlp_noamx = {}
     for kind, model, hidden, epochs in (("softmax", "softmax", None, M["sm_epochs"]),
                                         ("mlp", "mlp", [256, 128], M["mlp_epochs"])):
         for w, b in ((1, 256), (2, 128), (2, 256)):
@@ -658,7 +667,14 @@ def main():
             kw.update(optimizer="adam", learning_rate=0.001, batch_size=b, epochs=epochs,
                       validation=0.1, workers=w)
             if kind == "mlp" and (w, b) != (2, 128):
-                fash[(kind, w, b)] = [mlp_run(w, b, r, kw) for r in range(R)]
+                # where the training ran on AMX, each run alternates with one on
+                # the AVX-512 product (options "amx" false): a CPU without AMX's figure
+                fash[(kind, w, b)] = []
+                for r in range(R):
+                    fash[(kind, w, b)].append(mlp_run(w, b, r, kw))
+                    if amx_ran(fash[(kind, w, b)][-1]):
+                        mlp_noamx.setdefault((w, b), []).append(
+                            mlp_run(w, b, r, kw, "amx false; ", amx=False))
                 RAW.setdefault("dml", {})[f"{kind}-adam-w{w}-b{b}"] = fash[(kind, w, b)]
                 continue
             if (kind, w, b) != ("mlp", 2, 128):
@@ -673,8 +689,13 @@ def main():
                 fash[(kind, w, b)].append(mlp_run(w, b, r, kw, "and with MPI all-reduce; "))
                 mlp_mpi.append(dml_train(conn, f"bench_{kind}_w{w}_b{b}_mpi", "fashion_train",
                                          "label", options={"shared_memory": False}, **kw))
+                if amx_ran(fash[(kind, w, b)][-1]):
+                    mlp_noamx.setdefault((w, b), []).append(
+                        mlp_run(w, b, r, kw, "amx false; ", amx=False))
             RAW.setdefault("dml", {})[f"{kind}-adam-w{w}-b{b}"] = fash[(kind, w, b)]
             RAW["dml"][f"{kind}-adam-w{w}-b{b}-mpi"] = mlp_mpi
+    for (w, b), runs in mlp_noamx.items():
+        RAW["dml"][f"mlp-adam-w{w}-b{b}-noamx"] = runs
     # test accuracy of the last run of each (the model the name resolves to)
     test_acc = {}
     for (kind, w, b) in fash:
@@ -1370,8 +1391,11 @@ def main():
     mlp_rate = mlp_gemm_rate(sgemm)
     peak = med([x["median_gflops"] for x in sgemm if x["m"] == 2048])
     rows = []
-    for w, b in ((1, 256), (2, 128), (2, 256)):
-        runs = fash[("mlp", w, b)]
+    train_floor = {}
+    cfgs = [(w, b, "", fash[("mlp", w, b)]) for w, b in ((1, 256), (2, 128), (2, 256))]
+    cfgs += [(w, b, ", amx false", mlp_noamx[(w, b)]) for w, b in ((1, 256), (2, 128), (2, 256))
+             if mlp_noamx.get((w, b))]
+    for w, b, what, runs in cfgs:
         ntrain = med(mval(runs, "train_rows"))
         fl = ntrain * flops_per_row
         # each run against the floor of its own minutes: the sgemm rate
@@ -1393,7 +1417,8 @@ def main():
         ep, tr, floor = med(ep_r), med(tr_r), med(floor_r)
         cores = [r.get("sgemm_cores") for r in runs if r.get("sgemm_cores")]
         slow = [min(c) / max(c) for c in cores if len(c) > 1 and max(c) > 0]
-        rows.append([f"w{w} b{b}", fmt(fl / 1e9) + " GFLOP",
+        train_floor[(w, b, what)] = med([t / f for t, f in zip(tr_r, floor_r)])
+        rows.append([f"w{w} b{b}{what}", fmt(fl / 1e9) + " GFLOP",
                      fmt_med(rate_r) + (f" (slower core / faster: {fmt_med(slow)})" if slow else ""),
                      fmt(floor) + " s", fmt(ep) + " s",
                      fmt(med([e / f for e, f in zip(ep_r, floor_r)]), 3) + "x",
@@ -1422,7 +1447,11 @@ def main():
           f"then says how much faster that product is as well as what the step adds to it): "
           f"the last two columns are its rate at the same shapes, measured the same way "
           f"just before each run (`{adj_sgemm_cmd(256, own=True)}`), and the training part against "
-          f"the floor at that rate (n/a where it does not run).", "",
+          f"the floor at that rate (n/a where it does not run). Where the training ran on AMX, each "
+          f"run alternated with the same training with `options => '{{\"amx\": false}}'` (rows "
+          f"\"amx false\"): dml's AVX-512 product, as on a CPU with AVX-512 and no AMX (the AMD "
+          f"EPYC of the issue's first figures); its own-product columns are then gemm.h's rate "
+          f"(`{adj_sgemm_cmd(256, own='dml')}`).", "",
           table(["dml run", "FLOPs / epoch", "rate (GFLOP/s, the run's cores together)", "floor", "dml epoch",
                  "epoch / floor", "training part", "training / floor", "achieved (training)",
                  "dml's own product's rate", "training / floor at that rate"], rows), "",
@@ -1430,6 +1459,16 @@ def main():
                     [f"  {x['m']}x{x['n']}x{x['k']}: median {x['median_gflops']} GFLOP/s, best {x['gflops']}"
                      for x in sgemm] +
                     [f"mlp: {fash[('mlp', 1, 256)][0]['sql']}"]), ""]
+
+    def floor_line(what):
+        got = [(w, b, train_floor[(w, b, what)]) for w, b in ((1, 256), (2, 128), (2, 256))
+               if (w, b, what) in train_floor]
+        return ", ".join(f"w{w} b{b} {x:.3g}x" for w, b, x in got) + (
+            " — met" if all(x <= 1.15 for _, _, x in got) else " — NOT met")
+    rep.head("MLP epoch's training part against the OpenBLAS sgemm floor of its own minutes "
+             "(goal within 1.15x, section 4): " + floor_line("") + (
+                 "; with options amx false (dml's AVX-512 product, as a CPU without AMX): " +
+                 floor_line(", amx false") if mlp_noamx else ""))
     # Which BLAS: the same sgemm benchmark linked against each single-threaded
     # BLAS this machine can get (bench/micro/blas_compare.sh)
     log("BLAS comparison")
