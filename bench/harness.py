@@ -1533,7 +1533,8 @@ def main():
             s2.append(f"On AMX's tiles (float32 in three bfloat16 parts, six products: float32's accuracy, "
                       f"not an IEEE sgemm): {ratio(amx_rate, wrate['openblas'])} OpenBLAS's rate, "
                       f"{ratio(amx_rate, own_rate)} dml's AVX-512 product's; the worker's training runs "
-                      "on it where the CPU has AMX (DML_AMX=off in the server's environment: not).")
+                      "on it where the CPU has AMX (not with options \"amx\" false, or DML_AMX=off in the "
+                      "server's environment).")
         s2.append("")
     s2 += [codeblock([bc_cmd, dml_cmd]), ""]
     s += s2
