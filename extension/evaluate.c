@@ -85,7 +85,12 @@ dml_evaluate(PG_FUNCTION_ARGS)
 	float	   *X = palloc(sizeof(float) * DML_BATCH_ROWS * C);
 	float	   *out = palloc(sizeof(float) * DML_BATCH_ROWS * K);
 	float	   *y = palloc(sizeof(float) * DML_BATCH_ROWS * K);
-	float	   *scratch = palloc(sizeof(float) * dml_model_scratch_floats(&cm->model, DML_BATCH_ROWS));
+	/* on a cache line (palloc gives 8 or 16 bytes), as predict_table.c's */
+	float	   *scratch = (float *) TYPEALIGN(DML_LINE,
+											  palloc(sizeof(float) *
+													 dml_model_scratch_floats(&cm->model,
+																			  DML_BATCH_ROWS) +
+													 DML_LINE));
 	DmlMetrics	met;
 	Portal		portal;
 	SPIPlanPtr	plan;

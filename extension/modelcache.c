@@ -240,8 +240,9 @@ load_model(DmlCachedModel *cm, int64 id)
 	if (m.precision == 32 && dml_model_prepare(&cm->model) != DML_OK)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 	m = cm->model;
-	cm->scratch = malloc(sizeof(float) * (dml_model_scratch_floats(&m, 1) + m.net.sizes[0] +
-										  m.net.sizes[m.net.nlayers]));
+	/* on whole cache lines, as the prepared weights (dml_malloc_lines) */
+	cm->scratch = dml_malloc_lines(dml_model_scratch_floats(&m, 1) + m.net.sizes[0] +
+								   m.net.sizes[m.net.nlayers], sizeof(float));
 	if (cm->scratch == NULL)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 	cm->input = cm->scratch + dml_model_scratch_floats(&m, 1);

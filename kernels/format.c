@@ -414,7 +414,14 @@ dml_model_prepare(DmlModel *m)
 	m->rows_wt = NULL;
 	if (n == 0 || !predict_dense_rows(m, 2))
 		return DML_OK;
-	m->rows_wt = malloc(sizeof(float) * n);
+	/*
+	 * on whole cache lines (each layer's rows are a whole number of them):
+	 * from malloc they started 16, 32 or 48 bytes into a line, as the heap
+	 * fell, and every 64-byte load of dml_dense_rows split across two;
+	 * dml_predict of a 20-64-64-1 MLP over 1,000,000 rows took 0.74-0.79 s
+	 * against 0.66-0.71 s on lines (six sessions each)
+	 */
+	m->rows_wt = dml_malloc_lines(n, sizeof(float));
 	if (m->rows_wt == NULL)
 		return DML_ERR_NOMEM;
 	for (int l = 0; l < net->nlayers - 1; l++)

@@ -908,7 +908,7 @@ predict_run(const WorkerSpec *spec)
 	pr.out = malloc(sizeof(float) * (size_t) pr.block * pr.K);
 	pr.out64 = wide ? malloc(sizeof(double) * (size_t) pr.block * pr.K) : NULL;
 	pr.msg = malloc(12 + (wide ? sizeof(double) : sizeof(float)) * (size_t) pr.block * pr.K);
-	pr.scratch = malloc(sizeof(float) * dml_model_scratch_floats(&pr.m, CPU_ROWS));
+	pr.scratch = dml_malloc_lines(dml_model_scratch_floats(&pr.m, CPU_ROWS), sizeof(float));
 	if (!pr.X || (wide && (!pr.Xd || !pr.out64)) || !pr.out || !pr.msg || !pr.scratch)
 		worker_fail("out of memory for blocks of %d rows", pr.block);
 #ifdef DML_HAVE_CUDA
