@@ -55,15 +55,25 @@ pgc_as_pg() {
 	fi
 }
 
+# a free TCP port for a cluster: below the kernel's range of ephemeral
+# ports, where no outgoing connection (a client's, MPI's) can hold it as its
+# local port (one did: the server's bind failed, "Address already in use",
+# on a port nothing listened on), and one nothing listens on (the suite's
+# shared cluster and a test's own run at once, and clusters of other runs)
+pgc_free_port() {
+	local lo=32768 port
+
+	read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+	[ "$lo" -gt 12000 ] 2>/dev/null || lo=40000
+	while :; do
+		port=$((10000 + RANDOM % (lo - 10000)))
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
+	done
+	echo $port
+}
+
 pgc_start() {
-	PGC_PORT=${1:-$((20000 + RANDOM % 20000))}
-	# a port something already listens on (the suite's shared cluster and
-	# a test's own run at once, and clusters of other runs): another one
-	if [ -z "${1:-}" ]; then
-		while (exec 3<>"/dev/tcp/127.0.0.1/$PGC_PORT") 2>/dev/null; do
-			PGC_PORT=$((20000 + RANDOM % 20000))
-		done
-	fi
+	PGC_PORT=${1:-$(pgc_free_port)}
 	PGC_DIR=$(mktemp -d "${PGC_ROOT:-/tmp}/dml-pg.XXXXXX")
 	chmod 755 "$PGC_DIR"
 	[ "$(id -u)" = 0 ] && chown "$PGC_OSUSER" "$PGC_DIR"
@@ -97,9 +107,20 @@ dml   $(id -un)   postgres
 EOF
 	mkdir -p "$PGC_DIR/tmp"
 	[ "$(id -u)" = 0 ] && chown "$PGC_OSUSER" "$PGC_DIR/tmp"
-	pgc_as_pg env TMPDIR="$PGC_DIR/tmp" DML_TEST_CLUSTER="$PGC_DIR" ${PGC_ENV:-} \
-		"$PG_BINDIR/pg_ctl" -D "$PGC_DIR/data" -l "$PGC_DIR/server.log" \
-		-w -t 60 start >/dev/null || { cat "$PGC_DIR/server.log"; return 1; }
+	# another port where the chosen one was taken between the check and the
+	# bind (a port of our choosing only; a few tries)
+	for try in 1 2 3 4 5; do
+		pgc_as_pg env TMPDIR="$PGC_DIR/tmp" DML_TEST_CLUSTER="$PGC_DIR" ${PGC_ENV:-} \
+			"$PG_BINDIR/pg_ctl" -D "$PGC_DIR/data" -l "$PGC_DIR/server.log" \
+			-w -t 60 start >/dev/null 2>"$PGC_DIR/pg_ctl.err" && break
+		if [ -z "${1:-}" ] && [ $try -lt 5 ] && grep -q "could not bind\|could not create any TCP/IP sockets" "$PGC_DIR/server.log"; then
+			PGC_PORT=$(pgc_free_port)
+			echo "port = $PGC_PORT" | pgc_as_pg tee -a "$PGC_DIR/data/postgresql.conf" >/dev/null
+			continue
+		fi
+		cat "$PGC_DIR/pg_ctl.err" "$PGC_DIR/server.log"
+		return 1
+	done
 	export PGHOST=$PGC_SOCK PGPORT=$PGC_PORT PGUSER=postgres PGDATABASE=postgres
 	export PGC_DIR PGC_PORT PGC_SOCK
 }

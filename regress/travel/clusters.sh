@@ -14,7 +14,9 @@ pgc_use() {
 }
 
 pgc_start_standby() {
-	local port=$((20000 + RANDOM % 20000)) dir
+	local port dir
+
+	port=$(pgc_free_port)
 	dir=$(mktemp -d /tmp/dml-pg.XXXXXX)
 	chmod 755 "$dir"
 	[ "$(id -u)" = 0 ] && chown "$PGC_OSUSER" "$dir"
