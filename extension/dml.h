@@ -136,6 +136,18 @@ typedef struct DmlCachedModel
 } DmlCachedModel;
 
 extern DmlCachedModel *DmlGetModel(const char *name);
+
+/*
+ * A batch's scratch for dml_model_predict over rows rows, in the current
+ * memory context, on a cache line: palloc gives 8 or 16 bytes, and the
+ * batch's activations are rows of whole lines for dml_dense_rows's stores
+ */
+static inline float *
+DmlBatchScratch(const DmlModel *model, int rows)
+{
+	return (float *) TYPEALIGN(DML_LINE, palloc(sizeof(float) *
+												dml_model_scratch_floats(model, rows) + DML_LINE));
+}
 extern uint64 DmlValidationStamp(void);
 extern void DmlModelPredictOne(DmlCachedModel *cm);
 extern void DmlParseSpec(DmlCachedModel *cm, Jsonb *spec, MemoryContext cxt);

@@ -85,12 +85,7 @@ dml_evaluate(PG_FUNCTION_ARGS)
 	float	   *X = palloc(sizeof(float) * DML_BATCH_ROWS * C);
 	float	   *out = palloc(sizeof(float) * DML_BATCH_ROWS * K);
 	float	   *y = palloc(sizeof(float) * DML_BATCH_ROWS * K);
-	/* on a cache line (palloc gives 8 or 16 bytes), as predict_table.c's */
-	float	   *scratch = (float *) TYPEALIGN(DML_LINE,
-											  palloc(sizeof(float) *
-													 dml_model_scratch_floats(&cm->model,
-																			  DML_BATCH_ROWS) +
-													 DML_LINE));
+	float	   *scratch = DmlBatchScratch(&cm->model, DML_BATCH_ROWS);
 	DmlMetrics	met;
 	Portal		portal;
 	SPIPlanPtr	plan;

@@ -932,14 +932,7 @@ predict_in_backend(DmlPredictTarget *t)
 		pr.X64 = palloc(sizeof(double) * DML_BATCH_ROWS * pr.C);
 		pr.out64 = palloc(sizeof(double) * DML_BATCH_ROWS * K);
 	}
-	/*
-	 * on a cache line, where palloc gives 8 or 16 bytes: the batch's
-	 * activations are rows of whole lines for dml_dense_rows's stores
-	 */
-	pr.scratch = (float *) TYPEALIGN(DML_LINE,
-									 palloc(sizeof(float) *
-											dml_model_scratch_floats(&cm->model, DML_BATCH_ROWS) +
-											DML_LINE));
+	pr.scratch = DmlBatchScratch(&cm->model, DML_BATCH_ROWS);
 	pr.ids = palloc(sizeof(Datum) * DML_BATCH_ROWS);
 	pr.idnulls = palloc(sizeof(bool) * DML_BATCH_ROWS);
 	pr.blockcxt = AllocSetContextCreate(CurrentMemoryContext, "dml predict block",
