@@ -83,6 +83,41 @@ for args in "'jobs_bad', 'jobs_data', 'nope'" "'jobs_bad', 'jobs_data', 'y', epo
 		'[ -n "$async_err" ] && [ "$sync_err" = "$async_err" ]'
 done
 check "no bad job was queued" '[ "$(q -c "SELECT count(*) FROM dml.job_runs")" = "$before" ]'
+
+# an MLP's labels are read by the job, not at the submit (a scan of the whole
+# table): one label fails the job with dml_train's error; labels that are
+# classes make a classifier, as dml_train makes, and many integers a regression
+q -c "DROP TABLE IF EXISTS jobs_labels;
+	CREATE TABLE jobs_labels AS SELECT i, random() AS x1, random() AS x2, 1 AS one,
+		i % 3 AS three, i AS many, 'a'::text AS one_text FROM generate_series(1, 600) i" >/dev/null
+for tgt in one one_text; do
+	sync_err=$(q -c "SELECT * FROM dml_train('jobs_lab', 'jobs_labels', '$tgt',
+		features => '{x1,x2}', model => 'mlp', epochs => 1)" 2>&1 | grep ERROR | sed 's/^.*ERROR: *//')
+	id=$(q -c "SELECT dml_train_async('jobs_lab', 'jobs_labels', '$tgt',
+		features => '{x1,x2}', model => 'mlp', epochs => 1)")
+	q -c "SELECT state FROM dml_wait($id, timeout => '120 s')" >/dev/null
+	check "an MLP job on a single label ($tgt) is queued, then fails with dml_train's error: $(job $id error_message)" \
+		'[ -n "$id" ] && [ "$(job $id state)" = failed ] && [ -n "$sync_err" ] &&
+		[ "$(job $id error_message)" = "$sync_err" ] && [ "$(job $id error_sqlstate)" = 22000 ]'
+done
+for tgt in three many; do
+	q -c "SELECT name FROM dml_train('jobs_lab_sync_$tgt', 'jobs_labels', '$tgt',
+		features => '{x1,x2}', model => 'mlp', epochs => 2, workers => 1)" >/dev/null 2>&1
+	id=$(q -c "SELECT dml_train_async('jobs_lab_job_$tgt', 'jobs_labels', '$tgt',
+		features => '{x1,x2}', model => 'mlp', epochs => 2, workers => 1)")
+	q -c "SELECT state FROM dml_wait($id, timeout => '120 s')" >/dev/null
+	kinds=$(q -c "SELECT string_agg(coalesce(spec->>'classes', 'regression'), ' | ' ORDER BY name)
+		FROM dml.models WHERE name IN ('jobs_lab_sync_$tgt', 'jobs_lab_job_$tgt')")
+	check "an MLP job on integer target $tgt decides classes as dml_train does: $kinds" \
+		'[ "$(job $id state)" = succeeded ] && [ "$(q -c "SELECT count(DISTINCT coalesce(spec->>'"'classes'"', '"'r'"'))
+			FROM dml.models WHERE name IN ('"'jobs_lab_sync_$tgt', 'jobs_lab_job_$tgt'"')
+			HAVING count(*) = 2")" = 1 ]'
+done
+shape=$(q -c "SELECT string_agg(name || ' ' || CASE jsonb_typeof(spec->'classes')
+		WHEN 'array' THEN jsonb_array_length(spec->'classes') ELSE 0 END, ', ' ORDER BY name)
+	FROM dml.models WHERE name IN ('jobs_lab_job_three', 'jobs_lab_job_many')")
+check "the integer target of 3 labels is a classifier, of 600 a regression: $shape" \
+	'[ "$shape" = "jobs_lab_job_many 0, jobs_lab_job_three 3" ]'
 id=$(q -c "BEGIN; SELECT dml_train_async('jobs_rolled_back', 'jobs_small', 'y', epochs => 1); ROLLBACK" | head -1)
 check "a rolled-back submission leaves no job" '[ "$(q -c "SELECT count(*) FROM dml.job_runs WHERE name = '"'jobs_rolled_back'"'")" = 0 ]'
 
