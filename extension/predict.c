@@ -300,6 +300,38 @@ inputs_from_array(DmlCachedModel *cm, ArrayType *arr)
 }
 
 /*
+ * The model's input vector from the values form's arguments 1..n, each a
+ * float8 (the array form's elements, as the planner passed them): the
+ * array form's checks in its order, so its errors.
+ */
+static void
+inputs_from_values(FunctionCallInfo fcinfo, DmlCachedModel *cm)
+{
+	int			n = PG_NARGS() - 1;
+	int			C = cm->model.net.sizes[0];
+
+	if (n != C)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("model \"%s\" expects %d features, got %d", cm->name, C, n)));
+	for (int i = 0; i < n; i++)
+	{
+		double		v;
+
+		if (PG_ARGISNULL(i + 1))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("feature %d is NULL", i + 1),
+					 errhint("Replace NULLs before predicting, e.g. with coalesce().")));
+		v = PG_GETARG_FLOAT8(i + 1);
+		check_finite(v, NULL, i + 1);
+		cm->input[i] = (float) v;
+		if (cm->input64)
+			cm->input64[i] = v;
+	}
+}
+
+/*
  * Per call site (fn_extra): the model name last asked for, the cached model
  * it resolved to, and the stamp it was checked under; the row mapping of
  * the record form or the column form.  Most calls then cost a memcmp and a
@@ -313,7 +345,7 @@ typedef struct CallCache
 	uint64		stamp;
 	struct RecordMap *map;
 	struct ColumnMap *cols;
-	bool		acl_checked;	/* column form: EXECUTE on the record form */
+	bool		acl_checked;	/* column form: EXECUTE on the record form; values form: on the array form */
 } CallCache;
 
 static CallCache *
@@ -417,16 +449,17 @@ typedef struct ColumnMap
 
 /*
  * check_record_form_acl
- *		The column form stands in for record form "proname": the caller
- *		needs EXECUTE on that, as the executor would have checked had the
- *		planner left the call alone.
+ *		The column form stands in for record form "proname" (argtype
+ *		RECORDOID), the values form for its array form (FLOAT8ARRAYOID):
+ *		the caller needs EXECUTE on that, as the executor would have
+ *		checked had the planner left the call alone.
  */
 static void
-check_record_form_acl(const char *proname)
+check_record_form_acl(const char *proname, Oid argtype)
 {
 	Oid			nsp = DmlExtensionSchema();
 	char	   *schema = OidIsValid(nsp) ? get_namespace_name(nsp) : NULL;
-	Oid			argtypes[2] = {TEXTOID, RECORDOID};
+	Oid			argtypes[2] = {TEXTOID, argtype};
 	Oid			fn;
 	AclResult	aclresult;
 
@@ -649,6 +682,9 @@ PG_FUNCTION_INFO_V1(dml_predict_proba_record);
 PG_FUNCTION_INFO_V1(dml_predict_cols);
 PG_FUNCTION_INFO_V1(dml_predict_class_cols);
 PG_FUNCTION_INFO_V1(dml_predict_proba_cols);
+PG_FUNCTION_INFO_V1(dml_predict_vals);
+PG_FUNCTION_INFO_V1(dml_predict_class_vals);
+PG_FUNCTION_INFO_V1(dml_predict_proba_vals);
 
 Datum
 dml_predict_array(PG_FUNCTION_ARGS)
@@ -722,7 +758,7 @@ columns_model_arg(FunctionCallInfo fcinfo, const char *record_form)
 
 	if (!cc->acl_checked)
 	{
-		check_record_form_acl(record_form);
+		check_record_form_acl(record_form, RECORDOID);
 		cc->acl_checked = true;
 	}
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
@@ -763,5 +799,73 @@ dml_predict_proba_cols(PG_FUNCTION_ARGS)
 	if (cm == NULL)
 		PG_RETURN_NULL();
 	inputs_from_columns(fcinfo, cm);
+	return predict_proba(cm);
+}
+
+/*
+ * The values form's model, once its checks are done (EXECUTE on the array
+ * form it stands in for; every value a float8), or NULL for a NULL model
+ * (the array form is STRICT; its array, ARRAY[...], is never NULL).
+ */
+static DmlCachedModel *
+values_model_arg(FunctionCallInfo fcinfo, const char *array_form)
+{
+	CallCache  *cc = call_cache(fcinfo);
+
+	if (!cc->acl_checked)
+	{
+		check_record_form_acl(array_form, FLOAT8ARRAYOID);
+		/* called by hand, the values may be of any type */
+		if (get_fn_expr_variadic(fcinfo->flinfo))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("dml.%s_vals takes its values one by one, not as VARIADIC", array_form + 4)));
+		for (int i = 1; i < PG_NARGS(); i++)
+			if (get_fn_expr_argtype(fcinfo->flinfo, i) != FLOAT8OID)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("dml.%s_vals takes float8 values, but value %d is %s", array_form + 4,
+								i, format_type_be(get_fn_expr_argtype(fcinfo->flinfo, i))),
+						 errhint("Call %s(model, ARRAY[...]).", array_form)));
+		cc->acl_checked = true;
+	}
+	if (PG_ARGISNULL(0))
+		return NULL;
+	return model_arg(fcinfo);
+}
+
+Datum
+dml_predict_vals(PG_FUNCTION_ARGS)
+{
+	DML_REQUIRE_SCHEMA();
+	DmlCachedModel *cm = values_model_arg(fcinfo, "dml_predict");
+
+	if (cm == NULL)
+		PG_RETURN_NULL();
+	inputs_from_values(fcinfo, cm);
+	return predict_value(cm);
+}
+
+Datum
+dml_predict_class_vals(PG_FUNCTION_ARGS)
+{
+	DML_REQUIRE_SCHEMA();
+	DmlCachedModel *cm = values_model_arg(fcinfo, "dml_predict_class");
+
+	if (cm == NULL)
+		PG_RETURN_NULL();
+	inputs_from_values(fcinfo, cm);
+	return predict_class(cm);
+}
+
+Datum
+dml_predict_proba_vals(PG_FUNCTION_ARGS)
+{
+	DML_REQUIRE_SCHEMA();
+	DmlCachedModel *cm = values_model_arg(fcinfo, "dml_predict_proba");
+
+	if (cm == NULL)
+		PG_RETURN_NULL();
+	inputs_from_values(fcinfo, cm);
 	return predict_proba(cm);
 }

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * predict_plan.c
- *	  The planner support function of the record form of predict.
+ *	  The planner support function of the record and array forms of
+ *	  predict.
  *
  * dml_predict('m', t) with t a table's row is, to the executor, a
  * whole-row Var: every column is deformed, a composite datum is built per
@@ -36,6 +37,14 @@
  *	  one role and run by another: the column form makes the same check
  *	  at its first call.)
  *
+ * The array form with its array written out, dml_predict('m', ARRAY[x1,
+ * x2, ...]), builds that array for every row and takes it apart again:
+ *
+ *	  dml_predict('m', ARRAY[t.c1, t.c2])
+ *	  => dml.predict_vals('m', t.c1, t.c2)
+ *
+ * (values_call below says when).
+ *
  * Privileges on the table are unchanged: the parser marked the whole row
  * as selected, and the executor checks that against the range table, not
  * against the Vars the planner leaves.
@@ -51,6 +60,7 @@
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/pathnodes.h"
 #include "nodes/supportnodes.h"
 #include "parser/parse_func.h"
@@ -217,12 +227,79 @@ columns_call(PlannerInfo *root, FuncExpr *fcall)
 	return (Node *) call;
 }
 
+/* the values form standing in for an array form that returns restype */
+static Oid
+values_form(Oid restype)
+{
+	const char *name;
+	Oid			argtypes[2] = {TEXTOID, ANYOID};
+
+	switch (restype)
+	{
+		case FLOAT8OID:
+			name = "predict_vals";
+			break;
+		case TEXTOID:
+			name = "predict_class_vals";
+			break;
+		case FLOAT8ARRAYOID:
+			name = "predict_proba_vals";
+			break;
+		default:
+			return InvalidOid;
+	}
+	return LookupFuncName(list_make2(makeString("dml"), makeString(pstrdup(name))),
+						  2, argtypes, true);
+}
+
+/*
+ * values_call
+ *		The values form of array-form call fcall whose array is written out
+ *		as ARRAY[e1, ..., en] (one dimension, float8 elements), or NULL.
+ *		The executor would build that array for every row and the function
+ *		take it apart again: the elements go to the function as they are.
+ *		The same call: the array is never NULL (the array form is STRICT on
+ *		the model alone, as dml.predict_vals is not STRICT but answers NULL
+ *		for a NULL model), and dml.predict_vals makes the array form's checks
+ *		(the count, NULL and non-finite values) in its order, so its errors.
+ *		Left alone: any other array (a column, a parameter, a function's
+ *		result, ARRAY[...] of arrays or of a subquery), more elements than a
+ *		function takes arguments, a caller without EXECUTE on the array form.
+ */
+static Node *
+values_call(FuncExpr *fcall)
+{
+	ArrayExpr  *arr;
+	Oid			fn;
+	FuncExpr   *call;
+
+	if (list_length(fcall->args) != 2)
+		return NULL;
+	arr = lsecond(fcall->args);
+	if (!IsA(arr, ArrayExpr) || arr->multidims || arr->element_typeid != FLOAT8OID ||
+		arr->array_typeid != FLOAT8ARRAYOID || arr->elements == NIL ||
+		1 + list_length(arr->elements) > FUNC_MAX_ARGS)
+		return NULL;
+	if (pg_proc_aclcheck(fcall->funcid, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
+		return NULL;
+	fn = values_form(fcall->funcresulttype);
+	if (!OidIsValid(fn))
+		return NULL;
+	call = makeFuncExpr(fn, fcall->funcresulttype,
+						list_concat(list_make1(linitial(fcall->args)), list_copy(arr->elements)),
+						fcall->funccollid, fcall->inputcollid, COERCE_EXPLICIT_CALL);
+	call->funcvariadic = false;
+	call->location = fcall->location;
+	return (Node *) call;
+}
+
 PG_FUNCTION_INFO_V1(dml_predict_support);
 
 /*
  * dml_predict_support
  *		Planner support of dml_predict, dml_predict_class and
- *		dml_predict_proba by row: a table's row becomes its columns.
+ *		dml_predict_proba by row: a table's row becomes its columns; and of
+ *		their array forms: ARRAY[...] becomes its elements.
  */
 Datum
 dml_predict_support(PG_FUNCTION_ARGS)
@@ -230,8 +307,12 @@ dml_predict_support(PG_FUNCTION_ARGS)
 	DML_REQUIRE_SCHEMA();
 	Node	   *req = (Node *) PG_GETARG_POINTER(0);
 
+	FuncExpr   *fcall;
+
 	if (!IsA(req, SupportRequestSimplify))
 		PG_RETURN_POINTER(NULL);
-	PG_RETURN_POINTER(columns_call(((SupportRequestSimplify *) req)->root,
-								   ((SupportRequestSimplify *) req)->fcall));
+	fcall = ((SupportRequestSimplify *) req)->fcall;
+	if (list_length(fcall->args) == 2 && exprType(lsecond(fcall->args)) == FLOAT8ARRAYOID)
+		PG_RETURN_POINTER(values_call(fcall));
+	PG_RETURN_POINTER(columns_call(((SupportRequestSimplify *) req)->root, fcall));
 }

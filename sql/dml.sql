@@ -178,11 +178,37 @@ GRANT EXECUTE ON FUNCTION dml.predict_cols(text, text[], "any"),
 	dml.predict_class_cols(text, text[], "any"), dml.predict_proba_cols(text, text[], "any")
 	TO PUBLIC;
 
+/*
+ * The values form of predict by array (issue 20): dml.predict_support turns
+ * dml_predict(m, ARRAY[x1, x2, ...]) into dml.predict_vals(m, x1, x2, ...),
+ * so the executor builds no array per row.  Not STRICT: a NULL value is a
+ * NULL feature, an error, as in the array.
+ */
+CREATE FUNCTION dml.predict_vals(model text, VARIADIC "any")
+RETURNS float8
+AS 'MODULE_PATHNAME', 'dml_predict_vals'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+CREATE FUNCTION dml.predict_class_vals(model text, VARIADIC "any")
+RETURNS text
+AS 'MODULE_PATHNAME', 'dml_predict_class_vals'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+CREATE FUNCTION dml.predict_proba_vals(model text, VARIADIC "any")
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'dml_predict_proba_vals'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+GRANT EXECUTE ON FUNCTION dml.predict_vals(text, "any"),
+	dml.predict_class_vals(text, "any"), dml.predict_proba_vals(text, "any")
+	TO PUBLIC;
+
 /* Per-row inference on the deployed (else newest) version of a model */
 CREATE FUNCTION @extschema@.dml_predict(model text, features float8[])
 RETURNS float8
 AS 'MODULE_PATHNAME', 'dml_predict_array'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+SUPPORT dml.predict_support;
 
 CREATE FUNCTION @extschema@.dml_predict(model text, "row" record)
 RETURNS float8
@@ -193,7 +219,8 @@ SUPPORT dml.predict_support;
 CREATE FUNCTION @extschema@.dml_predict_class(model text, features float8[])
 RETURNS text
 AS 'MODULE_PATHNAME', 'dml_predict_class_array'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+SUPPORT dml.predict_support;
 
 CREATE FUNCTION @extschema@.dml_predict_class(model text, "row" record)
 RETURNS text
@@ -204,7 +231,8 @@ SUPPORT dml.predict_support;
 CREATE FUNCTION @extschema@.dml_predict_proba(model text, features float8[])
 RETURNS float8[]
 AS 'MODULE_PATHNAME', 'dml_predict_proba_array'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+SUPPORT dml.predict_support;
 
 CREATE FUNCTION @extschema@.dml_predict_proba(model text, "row" record)
 RETURNS float8[]

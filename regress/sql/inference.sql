@@ -383,6 +383,74 @@ SET ROLE dml_member;
 SELECT dml_predict('clf', ARRAY[2.0, -2.0]) AS member_prediction;
 RESET ROLE;
 
+-- the array form with its array written out is planned as its elements
+-- (dml.predict_vals and its twins: the executor builds no array per row);
+-- any other array, here a function's result or integers cast as a whole,
+-- stays an array.  The same answers to the bit, the same errors in the
+-- same order, the same EXECUTE rule, a plan made by another role included.
+CREATE FUNCTION planned_as_values(q text) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+	line text;
+	hit boolean := false;
+BEGIN
+	FOR line IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || q LOOP
+		hit := hit OR line ~ 'dml\.predict(_class|_proba)?_vals\(';
+	END LOOP;
+	RETURN hit;
+END $$;
+CREATE TABLE arr AS SELECT i, sin(i * 0.37)::float8 AS x1, cos(i * 0.91)::float8 AS x2,
+	(2 * sin(i * 0.37) - cos(i * 0.91) + sin(i * 1.3))::float8 AS y
+FROM generate_series(1, 5000) i;
+SELECT name FROM dml_train('arrm', 'arr', 'y', features => '{x1,x2}', model => 'mlp', hidden => '{8}',
+						   epochs => 2, workers => 1);
+SELECT planned_as_values($$SELECT dml_predict('arrm', ARRAY[x1, x2]) FROM arr$$) AS value_form,
+	   planned_as_values($$SELECT dml_predict_class('clf', ARRAY[x1, x2]) FROM arr$$) AS class_form,
+	   planned_as_values($$SELECT dml_predict_proba('clf', ARRAY[x1, x2]) FROM arr$$) AS proba_form,
+	   planned_as_values($$SELECT dml_predict('arrm', ARRAY[x1, 1]) FROM arr$$) AS with_a_constant,
+	   planned_as_values($$SELECT dml_predict('arrm', array_cat(ARRAY[x1, x2], '{}')) FROM arr$$) AS function_array,
+	   planned_as_values($$SELECT dml_predict('arrm', ARRAY[i, i]) FROM arr$$) AS integer_array;
+SELECT count(*) AS rows,
+	   bool_and(dml_predict('arrm', ARRAY[x1, x2]) = dml_predict('arrm', array_cat(ARRAY[x1, x2], '{}'))) AS same_value,
+	   bool_and(dml_predict_class('clf', ARRAY[x1, x2]) = dml_predict_class('clf', array_cat(ARRAY[x1, x2], '{}'))) AS same_class,
+	   bool_and(dml_predict_proba('clf', ARRAY[x1, x2]) = dml_predict_proba('clf', array_cat(ARRAY[x1, x2], '{}'))) AS same_proba,
+	   bool_and(dml_predict('arrm', ARRAY[i, i]) = dml_predict('arrm', ARRAY[i::float8, i])) AS same_cast
+FROM arr;
+SELECT sqlerr($$SELECT dml_predict('arrm', ARRAY[x1, NULL]) FROM arr$$) AS null_value,
+	   sqlerr($$SELECT dml_predict('arrm', array_cat(ARRAY[x1, NULL], '{}')) FROM arr$$) AS null_element;
+SELECT sqlerr($$SELECT dml_predict('arrm', ARRAY[x1]) FROM arr$$) AS one_value,
+	   sqlerr($$SELECT dml_predict('arrm', array_cat(ARRAY[x1], '{}')) FROM arr$$) AS one_element;
+SELECT sqlerr($$SELECT dml_predict('arrm', ARRAY[x2, 'Infinity']) FROM arr$$) AS infinite_value,
+	   sqlerr($$SELECT dml_predict('arrm', array_cat(ARRAY[x2, 'Infinity'], '{}')) FROM arr$$) AS infinite_element;
+SELECT sqlerr($$SELECT dml_predict('nope', ARRAY[x1, NULL]) FROM arr$$) AS no_model_first;
+SELECT count(*) AS null_model_rows FROM arr WHERE dml_predict(NULL, ARRAY[x1, NULL]) IS NULL;
+-- called by hand, dml.predict_vals takes float8 values one by one
+SELECT dml.predict_vals('arrm', 1.0::float8, 2.0::float8) = dml_predict('arrm', '{1,2}'::float8[]) AS by_hand;
+SELECT sqlerr($$SELECT dml.predict_vals('arrm', 1, 2)$$);
+SELECT sqlerr($$SELECT dml.predict_vals('arrm', VARIADIC ARRAY[1.0::float8, 2.0])$$);
+CREATE ROLE dml_inf_arr;
+GRANT SELECT ON arr TO dml_inf_arr;
+SELECT dml_grant('arrm', 'dml_inf_arr');
+REVOKE EXECUTE ON FUNCTION dml_predict(text, float8[]) FROM PUBLIC;
+SET plan_cache_mode = force_generic_plan;
+PREPARE arr_plan AS SELECT count(dml_predict('arrm', ARRAY[x1, x2])) FROM arr;
+EXECUTE arr_plan;
+SET ROLE dml_inf_arr;
+SELECT sqlerr($$SELECT dml_predict('arrm', ARRAY[x1, x2]) FROM arr$$);
+SELECT sqlerr($$EXECUTE arr_plan$$);
+SELECT sqlerr($$SELECT dml.predict_vals('arrm', 1.0::float8, 2.0::float8)$$);
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION dml_predict(text, float8[]) TO PUBLIC;
+SET ROLE dml_inf_arr;
+EXECUTE arr_plan;
+RESET ROLE;
+DEALLOCATE arr_plan;
+RESET plan_cache_mode;
+SELECT dml_revoke('arrm', 'dml_inf_arr');
+REVOKE ALL ON arr FROM dml_inf_arr;
+DROP ROLE dml_inf_arr;
+SELECT dml_drop_model('arrm');
+DROP TABLE arr;
+
 -- corrupted weights, written by a superuser: an error, and the backend lives
 SELECT name FROM dml_train('fragile', 'pts', 'y', features => '{x1,x2}', workers => 1);
 UPDATE dml.models SET weights = set_byte(weights, 40, 7) WHERE name = 'fragile';

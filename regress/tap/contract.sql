@@ -6,7 +6,7 @@ SET client_min_messages = warning;
 LOAD 'dml';
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(63);
+SELECT plan(66);
 
 -- schema and catalog
 SELECT has_schema('dml');
@@ -100,6 +100,18 @@ SELECT is((SELECT array_agg(format('%s %s%s%s', oid::regprocedure, provolatile, 
 		  ARRAY['dml.predict_class_cols(text,text[],"any") ssf', 'dml.predict_cols(text,text[],"any") ssf',
 				'dml.predict_proba_cols(text,text[],"any") ssf'],
 		  'column forms dml.predict_cols, _class_cols, _proba_cols: STABLE, PARALLEL SAFE, not STRICT');
+SELECT is((SELECT array_agg(prosupport::regproc::text ORDER BY proname)
+		   FROM pg_proc WHERE oid IN ('dml_predict(text, float8[])'::regprocedure,
+									  'dml_predict_class(text, float8[])'::regprocedure,
+									  'dml_predict_proba(text, float8[])'::regprocedure)),
+		  ARRAY['dml.predict_support', 'dml.predict_support', 'dml.predict_support'],
+		  'array forms have the planner support function dml.predict_support');
+SELECT is((SELECT array_agg(format('%s %s%s%s', oid::regprocedure, provolatile, proparallel, proisstrict)
+							ORDER BY proname)
+		   FROM pg_proc WHERE pronamespace = 'dml'::regnamespace AND proname LIKE 'predict%\_vals'),
+		  ARRAY['dml.predict_class_vals(text,"any") ssf', 'dml.predict_proba_vals(text,"any") ssf',
+				'dml.predict_vals(text,"any") ssf'],
+		  'values forms dml.predict_vals, _class_vals, _proba_vals: STABLE, PARALLEL SAFE, not STRICT');
 
 -- the extension is not trusted
 SELECT is((SELECT bool_or(trusted) FROM pg_available_extension_versions WHERE name = 'dml'), false,
@@ -125,6 +137,10 @@ SELECT ok(has_function_privilege('tap_user', 'dml.predict_cols(text, text[], "an
 		  has_function_privilege('tap_user', 'dml.predict_class_cols(text, text[], "any")', 'EXECUTE') AND
 		  has_function_privilege('tap_user', 'dml.predict_proba_cols(text, text[], "any")', 'EXECUTE'),
 		  'PUBLIC may run the column forms');
+SELECT ok(has_function_privilege('tap_user', 'dml.predict_vals(text, "any")', 'EXECUTE') AND
+		  has_function_privilege('tap_user', 'dml.predict_class_vals(text, "any")', 'EXECUTE') AND
+		  has_function_privilege('tap_user', 'dml.predict_proba_vals(text, "any")', 'EXECUTE'),
+		  'PUBLIC may run the values forms');
 SET LOCAL ROLE tap_user;
 SELECT throws_ok($$SET dml.mpirun = '/bin/sh'$$, '42501', NULL, 'a role cannot choose the program that runs');
 RESET ROLE;
