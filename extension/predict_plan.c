@@ -258,10 +258,11 @@ values_form(Oid restype)
  *		as ARRAY[e1, ..., en] (one dimension, float8 elements), or NULL.
  *		The executor would build that array for every row and the function
  *		take it apart again: the elements go to the function as they are.
- *		The same call: the array is never NULL (the array form is STRICT on
- *		the model alone, as dml.predict_vals is not STRICT but answers NULL
- *		for a NULL model), and dml.predict_vals makes the array form's checks
- *		(the count, NULL and non-finite values) in its order, so its errors.
+ *		The same call: the array form is STRICT, but ARRAY[...] is never
+ *		NULL, so only a NULL model makes it NULL, as it does
+ *		dml.predict_vals (not STRICT, so that a NULL value reaches its
+ *		check); and dml.predict_vals makes the array form's checks (the
+ *		count, NULL and non-finite values) in its order, so its errors.
  *		Left alone: any other array (a column, a parameter, a function's
  *		result, ARRAY[...] of arrays or of a subquery), more elements than a
  *		function takes arguments, a caller without EXECUTE on the array form.
@@ -306,7 +307,6 @@ dml_predict_support(PG_FUNCTION_ARGS)
 {
 	DML_REQUIRE_SCHEMA();
 	Node	   *req = (Node *) PG_GETARG_POINTER(0);
-
 	FuncExpr   *fcall;
 
 	if (!IsA(req, SupportRequestSimplify))
