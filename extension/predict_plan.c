@@ -122,29 +122,35 @@ join_place(Node *jtnode, int rtindex, bool nullable)
 	return PLACE_NULLABLE;
 }
 
-/* the column form standing in for a record form that returns restype */
+/*
+ * The form of dml's schema standing in for a call that returns restype:
+ * dml.predict<kind>_<suffix> ("cols": the column form of a record form,
+ * whose arguments are (text, text[], "any"); "vals": the values form of an
+ * array form, (text, "any"))
+ */
 static Oid
-column_form(Oid restype)
+stand_in(Oid restype, const char *suffix)
 {
-	const char *name;
-	Oid			argtypes[3] = {TEXTOID, TEXTARRAYOID, ANYOID};
+	const char *kind;
+	bool		cols = strcmp(suffix, "cols") == 0;
+	Oid			argtypes[3] = {TEXTOID, cols ? TEXTARRAYOID : ANYOID, ANYOID};
 
 	switch (restype)
 	{
 		case FLOAT8OID:
-			name = "predict_cols";
+			kind = "";
 			break;
 		case TEXTOID:
-			name = "predict_class_cols";
+			kind = "_class";
 			break;
 		case FLOAT8ARRAYOID:
-			name = "predict_proba_cols";
+			kind = "_proba";
 			break;
 		default:
 			return InvalidOid;
 	}
-	return LookupFuncName(list_make2(makeString("dml"), makeString(pstrdup(name))),
-						  3, argtypes, true);
+	return LookupFuncName(list_make2(makeString("dml"), makeString(psprintf("predict%s_%s", kind, suffix))),
+						  cols ? 3 : 2, argtypes, true);
 }
 
 /*
@@ -184,7 +190,7 @@ columns_call(PlannerInfo *root, FuncExpr *fcall)
 		return NULL;
 	if (pg_proc_aclcheck(fcall->funcid, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
 		return NULL;
-	fn = column_form(fcall->funcresulttype);
+	fn = stand_in(fcall->funcresulttype, "cols");
 	if (!OidIsValid(fn))
 		return NULL;
 
@@ -227,31 +233,6 @@ columns_call(PlannerInfo *root, FuncExpr *fcall)
 	return (Node *) call;
 }
 
-/* the values form standing in for an array form that returns restype */
-static Oid
-values_form(Oid restype)
-{
-	const char *name;
-	Oid			argtypes[2] = {TEXTOID, ANYOID};
-
-	switch (restype)
-	{
-		case FLOAT8OID:
-			name = "predict_vals";
-			break;
-		case TEXTOID:
-			name = "predict_class_vals";
-			break;
-		case FLOAT8ARRAYOID:
-			name = "predict_proba_vals";
-			break;
-		default:
-			return InvalidOid;
-	}
-	return LookupFuncName(list_make2(makeString("dml"), makeString(pstrdup(name))),
-						  2, argtypes, true);
-}
-
 /*
  * values_call
  *		The values form of array-form call fcall whose array is written out
@@ -283,7 +264,7 @@ values_call(FuncExpr *fcall)
 		return NULL;
 	if (pg_proc_aclcheck(fcall->funcid, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
 		return NULL;
-	fn = values_form(fcall->funcresulttype);
+	fn = stand_in(fcall->funcresulttype, "vals");
 	if (!OidIsValid(fn))
 		return NULL;
 	call = makeFuncExpr(fn, fcall->funcresulttype,
