@@ -153,6 +153,18 @@ stand_in(Oid restype, const char *suffix)
 						  cols ? 3 : 2, argtypes, true);
 }
 
+/* a call of stand-in fn with args in fcall's place: its result, collations and location */
+static Node *
+stand_in_call(FuncExpr *fcall, Oid fn, List *args)
+{
+	FuncExpr   *call = makeFuncExpr(fn, fcall->funcresulttype, args, fcall->funccollid,
+									fcall->inputcollid, COERCE_EXPLICIT_CALL);
+
+	call->funcvariadic = false;
+	call->location = fcall->location;
+	return (Node *) call;
+}
+
 /*
  * columns_call
  *		The column form of record-form call fcall, or NULL when it would not
@@ -170,7 +182,6 @@ columns_call(PlannerInfo *root, FuncExpr *fcall)
 	List	   *cols = NIL;
 	Datum	   *names;
 	int			ncols = 0;
-	FuncExpr   *call;
 
 	if (root == NULL || list_length(fcall->args) != 2)
 		return NULL;
@@ -225,12 +236,7 @@ columns_call(PlannerInfo *root, FuncExpr *fcall)
 								PointerGetDatum(construct_array(names, ncols, TEXTOID, -1,
 																false, TYPALIGN_INT)),
 								false, false));
-	args = list_concat(args, cols);
-	call = makeFuncExpr(fn, fcall->funcresulttype, args, fcall->funccollid,
-						fcall->inputcollid, COERCE_EXPLICIT_CALL);
-	call->funcvariadic = false;
-	call->location = fcall->location;
-	return (Node *) call;
+	return stand_in_call(fcall, fn, list_concat(args, cols));
 }
 
 /*
@@ -253,7 +259,6 @@ values_call(FuncExpr *fcall)
 {
 	ArrayExpr  *arr;
 	Oid			fn;
-	FuncExpr   *call;
 
 	if (list_length(fcall->args) != 2)
 		return NULL;
@@ -267,12 +272,8 @@ values_call(FuncExpr *fcall)
 	fn = stand_in(fcall->funcresulttype, "vals");
 	if (!OidIsValid(fn))
 		return NULL;
-	call = makeFuncExpr(fn, fcall->funcresulttype,
-						list_concat(list_make1(linitial(fcall->args)), list_copy(arr->elements)),
-						fcall->funccollid, fcall->inputcollid, COERCE_EXPLICIT_CALL);
-	call->funcvariadic = false;
-	call->location = fcall->location;
-	return (Node *) call;
+	return stand_in_call(fcall, fn,
+						 list_concat(list_make1(linitial(fcall->args)), list_copy(arr->elements)));
 }
 
 PG_FUNCTION_INFO_V1(dml_predict_support);

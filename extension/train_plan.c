@@ -656,17 +656,18 @@ choose_shape(DmlJob *job, const char *model, FunctionCallInfo fcinfo)
 void
 train_plan(DmlJob *job, TrainArgs *args, FunctionCallInfo fcinfo)
 {
-	/* 27 class_weight */
-	choose_kind(job, args->model, args->optimizer, PG_NARGS() > 27 && !PG_ARGISNULL(27));
+	/* 27 class_weight, 28 l1_ratio (issue 15) */
+	char	   *class_weight = PG_NARGS() > 27 && !PG_ARGISNULL(27) ?
+		text_to_cstring(PG_GETARG_TEXT_PP(27)) : NULL;
+
+	choose_kind(job, args->model, args->optimizer, class_weight != NULL);
 	train_prepare_features(job);
 	choose_shape(job, args->model, fcinfo);
 	check_model_size(job);
 	choose_optimizer(job, args->optimizer, fcinfo);
 	apply_options(job, PG_ARGISNULL(18) ? NULL : PG_GETARG_JSONB_P(18));
 	DmlCheckCovType(job);
-	/* 27 class_weight, 28 l1_ratio (issue 15) */
-	DmlClassWeight(job, PG_NARGS() > 27 && !PG_ARGISNULL(27) ?
-				   text_to_cstring(PG_GETARG_TEXT_PP(27)) : NULL);
+	DmlClassWeight(job, class_weight);
 	DmlCheckL1Ratio(job, PG_NARGS() > 28 && !PG_ARGISNULL(28) ? PG_GETARG_FLOAT8(28) : 0);
 	choose_sync(job, fcinfo);
 	if (job->discover_classes && job->servers > 0)

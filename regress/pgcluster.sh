@@ -73,6 +73,8 @@ pgc_free_port() {
 }
 
 pgc_start() {
+	local try
+
 	PGC_PORT=${1:-$(pgc_free_port)}
 	PGC_DIR=$(mktemp -d "${PGC_ROOT:-/tmp}/dml-pg.XXXXXX")
 	chmod 755 "$PGC_DIR"
