@@ -747,14 +747,17 @@ dml_predict_proba_record(PG_FUNCTION_ARGS)
 }
 
 /*
- * The column form's model, once its EXECUTE check is done, or NULL for a
- * NULL model or names (the record form is STRICT; NULL columns are the
+ * A column form's call: EXECUTE on the record form it stands in for
+ * checked once, then predict's result of the columns, or NULL for a NULL
+ * model or names (the record form is STRICT; NULL columns are the
  * features' business).
  */
-static DmlCachedModel *
-columns_model_arg(FunctionCallInfo fcinfo, const char *record_form)
+static Datum
+columns_predict(FunctionCallInfo fcinfo, const char *record_form,
+				Datum (*predict) (DmlCachedModel *))
 {
 	CallCache  *cc = call_cache(fcinfo);
+	DmlCachedModel *cm;
 
 	if (!cc->acl_checked)
 	{
@@ -762,55 +765,45 @@ columns_model_arg(FunctionCallInfo fcinfo, const char *record_form)
 		cc->acl_checked = true;
 	}
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		return NULL;
-	return model_arg(fcinfo);
+		PG_RETURN_NULL();
+	cm = model_arg(fcinfo);
+	inputs_from_columns(fcinfo, cm);
+	return predict(cm);
 }
 
 Datum
 dml_predict_cols(PG_FUNCTION_ARGS)
 {
 	DML_REQUIRE_SCHEMA();
-	DmlCachedModel *cm = columns_model_arg(fcinfo, "dml_predict");
-
-	if (cm == NULL)
-		PG_RETURN_NULL();
-	inputs_from_columns(fcinfo, cm);
-	return predict_value(cm);
+	return columns_predict(fcinfo, "dml_predict", predict_value);
 }
 
 Datum
 dml_predict_class_cols(PG_FUNCTION_ARGS)
 {
 	DML_REQUIRE_SCHEMA();
-	DmlCachedModel *cm = columns_model_arg(fcinfo, "dml_predict_class");
-
-	if (cm == NULL)
-		PG_RETURN_NULL();
-	inputs_from_columns(fcinfo, cm);
-	return predict_class(cm);
+	return columns_predict(fcinfo, "dml_predict_class", predict_class);
 }
 
 Datum
 dml_predict_proba_cols(PG_FUNCTION_ARGS)
 {
 	DML_REQUIRE_SCHEMA();
-	DmlCachedModel *cm = columns_model_arg(fcinfo, "dml_predict_proba");
-
-	if (cm == NULL)
-		PG_RETURN_NULL();
-	inputs_from_columns(fcinfo, cm);
-	return predict_proba(cm);
+	return columns_predict(fcinfo, "dml_predict_proba", predict_proba);
 }
 
 /*
- * The values form's model, once its checks are done (EXECUTE on the array
- * form it stands in for; every value a float8), or NULL for a NULL model
- * (the array form is STRICT; its array, ARRAY[...], is never NULL).
+ * A values form's call: its checks once (EXECUTE on the array form it
+ * stands in for; every value a float8, passed one by one), then predict's
+ * result of the values, or NULL for a NULL model (the array form is
+ * STRICT; its array, ARRAY[...], is never NULL).
  */
-static DmlCachedModel *
-values_model_arg(FunctionCallInfo fcinfo, const char *array_form)
+static Datum
+values_predict(FunctionCallInfo fcinfo, const char *array_form,
+			   Datum (*predict) (DmlCachedModel *))
 {
 	CallCache  *cc = call_cache(fcinfo);
+	DmlCachedModel *cm;
 
 	if (!cc->acl_checked)
 	{
@@ -830,42 +823,29 @@ values_model_arg(FunctionCallInfo fcinfo, const char *array_form)
 		cc->acl_checked = true;
 	}
 	if (PG_ARGISNULL(0))
-		return NULL;
-	return model_arg(fcinfo);
+		PG_RETURN_NULL();
+	cm = model_arg(fcinfo);
+	inputs_from_values(fcinfo, cm);
+	return predict(cm);
 }
 
 Datum
 dml_predict_vals(PG_FUNCTION_ARGS)
 {
 	DML_REQUIRE_SCHEMA();
-	DmlCachedModel *cm = values_model_arg(fcinfo, "dml_predict");
-
-	if (cm == NULL)
-		PG_RETURN_NULL();
-	inputs_from_values(fcinfo, cm);
-	return predict_value(cm);
+	return values_predict(fcinfo, "dml_predict", predict_value);
 }
 
 Datum
 dml_predict_class_vals(PG_FUNCTION_ARGS)
 {
 	DML_REQUIRE_SCHEMA();
-	DmlCachedModel *cm = values_model_arg(fcinfo, "dml_predict_class");
-
-	if (cm == NULL)
-		PG_RETURN_NULL();
-	inputs_from_values(fcinfo, cm);
-	return predict_class(cm);
+	return values_predict(fcinfo, "dml_predict_class", predict_class);
 }
 
 Datum
 dml_predict_proba_vals(PG_FUNCTION_ARGS)
 {
 	DML_REQUIRE_SCHEMA();
-	DmlCachedModel *cm = values_model_arg(fcinfo, "dml_predict_proba");
-
-	if (cm == NULL)
-		PG_RETURN_NULL();
-	inputs_from_values(fcinfo, cm);
-	return predict_proba(cm);
+	return values_predict(fcinfo, "dml_predict_proba", predict_proba);
 }
