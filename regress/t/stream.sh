@@ -396,23 +396,29 @@ check "view, L-BFGS with validation: streamed ($(meta st_vlb_8MB "metrics->>'str
 
 # a foreign table (postgres_fdw back into this server: st_lin as a remote
 # table) has no blocks either: dealt as a view is, streamed within the
-# budget, the exact model of the view in memory to 1e-6
-pgc_psql -c "SET client_min_messages = warning" -c "CREATE EXTENSION IF NOT EXISTS postgres_fdw" \
-	-c "DROP SCHEMA IF EXISTS st_fdw CASCADE" -c "DROP SERVER IF EXISTS st_loop CASCADE" \
-	-c "CREATE SERVER st_loop FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '$PGHOST', port '$PGPORT', dbname '$PGDATABASE')" \
-	-c "CREATE USER MAPPING FOR postgres SERVER st_loop OPTIONS (user 'postgres')" \
-	-c "CREATE SCHEMA st_fdw" -c "IMPORT FOREIGN SCHEMA public LIMIT TO (st_lin) FROM SERVER st_loop INTO st_fdw" >/dev/null
-for mem in 1GB 8MB; do
-	q -c "SELECT model_id FROM dml_train('st_flin_$mem', 'st_fdw.st_lin', 'y', model => 'linear', optimizer => 'exact',
-		workers => 2, options => '{\"memory\": \"$mem\", \"in_server\": false}')" >/dev/null 2>>$T/st-lin.err
-done
-diff=$(q -c "SELECT max(abs(dml_predict('st_vlin_1GB', l) - dml_predict('st_flin_8MB', l)) / (1 + abs(dml_predict('st_vlin_1GB', l))))
-	FROM (SELECT * FROM st_lin LIMIT 2000) l")
-check "foreign table, exact: in memory ($(meta st_flin_1GB "metrics->>'streamed'") ranks streamed) and streamed ($(meta st_flin_8MB "metrics->>'streamed'") ranks, peak RSS $(meta st_flin_8MB "metrics->'peak_rss'")) within the budget + 64 MB; equals the view in memory to 1e-6 (largest difference $diff)" \
-	'[ "$(meta st_flin_1GB "metrics->>'"'"'streamed'"'"'")" = 0 ] && [ "$(meta st_flin_8MB "metrics->>'"'"'streamed'"'"'")" = 2 ] &&
-	 within_budget st_flin_8MB && [ -n "$diff" ] && [ "$(q -c "SELECT $diff < 1e-6")" = t ]' || tail -5 $T/st-lin.err
-check "foreign table streamed: the spill directory is gone" '[ "$(spill_dirs)" = 0 ]'
-pgc_psql -c "SET client_min_messages = warning" -c "DROP SCHEMA st_fdw CASCADE" -c "DROP SERVER st_loop CASCADE" >/dev/null
+# budget, the exact model of the view in memory to 1e-6 (skipped where the
+# server lacks the contrib module: PyPI's pgserver 16 ships none)
+if [ "$(q -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'postgres_fdw'")" != 1 ]; then
+	ok "foreign table, exact: streamed within the budget, equals the view in memory # SKIP postgres_fdw is not installed"
+	ok "foreign table streamed: the spill directory is gone # SKIP postgres_fdw is not installed"
+else
+	pgc_psql -c "SET client_min_messages = warning" -c "CREATE EXTENSION IF NOT EXISTS postgres_fdw" \
+		-c "DROP SCHEMA IF EXISTS st_fdw CASCADE" -c "DROP SERVER IF EXISTS st_loop CASCADE" \
+		-c "CREATE SERVER st_loop FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '$PGHOST', port '$PGPORT', dbname '$PGDATABASE')" \
+		-c "CREATE USER MAPPING FOR postgres SERVER st_loop OPTIONS (user 'postgres')" \
+		-c "CREATE SCHEMA st_fdw" -c "IMPORT FOREIGN SCHEMA public LIMIT TO (st_lin) FROM SERVER st_loop INTO st_fdw" >/dev/null
+	for mem in 1GB 8MB; do
+		q -c "SELECT model_id FROM dml_train('st_flin_$mem', 'st_fdw.st_lin', 'y', model => 'linear', optimizer => 'exact',
+			workers => 2, options => '{\"memory\": \"$mem\", \"in_server\": false}')" >/dev/null 2>>$T/st-lin.err
+	done
+	diff=$(q -c "SELECT max(abs(dml_predict('st_vlin_1GB', l) - dml_predict('st_flin_8MB', l)) / (1 + abs(dml_predict('st_vlin_1GB', l))))
+		FROM (SELECT * FROM st_lin LIMIT 2000) l")
+	check "foreign table, exact: in memory ($(meta st_flin_1GB "metrics->>'streamed'") ranks streamed) and streamed ($(meta st_flin_8MB "metrics->>'streamed'") ranks, peak RSS $(meta st_flin_8MB "metrics->'peak_rss'")) within the budget + 64 MB; equals the view in memory to 1e-6 (largest difference $diff)" \
+		'[ "$(meta st_flin_1GB "metrics->>'"'"'streamed'"'"'")" = 0 ] && [ "$(meta st_flin_8MB "metrics->>'"'"'streamed'"'"'")" = 2 ] &&
+		 within_budget st_flin_8MB && [ -n "$diff" ] && [ "$(q -c "SELECT $diff < 1e-6")" = t ]' || tail -5 $T/st-lin.err
+	check "foreign table streamed: the spill directory is gone" '[ "$(spill_dirs)" = 0 ]'
+	pgc_psql -c "SET client_min_messages = warning" -c "DROP SCHEMA st_fdw CASCADE" -c "DROP SERVER st_loop CASCADE" >/dev/null
+fi
 
 # a killed worker: restarted from its checkpoint; a view's spills are not
 # reused (rank 0 reads the view again to deal every rank its rows)
