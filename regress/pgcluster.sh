@@ -15,6 +15,8 @@
 #                        the server's environment).  PGC_INITDB_OPTS: more
 #                        initdb options (--data-checksums)
 #   pgc_psql ...         psql as the cluster's superuser (-X -v ON_ERROR_STOP=1)
+#   pgc_available EXT    true where the server has extension EXT to create
+#                        (a contrib module a wheel's server may lack)
 #   pgc_allow_role R...  let the server's OS user log in as roles R (the
 #                        pg_ident.conf line dml's workers need on PostgreSQL
 #                        15, where a map cannot say "every role"), reload,
@@ -129,6 +131,10 @@ EOF
 
 pgc_psql() {
 	pgc_as_pg psql -X -q -v ON_ERROR_STOP=1 "$@"
+}
+
+pgc_available() {
+	[ "$(pgc_psql -At -c "SELECT count(*) FROM pg_available_extensions WHERE name = '$1'")" = 1 ]
 }
 
 pgc_allow_role() {

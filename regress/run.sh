@@ -69,11 +69,13 @@ hurry() {	# NAME PID
 # version, where compiling them again took 91), as do the micro benchmarks
 # and the GPU checks below
 # (left out where this run is itself the whole suite on a newer version:
-# regress/pgnew.sh VERSION sets DML_SUITE_PG)
-NEWER="18 16"
+# regress/pgnew.sh VERSION sets DML_SUITE_PG).  Each version with the mode
+# part 5 runs it in:
+NEWER="18:quick 16:smoke"
 [ -n "${DML_SUITE_PG:-}" ] && NEWER=
 (
-	for ver in $NEWER; do
+	for v in $NEWER; do
+		ver=${v%%:*}
 		nice -n "$(later pgnew)" bash regress/pgnew.sh $ver build >"$RESULTS/pg$ver-build.log" 2>&1
 	done
 ) &
@@ -277,9 +279,9 @@ hurry pgnew "$PGNEW_BUILDS"
 wait $PGNEW_BUILDS
 [ -n "${DML_SUITE_PG:-}" ] &&
 	echo "== PostgreSQL 18 and 16: left out (this run is the whole suite on $DML_SUITE_PG, regress/pgnew.sh)"
-for v in "18 quick" "16 smoke"; do
-	read -r ver mode <<<"$v"
-	[[ " $NEWER " == *" $ver "* ]] || continue
+for v in $NEWER; do
+	ver=${v%%:*}
+	mode=${v#*:}
 	echo "== PostgreSQL $ver (regress/pgnew.sh $ver $mode)"
 	timeout 900 bash regress/pgnew.sh $ver $mode >"$RESULTS/pg$ver.log" 2>&1
 	rc=$?

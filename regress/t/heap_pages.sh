@@ -33,7 +33,7 @@ q() { pgc_psql -qAt -c "SET client_min_messages = warning" -c "$1" 2>&1; }
 q "CREATE EXTENSION dml" >/dev/null
 # the contrib modules the checks read with, where the server has them
 have() {
-	[ "$(q "SELECT count(*) FROM pg_available_extensions WHERE name = '$1'")" = 1 ] || return 0
+	pgc_available "$1" || return 0
 	q "CREATE EXTENSION $1" >/dev/null	# (a failure here fails the checks that read it)
 	echo yes
 }

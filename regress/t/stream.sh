@@ -398,7 +398,7 @@ check "view, L-BFGS with validation: streamed ($(meta st_vlb_8MB "metrics->>'str
 # table) has no blocks either: dealt as a view is, streamed within the
 # budget, the exact model of the view in memory to 1e-6 (skipped where the
 # server lacks the contrib module: PyPI's pgserver 16 ships none)
-if [ "$(q -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'postgres_fdw'")" != 1 ]; then
+if ! pgc_available postgres_fdw; then
 	ok "foreign table, exact: streamed within the budget, equals the view in memory # SKIP postgres_fdw is not installed"
 	ok "foreign table streamed: the spill directory is gone # SKIP postgres_fdw is not installed"
 else
