@@ -1666,6 +1666,8 @@ def main():
         ("linear, dml_predict_table",
          "DROP TABLE IF EXISTS bench_pred_tab; CALL dml_predict_table('bench_lin_w2', 'synth_1m', "
          "'bench_pred_tab', 'id')"),
+        ("mlp 20-64-64-1, dml_predict_rows in sum()",
+         "SELECT sum(value), count(id) FROM dml_predict_rows('bench_mlp20', 'synth_1m', 'id')"),
     ]
     inf = {label: dict(sql=sql, times=[]) for label, sql in queries}
 
@@ -1761,7 +1763,11 @@ def main():
          "of a table's own row is planned as its columns (`dml.predict_cols(model, column names, "
          "t.id, t.c1, ...)`, by the record form's planner support function), so no composite "
          "datum is built per row; a row that is not a table's (here a subquery's, kept one by "
-         "`OFFSET 0`) is passed as a record and taken apart by name in the function.", "",
+         "`OFFSET 0`) is passed as a record and taken apart by name in the function. "
+         "`dml_predict_rows` is dml_predict_table's batch path returning its rows (id as text, "
+         "value) into the query instead of a table, for a standby or a read-only transaction: "
+         "a set-returning function, whose rows PostgreSQL keeps in a tuplestore (on disk past "
+         "`work_mem`) before the query reads them.", "",
          table(["query", "time", "rows/s", "per row beyond scan"], rows), "",
          "Goals:", "",
          table(["goal", "measured", "met"], [[g, r, "yes" if ok else "**no**"] for g, r, ok in goals]),

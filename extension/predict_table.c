@@ -368,6 +368,19 @@ row_values(DmlPredictWriter *w, Datum id, bool idnull, int k, double value, doub
 }
 
 /*
+ * v as text, as int8out and int4out write it (without psprintf's format
+ * parsing, a tenth of dml_predict_rows's time with row numbers for ids)
+ */
+static Datum
+int_text(int64 v)
+{
+	char		buf[MAXINT8LEN + 1];
+	int			len = pg_lltoa(v, buf);
+
+	return PointerGetDatum(cstring_to_text_with_len(buf, len));
+}
+
+/*
  * dml_predict_rows: B rows into the tuplestore as (id text, value float8,
  * label text, probability float8): value for regression, label and
  * probability for classification.
@@ -387,9 +400,13 @@ writer_put_rows(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 		int			k = row_prediction(w, out, out64, r, &value, &p);
 
 		if (ids == NULL)
-			values[0] = CStringGetTextDatum(psprintf(INT64_FORMAT, w->done + r + 1));
+			values[0] = int_text(w->done + r + 1);
 		else if (idnulls[r])
 			nulls[0] = true;
+		else if (w->t->id_type == INT8OID)
+			values[0] = int_text(DatumGetInt64(ids[r]));
+		else if (w->t->id_type == INT4OID)
+			values[0] = int_text(DatumGetInt32(ids[r]));
 		else
 			values[0] = CStringGetTextDatum(OutputFunctionCall(&w->id_out, ids[r]));
 		if (!w->classifier)

@@ -165,6 +165,23 @@ SELECT count(*) AS rows, count(*) FILTER (WHERE a.i IS NULL) AS null_ids,
 FROM (SELECT row_number() OVER () AS n, * FROM clf_out4) a
 JOIN (SELECT row_number() OVER () AS n, * FROM clf_out5) b ON a.n = b.n
 JOIN (SELECT row_number() OVER () AS n, * FROM pts3) p ON p.n = a.n;
+-- dml_predict_rows: the same rows with their ids as text, as the id's type
+-- writes it: int8 ids (NULLs and both extremes), int4 ids, row numbers
+UPDATE pts3 SET i = -9223372036854775808 WHERE k = 1;
+UPDATE pts3 SET i = 9223372036854775807 WHERE k = 2;
+SELECT count(*) AS rows, count(*) FILTER (WHERE r.id IS NULL) AS null_ids,
+	   bool_and(r.id IS NOT DISTINCT FROM p.i::text) AS int8_ids_as_text,
+	   bool_and(r.label = dml_predict_class('clf', ARRAY[p.x1, p.x2])) AS same_class,
+	   min(r.id COLLATE "C") AS least_id_text,
+	   count(*) FILTER (WHERE r.id = '9223372036854775807') AS greatest_ids
+FROM (SELECT row_number() OVER () AS n, * FROM dml_predict_rows('clf', 'pts3', 'i')) r
+JOIN (SELECT row_number() OVER () AS n, * FROM pts3) p ON p.n = r.n;
+SELECT count(*) AS rows, bool_and(r.id = p.i::text) AS int4_ids_as_text,
+	   bool_and(abs(r.value - dml_predict('reg', p)) < 1e-5) AS same_value
+FROM (SELECT row_number() OVER () AS n, * FROM dml_predict_rows('reg', 'pts', 'i')) r
+JOIN (SELECT row_number() OVER () AS n, * FROM pts) p ON p.n = r.n;
+SELECT count(*) AS rows, bool_and(r.id = r.n::text) AS row_numbers_as_text
+FROM (SELECT row_number() OVER () AS n, * FROM dml_predict_rows('reg', 'pts')) r;
 DROP TABLE clf_out3, clf_out5;
 REVOKE ALL ON pts3 FROM dml_inf_cols;
 REVOKE CREATE ON SCHEMA public FROM dml_inf_cols;
