@@ -159,12 +159,18 @@ static void
 template_offsets(TupleDesc td, HeapTuple tup, int *offs)
 {
 	char	   *tp = (char *) tup->t_data + tup->t_data->t_hoff;
+	bits8	   *bp = HeapTupleHasNulls(tup) ? tup->t_data->t_bits : NULL;
 	uint32		off = 0;
 
 	for (int a = 0; a < td->natts; a++)
 	{
 		Form_pg_attribute att = TupleDescAttr(td, a);
 
+		if (bp != NULL && att_isnull(a, bp))
+		{
+			offs[a] = -1;		/* a NULL takes no room */
+			continue;
+		}
 		if (att->attlen == -1)
 			off = att_align_pointer(off, att->attalign, -1, tp + off);
 		else
@@ -246,6 +252,8 @@ DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t)
 
 		getTypeOutputInfo(t->id_type, &outfn, &varlena);
 		fmgr_info(outfn, &w->id_out);
+		w->row_tmpl = palloc0(sizeof(DmlRowTemplate) * (MAXINT8LEN + 1) *
+							  (w->classifier ? Max(cm->nclasses, 1) : 1));
 		return;
 	}
 	w->rel = table_open(t->out_relid, RowExclusiveLock);
@@ -368,16 +376,41 @@ row_values(DmlPredictWriter *w, Datum id, bool idnull, int k, double value, doub
 }
 
 /*
- * v as text, as int8out and int4out write it (without psprintf's format
- * parsing, a tenth of dml_predict_rows's time with row numbers for ids)
+ * dml_predict_rows's row of class k (0 for regression) whose id is len
+ * characters of text, as an int id or a row number writes it (len at most
+ * MAXINT8LEN): formed once by heap_form_tuple with a placeholder id of that
+ * length, and after that copied into the tuplestore with the id's digits
+ * and the float8 (the value, or the class's probability) set in place, as
+ * dml_predict_table's templates are onto its pages
  */
-static Datum
-int_text(int64 v)
+static DmlRowTemplate *
+row_template(DmlPredictWriter *w, int k, int len)
 {
-	char		buf[MAXINT8LEN + 1];
-	int			len = pg_lltoa(v, buf);
+	DmlRowTemplate *rt = &w->row_tmpl[k * (MAXINT8LEN + 1) + len];
 
-	return PointerGetDatum(cstring_to_text_with_len(buf, len));
+	if (rt->tup == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(MemoryContextGetParent(w->cxt));
+		char		digits[MAXINT8LEN];
+		Datum		values[4] = {0, 0, 0, 0};
+		bool		nulls[4] = {false, true, true, true};
+		int			offs[4];
+		int			f8 = w->classifier ? 3 : 1;
+		char	   *data;
+
+		memset(digits, '0', len);
+		values[0] = PointerGetDatum(cstring_to_text_with_len(digits, len));
+		values[2] = w->classifier ? w->labels[k] : (Datum) 0;
+		nulls[f8] = false;
+		nulls[2] = !w->classifier;
+		rt->tup = heap_form_tuple(w->t->rows_desc, values, nulls);
+		template_offsets(w->t->rows_desc, rt->tup, offs);
+		data = (char *) rt->tup->t_data + rt->tup->t_data->t_hoff;
+		rt->id_off = offs[0] + (VARATT_IS_SHORT(data + offs[0]) ? VARHDRSZ_SHORT : VARHDRSZ);
+		rt->f8_off = offs[f8];
+		MemoryContextSwitchTo(old);
+	}
+	return rt;
 }
 
 /*
@@ -399,14 +432,24 @@ writer_put_rows(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 					p;
 		int			k = row_prediction(w, out, out64, r, &value, &p);
 
-		if (ids == NULL)
-			values[0] = int_text(w->done + r + 1);
-		else if (idnulls[r])
+		if (ids == NULL || (!idnulls[r] && (w->t->id_type == INT8OID ||
+											w->t->id_type == INT4OID)))
+		{
+			char		digits[MAXINT8LEN + 1];
+			int64		id = ids == NULL ? w->done + r + 1 :
+				w->t->id_type == INT8OID ? DatumGetInt64(ids[r]) : DatumGetInt32(ids[r]);
+			int			len = pg_lltoa(id, digits);
+			DmlRowTemplate *rt = row_template(w, k, len);
+			char	   *data = (char *) rt->tup->t_data + rt->tup->t_data->t_hoff;
+			double		f8 = w->classifier ? p : value;
+
+			memcpy(data + rt->id_off, digits, len);
+			memcpy(data + rt->f8_off, &f8, sizeof(double));
+			tuplestore_puttuple(w->t->rows, rt->tup);
+			continue;
+		}
+		if (idnulls[r])
 			nulls[0] = true;
-		else if (w->t->id_type == INT8OID)
-			values[0] = int_text(DatumGetInt64(ids[r]));
-		else if (w->t->id_type == INT4OID)
-			values[0] = int_text(DatumGetInt32(ids[r]));
 		else
 			values[0] = CStringGetTextDatum(OutputFunctionCall(&w->id_out, ids[r]));
 		if (!w->classifier)

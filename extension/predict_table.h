@@ -50,6 +50,14 @@ typedef struct DmlPredictTarget
 } DmlPredictTarget;
 
 /* Rows into the target table through the table AM's multi-insert */
+/* dml_predict_rows: a row made from a template (predict_table.c, row_template) */
+typedef struct DmlRowTemplate
+{
+	HeapTuple	tup;			/* NULL until first needed */
+	int			id_off;			/* where the id's characters go in its data */
+	int			f8_off;			/* and the float8 (value, or probability) */
+} DmlRowTemplate;
+
 typedef struct DmlPredictWriter
 {
 	DmlPredictTarget *t;
@@ -70,6 +78,7 @@ typedef struct DmlPredictWriter
 	int		   *prob_offs;		/* per class */
 	struct DmlHeapPages *pages; /* the table's pages written directly, or NULL */
 	FmgrInfo	id_out;			/* dml_predict_rows: the id's output function */
+	DmlRowTemplate *row_tmpl;	/* dml_predict_rows: per class, per id length */
 	int64		done;
 } DmlPredictWriter;
 
