@@ -252,7 +252,7 @@ DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t)
 
 		getTypeOutputInfo(t->id_type, &outfn, &varlena);
 		fmgr_info(outfn, &w->id_out);
-		w->row_tmpl = palloc0(sizeof(DmlRowTemplate) * (MAXINT8LEN + 1) *
+		w->row_tmpl = palloc0(sizeof(DmlRowTemplate *) *
 							  (w->classifier ? Max(cm->nclasses, 1) : 1));
 		return;
 	}
@@ -376,22 +376,26 @@ row_values(DmlPredictWriter *w, Datum id, bool idnull, int k, double value, doub
 }
 
 /*
- * dml_predict_rows's row of class k (0 for regression) whose id is len
- * characters of text, as an int id or a row number writes it (len at most
- * MAXINT8LEN): formed once by heap_form_tuple with a placeholder id of that
- * length, and after that copied into the tuplestore with the id's digits
- * and the float8 (the value, or the class's probability) set in place, as
- * dml_predict_table's templates are onto its pages
+ * dml_predict_rows's row of class k (0 for regression) whose id's text is
+ * len characters (at most DML_ROW_ID_MAX): formed once by heap_form_tuple
+ * with a placeholder id of that length, and after that copied into the
+ * tuplestore with the id's characters and the float8 (the value, or the
+ * class's probability) set in place, as dml_predict_table's templates are
+ * onto its pages
  */
 static DmlRowTemplate *
 row_template(DmlPredictWriter *w, int k, int len)
 {
-	DmlRowTemplate *rt = &w->row_tmpl[k * (MAXINT8LEN + 1) + len];
+	DmlRowTemplate *rt;
 
+	if (w->row_tmpl[k] == NULL)
+		w->row_tmpl[k] = MemoryContextAllocZero(MemoryContextGetParent(w->cxt),
+												sizeof(DmlRowTemplate) * (DML_ROW_ID_MAX + 1));
+	rt = &w->row_tmpl[k][len];
 	if (rt->tup == NULL)
 	{
 		MemoryContext old = MemoryContextSwitchTo(MemoryContextGetParent(w->cxt));
-		char		digits[MAXINT8LEN];
+		char		digits[DML_ROW_ID_MAX];
 		Datum		values[4] = {0, 0, 0, 0};
 		bool		nulls[4] = {false, true, true, true};
 		int			offs[4];
@@ -432,26 +436,39 @@ writer_put_rows(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 					p;
 		int			k = row_prediction(w, out, out64, r, &value, &p);
 
-		if (ids == NULL || (!idnulls[r] && (w->t->id_type == INT8OID ||
-											w->t->id_type == INT4OID)))
+		if (ids == NULL || !idnulls[r])
 		{
 			char		digits[MAXINT8LEN + 1];
-			int64		id = ids == NULL ? w->done + r + 1 :
-				w->t->id_type == INT8OID ? DatumGetInt64(ids[r]) : DatumGetInt32(ids[r]);
-			int			len = pg_lltoa(id, digits);
-			DmlRowTemplate *rt = row_template(w, k, len);
-			char	   *data = (char *) rt->tup->t_data + rt->tup->t_data->t_hoff;
-			double		f8 = w->classifier ? p : value;
+			const char *id = digits;
+			int			len;
 
-			memcpy(data + rt->id_off, digits, len);
-			memcpy(data + rt->f8_off, &f8, sizeof(double));
-			tuplestore_puttuple(w->t->rows, rt->tup);
-			continue;
+			/* the id as text: an int's as int8out writes it, else its type's */
+			if (ids == NULL)
+				len = pg_lltoa(w->done + r + 1, digits);
+			else if (w->t->id_type == INT8OID)
+				len = pg_lltoa(DatumGetInt64(ids[r]), digits);
+			else if (w->t->id_type == INT4OID)
+				len = pg_lltoa(DatumGetInt32(ids[r]), digits);
+			else
+			{
+				id = OutputFunctionCall(&w->id_out, ids[r]);
+				len = strlen(id);
+			}
+			if (len <= DML_ROW_ID_MAX)
+			{
+				DmlRowTemplate *rt = row_template(w, k, len);
+				char	   *data = (char *) rt->tup->t_data + rt->tup->t_data->t_hoff;
+				double		f8 = w->classifier ? p : value;
+
+				memcpy(data + rt->id_off, id, len);
+				memcpy(data + rt->f8_off, &f8, sizeof(double));
+				tuplestore_puttuple(w->t->rows, rt->tup);
+				continue;
+			}
+			values[0] = PointerGetDatum(cstring_to_text_with_len(id, len));
 		}
-		if (idnulls[r])
-			nulls[0] = true;
 		else
-			values[0] = CStringGetTextDatum(OutputFunctionCall(&w->id_out, ids[r]));
+			nulls[0] = true;
 		if (!w->classifier)
 		{
 			values[1] = Float8GetDatum(value);

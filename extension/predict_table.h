@@ -50,7 +50,12 @@ typedef struct DmlPredictTarget
 } DmlPredictTarget;
 
 /* Rows into the target table through the table AM's multi-insert */
-/* dml_predict_rows: a row made from a template (predict_table.c, row_template) */
+/*
+ * dml_predict_rows: a row made from a template (predict_table.c,
+ * row_template), one per class and length of the id's text up to this
+ */
+#define DML_ROW_ID_MAX	64
+
 typedef struct DmlRowTemplate
 {
 	HeapTuple	tup;			/* NULL until first needed */
@@ -78,7 +83,7 @@ typedef struct DmlPredictWriter
 	int		   *prob_offs;		/* per class */
 	struct DmlHeapPages *pages; /* the table's pages written directly, or NULL */
 	FmgrInfo	id_out;			/* dml_predict_rows: the id's output function */
-	DmlRowTemplate *row_tmpl;	/* dml_predict_rows: per class, per id length */
+	DmlRowTemplate **row_tmpl;	/* dml_predict_rows: per class, per id length */
 	int64		done;
 } DmlPredictWriter;
 

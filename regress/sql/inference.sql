@@ -182,6 +182,25 @@ FROM (SELECT row_number() OVER () AS n, * FROM dml_predict_rows('reg', 'pts', 'i
 JOIN (SELECT row_number() OVER () AS n, * FROM pts) p ON p.n = r.n;
 SELECT count(*) AS rows, bool_and(r.id = r.n::text) AS row_numbers_as_text
 FROM (SELECT row_number() OVER () AS n, * FROM dml_predict_rows('reg', 'pts')) r;
+-- ids of other types, as their output functions write them: text of
+-- every length from none to past the templates' 64 characters, NULLs, and
+-- numeric
+CREATE TABLE pts4 AS SELECT repeat(chr(97 + i % 26), i % 91) AS t,
+	   CASE WHEN i % 9 <> 0 THEN i * 1.5 END AS num, x1, x2 FROM pts;
+UPDATE pts4 SET t = NULL WHERE num IS NULL;
+SELECT count(*) AS rows, count(*) FILTER (WHERE r.id IS NULL) AS null_ids,
+	   count(*) FILTER (WHERE r.id = '') AS empty_ids, count(*) FILTER (WHERE length(r.id) > 64) AS past_64,
+	   bool_and(r.id IS NOT DISTINCT FROM p.t) AS text_ids,
+	   bool_and(r.label = dml_predict_class('clf', ARRAY[p.x1, p.x2])) AS same_class,
+	   bool_and(abs(r.probability - greatest((dml_predict_proba('clf', ARRAY[p.x1, p.x2]))[1],
+											 (dml_predict_proba('clf', ARRAY[p.x1, p.x2]))[2])) < 1e-6) AS same_probability
+FROM (SELECT row_number() OVER () AS n, * FROM dml_predict_rows('clf', 'pts4', 't')) r
+JOIN (SELECT row_number() OVER () AS n, * FROM pts4) p ON p.n = r.n;
+SELECT count(*) AS rows, bool_and(r.id IS NOT DISTINCT FROM p.num::text) AS numeric_ids,
+	   bool_and(abs(r.value - dml_predict('reg', ARRAY[p.x1, p.x2])) < 1e-5) AS same_value
+FROM (SELECT row_number() OVER () AS n, * FROM dml_predict_rows('reg', 'pts4', 'num')) r
+JOIN (SELECT row_number() OVER () AS n, * FROM pts4) p ON p.n = r.n;
+DROP TABLE pts4;
 DROP TABLE clf_out3, clf_out5;
 REVOKE ALL ON pts3 FROM dml_inf_cols;
 REVOKE CREATE ON SCHEMA public FROM dml_inf_cols;
