@@ -49,7 +49,6 @@ typedef struct DmlPredictTarget
 	TupleDesc	rows_desc;
 } DmlPredictTarget;
 
-/* Rows into the target table through the table AM's multi-insert */
 /*
  * dml_predict_rows: a row made from a template (predict_table.c,
  * row_template), one per class and length of the id's text up to this
@@ -63,6 +62,7 @@ typedef struct DmlRowTemplate
 	int			f8_off;			/* and the float8 (value, or probability) */
 } DmlRowTemplate;
 
+/* Rows into the target table through the table AM's multi-insert */
 typedef struct DmlPredictWriter
 {
 	DmlPredictTarget *t;
