@@ -1674,11 +1674,16 @@ def main():
     # a query that writes a table drops the last round's first, untimed: an
     # autovacuum of that table (1,000,000 rows just inserted) held the DROP
     # until it was cancelled at deadlock_timeout, a second in one round of
-    # the goal's in a run of 2026-12-06
+    # the goal's in a run of 2026-12-06.  Then a CHECKPOINT, untimed, so that
+    # the query writes its WAL into recycled segments, as on a server that
+    # has run a while, not into new ones that PostgreSQL zero-fills first
+    # (half of a dml_predict_table call's time in this young cluster,
+    # bench/SPEED-NOTES.md)
     def timed_query(sql):
         if sql.startswith("DROP TABLE"):
             drop, sql = sql.split("; ", 1)
             q(ic, drop)
+            q(ic, "CHECKPOINT")
         return timed(ic, sql)
 
     for label, sql in queries:
@@ -1754,7 +1759,10 @@ def main():
          "ratios measure per-row cost, not parallelism), after one warm-up run of each query; "
          "then every query once a round, and each goal's ratio is the median of its rounds' "
          "ratios (range in parentheses). A query that writes a table drops the last round's "
-         "table just before, untimed (the `DROP TABLE` below). "
+         "table just before, untimed (the `DROP TABLE` below), and a `CHECKPOINT` follows, "
+         "untimed, so that it writes its WAL into recycled segments as on a server that has "
+         "run a while, not into new ones zero-filled first (in this young cluster that was "
+         "half of a `dml_predict_table` call's time, bench/SPEED-NOTES.md). "
          f"Linear model `bench_lin_w2` (exact); MLP `bench_mlp20` 20-64-64-1 (relu, "
          f"{M['mlp20_epochs']} adam epoch, regression on y). The SQL expression is the model "
          "written out from `spec->'coefficients'` and `spec->'intercept'` (coefficients on the "
