@@ -201,6 +201,22 @@ SELECT count(*) AS rows, bool_and(r.id IS NOT DISTINCT FROM p.num::text) AS nume
 FROM (SELECT row_number() OVER () AS n, * FROM dml_predict_rows('reg', 'pts4', 'num')) r
 JOIN (SELECT row_number() OVER () AS n, * FROM pts4) p ON p.n = r.n;
 DROP TABLE pts4;
+-- labels long enough to be stored with a 4-byte header (aligned, unlike a
+-- short one), beside a one-letter label: dml_predict_rows as
+-- dml_predict_table, by id and by row number
+CREATE TABLE ll AS SELECT i, x1, x2,
+	   CASE WHEN x1 > 0.3 THEN repeat('a', 150) WHEN x1 < -0.3 THEN 'b' ELSE repeat('c', 140) END AS lab
+FROM pts;
+SELECT name FROM dml_train('llm', 'll', 'lab', features => '{x1,x2}', model => 'softmax', workers => 1);
+CALL dml_predict_table('llm', 'll', 'll_out', 'i');
+SELECT count(*) AS rows, count(DISTINCT r.label) AS classes,
+	   bool_and(r.label = o.prediction AND r.probability = o.probability AND r.value IS NULL) AS same
+FROM dml_predict_rows('llm', 'll', 'i') r JOIN ll_out o ON o.i::text = r.id;
+SELECT count(*) AS rows, bool_and(r.label = o.prediction AND r.probability = o.probability) AS same_by_row_number
+FROM (SELECT row_number() OVER () AS n, * FROM dml_predict_rows('llm', 'll')) r
+JOIN (SELECT row_number() OVER () AS n, * FROM ll_out) o ON o.n = r.n AND r.id = r.n::text;
+SELECT dml_drop_model('llm');
+DROP TABLE ll, ll_out;
 DROP TABLE clf_out3, clf_out5;
 REVOKE ALL ON pts3 FROM dml_inf_cols;
 REVOKE CREATE ON SCHEMA public FROM dml_inf_cols;
