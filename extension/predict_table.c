@@ -252,7 +252,7 @@ DmlPredictWriterBegin(DmlPredictWriter *w, DmlPredictTarget *t)
 
 		getTypeOutputInfo(t->id_type, &outfn, &varlena);
 		fmgr_info(outfn, &w->id_out);
-		w->row_tmpl = palloc0(sizeof(DmlRowTemplate *) *
+		w->row_tmpl = palloc0(sizeof(*w->row_tmpl) *
 							  (w->classifier ? Max(cm->nclasses, 1) : 1));
 		return;
 	}
@@ -376,37 +376,71 @@ row_values(DmlPredictWriter *w, Datum id, bool idnull, int k, double value, doub
 }
 
 /*
+ * dml_predict_rows's columns after the id: value (regression), or label
+ * and probability (classification); the others NULL
+ */
+static void
+rows_columns(DmlPredictWriter *w, int k, double value, double p, Datum *values, bool *nulls)
+{
+	nulls[1] = nulls[2] = nulls[3] = true;
+	if (!w->classifier)
+	{
+		values[1] = Float8GetDatum(value);
+		nulls[1] = false;
+	}
+	else
+	{
+		values[2] = w->labels[k];
+		values[3] = Float8GetDatum(p);
+		nulls[2] = nulls[3] = false;
+	}
+}
+
+/*
+ * dml_predict_rows: a row made from a template, one per class and length
+ * of the id's text up to DML_ROW_ID_MAX
+ */
+#define DML_ROW_ID_MAX	64
+
+typedef struct DmlRowTemplate
+{
+	HeapTuple	tup;			/* NULL until first needed */
+	int			id_off;			/* where the id's characters go in its data */
+	int			f8_off;			/* and the float8 (value, or probability) */
+} DmlRowTemplate;
+
+/*
  * dml_predict_rows's row of class k (0 for regression) whose id's text is
  * len characters (at most DML_ROW_ID_MAX): formed once by heap_form_tuple
  * with a placeholder id of that length, and after that copied into the
  * tuplestore with the id's characters and the float8 (the value, or the
  * class's probability) set in place, as dml_predict_table's templates are
- * onto its pages
+ * onto its pages.  The templates live as long as the writer, in the
+ * context its batches' context was made in.
  */
 static DmlRowTemplate *
 row_template(DmlPredictWriter *w, int k, int len)
 {
+	MemoryContext keep = MemoryContextGetParent(w->cxt);
 	DmlRowTemplate *rt;
 
 	if (w->row_tmpl[k] == NULL)
-		w->row_tmpl[k] = MemoryContextAllocZero(MemoryContextGetParent(w->cxt),
-												sizeof(DmlRowTemplate) * (DML_ROW_ID_MAX + 1));
+		w->row_tmpl[k] = MemoryContextAllocZero(keep, sizeof(DmlRowTemplate) * (DML_ROW_ID_MAX + 1));
 	rt = &w->row_tmpl[k][len];
 	if (rt->tup == NULL)
 	{
-		MemoryContext old = MemoryContextSwitchTo(MemoryContextGetParent(w->cxt));
+		MemoryContext old = MemoryContextSwitchTo(keep);
 		char		digits[DML_ROW_ID_MAX];
 		Datum		values[4] = {0, 0, 0, 0};
-		bool		nulls[4] = {false, true, true, true};
+		bool		nulls[4];
 		int			offs[4];
 		int			f8 = w->classifier ? 3 : 1;
 		char	   *data;
 
 		memset(digits, '0', len);
 		values[0] = PointerGetDatum(cstring_to_text_with_len(digits, len));
-		values[2] = w->classifier ? w->labels[k] : (Datum) 0;
-		nulls[f8] = false;
-		nulls[2] = !w->classifier;
+		nulls[0] = false;
+		rows_columns(w, k, 0, 0, values, nulls);
 		rt->tup = heap_form_tuple(w->t->rows_desc, values, nulls);
 		template_offsets(w->t->rows_desc, rt->tup, offs);
 		data = (char *) rt->tup->t_data + rt->tup->t_data->t_hoff;
@@ -431,7 +465,7 @@ writer_put_rows(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 	for (int r = 0; r < B; r++)
 	{
 		Datum		values[4] = {0, 0, 0, 0};
-		bool		nulls[4] = {false, true, true, true};
+		bool		nulls[4] = {false}; /* the id's; the rest rows_columns sets */
 		double		value,
 					p;
 		int			k = row_prediction(w, out, out64, r, &value, &p);
@@ -469,17 +503,7 @@ writer_put_rows(DmlPredictWriter *w, const Datum *ids, const bool *idnulls,
 		}
 		else
 			nulls[0] = true;
-		if (!w->classifier)
-		{
-			values[1] = Float8GetDatum(value);
-			nulls[1] = false;
-		}
-		else
-		{
-			values[2] = w->labels[k];
-			values[3] = Float8GetDatum(p);
-			nulls[2] = nulls[3] = false;
-		}
+		rows_columns(w, k, value, p, values, nulls);
 		tuplestore_putvalues(w->t->rows, w->t->rows_desc, values, nulls);
 	}
 	MemoryContextSwitchTo(old);

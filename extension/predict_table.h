@@ -49,19 +49,6 @@ typedef struct DmlPredictTarget
 	TupleDesc	rows_desc;
 } DmlPredictTarget;
 
-/*
- * dml_predict_rows: a row made from a template (predict_table.c,
- * row_template), one per class and length of the id's text up to this
- */
-#define DML_ROW_ID_MAX	64
-
-typedef struct DmlRowTemplate
-{
-	HeapTuple	tup;			/* NULL until first needed */
-	int			id_off;			/* where the id's characters go in its data */
-	int			f8_off;			/* and the float8 (value, or probability) */
-} DmlRowTemplate;
-
 /* Rows into the target table through the table AM's multi-insert */
 typedef struct DmlPredictWriter
 {
@@ -83,7 +70,7 @@ typedef struct DmlPredictWriter
 	int		   *prob_offs;		/* per class */
 	struct DmlHeapPages *pages; /* the table's pages written directly, or NULL */
 	FmgrInfo	id_out;			/* dml_predict_rows: the id's output function */
-	DmlRowTemplate **row_tmpl;	/* dml_predict_rows: per class, per id length */
+	struct DmlRowTemplate **row_tmpl;	/* dml_predict_rows: per class, per id length */
 	int64		done;
 } DmlPredictWriter;
 

@@ -45,6 +45,8 @@ heapcheck() {	# what cond
 	if [ -n "$AMCHECK" ]; then check "$1" "$2"; else ok "$1 # SKIP amcheck is not installed"; fi
 }
 NOWAL=; [ -n "$WALINSPECT" ] || NOWAL=" (its WAL records not read: pg_walinspect is not installed)"
+# whether walrecs' list W is heap inserts and no whole pages (true where not read)
+heap_inserts() { [ -z "$WALINSPECT" ] || { [[ "$1" == *MULTI_INSERT* ]] && [[ "$1" != *FPI* ]]; }; }
 # no timed checkpoint may move recovery's start past this test's WAL
 pgc_psql -c "ALTER SYSTEM SET checkpoint_timeout = '1h'" -c "SELECT pg_reload_conf()" >/dev/null
 check "data checksums are on" '[ "$(q "SHOW data_checksums")" = on ]'
@@ -154,7 +156,7 @@ w=$(walrecs "$lsn" reg_l)
 check "logical: the same rows, sound, gone in as heap inserts ($w)$NOHEAP$NOWAL" \
 	'[ "$(rows reg_l)" = "$before_reg" ] && [ "$(rows cls_l)" = "$before_cls" ] &&
 	 [ "$(corrupt reg_l) $(corrupt cls_l)" = "0 0" ] &&
-	 { [ -z "$WALINSPECT" ] || { [[ "$w" == *MULTI_INSERT* ]] && [[ "$w" != *FPI* ]]; }; }'
+	 heap_inserts "$w"'
 walrestart replica 10
 q "CREATE TABLE src_text AS SELECT id::text AS id, x1, x2 FROM src" >/dev/null
 lsn=$(q "SELECT pg_current_wal_flush_lsn()")
@@ -162,5 +164,5 @@ pgc_psql -qAt -c "SET synchronous_commit = on" -c "SET client_min_messages = war
 	-c "CALL dml_predict_table('hp_reg', 'src_text', 'reg_t', 'id')"
 w=$(walrecs "$lsn" reg_t)
 check "a text id: heap inserts on replica too, the same predictions ($w)$NOWAL" \
-	'{ [ -z "$WALINSPECT" ] || { [[ "$w" == *MULTI_INSERT* ]] && [[ "$w" != *FPI* ]]; }; } &&
+	'heap_inserts "$w" &&
 	 [ "$(q "SELECT count(*) FROM reg_t t JOIN reg_a a ON a.id::text = t.id AND a.prediction = t.prediction")" = 19794 ]'
